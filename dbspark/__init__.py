@@ -1,0 +1,35 @@
+"""dbspark: incremental view maintenance on DBSP, with a local (in-process) engine and a Spark engine.
+
+    import dbspark
+    from dbspark import col
+    c = dbspark.Circuit()
+    t = c.input("t", {"a": "int64", "b": "str"})
+    c.output("v", t.filter(col("a") > 2).map("b").stream_distinct())
+    q = c.incrementalize().run()          # Q^Δ on the local engine
+    q.insert("t", [(3, "x")]); q.step()   # {"v": ZSet({('x',): 1})}
+"""
+
+from dbspark.algebra.zset import IndexedZSet, ZSet
+from dbspark.circuit.circuit import Circuit, Feedback
+from dbspark.circuit.runtime import Runtime
+from dbspark.circuit.stream import Stream
+from dbspark.errors import (
+    CircuitError,
+    DbsparkError,
+    IncrementalizationError,
+    NegativeStateError,
+    SchemaError,
+    UnknownNameError,
+    UnsupportedError,
+    WeightError,
+)
+from dbspark.ir.aggregate import UserAggregate
+from dbspark.ir.expr import Cast, col, lit
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Cast", "Circuit", "CircuitError", "DbsparkError", "Feedback", "IncrementalizationError", "IndexedZSet",
+    "NegativeStateError", "Runtime", "SchemaError", "Stream", "UnknownNameError", "UnsupportedError",
+    "UserAggregate", "WeightError", "ZSet", "col", "lit",
+]

@@ -1,0 +1,224 @@
+"""Z-sets and indexed Z-sets as columnar batches (`dbsp-paper.txt` §4.1, §7.3).
+
+A Z-set is a finite map from rows to non-zero integer weights. Here it is a Polars DataFrame whose
+data columns are the row and whose last column, `WEIGHT`, is the weight (int64). A batch may be
+*unconsolidated* (the same row several times, or weight 0) as it flows between linear operators;
+`consolidate()` sums the weights of equal rows and drops zeros, which is the canonical form used for
+equality, traces and outputs. An indexed Z-set is a Z-set together with the names of its key columns
+(`Z[A][K]` of §7.3 flattened to rows (k, a)): the input of joins and grouped aggregates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from dbspark.errors import WeightError
+
+WEIGHT = "__w"
+_OVERFLOW = 9.2e18
+
+
+def weight_sum_checked(df: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """Group `df` by `by`, summing WEIGHT, raising WeightError if a sum leaves int64."""
+    if not by:
+        total = df[WEIGHT].sum()
+        fl = df[WEIGHT].cast(pl.Float64).sum()
+        if abs(fl) > _OVERFLOW:
+            raise WeightError("weight overflow while consolidating a Z-set")
+        return pl.DataFrame({WEIGHT: [total]}, schema={WEIGHT: pl.Int64})
+    out = df.group_by(list(by)).agg(
+        pl.col(WEIGHT).sum(), pl.col(WEIGHT).cast(pl.Float64).sum().alias("__wf")
+    )
+    if out.height and out["__wf"].abs().max() > _OVERFLOW:  # type: ignore[operator]
+        raise WeightError("weight overflow while consolidating a Z-set: a row's weight left int64")
+    return out.drop("__wf")
+
+
+class ZSet:
+    """A Z-set over rows of a fixed schema, stored columnar; the values of a DBSP stream."""
+
+    __slots__ = ("_df", "consolidated")
+
+    def __init__(self, df: pl.DataFrame, consolidated: bool = False) -> None:
+        if df.columns[-1:] != [WEIGHT]:
+            raise ValueError(f"a Z-set frame must end with the weight column {WEIGHT!r}: {df.columns}")
+        self._df = df
+        self.consolidated = consolidated
+
+    # ---- construction -------------------------------------------------------------------------
+    @classmethod
+    def empty(cls, schema: Mapping[str, pl.DataType]) -> ZSet:
+        return cls(pl.DataFrame(schema={**schema, WEIGHT: pl.Int64}), consolidated=True)
+
+    @classmethod
+    def from_rows(
+        cls,
+        rows: Iterable[Sequence[Any]],
+        schema: Mapping[str, pl.DataType],
+        weights: Iterable[int] | None = None,
+    ) -> ZSet:
+        """Rows as tuples in column order; weights default to 1 each."""
+        rows = list(rows)
+        cols = list(schema)
+        data = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+        w = [1] * len(rows) if weights is None else list(weights)
+        df = pl.DataFrame({**data, WEIGHT: w}, schema={**schema, WEIGHT: pl.Int64}, strict=False)
+        return cls(df)
+
+    @classmethod
+    def from_dict(cls, m: Mapping[tuple, int], schema: Mapping[str, pl.DataType]) -> ZSet:
+        return cls.from_rows(list(m.keys()), schema, list(m.values()))
+
+    # ---- views --------------------------------------------------------------------------------
+    @property
+    def df(self) -> pl.DataFrame:
+        """The frame: data columns then the weight column."""
+        return self._df
+
+    @property
+    def columns(self) -> list[str]:
+        return self._df.columns[:-1]
+
+    @property
+    def schema(self) -> pl.Schema:
+        s = self._df.schema
+        return pl.Schema([(c, s[c]) for c in self.columns])
+
+    def data(self) -> pl.DataFrame:
+        """The data columns only (each row once per stored entry, weights dropped)."""
+        return self._df.drop(WEIGHT)
+
+    def weights(self) -> np.ndarray:
+        return self._df[WEIGHT].to_numpy()
+
+    def __len__(self) -> int:
+        """Number of stored entries (distinct rows once consolidated)."""
+        return self._df.height
+
+    def with_df(self, df: pl.DataFrame, consolidated: bool = False) -> ZSet:
+        """A Z-set of the same kind (plain or indexed) over another frame."""
+        return ZSet(df, consolidated)
+
+    # ---- the group (Z[A], +, 0, -) ------------------------------------------------------------
+    def consolidate(self) -> ZSet:
+        """Sum the weights of equal rows and drop zero weights: the canonical form."""
+        if self.consolidated:
+            return self
+        df = self._df
+        if df.height == 0:
+            return self.with_df(df, True)
+        cols = self.columns
+        if not cols:
+            out = weight_sum_checked(df, [])
+        else:
+            out = weight_sum_checked(df, cols)
+        out = out.filter(pl.col(WEIGHT) != 0)
+        return self.with_df(out.select(df.columns), True)
+
+    def __add__(self, other: ZSet) -> ZSet:
+        if self._df.height == 0:
+            return other
+        if other._df.height == 0:
+            return self
+        right = other._df
+        if right.schema != self._df.schema:
+            right = right.select([pl.col(c).cast(t) for c, t in self._df.schema.items()]) \
+                if right.columns == self._df.columns else right
+        return self.with_df(pl.concat([self._df, right], how="vertical_relaxed"))
+
+    def __neg__(self) -> ZSet:
+        return self.with_df(self._df.with_columns(-pl.col(WEIGHT)), self.consolidated)
+
+    def __sub__(self, other: ZSet) -> ZSet:
+        return self + (-other)
+
+    def is_zero(self) -> bool:
+        return self.consolidate()._df.height == 0
+
+    # ---- distinct and predicates (§4.1) --------------------------------------------------------
+    def distinct(self) -> ZSet:
+        """Weight 1 for rows of positive weight; others dropped."""
+        c = self.consolidate()._df
+        return self.with_df(c.filter(pl.col(WEIGHT) > 0).with_columns(pl.lit(1, pl.Int64).alias(WEIGHT)), True)
+
+    def isset(self) -> bool:
+        """Every weight is 1 (after consolidation)."""
+        w = self.consolidate()._df[WEIGHT]
+        return bool((w == 1).all())
+
+    def ispositive(self) -> bool:
+        """Every weight is positive (after consolidation): a bag."""
+        w = self.consolidate()._df[WEIGHT]
+        return bool((w > 0).all())
+
+    # ---- conversions --------------------------------------------------------------------------
+    def to_dict(self) -> dict[tuple, int]:
+        """{row tuple: weight}, consolidated."""
+        c = self.consolidate()._df
+        ws = c[WEIGHT].to_list()
+        rows = c.drop(WEIGHT).rows()
+        return dict(zip(rows, ws, strict=True))
+
+    def to_rows(self) -> list[tuple[tuple, int]]:
+        """[(row, weight)], consolidated and sorted (NULLs first) for stable printing."""
+        return sorted(self.to_dict().items(), key=lambda kv: _sort_key(kv[0]))
+
+    def to_polars(self) -> pl.DataFrame:
+        """The consolidated frame, weight column named `weight`."""
+        return self.consolidate()._df.rename({WEIGHT: "weight"})
+
+    def to_pandas(self) -> Any:
+        return self.to_polars().to_pandas()
+
+    def to_arrow(self) -> Any:
+        return self.to_polars().to_arrow()
+
+    def expand(self) -> list[tuple]:
+        """The rows repeated by weight (a bag); raises if a weight is negative."""
+        out: list[tuple] = []
+        for row, w in self.to_rows():
+            if w < 0:
+                raise WeightError(f"cannot expand a negative weight {w} of row {row}")
+            out.extend([row] * w)
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ZSet):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:  # Z-sets are values but mutable frames are not hashed
+        raise TypeError("ZSet is not hashable")
+
+    def __repr__(self) -> str:
+        items = self.to_rows()
+        shown = ", ".join(f"{r}: {w}" for r, w in items[:8])
+        more = f", ... ({len(items)} rows)" if len(items) > 8 else ""
+        return f"ZSet({{{shown}{more}}})"
+
+
+class IndexedZSet(ZSet):
+    """A Z-set grouped by key columns (`dbsp-paper.txt` §7.3)."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, df: pl.DataFrame, keys: Sequence[str], consolidated: bool = False) -> None:
+        super().__init__(df, consolidated)
+        self.keys = tuple(keys)
+
+    def with_df(self, df: pl.DataFrame, consolidated: bool = False) -> IndexedZSet:
+        return IndexedZSet(df, self.keys, consolidated)
+
+    def key_frame(self) -> pl.DataFrame:
+        return self._df.select(self.keys).unique()
+
+    def __repr__(self) -> str:
+        return f"IndexedZSet(keys={list(self.keys)}, {super().__repr__()})"
+
+
+def _sort_key(row: tuple) -> tuple:
+    return tuple((v is not None, type(v).__name__, v) if v is not None else (False, "", 0) for v in row)

@@ -1,0 +1,27 @@
+"""Print a circuit as text: one node per line, `nK = label(inputs)`, outputs last (used by golden tests)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dbspark.circuit.circuit import Circuit
+
+
+def explain(c: Circuit) -> str:
+    from dbspark.circuit.runtime import schedule
+
+    try:
+        order = schedule(c)
+    except Exception:
+        order = sorted(c.nodes)
+    # renumber in evaluation order so that equivalent circuits print the same
+    num = {nid: i for i, nid in enumerate(order)}
+    lines = []
+    for nid in order:
+        n = c.nodes[nid]
+        args = ", ".join(f"n{num[i]}" for i in n.inputs)
+        lines.append(f"n{num[nid]} = {n.op.label()}" + (f"({args})" if n.inputs else ""))
+    for name, nid in c.outputs.items():
+        lines.append(f"output {name} = n{num[nid]}")
+    return "\n".join(lines)

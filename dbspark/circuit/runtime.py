@@ -1,0 +1,206 @@
+"""The scheduler and the runtime handle: evaluate a circuit one step at a time.
+
+Each step evaluates the nodes in a topological order in which delays are sources (their output, the
+previous step's input, is known before the step: this is how feedback loops through z^-1 are
+well-defined, `dbsp-paper.txt` §2.2.2 strictness). A step is atomic: every state change registers an
+undo, and a step that raises is rolled back, leaving the circuit at its previous step.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dbspark.algebra.zset import ZSet
+from dbspark.circuit.circuit import Circuit, Node
+from dbspark.errors import CircuitError, DbsparkError, UnknownNameError
+from dbspark.operators.source import Input
+from dbspark.operators.time import Delay, DelayState
+
+
+def schedule(c: Circuit) -> list[int]:
+    """Topological order of the nodes, delays' inputs cut; a cycle without a delay is an error."""
+    c.check()
+    deps = {n.id: ([] if isinstance(n.op, Delay) else list(n.inputs)) for n in c.nodes.values()}
+    order: list[int] = []
+    state: dict[int, int] = {}
+    for root in sorted(deps):
+        if state.get(root):
+            continue
+        stack = [(root, iter(deps[root]))]
+        state[root] = 1
+        while stack:
+            nid, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                state[nid] = 2
+                order.append(nid)
+            elif state.get(nxt) == 1:
+                raise CircuitError(f"the circuit has a cycle through n{nxt} without a delay (z^-1)")
+            elif not state.get(nxt):
+                state[nxt] = 1
+                stack.append((nxt, iter(deps[nxt])))
+    return order
+
+
+class Runtime:
+    """A running circuit: push changes to inputs, `step()`, read outputs and their integrals."""
+
+    def __init__(self, circuit: Circuit, kernel: Any) -> None:
+        self.circuit = circuit
+        self.kernel = kernel
+        self.order = schedule(circuit)
+        self.time = 0
+        self.states: dict[int, Any] = {}
+        nodes = circuit.nodes
+        for nid in self.order:
+            n = nodes[nid]
+            if isinstance(n.op, Delay):
+                sh = n.shape
+                empty = kernel.empty_snapshot(sh.schema, sh.index_keys) if sh.trace else kernel.empty(sh.schema)
+                self.states[nid] = DelayState(empty)
+            else:
+                self.states[nid] = n.op.init(kernel, n.shape, [nodes[i].shape for i in n.inputs])
+        self._pending: dict[str, list[Any]] = {name: [] for name in circuit.inputs}
+        self._input_traces: dict[str, Spine] = {}
+        for name, nid in circuit.inputs.items():
+            op = nodes[nid].op
+            assert isinstance(op, Input)
+            if op.positive:
+                self._input_traces[name] = kernel.new_trace(op.schema, tuple(op.schema))
+        self._views = {
+            name: kernel.new_trace(nodes[nid].shape.schema, tuple(nodes[nid].shape.schema))
+            for name, nid in circuit.outputs.items()
+        }
+        self._last: dict[str, ZSet] = {}
+
+    # ---- inputs -------------------------------------------------------------------------------
+    def _input(self, name: str) -> Input:
+        if name not in self.circuit.inputs:
+            raise UnknownNameError(f"unknown input {name!r}; the inputs are {sorted(self.circuit.inputs)}")
+        op = self.circuit.nodes[self.circuit.inputs[name]].op
+        assert isinstance(op, Input)
+        return op
+
+    def push(self, name: str, rows: Any, weights: Sequence[int] | np.ndarray | int | None = None) -> None:
+        """Queue rows with weights for the next step (a frame may carry a `weight` column instead)."""
+        op = self._input(name)
+        self._pending[name].append(self.kernel.input_batch(rows, op.schema, weights, f"input {name!r}"))
+
+    def insert(self, name: str, rows: Any) -> None:
+        self.push(name, rows, 1)
+
+    def delete(self, name: str, rows: Any) -> None:
+        self.push(name, rows, -1)
+
+    # ---- stepping -----------------------------------------------------------------------------
+    def step(self) -> dict[str, ZSet]:
+        """Evaluate one step; returns each output's value (for an incremental circuit, its change)."""
+        pending = {n: v for n, v in self._pending.items() if v}
+        for name in self._pending:
+            self._pending[name] = []
+        undo: list = []
+        try:
+            values = self._evaluate(pending, undo)
+            out = {}
+            for name, nid in self.circuit.outputs.items():
+                z = self.kernel.consolidate(values[nid])
+                self.kernel.trace_insert(self._views[name], z, undo)
+                out[name] = z
+        except BaseException as e:
+            for fn in reversed(undo):
+                fn()
+            if isinstance(e, DbsparkError):
+                e.args = (f"step {self.time} rejected, nothing applied: {e.args[0] if e.args else e}",)
+            raise
+        self.time += 1
+        self._last = out
+        return out
+
+    def _evaluate(self, pending: dict[str, list[Any]], undo: list) -> dict[int, Any]:
+        k, nodes, values = self.kernel, self.circuit.nodes, {}
+        for nid in self.order:
+            n: Node = nodes[nid]
+            if isinstance(n.op, Input):
+                values[nid] = self._input_value(n.op, pending.get(n.op.name_, []), undo)
+            elif isinstance(n.op, Delay):
+                values[nid] = self.states[nid].value
+            else:
+                values[nid] = n.op.eval(k, self.states[nid], [values[i] for i in n.inputs], undo)
+        for nid in self.order:
+            n = nodes[nid]
+            if isinstance(n.op, Delay):
+                st = self.states[nid]
+                prev = st.value
+                undo.append(lambda st=st, prev=prev: setattr(st, "value", prev))
+                st.value = values[n.inputs[0]]
+        return values
+
+    def _input_value(self, op: Input, batches: list[Any], undo: list) -> Any:
+        if not batches:
+            return self.kernel.empty(op.schema)
+        z = batches[0]
+        for b in batches[1:]:
+            z = self.kernel.plus(z, b)
+        z = self.kernel.consolidate(z)
+        trace = self._input_traces.get(op.name_)
+        if trace is not None and not self.kernel.is_empty(z):
+            self.kernel.check_input(trace, z, op.kind_, f"input {op.name_!r}")
+            self.kernel.trace_insert(trace, z, undo)
+        return z
+
+    # ---- reading ------------------------------------------------------------------------------
+    def view(self, name: str) -> ZSet:
+        """The integral of an output: for an incremental circuit, the view's current contents."""
+        if name not in self._views:
+            raise UnknownNameError(f"unknown output {name!r}; the outputs are {sorted(self._views)}")
+        return self.kernel.as_zset(self._views[name].snapshot())
+
+    def output(self, name: str) -> ZSet:
+        """The last step's value of an output."""
+        if name not in self.circuit.outputs:
+            raise UnknownNameError(f"unknown output {name!r}; the outputs are {sorted(self.circuit.outputs)}")
+        return self._last.get(name) or self.kernel.empty(self.circuit.nodes[self.circuit.outputs[name]].shape.schema)
+
+    # ---- checkpoints --------------------------------------------------------------------------
+    def checkpoint(self, path: str | Path) -> None:
+        """Write every operator's state (keyed by node id), the views and the step number."""
+        data = {
+            "time": self.time,
+            "ops": {nid: self._save(nid) for nid in self.order},
+            "views": {n: s.to_state() for n, s in self._views.items()},
+            "inputs": {n: s.to_state() for n, s in self._input_traces.items()},
+        }
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(data))
+        tmp.replace(p)
+
+    def _save(self, nid: int) -> Any:
+        st = self.states[nid]
+        if isinstance(st, DelayState):
+            return ("delay", st.value)
+        return ("op", self.circuit.nodes[nid].op.checkpoint(self.kernel, st))
+
+    def restore(self, path: str | Path) -> None:
+        """Load a checkpoint written by `checkpoint` for the same circuit."""
+        data = pickle.loads(Path(path).read_bytes())
+        if set(data["ops"]) != set(self.order):
+            raise CircuitError(f"checkpoint {path} was written by a different circuit")
+        for nid, (kind, saved) in data["ops"].items():
+            if kind == "delay":
+                self.states[nid].value = saved
+            else:
+                op = self.circuit.nodes[nid].op
+                self.states[nid] = op.restore(self.kernel, self.states[nid], saved)
+        for n, frames in data["views"].items():
+            self._views[n].restore(frames)
+        for n, frames in data["inputs"].items():
+            self._input_traces[n].restore(frames)
+        self.time = data["time"]

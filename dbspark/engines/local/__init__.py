@@ -1,0 +1,1 @@
+"""The local engine: in-process, columnar (Polars on Arrow memory), no JVM."""

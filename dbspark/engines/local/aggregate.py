@@ -1,0 +1,343 @@
+"""GROUP BY aggregation on the local engine: from scratch, and incrementally per change.
+
+Linear aggregates keep per-group accumulators (row count, non-null count, Σx, Σx²) in a trace whose
+"weights" are those accumulators (an abelian group, `algebra.weights`), so a change is O(1) per row
+plus a seek of the changed groups (`dbsp-paper.txt` §7.2, §7.4). MIN/MAX/MEDIAN/MODE keep an
+`OrderedMultiset` per group and call (`incremental-aggregation-monotonic-programs.txt` §2.4, Table 2).
+User aggregates keep their accumulated value; without an inverse `d` a group that loses rows is
+recomputed from its stored rows (§2.3). Only groups present in the change are recomputed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.errors import NegativeStateError
+from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
+from dbspark.trace.ordered import NegativeMultiplicityError, OrderedMultiset
+from dbspark.trace.spine import Spine
+
+G = "__g"  # the constant group key used when there is no GROUP BY
+
+
+def _keys(spec: AggSpec) -> list[str]:
+    return list(spec.by) if spec.by else [G]
+
+
+def _with_key(df: pl.DataFrame, spec: AggSpec) -> pl.DataFrame:
+    return df if spec.by else df.with_columns(pl.lit(0, pl.Int8).alias(G))
+
+
+def _acc_exprs(spec: AggSpec) -> list[pl.Expr]:
+    """Per-group accumulator sums of a change: the linear part of every call."""
+    w = pl.col(WEIGHT)
+    out = [w.sum().alias(WEIGHT)]
+    for i, c in enumerate(spec.calls):
+        if c.kind != "linear" or c.arg is None:
+            continue
+        x = pl.col(c.arg)
+        xs = x.cast(pl.Int64) if spec.input_schema[c.arg] == pl.Boolean() else x
+        out.append(pl.when(x.is_not_null()).then(w).otherwise(0).sum().alias(f"__c{i}"))
+        if c.func != "count":
+            out.append((xs * w).sum().alias(f"__s{i}"))
+        if c.func in ("var_samp", "var_pop", "stddev_samp", "stddev_pop"):
+            xf = xs.cast(pl.Float64)
+            out.append((xf * xf * w.cast(pl.Float64)).sum().alias(f"__q{i}"))
+    return out
+
+
+def _finalize(acc: pl.DataFrame, spec: AggSpec) -> list[pl.Expr]:
+    """Expressions turning accumulators into the linear aggregate columns."""
+    out = []
+    for i, c in enumerate(spec.calls):
+        if c.kind != "linear":
+            continue
+        t = result_dtype(c, spec.input_schema)
+        if c.func == "count_star":
+            e = pl.col(WEIGHT)
+        elif c.func == "count":
+            e = pl.col(f"__c{i}")
+        else:
+            n, s = pl.col(f"__c{i}"), pl.col(f"__s{i}")
+            nf, sf = n.cast(pl.Float64), s.cast(pl.Float64)
+            if c.func == "sum":
+                e = pl.when(n > 0).then(s)
+            elif c.func == "avg":
+                e = pl.when(n > 0).then(sf / nf)
+            else:
+                q = pl.col(f"__q{i}")
+                m2 = (q - sf * sf / nf).clip(lower_bound=0.0)
+                if c.func in ("var_samp", "stddev_samp"):
+                    e = pl.when(n > 1).then(m2 / (nf - 1))
+                else:
+                    e = pl.when(n > 0).then(m2 / nf)
+                if c.func.startswith("stddev"):
+                    e = e.sqrt()
+        out.append(e.cast(t).alias(c.name))
+    return out
+
+
+# ---- ordered and user aggregates: value of one group --------------------------------------------
+def _ordered_value(func: str, ms: OrderedMultiset, numeric: bool) -> Any:
+    if len(ms) == 0:
+        return None
+    if func == "min":
+        return ms.min()
+    if func == "max":
+        return ms.max()
+    if func == "mode":
+        return ms.mode()
+    lo, hi = ms.median_low(), ms.median_high()
+    return (lo + hi) / 2 if numeric else lo
+
+
+def _power(ua: UserAggregate, v: Any, n: int) -> Any:
+    """g applied to n copies of v, by doubling (weights may be large)."""
+    result = None
+    base = v
+    while n:
+        if n & 1:
+            result = base if result is None else ua.g(result, base)
+        n >>= 1
+        if n:
+            base = ua.g(base, base)
+    return result
+
+
+def _fold(ua: UserAggregate, values: list[Any], weights: list[int]) -> Any:
+    acc = None
+    for v, w in zip(values, weights, strict=True):
+        if v is None or w <= 0:
+            continue
+        p = _power(ua, ua.f(v), w)
+        acc = p if acc is None else ua.g(acc, p)
+    return acc
+
+
+def _final_user(ua: UserAggregate, acc: Any) -> Any:
+    if acc is None:
+        return None
+    return ua.r(acc) if ua.r is not None else acc
+
+
+# ---- from scratch ------------------------------------------------------------------------------
+def aggregate_full(z: ZSet, spec: AggSpec) -> ZSet:
+    """The aggregate of a whole Z-set (the non-incremental `stream_aggregate`)."""
+    df = _with_key(z.consolidate().df, spec)
+    keys = _keys(spec)
+    acc = df.group_by(keys).agg(_acc_exprs(spec)) if df.height else None
+    if acc is None or acc.height == 0:
+        acc = pl.DataFrame(schema={**{k: df.schema[k] for k in keys}, WEIGHT: pl.Int64})
+    if not spec.by and acc.height == 0:
+        acc = _empty_global(spec)
+    acc = acc.filter(pl.col(WEIGHT) != 0) if spec.by else acc
+    if spec.by and (acc[WEIGHT] < 0).any():
+        raise NegativeStateError("aggregate over a Z-set with a group of negative count")
+    out = acc.select(pl.col(keys), *_finalize(acc, spec))
+    for i, c in enumerate(spec.calls):
+        if c.kind == "linear":
+            continue
+        vals = _nonlinear_full(df, keys, c, spec)
+        out = out.join(vals, on=keys, how="left", nulls_equal=True) if vals.height else out.with_columns(
+            pl.lit(None, result_dtype(c, spec.input_schema)).alias(c.name))
+    out = out.select([*_keys(spec), *[c.name for c in spec.calls]])
+    if not spec.by:
+        out = out.drop(G)
+    return ZSet(out.with_columns(pl.lit(1, pl.Int64).alias(WEIGHT)))
+
+
+def _empty_global(spec: AggSpec) -> pl.DataFrame:
+    cols: dict[str, Any] = {G: pl.Series(G, [0], dtype=pl.Int8), WEIGHT: [0]}
+    for e in _acc_exprs(spec)[1:]:
+        cols[e.meta.output_name()] = [0]
+    return pl.DataFrame(cols)
+
+
+def _nonlinear_full(df: pl.DataFrame, keys: list[str], c: AggCall, spec: AggSpec) -> pl.DataFrame:
+    t = result_dtype(c, spec.input_schema)
+    x = c.arg
+    assert x is not None
+    v = df.filter(pl.col(x).is_not_null()).group_by([*keys, x]).agg(pl.col(WEIGHT).sum()).filter(
+        pl.col(WEIGHT) != 0)
+    if (v[WEIGHT] < 0).any():
+        raise NegativeStateError(f"aggregate {c.name!r} over a Z-set with negative weights")
+    if isinstance(c.func, UserAggregate):
+        rows = []
+        for key, grp in v.group_by(keys, maintain_order=True):
+            acc = _fold(c.func, grp[x].to_list(), grp[WEIGHT].to_list())
+            rows.append((*key, _final_user(c.func, acc)))
+        return pl.DataFrame(rows, schema={**{k: df.schema[k] for k in keys}, c.name: t}, orient="row")
+    if c.func == "min":
+        e = pl.col(x).min()
+    elif c.func == "max":
+        e = pl.col(x).max()
+    elif c.func == "mode":
+        v = v.sort([*keys, WEIGHT, x], descending=[False] * len(keys) + [True, False], nulls_last=True)
+        return v.group_by(keys, maintain_order=True).agg(pl.col(x).first().cast(t).alias(c.name))
+    else:  # median over weighted values: the value at positions (n-1)//2 and n//2
+        v = v.sort([*keys, x]).with_columns(pl.col(WEIGHT).cum_sum().over(keys).alias("__cum"),
+                                            pl.col(WEIGHT).sum().over(keys).alias("__n"))
+        lo = pl.col(x).filter(pl.col("__cum") > (pl.col("__n") - 1) // 2).first()
+        hi = pl.col(x).filter(pl.col("__cum") > pl.col("__n") // 2).first()
+        numeric = spec.input_schema[x].is_numeric()
+        e = ((lo.cast(pl.Float64) + hi.cast(pl.Float64)) / 2) if numeric else lo
+    return v.group_by(keys).agg(e.cast(t).alias(c.name))
+
+
+# ---- incremental -------------------------------------------------------------------------------
+class AggregateState:
+    """The state of an incremental GROUP BY: accumulators, ordered multisets, user values, rows."""
+
+    def __init__(self, spec: AggSpec) -> None:
+        self.spec = spec
+        keys = _keys(spec)
+        probe = _with_key(pl.DataFrame(schema=spec.input_schema), spec)
+        acc_schema = probe.group_by(keys).agg(_acc_exprs(spec)).schema
+        wcols = [c for c in acc_schema if c not in keys]
+        self.acc = Spine(keys, acc_schema, wcols)
+        self.groups: dict[tuple, list[Any]] = {}  # key -> per-call OrderedMultiset / user accumulator
+        self.rows = Spine(keys, pl.Schema({**probe.schema, WEIGHT: pl.Int64})) if spec.needs_rows else None
+        self.started = False
+        self.nl = [(i, c) for i, c in enumerate(spec.calls) if c.kind != "linear"]
+
+    def step(self, delta: ZSet, undo: list[Callable[[], None]]) -> ZSet:
+        spec, keys = self.spec, _keys(self.spec)
+        d = _with_key(delta.df, spec)
+        if d.height == 0 and self.started:
+            return ZSet.empty(spec.output_schema())
+        dacc = d.group_by(keys).agg(_acc_exprs(spec)) if d.height else self.acc.snapshot().empty_frame()
+        gk = dacc.select(keys)
+        if not spec.by:
+            gk = pl.DataFrame({G: pl.Series(G, [0], dtype=pl.Int8)})
+        old = self.acc.snapshot().seek(gk).df
+        old = gk.join(old, on=keys, how="left", nulls_equal=True).fill_null(0)
+        new = _add_acc(old, dacc, keys)
+        if (new[WEIGHT] < 0).any():
+            bad = new.filter(pl.col(WEIGHT) < 0).row(0, named=True)
+            raise NegativeStateError(
+                f"aggregate: group {({k: bad[k] for k in spec.by})} would have {bad[WEIGHT]} rows; "
+                "a delete of rows that are not there"
+            )
+        if self.rows is not None:
+            saved_rows = list(self.rows.batches)
+            undo.append(lambda: setattr(self.rows, "batches", saved_rows))
+            self.rows.insert(d)
+        old_nl, new_nl = self._nonlinear(d, gk, undo)
+        saved = list(self.acc.batches)
+        undo.append(lambda: setattr(self.acc, "batches", saved))
+        self.acc.insert(dacc)
+        was_started = self.started
+        self.started = True
+        undo.append(lambda: setattr(self, "started", was_started))
+        out_old = self._rows(old, old_nl, -1, keep_empty=was_started and not spec.by)
+        out_new = self._rows(new, new_nl, 1, keep_empty=not spec.by)
+        return (ZSet(out_old) + ZSet(out_new)).consolidate()
+
+    def _rows(self, acc: pl.DataFrame, nl: dict[int, list[Any]], w: int, keep_empty: bool) -> pl.DataFrame:
+        spec, keys = self.spec, _keys(self.spec)
+        cols = [pl.col(k) for k in keys] + _finalize(acc, spec)
+        out = acc.select(cols)
+        for i, c in self.nl:
+            out = out.with_columns(pl.Series(c.name, nl[i], dtype=result_dtype(c, spec.input_schema)))
+        mask = (acc[WEIGHT] > 0) | keep_empty
+        out = out.filter(mask).select([*keys, *[c.name for c in spec.calls]])
+        if not spec.by:
+            out = out.drop(G)
+        return out.with_columns(pl.lit(w, pl.Int64).alias(WEIGHT))
+
+    def _nonlinear(self, d: pl.DataFrame, gk: pl.DataFrame, undo: list) -> tuple[dict, dict]:
+        """Old and new values of the ordered and user aggregates, for the groups in `gk` (in order)."""
+        if not self.nl:
+            return {}, {}
+        spec, keys = self.spec, _keys(self.spec)
+        groups = gk.rows()
+        old = {i: [None] * len(groups) for i, _ in self.nl}
+        new = {i: [None] * len(groups) for i, _ in self.nl}
+        pos = {g: n for n, g in enumerate(groups)}
+        for i, c in self.nl:
+            x = c.arg
+            assert x is not None
+            numeric = spec.input_schema[x].is_numeric()
+            ch = d.filter(pl.col(x).is_not_null()).group_by([*keys, x]).agg(pl.col(WEIGHT).sum()).filter(
+                pl.col(WEIGHT) != 0)
+            by_group: dict[tuple, tuple[list, list]] = {}
+            for row in ch.iter_rows():
+                g = row[: len(keys)]
+                vs, ws = by_group.setdefault(g, ([], []))
+                vs.append(row[len(keys)])
+                ws.append(row[-1])
+            for g in groups:
+                state = self.groups.get(g)
+                cur = state[i] if state is not None else None
+                n = pos[g]
+                if isinstance(c.func, UserAggregate):
+                    old[i][n] = _final_user(c.func, cur[0]) if cur else None
+                else:
+                    old[i][n] = _ordered_value(c.func, cur, numeric) if cur is not None else None
+                if g in by_group:
+                    cur = self._apply(g, i, c, by_group[g], undo)
+                if isinstance(c.func, UserAggregate):
+                    new[i][n] = _final_user(c.func, cur[0]) if cur else None
+                else:
+                    new[i][n] = _ordered_value(c.func, cur, numeric) if cur is not None else None
+        return old, new
+
+    def _apply(self, g: tuple, i: int, c: AggCall, change: tuple[list, list], undo: list) -> Any:
+        state = self.groups.get(g)
+        if state is None:
+            state = [None] * len(self.spec.calls)
+            self.groups[g] = state
+            undo.append(lambda: self.groups.pop(g, None))
+        vs, ws = change
+        if isinstance(c.func, UserAggregate):
+            prev = state[i]
+            undo.append(lambda: state.__setitem__(i, prev))
+            state[i] = self._user_update(g, c.func, prev, vs, ws, c)
+            return state[i]
+        ms = state[i]
+        if ms is None:
+            ms = state[i] = OrderedMultiset()
+        try:
+            ms.update(vs, ws)
+        except NegativeMultiplicityError as e:
+            raise NegativeStateError(f"aggregate {c.name!r}, group {g}: {e}; a delete of a value not there") from None
+        undo.append(lambda: ms.update(vs, [-w for w in ws]))
+        return ms
+
+    def _user_update(self, g: tuple, ua: UserAggregate, prev: Any, vs: list, ws: list, c: AggCall) -> Any:
+        acc, n = prev if prev is not None else (None, 0)
+        n += sum(ws)
+        if n < 0:
+            raise NegativeStateError(f"aggregate {c.name!r}, group {g}: more values deleted than present")
+        if n == 0:
+            return None
+        if all(w > 0 for w in ws) or ua.d is not None:
+            for v, w in zip(vs, ws, strict=True):
+                p = _power(ua, ua.f(v), abs(w))
+                if w > 0:
+                    acc = p if acc is None else ua.g(acc, p)
+                else:
+                    acc = ua.d(acc, p)  # type: ignore[misc]
+            return (acc, n)
+        return (self._recompute(g, ua, c), n)
+
+    def _recompute(self, g: tuple, ua: UserAggregate, c: AggCall) -> Any:
+        """Fold a group's stored rows again (a user aggregate without an inverse lost rows)."""
+        assert self.rows is not None and c.arg is not None
+        keys = _keys(self.spec)
+        probe = pl.DataFrame([g], schema={k: self.rows.schema[k] for k in keys}, orient="row")
+        rows = self.rows.snapshot().seek(probe).df
+        v = rows.filter(pl.col(c.arg).is_not_null()).group_by(c.arg).agg(pl.col(WEIGHT).sum())
+        return _fold(ua, v[c.arg].to_list(), v[WEIGHT].to_list())
+
+
+def _add_acc(old: pl.DataFrame, dacc: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    wcols = [c for c in old.columns if c not in keys]
+    j = old.join(dacc, on=keys, how="left", nulls_equal=True, suffix="__d")
+    return j.select([pl.col(k) for k in keys] + [
+        (pl.col(c) + pl.col(f"{c}__d").fill_null(0)).alias(c) for c in wcols])
+

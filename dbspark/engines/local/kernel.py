@@ -1,0 +1,209 @@
+"""The local kernel: Z-sets as Polars frames, traces as in-memory LSM spines (`trace.spine`).
+
+Every operator is a vectorized Polars/NumPy computation over the change; traces are touched through
+`seek` with the keys of the change only. The only per-row Python is in user callbacks (flat_map, user
+aggregates) and in the ordered per-group state of MIN/MAX/MEDIAN/MODE (O(log n) per changed row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import polars as pl
+
+from dbspark.algebra.weights import checked_mul
+from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet
+from dbspark.engines.local import aggregate as agg
+from dbspark.engines.local.convert import rows_to_frame, split_weight_column, with_weights
+from dbspark.engines.local.exprs import to_polars
+from dbspark.errors import NegativeStateError, SchemaError
+from dbspark.ir.aggregate import AggSpec
+from dbspark.ir.expr import Expr
+from dbspark.trace.spine import Spine, TraceSnapshot, consolidate_frame
+
+Value = ZSet | TraceSnapshot
+_WR = "__w_r"
+
+
+def _frame(v: Value) -> pl.DataFrame:
+    return v.to_frame() if isinstance(v, TraceSnapshot) else v.df
+
+
+class LocalKernel:
+    """Implements `engines.base.Kernel` in process."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        pass
+
+    # ---- group and conversions ---------------------------------------------------------------
+    def empty(self, schema: pl.Schema, keys: Sequence[str] | None = None) -> ZSet:
+        z = ZSet.empty(schema)
+        return IndexedZSet(z.df, keys, True) if keys is not None else z
+
+    def from_frame(self, df: pl.DataFrame) -> ZSet:
+        return ZSet(df)
+
+    def as_zset(self, a: Value) -> ZSet:
+        return a.to_zset() if isinstance(a, TraceSnapshot) else a
+
+    def plus(self, a: Value, b: Value) -> ZSet:
+        a, b = self.as_zset(a), self.as_zset(b)
+        out = a + b
+        if isinstance(a, IndexedZSet) and not isinstance(out, IndexedZSet):
+            out = IndexedZSet(out.df, a.keys)
+        return out
+
+    def neg(self, a: Value) -> ZSet:
+        return -self.as_zset(a)
+
+    def consolidate(self, a: Value) -> ZSet:
+        return self.as_zset(a).consolidate()
+
+    def is_empty(self, a: Value) -> bool:
+        return len(a) == 0 if isinstance(a, TraceSnapshot) else a.df.height == 0
+
+    def input_batch(self, rows: Any, schema: pl.Schema, weights: Any, where: str) -> ZSet:
+        """Checked, typed rows with weights (a frame may carry its own `weight` column)."""
+        if weights is None:
+            rows, weights = split_weight_column(rows)
+        return ZSet(with_weights(rows_to_frame(rows, schema, where), weights, where))
+
+    def check_input(self, trace: Spine, z: ZSet, kind: str, where: str) -> None:
+        """Reject a change that would make a bag negative or a set exceed 1 (before anything changes)."""
+        cur = trace.snapshot().seek(z.data()).df.rename({WEIGHT: "__old"})
+        j = z.df.join(cur, on=z.columns, how="left", nulls_equal=True).with_columns(
+            (pl.col("__old").fill_null(0) + pl.col(WEIGHT)).alias("__new"))
+        too_many = pl.col("__new") > 1 if kind == "set" else pl.lit(False)
+        bad = j.filter((pl.col("__new") < 0) | too_many)
+        if bad.height:
+            r = bad.row(0, named=True)
+            row = tuple(r[c] for c in z.columns)
+            if r["__new"] < 0:
+                raise NegativeStateError(
+                    f"{where}: delete of row {row} that is not there (present {r['__old'] or 0} time(s), "
+                    f"change {r[WEIGHT]})")
+            raise NegativeStateError(f"{where} is a set: row {row} would occur {r['__new']} times")
+
+    # ---- linear operators ---------------------------------------------------------------------
+    def filter(self, a: Value, pred: Expr) -> ZSet:
+        z = self.as_zset(a)
+        return z.with_df(z.df.filter(to_polars(pred)))
+
+    def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> ZSet:
+        z = self.as_zset(a)
+        sel = [to_polars(e).cast(schema[n]).alias(n) for n, e in exprs]
+        return ZSet(z.df.select(*sel, pl.col(WEIGHT)))
+
+    def flat_map(self, a: Value, fn: Callable[[dict], Any], schema: pl.Schema) -> ZSet:
+        z = self.as_zset(a)
+        cols = list(schema)
+        out_rows: list[tuple] = []
+        ws: list[int] = []
+        for row, w in zip(z.data().iter_rows(named=True), z.df[WEIGHT].to_list(), strict=True):
+            for r in fn(row) or ():
+                t = tuple(r[c] for c in cols) if isinstance(r, dict) else tuple(r)
+                if len(t) != len(cols):
+                    raise SchemaError(f"flat_map produced {t!r}, expected {len(cols)} values {cols}")
+                out_rows.append(t)
+                ws.append(w)
+        return ZSet.from_rows(out_rows, schema, ws)
+
+    def index(self, a: Value, keys: Sequence[str]) -> IndexedZSet:
+        z = self.as_zset(a)
+        return IndexedZSet(z.df, keys, z.consolidated)
+
+    # ---- bilinear operators -------------------------------------------------------------------
+    def join(
+        self,
+        a: Value,
+        b: Value,
+        left_keys: Sequence[str],
+        right_keys: Sequence[str],
+        right_out: Sequence[tuple[str, str]],
+    ) -> ZSet:
+        """Equi-join, weights multiplied; NULL keys never match (SQL). A trace side is probed by key."""
+        lk, rk = list(left_keys), list(right_keys)
+        if isinstance(a, TraceSnapshot) and isinstance(b, TraceSnapshot):
+            a = a.to_zset()
+        if isinstance(b, TraceSnapshot):
+            left = a.df.drop_nulls(lk)
+            probe = left.select([pl.col(k).alias(r) for k, r in zip(lk, rk, strict=True)]).unique()
+            right = b.seek_frame(probe)
+        elif isinstance(a, TraceSnapshot):
+            right = b.df.drop_nulls(rk)
+            probe = right.select([pl.col(r).alias(k) for k, r in zip(lk, rk, strict=True)]).unique()
+            left = a.seek_frame(probe)
+        else:
+            left, right = a.df, b.df
+        if left.height == 0 or right.height == 0:
+            return self._empty_join(left, right, right_out)
+        rsel = [pl.col(r).alias(f"__k{i}") for i, r in enumerate(rk)]
+        rsel += [pl.col(src).alias(dst) for src, dst in right_out]
+        rsel.append(pl.col(WEIGHT).alias(_WR))
+        r = right.select(rsel)
+        j = left.join(r, left_on=lk, right_on=[f"__k{i}" for i in range(len(rk))], how="inner", coalesce=True)
+        return self._weigh(j, left, right_out)
+
+    def product(self, a: Value, b: Value, right_out: Sequence[tuple[str, str]]) -> ZSet:
+        left, right = _frame(a), _frame(b)
+        r = right.select([pl.col(s).alias(d) for s, d in right_out] + [pl.col(WEIGHT).alias(_WR)])
+        j = left.join(r, how="cross")
+        return self._weigh(j, left, right_out)
+
+    def _weigh(self, j: pl.DataFrame, left: pl.DataFrame, right_out: Sequence[tuple[str, str]]) -> ZSet:
+        w = checked_mul(j[WEIGHT].to_numpy(), j[_WR].to_numpy())
+        data = [c for c in left.columns if c != WEIGHT] + [d for _, d in right_out]
+        return ZSet(j.select(data).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)))
+
+    def _empty_join(self, left: pl.DataFrame, right: pl.DataFrame, right_out: Sequence[tuple[str, str]]) -> ZSet:
+        schema = [(c, t) for c, t in left.schema.items() if c != WEIGHT]
+        schema += [(d, right.schema[s]) for s, d in right_out]
+        return ZSet.empty(pl.Schema(schema))
+
+    # ---- non-linear operators -----------------------------------------------------------------
+    def distinct(self, a: Value) -> ZSet:
+        return self.as_zset(a).distinct()
+
+    def distinct_delta(self, prev: TraceSnapshot, delta: Value) -> ZSet:
+        """H(i, d) of `dbsp-paper.txt` Prop 4.7, looking up only the rows of d in the trace of i."""
+        d = self.as_zset(delta).consolidate()
+        if d.df.height == 0:
+            return ZSet(d.df, True)
+        cols = d.columns
+        old = prev.seek(d.data()).df.rename({WEIGHT: "__i"})
+        j = d.df.join(old, on=cols, how="left", nulls_equal=True).with_columns(pl.col("__i").fill_null(0))
+        new = pl.col("__i") + pl.col(WEIGHT)
+        out = j.with_columns(
+            pl.when((pl.col("__i") > 0) & (new <= 0)).then(-1)
+            .when((pl.col("__i") <= 0) & (new > 0)).then(1)
+            .otherwise(0).cast(pl.Int64).alias(WEIGHT)
+        ).filter(pl.col(WEIGHT) != 0)
+        return ZSet(out.select(d.df.columns), True)
+
+    def aggregate(self, a: Value, spec: AggSpec) -> ZSet:
+        return agg.aggregate_full(self.as_zset(a), spec)
+
+    def aggregate_state(self, spec: AggSpec) -> agg.AggregateState:
+        return agg.AggregateState(spec)
+
+    def aggregate_step(self, state: agg.AggregateState, delta: Value, undo: list) -> ZSet:
+        return state.step(self.as_zset(delta).consolidate(), undo)
+
+    # ---- traces -------------------------------------------------------------------------------
+    def new_trace(self, schema: pl.Schema, keys: Sequence[str]) -> Spine:
+        return Spine(keys, pl.Schema({**schema, WEIGHT: pl.Int64}))
+
+    def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
+        saved = list(trace.batches)
+        undo.append(lambda: setattr(trace, "batches", saved))
+        trace.insert(_frame(delta))
+        return trace.snapshot()
+
+    def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
+        return TraceSnapshot((), keys, pl.Schema({**schema, WEIGHT: pl.Int64}))
+
+    def frame_of(self, v: Value) -> pl.DataFrame:
+        return consolidate_frame(_frame(v), [WEIGHT])

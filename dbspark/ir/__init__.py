@@ -1,0 +1,1 @@
+"""The logical IR shared by every front end: schemas and scalar expressions."""

@@ -1,0 +1,57 @@
+"""GROUP BY-aggregate (`dbsp-paper.txt` §7.2, §7.4): the lifted operator and the incremental one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dbspark.ir.aggregate import AggSpec
+from dbspark.operators.base import NONLINEAR, Operator, Shape
+
+
+def _label(name: str, spec: AggSpec) -> str:
+    calls = ", ".join(
+        f"{c.name}={getattr(c.func, 'name', c.func)}({c.arg or '*'})".replace("count_star", "count") for c in spec.calls
+    )
+    by = ", ".join(spec.by)
+    return f"{name}[by ({by}): {calls}]"
+
+
+@dataclass(frozen=True)
+class StreamAggregate(Operator):
+    """↑Agg: aggregate each step's whole Z-set. Without GROUP BY it yields one row even when empty (SQL)."""
+
+    spec: AggSpec
+    name = "stream_aggregate"
+    kind = NONLINEAR
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        return Shape(self.spec.output_schema())
+
+    def label(self) -> str:
+        return _label(self.name, self.spec)
+
+    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+        return kernel.aggregate(inputs[0], self.spec)
+
+
+@dataclass(frozen=True)
+class Aggregate(Operator):
+    """(↑Agg)^Δ: the change of the aggregate, recomputing only the groups present in the input change."""
+
+    spec: AggSpec
+    name = "aggregate"
+    kind = NONLINEAR
+    stateful = True
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        return Shape(self.spec.output_schema())
+
+    def label(self) -> str:
+        return _label(self.name, self.spec)
+
+    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+        return kernel.aggregate_state(self.spec)
+
+    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+        return kernel.aggregate_step(state, inputs[0], undo)
