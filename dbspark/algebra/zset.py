@@ -22,8 +22,13 @@ WEIGHT = "__w"
 _OVERFLOW = 9.2e18
 
 
-def weight_sum_checked(df: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
-    """Group `df` by `by`, summing WEIGHT, raising WeightError if a sum leaves int64."""
+def weight_sum_checked(df: pl.DataFrame, by: Sequence[str], extra: Sequence[str] = ()) -> pl.DataFrame:
+    """Group `df` by `by`, summing WEIGHT (and `extra` columns), raising WeightError if a sum leaves int64.
+
+    The exact check runs only when the weights are large enough that a sum could overflow."""
+    w = df[WEIGHT]
+    if by and df.height and float(w.abs().max()) * df.height < _OVERFLOW:  # type: ignore[arg-type]
+        return df.group_by(list(by)).agg(pl.col(WEIGHT).sum(), *[pl.col(c).sum() for c in extra])
     if not by:
         total = df[WEIGHT].sum()
         fl = df[WEIGHT].cast(pl.Float64).sum()
@@ -31,7 +36,7 @@ def weight_sum_checked(df: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
             raise WeightError("weight overflow while consolidating a Z-set")
         return pl.DataFrame({WEIGHT: [total]}, schema={WEIGHT: pl.Int64})
     out = df.group_by(list(by)).agg(
-        pl.col(WEIGHT).sum(), pl.col(WEIGHT).cast(pl.Float64).sum().alias("__wf")
+        pl.col(WEIGHT).sum(), pl.col(WEIGHT).cast(pl.Float64).sum().alias("__wf"), *[pl.col(c).sum() for c in extra]
     )
     if out.height and out["__wf"].abs().max() > _OVERFLOW:  # type: ignore[operator]
         raise WeightError("weight overflow while consolidating a Z-set: a row's weight left int64")

@@ -145,6 +145,18 @@ class Circuit:
                 out[i].append(n.id)
         return out
 
+    def live(self) -> set[int]:
+        """Inputs and the nodes the outputs depend on; anything else (an I whose D cancelled) is dead."""
+        seen = set(self.inputs.values())
+        stack = list(self.outputs.values())
+        while stack:
+            nid = stack.pop()
+            if nid in seen:
+                continue
+            seen.add(nid)
+            stack.extend(self.nodes[nid].inputs)
+        return seen
+
     def explain(self) -> str:
         """The circuit as text, one node per line, inputs by node id."""
         from dbspark.circuit.explain import explain

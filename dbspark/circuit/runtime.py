@@ -54,7 +54,8 @@ class Runtime:
     def __init__(self, circuit: Circuit, kernel: Any) -> None:
         self.circuit = circuit
         self.kernel = kernel
-        self.order = schedule(circuit)
+        alive = circuit.live()
+        self.order = [n for n in schedule(circuit) if n in alive]
         self.time = 0
         self.states: dict[int, Any] = {}
         nodes = circuit.nodes

@@ -54,8 +54,11 @@ def copy_circuit(src: Circuit, fn: RewriteFn, skip: Callable[[Node], bool] | Non
     dst = Circuit()
     mapping: dict[int, Stream] = {}
     feedbacks: dict[int, Feedback] = {}
+    alive = src.live()
     for nid in order(src):
         n = src.nodes[nid]
+        if nid not in alive:
+            continue
         if isinstance(n.op, Input):
             mapping[nid] = dst.input(n.op.name_, n.op.schema, n.op.kind_)
         elif is_feedback(n):

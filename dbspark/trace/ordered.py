@@ -62,25 +62,30 @@ class NegativeMultiplicityError(NegativeStateError, ValueError):
 
 
 class _Leaf:
-    """Sorted distinct values and their (positive) multiplicities."""
+    """Sorted distinct values and their (positive) multiplicities; `pre` caches their prefix sums."""
 
-    __slots__ = ("keys", "cnts")
+    __slots__ = ("keys", "cnts", "pre")
 
     def __init__(self, keys: list, cnts: list[int]) -> None:
         self.keys = keys
         self.cnts = cnts
+        self.pre: list[int] | None = None
 
 
 class _Node:
-    """Children plus, per child: separator (upper bound of its values), total and max multiplicity."""
+    """Children plus, per child: separator (upper bound of its values), total and max multiplicity.
 
-    __slots__ = ("kids", "seps", "tots", "mcs")
+    `pre` caches the prefix sums of `tots` for `kth`; whatever changes `tots` resets it to None.
+    """
+
+    __slots__ = ("kids", "seps", "tots", "mcs", "pre")
 
     def __init__(self, kids: list, seps: list, tots: list[int], mcs: list[int]) -> None:
         self.kids = kids
         self.seps = seps
         self.tots = tots
         self.mcs = mcs
+        self.pre: list[int] | None = None
 
 
 class OrderedMultiset:
@@ -153,10 +158,15 @@ class OrderedMultiset:
                 for seps in bumps:
                     seps[-1] = value
         self._total += weight
+        node.pre = None
         if height:
             for anc, i in path:
                 anc.tots[i] += weight
-            self._fix_max_counts(path, cnts, old, new)
+                anc.pre = None
+            anc, i = path[-1]
+            top = anc.mcs[i]
+            if new > top or old == top:
+                self._fix_max_counts(path, cnts, old, new)
             if not new:
                 if len(keys) < self._LEAF_MIN:
                     self._rebalance(path)
@@ -250,12 +260,17 @@ class OrderedMultiset:
             raise IndexError(f"kth: index {k} out of range for a multiset of {self._total} values")
         node: Any = self._root
         for _ in range(self._height):
-            acc = list(accumulate(node.tots))
-            i = bisect_right(acc, k)
+            pre = node.pre
+            if pre is None:
+                pre = node.pre = list(accumulate(node.tots))
+            i = bisect_right(pre, k)
             if i:
-                k -= acc[i - 1]
+                k -= pre[i - 1]
             node = node.kids[i]
-        return node.keys[bisect_right(list(accumulate(node.cnts)), k)]
+        pre = node.pre
+        if pre is None:
+            pre = node.pre = list(accumulate(node.cnts))
+        return node.keys[bisect_right(pre, k)]
 
     def median_low(self) -> Any:
         """kth((n - 1) // 2), or None if empty."""
@@ -344,41 +359,29 @@ class OrderedMultiset:
         self._height = height
 
     @staticmethod
-    def _fix_max_counts(path: list[tuple[_Node, int]], cnts: list[int], old: int, new: int) -> None:
-        """A leaf count went old -> new (0 = absent): refresh the max-multiplicity entries up the path."""
-        node, i = path[-1]
-        m_old = node.mcs[i]
-        if new > m_old:
-            m_new = new
-        elif old == m_old and new < old:
-            m_new = max(cnts) if cnts else 0
-            if m_new == m_old:
-                return
-        else:
-            return
-        level = len(path) - 1
-        while True:
-            node.mcs[i] = m_new
-            if not level:
-                return
+    def _fix_max_counts(path: list[tuple[_Node, int]], entries: list[int], old: int, new: int) -> None:
+        """An entry of `entries` (the counts of the leaf at the end of `path`) went old -> new, 0 meaning
+        absent: refresh the max-multiplicity entries up the path, stopping where a maximum holds."""
+        level = len(path)
+        while level:
             level -= 1
-            parent, pi = path[level]
-            top_old = parent.mcs[pi]  # node's maximum before this change
-            if m_new > top_old:
-                top_new = m_new
-            elif m_old == top_old and m_new < m_old:
-                top_new = max(node.mcs)
-                if top_new == top_old:
-                    return
+            parent, i = path[level]
+            top_old = parent.mcs[i]  # the maximum of `entries` before the change
+            if new > top_old:
+                top_new = new
+            elif old == top_old and new < old and top_old not in entries:
+                top_new = max(entries, default=0)
             else:
                 return
-            node, i, m_old, m_new = parent, pi, top_old, top_new
+            parent.mcs[i] = top_new
+            entries, old, new = parent.mcs, top_old, top_new
 
     def _split(self, path: list[tuple[_Node, int]], node: Any) -> None:
         """`node` (at the end of `path`) overflowed: split it, and its ancestors while they overflow."""
         level = len(path)
         is_leaf = True
         while True:
+            node.pre = None
             if is_leaf:
                 half = len(node.keys) // 2
                 right: Any = _Leaf(node.keys[half:], node.cnts[half:])
@@ -413,6 +416,7 @@ class OrderedMultiset:
             parent.tots.insert(i + 1, right_tot)
             parent.mcs[i] = left_mc
             parent.mcs.insert(i + 1, right_mc)
+            parent.pre = None
             if len(parent.kids) <= self._NODE_MAX:
                 return
             node = parent
@@ -430,6 +434,7 @@ class OrderedMultiset:
             a = i if i + 1 < len(kids) else i - 1
             left, right = kids[a], kids[a + 1]
             seps, tots, mcs = parent.seps, parent.tots, parent.mcs
+            parent.pre = left.pre = right.pre = None
             if is_leaf:
                 size = len(left.keys) + len(right.keys)
                 cap = self._LEAF_MAX

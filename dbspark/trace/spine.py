@@ -9,7 +9,7 @@ state only through the keys of its change: O(|change| · log n) lookups plus the
 
 Weights are a vector of `weight_cols` summed on consolidation: `[WEIGHT]` for a Z-set, or aggregate
 accumulators (count, sum, ...) for the linear aggregates — another abelian group (weights.py).
-A row whose first weight column is zero is dropped.
+A row whose weight columns are all zero is dropped.
 
 Batches are immutable, so a `TraceSnapshot` (the list of batches at one step) stays valid after the
 trace moves on; `z^-1(I(s))` is the previous step's snapshot.
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet
+from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, weight_sum_checked
 
 MERGE_FACTOR = 2
 HASH = "__h"
@@ -30,30 +30,39 @@ SEED = 0x5EED
 
 
 def key_hash(df: pl.DataFrame, keys: Sequence[str]) -> np.ndarray:
-    """A uint64 hash of the key columns of each row (stable within a process)."""
+    """A uint64 hash of the key columns of each row, independent of the columns' names.
+
+    Stable within a process (checkpoints store rows, not hashes). Equal values of different dtypes
+    hash differently: callers cast probe keys to the trace's key types first."""
     if not keys:
         return np.zeros(df.height, dtype=np.uint64)
-    if len(keys) == 1:
-        return df[keys[0]].hash(seed=SEED).to_numpy()
-    return df.select(pl.struct(list(keys)).hash(seed=SEED)).to_series().to_numpy()
+    h = df[keys[0]].hash(seed=SEED).to_numpy()
+    for k in keys[1:]:
+        h = (h * np.uint64(0x9E3779B97F4A7C15)) ^ df[k].hash(seed=SEED).to_numpy()
+    return h
+
+
+def _nonzero(weight_cols: Sequence[str]) -> pl.Expr:
+    """A row is zero only when every weight column is (a group can lose rows yet keep a sum change)."""
+    e = pl.col(weight_cols[0]) != 0
+    for c in weight_cols[1:]:
+        e = e | (pl.col(c) != 0)
+    return e
 
 
 def consolidate_frame(df: pl.DataFrame, weight_cols: Sequence[str]) -> pl.DataFrame:
-    """Group by every non-weight column, sum the weight columns, drop rows whose first weight is 0."""
+    """Group by every non-weight column, sum the weight columns, drop rows whose weights are all 0."""
     data_cols = [c for c in df.columns if c not in weight_cols]
     if df.height == 0:
         return df
+    if WEIGHT in weight_cols and data_cols:
+        return weight_sum_checked(df, data_cols, [c for c in weight_cols if c != WEIGHT]).filter(
+            _nonzero(weight_cols)).select(df.columns)
     if not data_cols:
         out = df.select([pl.col(c).sum() for c in weight_cols])
     else:
         out = df.group_by(data_cols).agg([pl.col(c).sum() for c in weight_cols])
-        if WEIGHT in weight_cols:
-            f = df.group_by(data_cols).agg(pl.col(WEIGHT).cast(pl.Float64).sum().alias("__wf"))
-            if f.height and f["__wf"].abs().max() > 9.2e18:  # type: ignore[operator]
-                from dbspark.errors import WeightError
-
-                raise WeightError("weight overflow while merging trace batches")
-    out = out.filter(pl.col(weight_cols[0]) != 0)
+    out = out.filter(_nonzero(weight_cols))
     return out.select(df.columns)
 
 
@@ -62,7 +71,10 @@ class Batch:
 
     __slots__ = ("df", "hashes")
 
-    def __init__(self, df: pl.DataFrame, keys: Sequence[str]) -> None:
+    def __init__(self, df: pl.DataFrame, keys: Sequence[str], hashes: np.ndarray | None = None) -> None:
+        if hashes is not None:  # already sorted by these hashes
+            self.df, self.hashes = df, hashes
+            return
         h = key_hash(df, keys)
         order = np.argsort(h, kind="stable")
         self.hashes = h[order]
@@ -85,6 +97,33 @@ class Batch:
         lo, counts = lo[nz], counts[nz]
         starts = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
         return self.df[starts]
+
+
+def merge_batches(a: Batch, b: Batch, keys: Sequence[str], weight_cols: Sequence[str]) -> Batch:
+    """Merge two sorted consolidated batches into one.
+
+    Both are sorted by key hash, so a stable argsort of the concatenation is a linear-time merge
+    (timsort finds the two runs). Only rows whose key hash occurs more than once can be equal rows,
+    so only those are consolidated (grouped); the rest is already consolidated."""
+    h = np.concatenate([a.hashes, b.hashes])
+    order = np.argsort(h, kind="stable")
+    h = h[order]
+    df = pl.concat([a.df, b.df], how="vertical")[order]
+    dup = np.zeros(len(h), dtype=bool)
+    if len(h) > 1:
+        eq = h[1:] == h[:-1]
+        dup[1:] |= eq
+        dup[:-1] |= eq
+    if not dup.any():
+        return Batch(df, keys, h)
+    cons = consolidate_frame(df.filter(pl.Series(dup)), weight_cols)
+    keep = ~dup
+    rest, hrest = df.filter(pl.Series(keep)), h[keep]
+    hc = key_hash(cons, keys)
+    oc = np.argsort(hc, kind="stable")
+    h2 = np.concatenate([hrest, hc[oc]])
+    order2 = np.argsort(h2, kind="stable")
+    return Batch(pl.concat([rest, cons[oc]], how="vertical")[order2], keys, h2[order2])
 
 
 class TraceSnapshot:
@@ -111,20 +150,26 @@ class TraceSnapshot:
     def empty_frame(self) -> pl.DataFrame:
         return pl.DataFrame(schema=self.schema)
 
-    def seek_frame(self, probe_keys: pl.DataFrame) -> pl.DataFrame:
+    def seek_frame(self, probe_keys: pl.DataFrame, exact: bool = True) -> pl.DataFrame:
         """Every stored entry whose key equals a row of `probe_keys` (columns named as `keys`).
 
-        Unconsolidated across batches: the same row may come from several batches."""
+        Unconsolidated across batches: the same row may come from several batches. With
+        `exact=False` rows of colliding hashes may be included (a caller that joins on the keys
+        afterwards filters them anyway)."""
         if not self.batches or probe_keys.height == 0:
             return self.empty_frame()
+        probe_keys = probe_keys.select(
+            [pl.col(k).cast(self.schema[k]) if probe_keys.schema[k] != self.schema[k] else pl.col(k) for k in self.keys])
         probe = np.unique(key_hash(probe_keys, self.keys))
         parts = [b.seek(probe) for b in self.batches]
         parts = [p for p in parts if p.height]
         if not parts:
             return self.empty_frame()
         found = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
+        if not exact:
+            return found
         # drop hash collisions: keep only exact key matches (NULL keys match NULL keys here)
-        return found.join(probe_keys.unique(), on=list(self.keys), how="semi", nulls_equal=True)
+        return found.join(probe_keys, on=list(self.keys), how="semi", nulls_equal=True)
 
     def seek(self, probe_keys: pl.DataFrame) -> ZSet:
         """The consolidated rows of the given keys, as a Z-set (indexed by `keys`)."""
@@ -166,8 +211,7 @@ class Spine:
         while len(bs) >= 2 and len(bs[-2]) <= MERGE_FACTOR * len(bs[-1]):
             b = bs.pop()
             a = bs.pop()
-            merged = consolidate_frame(pl.concat([a.df, b.df], how="vertical"), self.weight_cols)
-            bs.append(Batch(merged, self.keys))
+            bs.append(merge_batches(a, b, self.keys, self.weight_cols))
 
     def snapshot(self) -> TraceSnapshot:
         return TraceSnapshot(tuple(self.batches), self.keys, self.schema, self.weight_cols)

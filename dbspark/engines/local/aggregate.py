@@ -19,7 +19,7 @@ from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
 from dbspark.trace.ordered import NegativeMultiplicityError, OrderedMultiset
-from dbspark.trace.spine import Spine
+from dbspark.trace.spine import Spine, consolidate_frame
 
 G = "__g"  # the constant group key used when there is no GROUP BY
 
@@ -129,9 +129,7 @@ def aggregate_full(z: ZSet, spec: AggSpec) -> ZSet:
     """The aggregate of a whole Z-set (the non-incremental `stream_aggregate`)."""
     df = _with_key(z.consolidate().df, spec)
     keys = _keys(spec)
-    acc = df.group_by(keys).agg(_acc_exprs(spec)) if df.height else None
-    if acc is None or acc.height == 0:
-        acc = pl.DataFrame(schema={**{k: df.schema[k] for k in keys}, WEIGHT: pl.Int64})
+    acc = df.group_by(keys).agg(_acc_exprs(spec))  # on an empty frame: no rows, but every accumulator column
     if not spec.by and acc.height == 0:
         acc = _empty_global(spec)
     acc = acc.filter(pl.col(WEIGHT) != 0) if spec.by else acc
@@ -196,7 +194,7 @@ class AggregateState:
         self.spec = spec
         keys = _keys(spec)
         probe = _with_key(pl.DataFrame(schema=spec.input_schema), spec)
-        acc_schema = probe.group_by(keys).agg(_acc_exprs(spec)).schema
+        acc_schema = probe.with_columns(pl.lit(0, pl.Int64).alias(WEIGHT)).group_by(keys).agg(_acc_exprs(spec)).schema
         wcols = [c for c in acc_schema if c not in keys]
         self.acc = Spine(keys, acc_schema, wcols)
         self.groups: dict[tuple, list[Any]] = {}  # key -> per-call OrderedMultiset / user accumulator
@@ -213,7 +211,8 @@ class AggregateState:
         gk = dacc.select(keys)
         if not spec.by:
             gk = pl.DataFrame({G: pl.Series(G, [0], dtype=pl.Int8)})
-        old = self.acc.snapshot().seek(gk).df
+        snap = self.acc.snapshot()
+        old = consolidate_frame(snap.seek_frame(gk), snap.weight_cols)  # accumulators: WEIGHT is not last
         old = gk.join(old, on=keys, how="left", nulls_equal=True).fill_null(0)
         new = _add_acc(old, dacc, keys)
         if (new[WEIGHT] < 0).any():

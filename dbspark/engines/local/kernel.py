@@ -130,12 +130,12 @@ class LocalKernel:
             a = a.to_zset()
         if isinstance(b, TraceSnapshot):
             left = a.df.drop_nulls(lk)
-            probe = left.select([pl.col(k).alias(r) for k, r in zip(lk, rk, strict=True)]).unique()
-            right = b.seek_frame(probe)
+            probe = left.select([pl.col(k).alias(r) for k, r in zip(lk, rk, strict=True)])
+            right = b.seek_frame(probe, exact=False)
         elif isinstance(a, TraceSnapshot):
             right = b.df.drop_nulls(rk)
-            probe = right.select([pl.col(r).alias(k) for k, r in zip(lk, rk, strict=True)]).unique()
-            left = a.seek_frame(probe)
+            probe = right.select([pl.col(r).alias(k) for k, r in zip(lk, rk, strict=True)])
+            left = a.seek_frame(probe, exact=False)
         else:
             left, right = a.df, b.df
         if left.height == 0 or right.height == 0:
@@ -190,7 +190,7 @@ class LocalKernel:
         return agg.AggregateState(spec)
 
     def aggregate_step(self, state: agg.AggregateState, delta: Value, undo: list) -> ZSet:
-        return state.step(self.as_zset(delta).consolidate(), undo)
+        return state.step(self.as_zset(delta), undo)
 
     # ---- traces -------------------------------------------------------------------------------
     def new_trace(self, schema: pl.Schema, keys: Sequence[str]) -> Spine:

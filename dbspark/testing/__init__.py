@@ -1,0 +1,1 @@
+"""Test helpers: hypothesis strategies (`strategies`, `queries`) and stream oracles (`oracle`)."""
