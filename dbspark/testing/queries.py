@@ -46,7 +46,8 @@ DOMAINS: dict[str, tuple[str, list[Any]]] = {
 OPTIONAL_COLUMNS = ("a", "b", "s", "f", "t")
 LARGE_WEIGHT = 10**9
 
-FAMILIES = ("filter", "map", "plus", "minus", "join", "product", "distinct", "semijoin", "antijoin", "aggregate")
+# hypothesis favours the first entries of a sampled_from: the operators most worth testing come first
+FAMILIES = ("aggregate", "join", "distinct", "filter", "map", "antijoin", "semijoin", "minus", "plus", "product")
 LINEAR_FAMILIES = frozenset({"filter", "map", "plus", "minus"})
 NUMERIC_AGGS = ("sum", "avg", "var_samp", "var_pop", "stddev_samp", "stddev_pop")
 ORDERED_AGGS = ("min", "max", "median", "mode")
@@ -132,7 +133,7 @@ def change_streams(
 
     Deletions pick rows present at that point of the step; weights are 1-3 (or LARGE_WEIGHT if
     `large_weights`), a delete removes 1..all copies; some steps are empty for some or all inputs."""
-    n_steps = draw(st.integers(1, max_steps))
+    n_steps = draw(st.integers(min(2, max_steps), max_steps))
     cur = {t.name: Counter() for t in tables}
     steps: list[Step] = []
     for _ in range(n_steps):
@@ -494,19 +495,18 @@ def _close(a: Any, b: Any, rel: float, abs_: float) -> bool:
         if math.isnan(a) or math.isnan(b):
             return math.isnan(a) and math.isnan(b)
         return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
-    return a == b and type(a) is type(b) or (a is None and b is None)
+    return type(a) is type(b) and a == b
 
 
 def _exact_part(row: tuple) -> tuple:
-    return tuple(("~float" if isinstance(v, float) else v) for v in row)
+    """The row with its floats masked, each value tagged with its type (True is not 1)."""
+    return tuple((type(v).__name__, None if isinstance(v, float) else v) for v in row)
 
 
 def zset_diff(actual: dict[tuple, int], expected: dict[tuple, int], rel: float = 1e-9,
               abs_tol: float = 1e-9) -> tuple[list, list]:
     """(unmatched actual entries, unmatched expected entries), matching rows whose non-float values and
     weights are equal and whose floats are close."""
-    if actual == expected:
-        return [], []
     buckets: dict[tuple, list[tuple[tuple, int]]] = {}
     for row, w in actual.items():
         buckets.setdefault((_exact_part(row), w), []).append((row, w))
@@ -526,8 +526,8 @@ def zset_diff(actual: dict[tuple, int], expected: dict[tuple, int], rel: float =
 def assert_zsets_close(actual: dbspark.ZSet, expected: dbspark.ZSet, context: str = "",
                        rel: float = 1e-9, abs_tol: float = 1e-9) -> None:
     """Equal as Z-sets (same columns; rows consolidated), floats compared with math.isclose."""
-    if actual.columns != expected.columns:
-        raise AssertionError(f"{context}: columns {actual.columns} != expected {expected.columns}")
+    if list(actual.schema.items()) != list(expected.schema.items()):
+        raise AssertionError(f"{context}: schema {actual.schema} != expected {expected.schema}")
     extra, missing = zset_diff(actual.to_dict(), expected.to_dict(), rel, abs_tol)
     if extra or missing:
         raise AssertionError(

@@ -157,10 +157,10 @@ def _empty_global(spec: AggSpec) -> pl.DataFrame:
 
 def _nonlinear_full(df: pl.DataFrame, keys: list[str], c: AggCall, spec: AggSpec) -> pl.DataFrame:
     t = result_dtype(c, spec.input_schema)
-    x = c.arg
-    assert x is not None
-    v = df.filter(pl.col(x).is_not_null()).group_by([*keys, x]).agg(pl.col(WEIGHT).sum()).filter(
-        pl.col(WEIGHT) != 0)
+    assert c.arg is not None
+    x = "__x"  # the argument under a name of its own: it may also be a GROUP BY column
+    v = df.filter(pl.col(c.arg).is_not_null()).with_columns(pl.col(c.arg).alias(x)).group_by([*keys, x]).agg(
+        pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
     if (v[WEIGHT] < 0).any():
         raise NegativeStateError(f"aggregate {c.name!r} over a Z-set with negative weights")
     if isinstance(c.func, UserAggregate):
@@ -181,7 +181,7 @@ def _nonlinear_full(df: pl.DataFrame, keys: list[str], c: AggCall, spec: AggSpec
                                             pl.col(WEIGHT).sum().over(keys).alias("__n"))
         lo = pl.col(x).filter(pl.col("__cum") > (pl.col("__n") - 1) // 2).first()
         hi = pl.col(x).filter(pl.col("__cum") > pl.col("__n") // 2).first()
-        numeric = spec.input_schema[x].is_numeric()
+        numeric = spec.input_schema[c.arg].is_numeric()
         e = ((lo.cast(pl.Float64) + hi.cast(pl.Float64)) / 2) if numeric else lo
     return v.group_by(keys).agg(e.cast(t).alias(c.name))
 
@@ -213,7 +213,8 @@ class AggregateState:
             gk = pl.DataFrame({G: pl.Series(G, [0], dtype=pl.Int8)})
         snap = self.acc.snapshot()
         old = consolidate_frame(snap.seek_frame(gk), snap.weight_cols)  # accumulators: WEIGHT is not last
-        old = gk.join(old, on=keys, how="left", nulls_equal=True).fill_null(0)
+        old = gk.join(old, on=keys, how="left", nulls_equal=True)
+        old = old.with_columns(pl.exclude(keys).fill_null(0))  # not the keys: a NULL group key stays NULL
         new = _add_acc(old, dacc, keys)
         if (new[WEIGHT] < 0).any():
             bad = new.filter(pl.col(WEIGHT) < 0).row(0, named=True)
@@ -261,8 +262,8 @@ class AggregateState:
             x = c.arg
             assert x is not None
             numeric = spec.input_schema[x].is_numeric()
-            ch = d.filter(pl.col(x).is_not_null()).group_by([*keys, x]).agg(pl.col(WEIGHT).sum()).filter(
-                pl.col(WEIGHT) != 0)
+            ch = d.filter(pl.col(x).is_not_null()).select(*keys, pl.col(x).alias("__x"), WEIGHT).group_by(
+                [*keys, "__x"]).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)  # x may be a key too
             by_group: dict[tuple, tuple[list, list]] = {}
             for row in ch.iter_rows():
                 g = row[: len(keys)]

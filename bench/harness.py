@@ -1,0 +1,284 @@
+"""Shared machinery of the benchmark suite: timing, repetition, statistics, result checking, result JSON,
+the printed table and the plots.
+
+Timings are measurements, never assertions: a workload reports a requirement as met or not met, and the
+run fails only when two systems disagree on a result (`Mismatch`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MIN_REPEATS = 3
+
+
+class Mismatch(AssertionError):
+    """Two systems produced different results: the run fails (non-zero exit)."""
+
+
+# ---- timing ---------------------------------------------------------------------------------------
+class Timer:
+    """`with Timer() as t: ...` then `t.s` (seconds, perf_counter)."""
+
+    __slots__ = ("s", "_t0")
+
+    def __enter__(self) -> Timer:
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.s = time.perf_counter() - self._t0
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(seconds, result) of one call."""
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def repeat(fn: Callable[[int], Any], n: int, warmup: int = 0) -> list[float]:
+    """Call `fn(i)` for i in range(warmup + n) and return the times of the last n calls.
+
+    Each call is one repetition of the measurement (for a stream workload: one step, which also moves
+    the state on, so the calls are not idempotent and the warm-up steps are part of the stream)."""
+    if n < MIN_REPEATS:
+        raise ValueError(f"at least {MIN_REPEATS} repetitions are needed, got {n}")
+    out = []
+    for i in range(warmup + n):
+        t, _ = timed(lambda i=i: fn(i))
+        if i >= warmup:
+            out.append(t)
+    return out
+
+
+def stats(samples: Sequence[float]) -> dict[str, float]:
+    """Median, min, max, mean and count of timing samples (seconds)."""
+    if len(samples) < MIN_REPEATS:
+        raise ValueError(f"at least {MIN_REPEATS} samples are needed, got {len(samples)}")
+    return {
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "mean": statistics.fmean(samples),
+        "n": len(samples),
+    }
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("inf")
+
+
+def collect() -> None:
+    """A full garbage collection between phases, so that one system's garbage is not another's time."""
+    gc.collect()
+
+
+@contextmanager
+def phase(label: str) -> Any:
+    """Print a progress line with the phase's wall time (to stderr, so the table stays clean)."""
+    t0 = time.perf_counter()
+    print(f"  .. {label}", file=sys.stderr, flush=True)
+    yield
+    print(f"  .. {label}: {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+
+
+def rss_gb() -> float:
+    """Peak resident set size of this process so far, GiB."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+# ---- result checking ------------------------------------------------------------------------------
+def canonical(df: pl.DataFrame) -> pl.DataFrame:
+    """A frame in canonical form: columns in their given order, rows sorted by every column."""
+    return df.sort(df.columns, nulls_last=True).rechunk()
+
+
+def verify(what: str, results: Mapping[str, pl.DataFrame], float_tol: float = 0.0) -> None:
+    """Every system's result (a frame with the same columns) must be equal as a multiset of rows.
+
+    Raises `Mismatch` naming the systems and showing a few differing rows."""
+    items = list(results.items())
+    if len(items) < 2:
+        raise ValueError(f"{what}: verify needs at least two systems, got {[n for n, _ in items]}")
+    ref_name, ref = items[0]
+    ref = canonical(ref)
+    for name, df in items[1:]:
+        if list(df.columns) != list(ref.columns):
+            raise Mismatch(f"{what}: {name} has columns {df.columns}, {ref_name} has {ref.columns}")
+        df = canonical(df.cast(dict(ref.schema)))  # type: ignore[arg-type]
+        if df.height == ref.height and _frames_equal(df, ref, float_tol):
+            continue
+        only_ref = ref.join(df, on=ref.columns, how="anti", nulls_equal=True).head(5)
+        only_df = df.join(ref, on=ref.columns, how="anti", nulls_equal=True).head(5)
+        raise Mismatch(
+            f"{what}: {name} ({df.height} rows) differs from {ref_name} ({ref.height} rows)\n"
+            f"  only in {ref_name}: {only_ref.rows()}\n  only in {name}: {only_df.rows()}"
+        )
+
+
+def _frames_equal(a: pl.DataFrame, b: pl.DataFrame, tol: float) -> bool:
+    if a.equals(b):
+        return True
+    if tol <= 0:
+        return False
+    for c in a.columns:
+        x, y = a[c], b[c]
+        if x.dtype.is_float():
+            if not ((x - y).abs() <= tol * (1 + y.abs())).all():
+                return False
+        elif not x.equals(y):
+            return False
+    return True
+
+
+def counts_frame(d: Mapping[Any, int], key: str = "g", value: str = "n") -> pl.DataFrame:
+    """{key: count} (zero counts dropped) as a two-column Int64 frame."""
+    items = [(k, v) for k, v in d.items() if v]
+    return pl.DataFrame(items, schema={key: pl.Int64, value: pl.Int64}, orient="row")
+
+
+# ---- output ---------------------------------------------------------------------------------------
+def today() -> str:
+    return _dt.date.today().isoformat()
+
+
+def machine() -> dict[str, Any]:
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem = round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "mem_gib": mem,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": versions(),
+    }
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for mod in ("dbspark", "polars", "numpy", "duckdb", "pandas", "pathway"):
+        try:
+            m = __import__(mod)
+            out[mod] = getattr(m, "__version__", "?")
+        except Exception:  # noqa: BLE001 - optional anchors
+            out[mod] = "not installed"
+    return out
+
+
+def result_path(workload: str, quick: bool, ext: str, date: str | None = None) -> Path:
+    """bench/results/<date>-<workload>.<ext> (quick runs: <date>-<workload>.quick.<ext>)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    return RESULTS / f"{date or today()}-{workload}{'.quick' if quick else ''}.{ext}"
+
+
+def write_json(workload: str, quick: bool, payload: dict[str, Any]) -> Path:
+    doc = {"workload": workload, "date": today(), "quick": quick, "machine": machine(), **payload}
+    p = result_path(workload, quick, "json")
+    p.write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")
+    return p
+
+
+def _json_default(o: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return o.item()
+    except ImportError:
+        pass
+    return str(o)
+
+
+def fmt_s(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.0f} µs"
+
+
+def fmt_x(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def fmt_rate(r: float | None) -> str:
+    if r is None:
+        return "-"
+    if r >= 1e6:
+        return f"{r / 1e6:.2f} M/s"
+    if r >= 1e3:
+        return f"{r / 1e3:.1f} k/s"
+    return f"{r:.0f} /s"
+
+
+def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A plain-text table (also valid Markdown)."""
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"  # noqa: E731
+    out = [f"\n## {title}", line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+# ---- plots ----------------------------------------------------------------------------------------
+Series = Mapping[str, tuple[Sequence[float], Sequence[float]]]
+
+
+def plot(
+    workload: str,
+    quick: bool,
+    panels: Sequence[dict[str, Any]],
+    suptitle: str,
+) -> Path:
+    """One PNG per workload: a panel per dict {title, series: {label: (xs, ys)}, xlabel, ylabel, logx, logy}."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(panels)
+    fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 4.2), squeeze=False)
+    for ax, p in zip(axes[0], panels, strict=True):
+        for label, (xs, ys) in p["series"].items():
+            ax.plot(xs, ys, marker="o", markersize=3, label=label)
+        ax.set_title(p["title"], fontsize=10)
+        ax.set_xlabel(p.get("xlabel", "step"))
+        ax.set_ylabel(p.get("ylabel", "time per step (s)"))
+        if p.get("logx"):
+            ax.set_xscale("log")
+        if p.get("logy", True):
+            ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(suptitle, fontsize=11)
+    fig.tight_layout()
+    path = result_path(workload, quick, "png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
