@@ -42,6 +42,14 @@ def key_hash(df: pl.DataFrame, keys: Sequence[str]) -> np.ndarray:
     return h
 
 
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique by sorting (NumPy 2's hash-based unique is several times slower on uint64)."""
+    a = np.sort(a)
+    if len(a) > 1:
+        a = a[np.concatenate(([True], a[1:] != a[:-1]))]
+    return a
+
+
 def _nonzero(weight_cols: Sequence[str]) -> pl.Expr:
     """A row is zero only when every weight column is (a group can lose rows yet keep a sum change)."""
     e = pl.col(weight_cols[0]) != 0
@@ -87,8 +95,17 @@ class Batch:
         """Rows whose key hash is in `probe` (sorted, unique uint64); hash collisions are filtered later."""
         if self.df.height == 0 or len(probe) == 0:
             return self.df.clear()
-        lo = np.searchsorted(self.hashes, probe, side="left")
-        hi = np.searchsorted(self.hashes, probe, side="right")
+        h = self.hashes
+        lo = np.searchsorted(h, probe, side="left")
+        # hi without a second full binary search: most keys have zero or one row here
+        n = len(h)
+        hit = h[np.minimum(lo, n - 1)] == probe
+        hit &= lo < n
+        hi = lo + hit
+        more = hit & (hi < n)
+        more[more] = h[hi[more]] == probe[more]
+        if more.any():
+            hi[more] = np.searchsorted(h, probe[more], side="right")
         counts = hi - lo
         total = int(counts.sum())
         if total == 0:
@@ -160,7 +177,7 @@ class TraceSnapshot:
             return self.empty_frame()
         probe_keys = probe_keys.select(
             [pl.col(k).cast(self.schema[k]) if probe_keys.schema[k] != self.schema[k] else pl.col(k) for k in self.keys])
-        probe = np.unique(key_hash(probe_keys, self.keys))
+        probe = sorted_unique(key_hash(probe_keys, self.keys))
         parts = [b.seek(probe) for b in self.batches]
         parts = [p for p in parts if p.height]
         if not parts:
@@ -196,11 +213,13 @@ class Spine:
         self.weight_cols = tuple(weight_cols)
         self.batches: list[Batch] = []
 
-    def insert(self, df: pl.DataFrame) -> None:
+    def insert(self, df: pl.DataFrame, consolidated: bool = False) -> None:
         """Add a change (a frame with this trace's columns) to the integral."""
         if df.height == 0:
             return
-        df = consolidate_frame(df.select(list(self.schema)), self.weight_cols)
+        df = df.select(list(self.schema))
+        if not consolidated:
+            df = consolidate_frame(df, self.weight_cols)
         if df.height == 0:
             return
         self.batches.append(Batch(df, self.keys))

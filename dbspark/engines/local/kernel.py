@@ -199,7 +199,7 @@ class LocalKernel:
     def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
         saved = list(trace.batches)
         undo.append(lambda: setattr(trace, "batches", saved))
-        trace.insert(_frame(delta))
+        trace.insert(_frame(delta), consolidated=isinstance(delta, ZSet) and delta.consolidated)
         return trace.snapshot()
 
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
