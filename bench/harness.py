@@ -92,9 +92,17 @@ def collect() -> None:
 def phase(label: str) -> Any:
     """Print a progress line with the phase's wall time (to stderr, so the table stays clean)."""
     t0 = time.perf_counter()
-    print(f"  .. {label}", file=sys.stderr, flush=True)
     yield
     print(f"  .. {label}: {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+
+
+def wait_idle(max_wait_s: float, below: float = 1.0) -> float:
+    """Wait (at most `max_wait_s`) until the 1-minute load average is below `below`: the machine is shared,
+    and other processes' CPU time lands in our timings. Returns the load average when it returns."""
+    t0 = time.perf_counter()
+    while os.getloadavg()[0] >= below and time.perf_counter() - t0 < max_wait_s:
+        time.sleep(5)
+    return os.getloadavg()[0]
 
 
 def rss_gb() -> float:
@@ -173,6 +181,7 @@ def machine() -> dict[str, Any]:
         "mem_gib": mem,
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "loadavg": list(os.getloadavg()),
         "versions": versions(),
     }
 
@@ -247,7 +256,8 @@ def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> 
 
 
 # ---- plots ----------------------------------------------------------------------------------------
-Series = Mapping[str, tuple[Sequence[float], Sequence[float]]]
+Series = Mapping[str, tuple]  # label -> (xs, ys) or (xs, ys, matplotlib style kwargs)
+COLORS = {"dbspark": "C0", "hand-written delta": "C1", "duckdb recompute": "C2", "pathway": "C3", "pydbsp": "C4"}
 
 
 def plot(
@@ -256,7 +266,8 @@ def plot(
     panels: Sequence[dict[str, Any]],
     suptitle: str,
 ) -> Path:
-    """One PNG per workload: a panel per dict {title, series: {label: (xs, ys)}, xlabel, ylabel, logx, logy}."""
+    """One PNG per workload: a panel per dict {title, series: {label: (xs, ys[, style])}, xlabel, ylabel, logx,
+    logy}."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -265,8 +276,9 @@ def plot(
     n = len(panels)
     fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 4.2), squeeze=False)
     for ax, p in zip(axes[0], panels, strict=True):
-        for label, (xs, ys) in p["series"].items():
-            ax.plot(xs, ys, marker="o", markersize=3, label=label)
+        for label, spec in p["series"].items():
+            xs, ys, style = (*spec, {})[:3]
+            ax.plot(xs, ys, **{"marker": "o", "markersize": 3, **style}, label=label)
         ax.set_title(p["title"], fontsize=10)
         ax.set_xlabel(p.get("xlabel", "step"))
         ax.set_ylabel(p.get("ylabel", "time per step (s)"))

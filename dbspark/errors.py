@@ -36,3 +36,7 @@ class IncrementalizationError(DbsparkError):
 
 class UnsupportedError(DbsparkError):
     """A construct that dbspark does not support; the message names it."""
+
+
+class RecursionLimitError(DbsparkError):
+    """A recursive scope that did not reach its fixpoint within its iteration limit."""

@@ -31,7 +31,7 @@ def main() -> None:
     dq = q.incrementalize()
     print("Q (Algorithm 4.8, step 1):\n" + q.explain() + "\n")
     print("Q^Δ (Figure 1 of the paper):\n" + dq.explain() + "\n")
-    inc, full = dq.run(), q.run()
+    inc, full = dq.run(), q.run(snapshots=True)
     rng = random.Random(2)
     t1: dict[tuple, int] = {}
     t2: dict[tuple, int] = {}

@@ -54,8 +54,8 @@ FEW = settings(SETTINGS, max_examples=25)
 Builder = Callable[[dbspark.Stream, dbspark.Stream], dbspark.Stream]
 
 # Two fixed tables for the query catalog: a nullable join key k, a nullable string, a float.
-A = TableSpec.of({"k": "int64", "x": "str"}, nullable=["k", "x"])
-B = TableSpec.of({"k": "int64", "y": "float64"}, nullable=["y"])
+A = TableSpec.of({"k": "int64", "x": "str"}, nullable=["k", "x"], domains={"k": [0, 1, 2]})
+B = TableSpec.of({"k": "int64", "y": "float64"}, nullable=["y"], domains={"k": [0, 1, 2, 2**62]})
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
@@ -135,7 +135,7 @@ def ab_streams(draw: st.DrawFn, kind: str | None = None, big: bool = False, max_
     kind None: arbitrary Z-sets per step (snapshots or changes alike); otherwise change streams whose
     integral is of that kind ('set', 'bag', 'zset')."""
     pa, pb = draw(row_pools(A)), draw(row_pools(B))
-    n = draw(st.integers(1, max_len))
+    n = draw(st.integers(2, max_len))
     if kind is None:
         return {"a": draw(streams(A, pa, min_len=n, max_len=n, big=big, positive=positive)),
                 "b": draw(streams(B, pb, min_len=n, max_len=n, big=big, positive=positive))}
@@ -335,7 +335,7 @@ def test_prop_3_2_invariance(op: str, data: st.DataObject) -> None:
     Q^Δ = D∘Q∘I; also Q^Δ fed any stream gives what Q gives."""
     spec = data.draw(table_specs())
     pool = data.draw(row_pools(spec))
-    n = data.draw(st.integers(1, 5))
+    n = data.draw(st.integers(2, 5))
     ch = {k: data.draw(change_streams(spec, pool, kind="zset", min_len=n, max_len=n, big=True)) for k in "ab"}
     q = double(INVARIANT[op], spec, spec)
     qd = q.incrementalize()
@@ -410,6 +410,9 @@ def _distinct_loop(spec: TableSpec) -> Circuit:
     return c
 
 
+EDGES = TableSpec.of({"src": "int64", "dst": "int64"}, domains={"src": [0, 1, 2, 3], "dst": [0, 1, 2, 3]})
+
+
 def _reach_loop() -> Circuit:
     """o = distinct(e + π(z^-1(o) ⋈_{o.dst = e.src} e)): one more hop of reachability per step."""
     c = dbspark.Circuit()
@@ -436,7 +439,7 @@ def test_prop_3_2_cycle_distinct_loop(ss: tuple[TableSpec, list[ZSet]]) -> None:
 
 
 @FEW
-@given(change_streams(TableSpec.of({"src": "int64", "dst": "int64"}), kind="zset", max_len=6))
+@given(change_streams(EDGES, kind="zset", min_len=2, max_len=6))
 def test_prop_3_2_cycle_reachability_loop(ch: list[ZSet]) -> None:
     """cycle, with a join and a distinct in the loop body (a streaming transitive closure)."""
     c = _reach_loop()
@@ -507,7 +510,7 @@ def test_thm_3_3_linear_circuit_is_its_own_incremental(ss: tuple[TableSpec, list
 @st.composite
 def join_case(draw: st.DrawFn) -> tuple[TableSpec, TableSpec, str, dict[str, list[ZSet]]]:
     left, right, key = draw(join_specs())
-    n = draw(st.integers(1, 5))
+    n = draw(st.integers(2, 5))
     ch = {"a": draw(change_streams(left, kind="zset", min_len=n, max_len=n)),
           "b": draw(change_streams(right, kind="zset", min_len=n, max_len=n))}
     return left, right, key, ch
@@ -532,7 +535,7 @@ def test_thm_3_4_product(data: st.DataObject) -> None:
     """Thm 3.4 for ×: Q^Δ = D∘Q∘I numerically, and equals the three-term formula."""
     left = data.draw(table_specs(max_cols=2))
     right = data.draw(table_specs(max_cols=2, names=("a", "e")))
-    n = data.draw(st.integers(1, 4))
+    n = data.draw(st.integers(2, 4))
     ch = {"a": data.draw(change_streams(left, kind="zset", min_len=n, max_len=n)),
           "b": data.draw(change_streams(right, kind="zset", min_len=n, max_len=n))}
     q = double(lambda a, b: a.stream_product(b), left, right)
@@ -557,7 +560,7 @@ def positive_pair(draw: st.DrawFn, join: bool = False, big: bool = False) -> tup
         left = draw(table_specs(max_cols=2))
         right = draw(table_specs(max_cols=2, names=("a", "e")))
         key = ""
-    n = draw(st.integers(1, 4))
+    n = draw(st.integers(2, 4))
     s = {"a": draw(streams(left, draw(row_pools(left)), min_len=n, max_len=n, big=big, positive=True)),
          "b": draw(streams(right, draw(row_pools(right)), min_len=n, max_len=n, big=big, positive=True))}
     return left, right, key, s
@@ -621,7 +624,7 @@ def test_prop_4_6_plus(data: st.DataObject) -> None:
     """Prop 4.6, +: distinct(distinct(a) + distinct(b)) = distinct(distinct(a) + b) = distinct(a + b)."""
     spec = data.draw(table_specs())
     pool = data.draw(row_pools(spec))
-    n = data.draw(st.integers(1, 4))
+    n = data.draw(st.integers(2, 4))
     s = {k: data.draw(streams(spec, pool, min_len=n, max_len=n, positive=True)) for k in "ab"}
     want = run_stream(double(lambda a, b: (a + b).stream_distinct(), spec, spec), s)["o"]
     for name, build in (
@@ -655,8 +658,10 @@ def test_prop_4_6_product(case: tuple) -> None:
     assert_streams_equal(got, want, "distinct∘×∘distinct vs distinct∘×")
 
 
-T44 = TableSpec.of({"a": "int64", "x": "int64", "id": "int64"}, nullable=["x"])
-R44 = TableSpec.of({"s": "int64", "id": "int64", "y": "str"}, nullable=["y", "id"])
+T44 = TableSpec.of({"a": "int64", "x": "int64", "id": "int64"}, nullable=["x"],
+                   domains={"a": [-1, 1, 3], "x": [0, 1], "id": [0, 1, 2]})
+R44 = TableSpec.of({"s": "int64", "id": "int64", "y": "str"}, nullable=["y", "id"],
+                   domains={"s": [0, 1, 6], "id": [0, 1, 2], "y": ["p", "q"]})
 
 
 def _query_4_4(kind_t: str, kind_r: str) -> Circuit:
@@ -684,9 +689,10 @@ def test_prop_4_5_4_6_section_4_4_query(kind_t: str, kind_r: str, n_distinct: in
     qd = c.incrementalize()
     assert count_ops(qd, DistinctH) == n_distinct, qd.explain()
     assert count_ops(qd, StreamDistinct) == 0, qd.explain()
-    n = data.draw(st.integers(1, 6))
-    ch = {"t": data.draw(change_streams(T44, kind=kind_t, min_len=n, max_len=n)),
-          "r": data.draw(change_streams(R44, kind=kind_r, min_len=n, max_len=n))}
+    n = data.draw(st.integers(2, 6))
+    pt, pr = data.draw(row_pools(T44, 3, 8)), data.draw(row_pools(R44, 3, 8))
+    ch = {"t": data.draw(change_streams(T44, pt, kind=kind_t, min_len=n, max_len=n)),
+          "r": data.draw(change_streams(R44, pr, kind=kind_r, min_len=n, max_len=n))}
     assert_incremental_matches(c, ch, qd)
 
 

@@ -127,6 +127,13 @@ class Circuit:
         self._feedbacks.append(fb)
         return fb
 
+    def recursive(self, body: Any, inputs: Any, schemas: Any = None, **options: Any) -> Any:
+        """A recursive scope: the fixpoint of `body` over `inputs` (see `circuit.scope.recursive`)."""
+        from dbspark.circuit.scope import recursive
+
+        return recursive(self, body, list(inputs) if not hasattr(inputs, "circuit") else [inputs], schemas,
+                         **options)
+
     # ---- inspection ---------------------------------------------------------------------------
     def check(self) -> None:
         for fb in self._feedbacks:
@@ -173,9 +180,13 @@ class Circuit:
 
         return incrementalize(self)
 
-    def run(self, engine: Any = "local", **options: Any) -> Runtime:
-        """A runtime that evaluates this circuit step by step on the named engine."""
+    def run(self, engine: Any = "local", *, snapshots: bool = False, **options: Any) -> Runtime:
+        """A runtime that evaluates this circuit step by step on the named engine.
+
+        Inputs carry changes to their relations, so a 'bag' or 'set' input constrains the sum of what
+        was pushed. With `snapshots=True` each step's push is the whole relation instead (how the
+        non-incremental Q of Algorithm 4.8 is fed), and the kind constrains each step's value."""
         from dbspark.circuit.runtime import Runtime
         from dbspark.engines import get_kernel
 
-        return Runtime(self, get_kernel(engine, **options))
+        return Runtime(self, get_kernel(engine, **options), snapshots=snapshots)

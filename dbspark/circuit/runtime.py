@@ -51,8 +51,9 @@ def schedule(c: Circuit) -> list[int]:
 class Runtime:
     """A running circuit: push changes to inputs, `step()`, read outputs and their integrals."""
 
-    def __init__(self, circuit: Circuit, kernel: Any) -> None:
+    def __init__(self, circuit: Circuit, kernel: Any, snapshots: bool = False) -> None:
         self.circuit = circuit
+        self.snapshots = snapshots
         self.kernel = kernel
         alive = circuit.live()
         self.order = [n for n in schedule(circuit) if n in alive]
@@ -72,7 +73,7 @@ class Runtime:
         for name, nid in circuit.inputs.items():
             op = nodes[nid].op
             assert isinstance(op, Input)
-            if op.positive:
+            if op.positive and not snapshots:
                 self._input_traces[name] = kernel.new_trace(op.schema, tuple(op.schema))
         self._views = {
             name: kernel.new_trace(nodes[nid].shape.schema, tuple(nodes[nid].shape.schema))
@@ -153,6 +154,8 @@ class Runtime:
         if trace is not None and not self.kernel.is_empty(z):
             self.kernel.check_input(trace, z, op.kind_, f"input {op.name_!r}")
             self.kernel.trace_insert(trace, z, undo)
+        elif op.positive and self.snapshots:  # each step's value is the relation itself
+            self.kernel.check_input(None, z, op.kind_, f"input {op.name_!r}")
         return z
 
     # ---- reading ------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,7 +101,7 @@ class ChangeStream:
 
     def contents(self) -> list[dict[str, Counter]]:
         """The integrated inputs after each step: {input: Counter(row -> weight)} (zero weights dropped)."""
-        cur = {t.name: Counter() for t in self.tables}
+        cur: dict[str, Counter] = {t.name: Counter() for t in self.tables}
         out = []
         for step in self.steps:
             for name, changes in step.items():
@@ -128,13 +128,15 @@ def change_streams(
     max_steps: int = 6,
     max_changes: int = 5,
     large_weights: bool = False,
+    row_strategies: Mapping[str, st.SearchStrategy[tuple]] | None = None,
 ) -> ChangeStream:
     """A change stream over `tables` whose integrated inputs stay bags (sets for kind='set').
 
     Deletions pick rows present at that point of the step; weights are 1-3 (or LARGE_WEIGHT if
-    `large_weights`), a delete removes 1..all copies; some steps are empty for some or all inputs."""
+    `large_weights`), a delete removes 1..all copies; some steps are empty for some or all inputs.
+    Fresh rows come from `row_strategies[table name]` if given, else from the column domains."""
     n_steps = draw(st.integers(min(2, max_steps), max_steps))
-    cur = {t.name: Counter() for t in tables}
+    cur: dict[str, Counter] = {t.name: Counter() for t in tables}
     steps: list[Step] = []
     for _ in range(n_steps):
         step: Step = {}
@@ -153,7 +155,7 @@ def change_streams(
                     row = draw(st.sampled_from(present))
                     w = draw(st.integers(1, 2))
                 else:
-                    row = draw(rows(t))
+                    row = draw(row_strategies[t.name] if row_strategies and t.name in row_strategies else rows(t))
                     if t.kind == "set":
                         if state[row] > 0:
                             continue
@@ -237,12 +239,9 @@ def predicates(draw: st.DrawFn, schema: pl.Schema, depth: int = 2) -> Expr:
         return draw(st.sampled_from([c, ~c, c.eq(lit(True)), c.ne(lit(False))]))
     others = [n for n, u in schema.items() if n != name and (
         (_is_num(t) and _is_num(u)) or (t == u == pl.String()))]
-    if kind == 2 and others:
-        right: Any = col(draw(st.sampled_from(others)))
-    else:
-        right = lit(draw(_literal_for(t)))
+    rhs: Expr = col(draw(st.sampled_from(others))) if kind == 2 and others else lit(draw(_literal_for(t)))
     op = draw(st.sampled_from(["eq", "ne", "lt", "le", "gt", "ge"]))
-    return Binary(op, c, right)
+    return Binary(op, c, rhs)
 
 
 @st.composite
@@ -430,8 +429,8 @@ def _apply(draw: st.DrawFn, b: _Builder, family: str, max_size: int) -> bool:
             b.add(s, f"{x.var}.stream_{family}({y.var}, {kcode})", x.positive, x.size, family)
         return True
     if family == "aggregate":
-        positive = [n for n in b.nodes if n.positive]
-        x = draw(st.sampled_from(positive))
+        bags = [n for n in b.nodes if n.positive]
+        x = draw(st.sampled_from(bags))
         sx = x.stream.schema
         by = draw(st.lists(st.sampled_from(list(sx)), unique=True, max_size=min(2, len(sx))))
         calls = _agg_calls(draw, b, sx, by)

@@ -41,6 +41,9 @@ DTYPES: dict[str, pl.DataType] = {
     "bool": pl.Boolean(),
 }
 
+#: join keys: three values each, so that keys match often (NULL is added by nullability)
+KEY_DOMAINS: dict[str, tuple[Any, ...]] = {"int64": (0, 1, 2**62), "str": ("", "a", "ä")}
+
 #: the weights a Z-set entry may carry: small ones (0 included: an unconsolidated entry may cancel)
 SMALL_WEIGHTS = st.integers(-3, 3)
 #: weights in the order of 10**12: sums of a few still fit int64, products of two do not
@@ -53,15 +56,19 @@ class TableSpec:
 
     schema: pl.Schema
     nullable: frozenset[str] = field(default_factory=frozenset)
+    #: (column, values) pairs: columns drawn from these values only (e.g. a join key from a tiny domain)
+    domains: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     @classmethod
-    def of(cls, columns: Mapping[str, Any], nullable: Sequence[str] | bool = ()) -> TableSpec:
-        """`TableSpec.of({"a": "int64", "b": "str"}, nullable=["b"])`; `nullable=True`: every column."""
+    def of(cls, columns: Mapping[str, Any], nullable: Sequence[str] | bool = (),
+           domains: Mapping[str, Sequence[Any]] | None = None) -> TableSpec:
+        """`TableSpec.of({"a": "int64", "b": "str"}, nullable=["b"], domains={"a": [0, 1, 2]})`;
+        `nullable=True`: every column."""
         from dbspark.ir.schema import to_schema
 
         schema = to_schema(columns)
         nl = frozenset(schema) if nullable is True else frozenset(nullable or ())
-        return cls(schema, nl)
+        return cls(schema, nl, tuple((c, tuple(v)) for c, v in (domains or {}).items()))
 
     @property
     def columns(self) -> list[str]:
@@ -69,17 +76,21 @@ class TableSpec:
 
     def values(self, column: str) -> st.SearchStrategy[Any]:
         """The values column `column` may take (NULL included if it is nullable)."""
-        base = values_of(self.schema[column])
-        return st.one_of(st.none(), base) if column in self.nullable else base
+        fixed = dict(self.domains).get(column)
+        base = st.sampled_from(fixed) if fixed else values_of(self.schema[column])
+        if column not in self.nullable:
+            return base
+        return st.integers(0, 3).flatmap(lambda i: st.none() if i == 0 else base)  # NULL 1 time in 4
 
 
 def values_of(dtype: pl.DataType) -> st.SearchStrategy[Any]:
     """Non-NULL values of a column type, from a small domain with a few extremes mixed in."""
+    # small values repeated so that extremes are about 1 draw in 6
     if dtype == pl.Int64() or dtype.is_integer():
-        return st.one_of(st.integers(-3, 3), st.sampled_from([2**62, -(2**62), 10**12]))
+        return st.sampled_from([*range(-3, 4), *range(-3, 4), 2**62, -(2**62), 10**12])
     if dtype == pl.Float64() or dtype.is_float():
         return st.one_of(
-            st.sampled_from([0.0, -0.0, 0.5, -1.5, 2.0, 1e300, -1e-300, float("inf")]),
+            st.sampled_from([0.0, 0.5, -1.5, 2.0, -0.0, 0.0, 0.5, -1.5, 2.0, 1e300, -1e-300, float("inf")]),
             st.floats(-4, 4, allow_nan=False, width=32),
         )
     if dtype == pl.String():
@@ -113,14 +124,17 @@ def join_specs(
 ) -> tuple[TableSpec, TableSpec, str]:
     """(left, right, key): two tables sharing a key column `k` of one type (NULL keys possible).
 
-    The right table may reuse a non-key column name of the left one (the join renames it `_right`)."""
-    kt = DTYPES[draw(st.sampled_from(list(key_dtypes)))]
+    Key values come from a domain of three values so that keys match often. The right table may reuse
+    a non-key column name of the left one (the join renames it `_right`)."""
+    kname = draw(st.sampled_from(list(key_dtypes)))
+    kt = DTYPES[kname]
+    kdom = {"k": KEY_DOMAINS[kname]}
     left = draw(table_specs(0, 2, names=("a", "b"), allow_nulls=allow_nulls))
     right = draw(table_specs(0, 2, names=("b", "c"), allow_nulls=allow_nulls))
     knull = {"k"} if allow_nulls and draw(st.booleans()) else set()
-    lspec = TableSpec(pl.Schema([("k", kt), *left.schema.items()]), left.nullable | knull)
+    lspec = TableSpec.of({"k": kt, **left.schema}, left.nullable | knull, kdom)
     knull_r = {"k"} if allow_nulls and draw(st.booleans()) else set()
-    rspec = TableSpec(pl.Schema([("k", kt), *right.schema.items()]), right.nullable | knull_r)
+    rspec = TableSpec.of({"k": kt, **right.schema}, right.nullable | knull_r, kdom)
     return lspec, rspec, "k"
 
 
@@ -129,7 +143,7 @@ def rows(spec: TableSpec) -> st.SearchStrategy[tuple]:
     return st.tuples(*[spec.values(c) for c in spec.columns])
 
 
-def row_pools(spec: TableSpec, min_size: int = 1, max_size: int = 6) -> st.SearchStrategy[list[tuple]]:
+def row_pools(spec: TableSpec, min_size: int = 2, max_size: int = 6) -> st.SearchStrategy[list[tuple]]:
     """A small list of distinct rows (-0.0 and 0.0 count as equal, as they do for Z-sets)."""
     return st.lists(rows(spec), min_size=min_size, max_size=max_size, unique_by=_row_key)
 
@@ -177,7 +191,12 @@ def streams(
 ) -> list[ZSet]:
     """A stream prefix: one Z-set per step (see `zsets` for the options)."""
     n = draw(st.integers(min_len, max_len))
-    return [draw(zsets(spec, pool, **zset_options)) for _ in range(n)]
+    out = []
+    for _ in range(n):
+        opts = dict(zset_options)
+        opts.setdefault("min_size", 1 if draw(st.integers(0, 4)) else 0)  # empty steps 1 time in 5
+        out.append(draw(zsets(spec, pool, **opts)))
+    return out
 
 
 @st.composite
@@ -217,7 +236,8 @@ def change_streams(
                 change[r] = -draw(st.one_of(st.integers(1, have + 2), st.just(have)))
         # insertions
         cands = absent if kind == "set" else pool
-        for r in draw(st.lists(st.sampled_from(cands), unique=True)) if cands else []:
+        n_ins = 1 if cands and draw(st.integers(0, 4)) else 0  # no insertion 1 step in 5
+        for r in draw(st.lists(st.sampled_from(cands), min_size=n_ins, unique=True)) if cands else []:
             w = 1 if kind == "set" else draw(weights(big, positive=True))
             change[r] = change.get(r, 0) + w
         if kind == "zset" and absent and draw(st.booleans()):
@@ -294,6 +314,6 @@ def map_columns(draw: st.DrawFn, schema: pl.Schema, min_cols: int = 1, max_cols:
 
 
 __all__ = [
-    "BIG_WEIGHTS", "DTYPES", "SMALL_WEIGHTS", "TableSpec", "change_streams", "join_specs", "map_columns",
+    "BIG_WEIGHTS", "DTYPES", "KEY_DOMAINS", "SMALL_WEIGHTS", "TableSpec", "change_streams", "join_specs", "map_columns",
     "predicates", "row_pools", "rows", "streams", "table_specs", "values_of", "weights", "zsets",
 ]

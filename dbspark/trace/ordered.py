@@ -21,7 +21,9 @@ per-node step is one C-level call on a list of at most 64 entries (`bisect`, `li
 
 * `add`: descend by separator, bisect the leaf, add the weight to the path's totals; the path's
   max-multiplicity entries change only when the leaf's maximum does (usually they stop at the leaf).
-* `kth` / medians: descend by prefix sums of the per-child totals.
+* `kth` / medians: descend by prefix sums of the per-child totals (bisect). Each node caches its
+  prefix sums until its totals change; a change resets them only along its own path, so a median
+  asked for after every change mostly recomputes the root's alone.
 * `mode`: descend to the first child whose max-multiplicity equals the root's; leftmost means the
   smallest value among the tied ones.
 * `min` / `max`: the leftmost / rightmost leaf.

@@ -15,8 +15,9 @@ from typing import Any
 
 import polars as pl
 
+from dbspark.algebra.weights import INT64_MAX
 from dbspark.algebra.zset import WEIGHT, ZSet
-from dbspark.errors import NegativeStateError
+from dbspark.errors import NegativeStateError, WeightError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
 from dbspark.trace.ordered import NegativeMultiplicityError, OrderedMultiset
 from dbspark.trace.spine import Spine, consolidate_frame
@@ -43,15 +44,33 @@ def _acc_exprs(spec: AggSpec) -> list[pl.Expr]:
         xs = x.cast(pl.Int64) if spec.input_schema[c.arg] == pl.Boolean() else x
         out.append(pl.when(x.is_not_null()).then(w).otherwise(0).sum().alias(f"__c{i}"))
         if c.func != "count":
-            out.append((xs * w).sum().alias(f"__s{i}"))
+            xw = xs.cast(pl.Int128) * w if _int_sum(c, spec) else xs * w  # Int128: the sum cannot wrap
+            out.append(xw.sum().alias(f"__s{i}"))
         if c.func in ("var_samp", "var_pop", "stddev_samp", "stddev_pop"):
             xf = xs.cast(pl.Float64)
             out.append((xf * xf * w.cast(pl.Float64)).sum().alias(f"__q{i}"))
     return out
 
 
+def _int_sum(c: AggCall, spec: AggSpec) -> bool:
+    """Whether the call's Σx accumulator is an integer sum (kept in Int128, checked on output)."""
+    t = spec.input_schema[c.arg] if c.arg else None
+    return t is not None and (t.is_integer() or t == pl.Boolean())
+
+
+def _check_int_sums(acc: pl.DataFrame, spec: AggSpec) -> None:
+    """Raise WeightError if an integer SUM (accumulated in Int128) does not fit its Int64 result."""
+    for i, c in enumerate(spec.calls):
+        if c.kind == "linear" and c.func == "sum" and _int_sum(c, spec) and acc.height:
+            s = acc[f"__s{i}"]
+            if not (-INT64_MAX <= s.min() and s.max() <= INT64_MAX):  # type: ignore[operator]
+                bad = s.filter((s > INT64_MAX) | (s < -INT64_MAX))[0]
+                raise WeightError(f"aggregate {c.name!r}: SUM({c.arg}) = {bad} does not fit in a 64-bit integer")
+
+
 def _finalize(acc: pl.DataFrame, spec: AggSpec) -> list[pl.Expr]:
     """Expressions turning accumulators into the linear aggregate columns."""
+    _check_int_sums(acc, spec)
     out = []
     for i, c in enumerate(spec.calls):
         if c.kind != "linear":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -61,7 +61,9 @@ def _coerce(data: dict[str, Any], schema: pl.Schema, where: str) -> pl.DataFrame
         try:
             s = pl.Series(c, values, dtype=t, strict=True) if not isinstance(values, pl.Series) else values
             if s.dtype != t:
-                s = s.cast(t, strict=True)
+                s = _lossless(c, s, s.cast(t, strict=True), where)
+        except SchemaError:
+            raise
         except Exception:
             s = _find_bad(c, values, t, where)
         out[c] = s
@@ -74,7 +76,9 @@ def _find_bad(c: str, values: Any, t: pl.DataType, where: str) -> pl.Series:
         s = pl.Series(c, vals, strict=False)
         cast = s.cast(t, strict=True)
         if cast.null_count() == s.null_count():
-            return cast
+            return _lossless(c, s, cast, where)
+    except SchemaError:
+        raise
     except Exception:
         pass
     for v in vals:
@@ -87,14 +91,25 @@ def _find_bad(c: str, values: Any, t: pl.DataType, where: str) -> pl.Series:
     raise SchemaError(f"{where}: column {c!r} cannot be converted to {t}")
 
 
+def _lossless(c: str, before: pl.Series, after: pl.Series, where: str) -> pl.Series:
+    """`after` (a strict cast of `before`), unless it truncated a float with a fraction to an integer."""
+    if before.dtype.is_float() and after.dtype.is_integer():
+        bad = before.filter(before.is_not_null() & (before != before.floor()))
+        if bad.len():
+            raise SchemaError(f"{where}: column {c!r} ({after.dtype}) cannot take the value {bad[0]!r}")
+    return after
+
+
 def with_weights(df: pl.DataFrame, weights: Sequence[int] | np.ndarray | int | None, where: str) -> pl.DataFrame:
     if weights is None:
         w = np.ones(df.height, dtype=np.int64)
     elif isinstance(weights, (int, np.integer)) and not isinstance(weights, bool):
         w = np.full(df.height, int(weights), dtype=np.int64)
+    elif isinstance(weights, (str, bytes)) or not hasattr(weights, "__iter__"):  # a scalar, not an int
+        raise WeightError(f"{where}: weight {weights!r} is not an integer")
     else:
         try:
-            w = check_weights(list(weights) if not isinstance(weights, np.ndarray) else weights)
+            w = check_weights(weights if isinstance(weights, np.ndarray) else list(cast(Sequence[int], weights)))
         except WeightError as e:
             raise WeightError(f"{where}: {e}") from None
         if len(w) != df.height:

@@ -71,9 +71,14 @@ class LocalKernel:
             rows, weights = split_weight_column(rows)
         return ZSet(with_weights(rows_to_frame(rows, schema, where), weights, where))
 
-    def check_input(self, trace: Spine, z: ZSet, kind: str, where: str) -> None:
-        """Reject a change that would make a bag negative or a set exceed 1 (before anything changes)."""
-        cur = trace.snapshot().seek(z.data()).df.rename({WEIGHT: "__old"})
+    def check_input(self, trace: Spine | None, z: ZSet, kind: str, where: str) -> None:
+        """Reject a change that would make a bag negative or a set exceed 1 (before anything changes).
+
+        Without a trace, `z` is the relation itself rather than a change to it."""
+        if trace is None:
+            cur = z.df.clear().rename({WEIGHT: "__old"})
+        else:
+            cur = trace.snapshot().seek(z.data()).df.rename({WEIGHT: "__old"})
         j = z.df.join(cur, on=z.columns, how="left", nulls_equal=True).with_columns(
             (pl.col("__old").fill_null(0) + pl.col(WEIGHT)).alias("__new"))
         too_many = pl.col("__new") > 1 if kind == "set" else pl.lit(False)
@@ -127,7 +132,10 @@ class LocalKernel:
         """Equi-join, weights multiplied; NULL keys never match (SQL). A trace side is probed by key."""
         lk, rk = list(left_keys), list(right_keys)
         if isinstance(a, TraceSnapshot) and isinstance(b, TraceSnapshot):
-            a = a.to_zset()
+            if len(a) <= len(b):  # probe the larger trace with the smaller one
+                a = a.to_zset()
+            else:
+                b = b.to_zset()
         if isinstance(b, TraceSnapshot):
             left = a.df.drop_nulls(lk)
             probe = left.select([pl.col(k).alias(r) for k, r in zip(lk, rk, strict=True)])

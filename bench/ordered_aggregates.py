@@ -1,0 +1,156 @@
+"""ordered_aggregates: MIN, MAX and MEDIAN of one big group under 1k-row changes with deletions.
+
+A single group (g = 0) of n values (full: n = 10^4, 10^5, 10^6; --quick: 10^4, 10^6) is loaded (not
+timed); then each step inserts 500 new values and deletes 500 existing ones, and the incremental
+`aggregate(by="g", m=(func, "x"))` is timed per step. These aggregates are not invertible, so the group's
+ordered multiset is kept: the cost per change should be O(log n). Reported: median step time per size
+and the ratio largest/smallest (requirement for 10^6/10^4: <= 2x).
+
+Anchor: DuckDB applying the change and recomputing `SELECT g, func(x) FROM a GROUP BY g` on the current
+table each step (O(n), in C). Every step, dbspark's view must equal DuckDB's answer.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import polars as pl
+
+import dbspark
+from bench import harness as h
+
+SEED = 777
+FUNCS = ("min", "max", "median")
+STEPS = 10
+WARMUP = 1
+CHANGE = 1000
+DUCK = {"min": "min(x)", "max": "max(x)", "median": "median(x)"}
+
+
+def _prepare(n: int) -> tuple[pl.DataFrame, list[tuple[pl.DataFrame, pl.DataFrame]]]:
+    rng = np.random.default_rng(SEED + n)
+    init = pl.DataFrame({"id": np.arange(n), "g": np.zeros(n, np.int64), "x": rng.integers(0, 1 << 40, n)})
+    order = rng.permutation(n)
+    half = CHANGE // 2
+    changes = []
+    for i in range(WARMUP + STEPS):
+        ins = pl.DataFrame({
+            "id": np.arange(n + i * half, n + (i + 1) * half),
+            "g": np.zeros(half, np.int64),
+            "x": rng.integers(0, 1 << 40, half),
+        })
+        changes.append((ins, init[order[i * half : (i + 1) * half]]))
+    return init, changes
+
+
+def run_size(n: int) -> dict:
+    init, changes = _prepare(n)
+    frames = [
+        pl.concat([ins.drop("id").with_columns(pl.lit(1, pl.Int64).alias("weight")),
+                   dele.drop("id").with_columns(pl.lit(-1, pl.Int64).alias("weight"))])
+        for ins, dele in changes
+    ]
+    out: dict = {"size": n}
+    views: dict[str, list[pl.DataFrame]] = {}
+    for f in FUNCS:
+        h.collect()
+        c = dbspark.Circuit()
+        a = c.input("a", {"g": "int64", "x": "int64"})
+        c.output("v", a.aggregate(by="g", m=(f, "x")))
+        rt = c.run()
+        with h.phase(f"{f} n={n:,}: dbspark load"), h.Timer() as load:
+            rt.push("a", init.drop("id"), 1)
+            rt.step()
+        seen: list[pl.DataFrame] = []
+
+        def step(i: int, rt=rt, seen=seen) -> None:
+            rt.push("a", frames[i])
+            rt.step()
+
+        samples = []
+        with h.phase(f"{f} n={n:,}: dbspark {STEPS} steps"):
+            for i in range(WARMUP + STEPS):
+                t, _ = h.timed(lambda i=i: step(i))
+                if i >= WARMUP:
+                    samples.append(t)
+                seen.append(rt.view("v").to_polars().drop("weight"))  # outside the timing
+        views[f] = seen
+        out[f] = {"load_s": load.s, "step_s": samples, "dbspark": h.stats(samples)}
+        del rt, c, a
+
+    con = duckdb.connect()
+    con.register("src", init.to_arrow())
+    con.execute("CREATE TABLE a AS SELECT * FROM src")
+    con.unregister("src")
+    duck = {f: [] for f in FUNCS}
+    with h.phase(f"n={n:,}: duckdb {len(changes)} steps x {len(FUNCS)} aggregates"):
+        for i, (ins, dele) in enumerate(changes):
+            t_apply, _ = h.timed(lambda ins=ins, dele=dele: _apply(con, ins, dele))
+            for f in FUNCS:
+                t_q, res = h.timed(lambda f=f: con.execute(f"SELECT g, {DUCK[f]} AS m FROM a GROUP BY g").pl())
+                if i >= WARMUP:
+                    duck[f].append(t_apply + t_q)
+                h.verify(f"ordered_aggregates/{f} n={n} step {i}", {"dbspark": views[f][i], "duckdb": res},
+                         float_tol=1e-12)
+    con.close()
+    for f in FUNCS:
+        out[f]["duckdb_step_s"] = duck[f]
+        out[f]["duckdb"] = h.stats(duck[f])
+        out[f]["verified_steps"] = len(changes)
+    return out
+
+
+def _apply(con: duckdb.DuckDBPyConnection, ins: pl.DataFrame, dele: pl.DataFrame) -> None:
+    con.register("ins", ins.to_arrow())
+    con.register("del", dele.select("id").to_arrow())
+    con.execute("INSERT INTO a SELECT * FROM ins")
+    con.execute("DELETE FROM a WHERE id IN (SELECT id FROM del)")
+    con.unregister("ins")
+    con.unregister("del")
+
+
+def run(quick: bool) -> dict:
+    sizes = [10_000, 1_000_000] if quick else [10_000, 100_000, 1_000_000]
+    per = {str(n): run_size(n) for n in sizes}
+    lo, hi = str(sizes[0]), str(sizes[-1])
+    ratios = {f: h.ratio(per[hi][f]["dbspark"]["median"], per[lo][f]["dbspark"]["median"]) for f in FUNCS}
+    lbl = {str(n): f"10^{len(str(n)) - 1}" for n in sizes}
+    rows = []
+    for f in FUNCS:
+        row = [f]
+        for n in sizes:
+            s = per[str(n)][f]["dbspark"]
+            row.append(f"{h.fmt_s(s['median'])} [{h.fmt_s(s['min'])}..{h.fmt_s(s['max'])}]")
+        row += [h.fmt_x(ratios[f]), "yes" if ratios[f] <= 2.0 else "NO"]
+        row += [h.fmt_s(per[str(n)][f]["duckdb"]["median"]) for n in sizes]
+        rows.append(row)
+    text = h.table(
+        f"ordered_aggregates: one group, {CHANGE}-row changes (half deletes), median step [min..max] of {STEPS}",
+        ["agg", *[f"dbspark n={lbl[str(n)]}" for n in sizes], f"{lbl[hi]}/{lbl[lo]}", "<=2x",
+         *[f"duckdb recompute n={lbl[str(n)]}" for n in sizes]],
+        rows,
+    )
+    by_size = {}
+    for f, ls in zip(FUNCS, ("-", "--", ":"), strict=True):
+        by_size[f"dbspark {f}"] = (sizes, [per[str(n)][f]["dbspark"]["median"] for n in sizes],
+                                   {"color": h.COLORS["dbspark"], "linestyle": ls})
+        by_size[f"duckdb recompute {f}"] = (sizes, [per[str(n)][f]["duckdb"]["median"] for n in sizes],
+                                            {"color": h.COLORS["duckdb recompute"], "linestyle": ls})
+    by_step = {}
+    xs = list(range(WARMUP + 1, WARMUP + STEPS + 1))
+    for f in FUNCS:
+        for n in sizes:
+            by_step[f"dbspark {f} n={lbl[str(n)]}"] = (xs, per[str(n)][f]["step_s"])
+    return {
+        "params": {"sizes": sizes, "funcs": FUNCS, "steps": STEPS, "warmup": WARMUP, "change_rows": CHANGE,
+                   "seed": SEED, "groups": 1},
+        "sizes": per,
+        "ratio_largest_smallest_median": ratios,
+        "table": text,
+        "plot": [
+            {"title": "median step time vs group size", "series": by_size, "xlabel": "rows in the group",
+             "logx": True},
+            {"title": "dbspark: time per step", "series": by_step, "xlabel": "step"},
+        ],
+        "plot_title": f"ordered_aggregates: MIN / MAX / MEDIAN of one group, {CHANGE}-row changes",
+    }

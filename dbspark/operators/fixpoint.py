@@ -1,0 +1,218 @@
+"""Recursive scopes: a child circuit iterated to its fixpoint at every outer step (`dbsp-paper.txt` §5-§6).
+
+The child circuit's inputs are the *imports* (delta0: the outer value enters the scope) and its
+feedback delays carry the recursive relations from one iteration to the next; its outputs are the
+new values of those relations. Three modes:
+
+- `naive` (the circuit of §5): every outer step starts from empty relations and applies the body to
+  the previous iteration's full value until it stops changing.
+- `seminaive` (eq. 5.1, the cycle rule inside the scope): the body incrementalized along the
+  iterations (its `inner` circuit is already rewritten), run from scratch every outer step; the
+  result is the sum of the iterations' changes.
+- `incremental` (§6, Prop 6.2): the body lifted and incrementalized along both dimensions (its
+  operators are the doubly-incremental ones of `operators.nested`), with state kept across outer
+  steps: each outer change adjusts the stored fixpoint computation. Imports carry changes.
+
+An iteration limit guards against runaway recursion: exceeding it raises `RecursionLimitError`
+naming the scope, and the runtime rolls the whole step back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dbspark.errors import RecursionLimitError
+from dbspark.operators.base import LINEAR, NONLINEAR, Operator, Shape
+from dbspark.operators.nested import NestedState
+from dbspark.operators.source import Input
+from dbspark.operators.time import Delay, DelayState
+
+if TYPE_CHECKING:
+    from dbspark.circuit.circuit import Circuit
+
+DEFAULT_MAX_ITERATIONS = 10_000
+
+
+@dataclass(frozen=True, eq=False)
+class Fixpoint(Operator):
+    """A recursive scope; its value is the tuple of its results (pick one with `Pick`)."""
+
+    inner: Circuit
+    imports: tuple[str, ...]
+    results: tuple[str, ...]
+    scope: str
+    mode: str = "naive"
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+
+    name = "fixpoint"
+    kind = NONLINEAR
+    stateful = True
+
+    @property
+    def arity(self) -> int:  # type: ignore[override]
+        return len(self.imports)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        return self.inner.nodes[self.inner.outputs[self.results[0]]].shape
+
+    def label(self) -> str:
+        return f"fixpoint {self.scope} [{self.mode}] -> ({', '.join(self.results)})"
+
+    def explain_inner(self) -> str:
+        return self.inner.explain()
+
+    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+        return ScopeState(self, kernel) if self.mode == "incremental" else None
+
+    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+        values = {name: kernel.consolidate(v) for name, v in zip(self.imports, inputs, strict=True)}
+        if self.mode == "naive":
+            return self._naive(kernel, values)
+        if self.mode == "seminaive":  # `inner` is already the incremental body: run it from empty state
+            return ScopeState(self, kernel).step(values, [])
+        return state.step(values, undo)
+
+    def _naive(self, kernel: Any, values: dict[str, Any]) -> tuple:
+        it = Iteration(self.inner, kernel)
+        prev: tuple | None = None
+        for n in range(self.max_iterations + 1):
+            out = it.evaluate(values, n, [])
+            cur = tuple(kernel.consolidate(out[r]) for r in self.results)
+            if prev is not None and all(a == b for a, b in zip(cur, prev, strict=True)):
+                return cur
+            prev = cur
+        raise RecursionLimitError(
+            f"recursive scope {self.scope!r} did not reach a fixpoint within {self.max_iterations} iterations"
+        )
+
+    def checkpoint(self, kernel: Any, state: Any) -> Any:
+        return state.to_state() if state is not None else None
+
+    def restore(self, kernel: Any, state: Any, saved: Any) -> Any:
+        if state is not None:
+            state.restore(saved)
+        return state
+
+
+class Iteration:
+    """Evaluates a scope's child circuit one iteration at a time (feedback delays carry the loop)."""
+
+    def __init__(self, inner: Circuit, kernel: Any) -> None:
+        from dbspark.circuit.runtime import schedule
+
+        self.inner = inner
+        self.kernel = kernel
+        alive = inner.live()
+        self.order = [n for n in schedule(inner) if n in alive]
+        self.states: dict[int, Any] = {}
+        for nid in self.order:
+            n = inner.nodes[nid]
+            if isinstance(n.op, Delay):
+                self.states[nid] = DelayState(kernel.empty(n.shape.schema))
+            else:
+                self.states[nid] = n.op.init(kernel, n.shape, [inner.nodes[i].shape for i in n.inputs])
+
+    def evaluate(self, imports: dict[str, Any], t1: int, undo: list, t0: int = 0) -> dict[str, Any]:
+        k, nodes, values = self.kernel, self.inner.nodes, {}
+        for nid in self.order:
+            n = nodes[nid]
+            st = self.states[nid]
+            if isinstance(n.op, Input):
+                values[nid] = imports.get(n.op.name_) if n.op.name_ in imports else k.empty(n.op.schema)
+            elif isinstance(n.op, Delay):
+                values[nid] = st.value
+            else:
+                if isinstance(st, NestedState):
+                    st.t0, st.t1 = t0, t1
+                values[nid] = n.op.eval(k, st, [values[i] for i in n.inputs], undo)
+        self.feedback_empty = True
+        for nid in self.order:
+            n = nodes[nid]
+            if isinstance(n.op, Delay):
+                st = self.states[nid]
+                prev = st.value
+                undo.append(lambda st=st, prev=prev: setattr(st, "value", prev))
+                st.value = k.consolidate(values[n.inputs[0]])
+                if not k.is_empty(st.value):
+                    self.feedback_empty = False
+        return {name: values[nid] for name, nid in self.inner.outputs.items()}
+
+    def nested_states(self) -> list[NestedState]:
+        return [s for s in self.states.values() if isinstance(s, NestedState)]
+
+
+class ScopeState:
+    """The state of an incremental (or semi-naive) scope: its child circuit's nested traces."""
+
+    def __init__(self, op: Fixpoint, kernel: Any) -> None:
+        self.op = op
+        self.kernel = kernel
+        self.it = Iteration(op.inner, kernel)
+        self.t0 = 0
+        self.iterations: list[int] = []  # iterations run per outer step (for measurements)
+
+    def step(self, imports: dict[str, Any], undo: list) -> tuple:
+        k, op = self.kernel, self.op
+        depth = max((s.depth for s in self.it.nested_states()), default=0)
+        totals = [k.empty(op.inner.nodes[op.inner.outputs[r]].shape.schema) for r in op.results]
+        empty = {name: k.empty(v.schema) for name, v in imports.items()}
+        t1 = 0
+        while True:
+            out = self.it.evaluate(imports if t1 == 0 else empty, t1, undo, self.t0)
+            for i, r in enumerate(op.results):
+                totals[i] = k.plus(totals[i], out[r])
+            t1 += 1
+            if self.it.feedback_empty and t1 >= depth:
+                break
+            if t1 > op.max_iterations:
+                raise RecursionLimitError(
+                    f"recursive scope {op.scope!r} did not reach a fixpoint within {op.max_iterations} iterations")
+        for s in self.it.nested_states():
+            s.end_step(undo)
+        t0 = self.t0
+        undo.append(lambda: setattr(self, "t0", t0))
+        self.t0 += 1
+        self.iterations.append(t1)
+        return tuple(k.consolidate(t) for t in totals)
+
+    def to_state(self) -> Any:
+        return {
+            "t0": self.t0,
+            "traces": {nid: [t.to_state() for t in s.traces] for nid, s in self.it.states.items()
+                       if isinstance(s, NestedState)},
+        }
+
+    def restore(self, saved: Any) -> None:
+        self.t0 = saved["t0"]
+        for nid, traces in saved["traces"].items():
+            for t, st in zip(self.it.states[nid].traces, traces, strict=True):
+                t.restore(st)
+
+
+@dataclass(frozen=True)
+class Pick(Operator):
+    """The i-th result of a scope."""
+
+    index: int
+    schema: Any
+    name = "pick"
+    kind = LINEAR
+
+    def __hash__(self) -> int:
+        return hash((self.index, tuple(self.schema.items())))
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        return Shape(self.schema)
+
+    def label(self) -> str:
+        return f"pick[{self.index}]"
+
+    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+        return inputs[0][self.index]

@@ -1,0 +1,416 @@
+"""Aggregates (`dbsp-paper.txt` §7.2, §7.4; `incremental-aggregation-monotonic-programs.txt` §2) against DuckDB.
+
+After every step of a random change stream (inserts, duplicates, deletions of present rows, empty
+steps), three dbspark results must equal DuckDB running the SQL aggregate on the current table:
+the incremental `t.aggregate(...)` (its view), the lifted `stream_aggregate` pushed the snapshot, and
+`t.integrate().stream_aggregate(...)` (Q∘I, whose step output is the aggregate of the contents).
+Floats are compared with a tolerance. MODE is checked against a Python oracle (DuckDB breaks ties
+differently; dbspark's rule is: highest count, ties to the smallest value). User aggregates and
+huge weights are checked against Python oracles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import duckdb
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dbspark
+from dbspark.testing.queries import ChangeStream, TableSpec, change_streams, zset_diff
+
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+AGGS: dict[str, Any] = {
+    "n": "count", "c": ("count", "x"), "s": ("sum", "x"), "av": ("avg", "x"), "lo": ("min", "x"),
+    "hi": ("max", "x"), "md": ("median", "x"), "vs": ("var_samp", "x"), "sd": ("stddev_samp", "x"),
+    "vp": ("var_pop", "x"), "sp": ("stddev_pop", "x"), "mo": ("mode", "x"),
+}
+SQL_CALLS = ("COUNT(*), COUNT(x), SUM(x), AVG(x), MIN(x), MAX(x), MEDIAN(x), VAR_SAMP(x), STDDEV_SAMP(x), "
+             "VAR_POP(x), STDDEV_POP(x)")
+FLOAT_RESULTS = (3, 6, 7, 8, 9, 10)  # positions (after the group key) of avg, median, var, stddev
+
+G_VALUES = st.one_of(st.none(), st.integers(0, 3), st.integers(0, 3))
+INT_X = st.one_of(st.none(), st.sampled_from([-2, 0, 1, 3]), st.integers(-100, 100))
+DYADIC_X = st.one_of(st.none(), st.sampled_from([-0.5, 0.0, 1.25]), st.integers(-400, 400).map(lambda i: i / 4))
+DECIMAL_X = st.one_of(st.none(), st.integers(-100_000, 100_000).map(lambda i: i / 100))
+
+
+def table(xtype: str) -> TableSpec:
+    return TableSpec("t", (("g", "int64"), ("x", xtype)), "bag")
+
+
+def streams(xtype: str, xs: st.SearchStrategy[Any], max_steps: int = 6) -> st.SearchStrategy[ChangeStream]:
+    return change_streams([table(xtype)], max_steps=max_steps, max_changes=6,
+                          row_strategies={"t": st.tuples(G_VALUES, xs)})
+
+
+# ---- oracles -------------------------------------------------------------------------------------------
+def expand(contents: Counter) -> list[tuple]:
+    out = []
+    for row, w in contents.items():
+        assert w > 0
+        out.extend([row] * w)
+    return out
+
+
+def python_mode(values: Iterable[Any]) -> Any:
+    counts = Counter(v for v in values if v is not None)
+    if not counts:
+        return None
+    top = max(counts.values())
+    return min(v for v, n in counts.items() if n == top)
+
+
+_CON: list[duckdb.DuckDBPyConnection] = []
+
+
+def _duckdb() -> duckdb.DuckDBPyConnection:
+    """One in-memory connection for the module (connecting costs more than the queries)."""
+    if not _CON:
+        _CON.append(duckdb.connect())
+    return _CON[0]
+
+
+def duckdb_expected(contents: Counter, xtype: str, grouped: bool) -> dict[tuple, int]:
+    """{row: 1} of SELECT [g,] <SQL_CALLS> FROM t [GROUP BY g], MODE appended from the Python oracle."""
+    data = expand(contents)
+    df = pl.DataFrame([r for r in data], schema={"g": pl.Int64, "x": pl.Int64 if xtype == "int64" else pl.Float64},
+                      orient="row")
+    con = _duckdb()
+    con.register("t", df.to_arrow())
+    try:
+        if grouped:
+            got = con.execute(f"SELECT g, {SQL_CALLS} FROM t GROUP BY g").fetchall()
+        else:
+            got = [(None, *con.execute(f"SELECT {SQL_CALLS} FROM t").fetchall()[0])]
+    finally:
+        con.unregister("t")
+    out = {}
+    for row in got:
+        g, vals = row[0], list(row[1:])
+        for i in FLOAT_RESULTS:
+            vals[i] = None if vals[i] is None else float(vals[i])
+        if xtype == "float64" and vals[2] is not None:
+            vals[2] = float(vals[2])
+        mode = python_mode(x for gg, x in data if not grouped or gg == g)
+        out[((g,) if grouped else ()) + tuple(vals) + (mode,)] = 1
+    return out
+
+
+# ---- the runs ------------------------------------------------------------------------------------------
+def build(xtype: str, aggs: dict[str, Any]) -> tuple[dbspark.Circuit, dbspark.Circuit]:
+    """(incremental circuit, non-incremental circuit), each with grouped outputs *_g and global *_all."""
+    c = dbspark.Circuit()
+    t = c.input("t", {"g": "int64", "x": xtype}, kind="bag")
+    t.aggregate(by="g", **aggs).output("inc_g")
+    t.aggregate(**aggs).output("inc_all")
+    t.integrate().stream_aggregate(by="g", **aggs).output("qi_g")
+    t.integrate().stream_aggregate(**aggs).output("qi_all")
+    q = dbspark.Circuit()
+    s = q.input("t", {"g": "int64", "x": xtype}, kind="bag")
+    s.stream_aggregate(by="g", **aggs).output("full_g")
+    s.stream_aggregate(**aggs).output("full_all")
+    return c, q
+
+
+def check_close(actual: dict[tuple, int], expected: dict[tuple, int], what: str, rel: float, abs_tol: float) -> None:
+    extra, missing = zset_diff(actual, expected, rel, abs_tol)
+    assert not extra and not missing, (
+        f"{what}:\n  unexpected {sorted(extra, key=repr)}\n  missing    {sorted(missing, key=repr)}\n"
+        f"  actual   {actual}\n  expected {expected}")
+
+
+def run_steps(
+    changes: ChangeStream,
+    xtype: str,
+    aggs: dict[str, Any],
+    expected_for: Callable[[Counter, bool], dict[tuple, int]],
+    rel: float = 1e-9,
+    abs_tol: float = 1e-9,
+) -> int:
+    """Check all dbspark forms against `expected_for(contents, grouped)` after every step; return #steps."""
+    inc_c, full_c = build(xtype, aggs)
+    inc = inc_c.run()
+    steps = 0
+    for t, (step, contents) in enumerate(zip(changes.steps, changes.contents(), strict=True)):
+        for name, entries in step.items():
+            if entries:
+                inc.push(name, [r for r, _ in entries], [w for _, w in entries])
+        out = inc.step()
+        full = full_c.run()
+        cur = contents["t"]
+        if cur:
+            full.push("t", list(cur), list(cur.values()))
+        fout = full.step()
+        for grouped, suffix in ((True, "g"), (False, "all")):
+            exp = expected_for(cur, grouped)
+            check_close(inc.view(f"inc_{suffix}").to_dict(), exp, f"step {t} incremental {suffix}", rel, abs_tol)
+            check_close(out[f"qi_{suffix}"].to_dict(), exp, f"step {t} Q∘I {suffix}", rel, abs_tol)
+            check_close(fout[f"full_{suffix}"].to_dict(), exp, f"step {t} stream_aggregate {suffix}", rel, abs_tol)
+        steps += 1
+    return steps
+
+
+@SETTINGS
+@given(streams("int64", INT_X))
+def test_int_aggregates_match_duckdb(changes):
+    run_steps(changes, "int64", AGGS, lambda cur, grouped: duckdb_expected(cur, "int64", grouped))
+
+
+@SETTINGS
+@given(streams("float64", DYADIC_X))
+def test_float_aggregates_match_duckdb(changes):
+    run_steps(changes, "float64", AGGS, lambda cur, grouped: duckdb_expected(cur, "float64", grouped))
+
+
+NOT_VARIANCE = {k: v for k, v in AGGS.items() if k not in ("vs", "sd", "vp", "sp")}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams("float64", DECIMAL_X))
+def test_inexact_float_aggregates_match_duckdb_within_rounding(changes):
+    # values like 123.45 are not exact in binary: sums of inserts and deletes round, within 1e-9.
+    # The variances are left out here: see the xfail tests below (cancellation in Σx² - (Σx)²/n).
+    def expected(cur: Counter, grouped: bool) -> dict[tuple, int]:
+        full = duckdb_expected(cur, "float64", grouped)
+        k = 1 if grouped else 0
+        return {r[: k + 7] + r[k + 11:]: w for r, w in full.items()}
+
+    run_steps(changes, "float64", NOT_VARIANCE, expected)
+
+
+VARIANCE_AGGS = {"vs": ("var_samp", "x"), "sd": ("stddev_samp", "x"), "vp": ("var_pop", "x"), "sp": ("stddev_pop", "x")}
+
+
+def _variances(xtype: str, steps: list[list[tuple[Any, int]]]) -> list[tuple[tuple, tuple, tuple]]:
+    """Per step: (incremental view row, stream_aggregate row, DuckDB row) of the four variances."""
+    c = dbspark.Circuit()
+    t = c.input("t", {"x": xtype}, kind="bag")
+    t.aggregate(**VARIANCE_AGGS).output("inc")
+    r = c.run()
+    cur: Counter = Counter()
+    out = []
+    for changes in steps:
+        r.push("t", [(x,) for x, _ in changes], [w for _, w in changes])
+        r.step()
+        for x, w in changes:
+            cur[x] += w
+        q = dbspark.Circuit()
+        q.input("t", {"x": xtype}).stream_aggregate(**VARIANCE_AGGS).output("full")
+        rq = q.run()
+        rq.push("t", [(x,) for x in cur], list(cur.values()))
+        (full,) = rq.step()["full"].to_dict()
+        (inc,) = r.view("inc").to_dict()
+        data = pl.DataFrame({"x": [x for x, w in cur.items() for _ in range(w)]},
+                            schema={"x": pl.Int64 if xtype == "int64" else pl.Float64})
+        con = _duckdb()
+        con.register("t", data.to_arrow())
+        try:
+            duck = con.execute("SELECT VAR_SAMP(x), STDDEV_SAMP(x), VAR_POP(x), STDDEV_POP(x) FROM t").fetchall()[0]
+        finally:
+            con.unregister("t")
+        out.append((inc, full, duck))
+    return out
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "VAR/STDDEV are finalized as (Σx² - (Σx)²/n)/(n-1) from float64 accumulators (engines/local/aggregate.py "
+    "_acc_exprs/_finalize): catastrophic cancellation when the mean is large against the spread "
+    "(VAR_SAMP(100000001, 100000002, 100000003) = 0.0, not 1.0); needs exact integer accumulators or "
+    "shifted/compensated sums, not a small fix"))
+@pytest.mark.parametrize("xtype, xs", [
+    ("int64", [100_000_001, 100_000_002, 100_000_003]),
+    ("float64", [1e6 + 0.1, 1e6 + 0.2, 1e6 + 0.3]),
+])
+def test_variance_with_large_mean_and_small_spread(xtype, xs):
+    ((inc, full, duck),) = _variances(xtype, [[(x, 1) for x in xs]])
+    for got in (inc, full):
+        for a, b in zip(got, duck, strict=True):
+            assert math.isclose(a, b, rel_tol=1e-6), (got, duck)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "incremental VAR/STDDEV of equal values after a delete is not 0: the float accumulators Σx, Σx² keep "
+    "rounding residue (STDDEV_POP of [75.53, 75.53] = 9.5e-07); same cause as the test above"))
+def test_stddev_of_equal_values_after_delete_is_zero():
+    steps = _variances("float64", [[(75.53, 3)], [(75.53, -1)]])
+    for inc, full, duck in steps:
+        assert duck[2:] == (0.0, 0.0)
+        for got in (inc, full):
+            assert all(abs(v) <= 1e-9 * 75.53 for v in got), (got, duck)
+
+
+def test_global_aggregate_of_empty_table_is_one_row_of_nulls():
+    ch = ChangeStream((table("int64"),), [{}, {"t": [((1, 5), 1)]}, {"t": [((1, 5), -1)]}, {}])
+    run_steps(ch, "int64", AGGS, lambda cur, grouped: duckdb_expected(cur, "int64", grouped))
+    inc_c, _ = build("int64", AGGS)
+    r = inc_c.run()
+    r.step()
+    assert r.view("inc_all").to_dict() == {(0, 0, None, None, None, None, None, None, None, None, None, None): 1}
+    assert r.view("inc_g").to_dict() == {}
+
+
+def test_group_with_only_null_arguments():
+    ch = ChangeStream((table("float64"),), [{"t": [((1, None), 2), ((2, 1.5), 1)]}, {"t": [((2, 1.5), -1)]},
+                                            {"t": [((2, None), 1)]}])
+    run_steps(ch, "float64", AGGS, lambda cur, grouped: duckdb_expected(cur, "float64", grouped))
+
+
+def test_mode_ties_go_to_the_smallest_value():
+    ch = ChangeStream((table("int64"),), [
+        {"t": [((1, 7), 2), ((1, 3), 2), ((1, 5), 1)]},  # 3 and 7 tie: 3
+        {"t": [((1, 3), -1)]},  # 7 alone on top
+        {"t": [((1, 5), 1)]},  # 5 and 7 tie: 5
+        {"t": [((1, 7), -2), ((1, 5), -2), ((1, 3), -1)]},  # empty group
+    ])
+    modes = []
+    inc_c, _ = build("int64", {"mo": ("mode", "x")})
+    r = inc_c.run()
+    for step in ch.steps:
+        for name, entries in step.items():
+            r.push(name, [x for x, _ in entries], [w for _, w in entries])
+        r.step()
+        modes.append(r.view("inc_g").to_dict())
+    assert modes == [{(1, 3): 1}, {(1, 7): 1}, {(1, 5): 1}, {}]
+    run_steps(ch, "int64", {"mo": ("mode", "x")},
+              lambda cur, grouped: _mode_only(cur, grouped))
+
+
+def _mode_only(cur: Counter, grouped: bool) -> dict[tuple, int]:
+    data = expand(cur)
+    if not grouped:
+        return {(python_mode(x for _, x in data),): 1}
+    return {(g, python_mode(x for gg, x in data if gg == g)): 1 for g in {g for g, _ in data}}
+
+
+# ---- user-defined aggregates (f, g, d, r) --------------------------------------------------------------
+P = 1_000_003
+SUMSQ = dbspark.UserAggregate("sumsq", f=lambda x: x * x, g=lambda a, b: a + b, d=lambda a, b: a - b, dtype="int64")
+PRODMOD = dbspark.UserAggregate("prodmod", f=lambda x: x % P, g=lambda a, b: a * b % P, dtype="int64")  # no d
+MEAN = dbspark.UserAggregate("mean", f=lambda x: (x, 1), g=lambda a, b: (a[0] + b[0], a[1] + b[1]),
+                             d=lambda a, b: (a[0] - b[0], a[1] - b[1]), r=lambda a: a[0] / a[1], dtype="float64")
+USER_AGGS = {"ss": (SUMSQ, "x"), "pm": (PRODMOD, "x"), "mean": (MEAN, "x"), "n": "count"}
+
+
+def user_expected(cur: Counter, grouped: bool) -> dict[tuple, int]:
+    data = expand(cur)
+    groups = {g for g, _ in data} if grouped else {None}
+    out = {}
+    for g in groups:
+        rows = [x for gg, x in data if not grouped or gg == g]
+        xs = [x for x in rows if x is not None]
+        pm = None
+        if xs:
+            pm = 1
+            for x in xs:
+                pm = pm * (x % P) % P
+        vals = (sum(x * x for x in xs) if xs else None, pm, (sum(xs) / len(xs)) if xs else None, len(rows))
+        out[((g,) if grouped else ()) + vals] = 1
+    return out
+
+
+@SETTINGS
+@given(streams("int64", st.one_of(st.none(), st.sampled_from([-3, -1, 0, 2, 5]), st.integers(-1000, 1000))))
+def test_user_aggregates_match_python_oracle(changes):
+    run_steps(changes, "int64", USER_AGGS, user_expected)
+
+
+def test_user_aggregate_without_inverse_recomputes_the_group_on_delete():
+    ch = ChangeStream((table("int64"),), [
+        {"t": [((1, 2), 1), ((1, 0), 1), ((1, 5), 2), ((2, 3), 1)]},
+        {"t": [((1, 0), -1)]},  # the zero goes: the product must come back, recomputed from stored rows
+        {"t": [((1, 5), -1), ((2, 3), 1)]},
+        {"t": [((1, 2), -1), ((1, 5), -1)]},
+    ])
+    assert run_steps(ch, "int64", USER_AGGS, user_expected) == 4
+    inc_c, _ = build("int64", {"pm": (PRODMOD, "x")})
+    r = inc_c.run()
+    seen = []
+    for step in ch.steps:
+        for name, entries in step.items():
+            r.push(name, [x for x, _ in entries], [w for _, w in entries])
+        r.step()
+        seen.append(r.view("inc_g").to_dict())
+    assert seen == [{(1, 0): 1, (2, 3): 1}, {(1, 50): 1, (2, 3): 1}, {(1, 10): 1, (2, 9): 1}, {(2, 9): 1}]
+
+
+# ---- large weights --------------------------------------------------------------------------------------
+BIG = 10**9
+
+
+def test_large_weights_count_sum_min_median():
+    aggs = {"n": "count", "s": ("sum", "x"), "lo": ("min", "x"), "md": ("median", "x"), "mo": ("mode", "x"),
+            "av": ("avg", "x")}
+    ch = ChangeStream((table("int64"),), [
+        {"t": [((1, 5), BIG), ((1, 7), 1), ((2, -3), BIG)]},
+        {"t": [((1, 1), 2)]},
+        {"t": [((1, 5), -(BIG - 1))]},
+        {"t": [((1, 1), -2), ((2, -3), BIG)]},
+    ])
+    expected = [
+        {(1, BIG + 1, 5 * BIG + 7, 5, 5.0, 5, (5 * BIG + 7) / (BIG + 1)): 1, (2, BIG, -3 * BIG, -3, -3.0, -3, -3.0): 1},
+        {(1, BIG + 3, 5 * BIG + 9, 1, 5.0, 5, (5 * BIG + 9) / (BIG + 3)): 1, (2, BIG, -3 * BIG, -3, -3.0, -3, -3.0): 1},
+        {(1, 4, 14, 1, 3.0, 1, 3.5): 1, (2, BIG, -3 * BIG, -3, -3.0, -3, -3.0): 1},
+        {(1, 2, 12, 5, 6.0, 5, 6.0): 1, (2, 2 * BIG, -6 * BIG, -3, -3.0, -3, -3.0): 1},
+    ]
+
+    def oracle(cur: Counter, grouped: bool) -> dict[tuple, int]:
+        # Python over weighted values (the bag is never expanded)
+        groups: dict[Any, Counter] = {}
+        for (g, x), w in cur.items():
+            groups.setdefault(g if grouped else None, Counter())[x] += w
+        if not grouped and not groups:
+            return {(0, None, None, None, None, None): 1}
+        out = {}
+        for g, vals in groups.items():
+            n = sum(vals.values())
+            s = sum(x * w for x, w in vals.items())
+            order = sorted(vals)
+            cum, lo_mid, hi_mid = 0, None, None
+            for x in order:
+                cum += vals[x]
+                if lo_mid is None and cum > (n - 1) // 2:
+                    lo_mid = x
+                if hi_mid is None and cum > n // 2:
+                    hi_mid = x
+            top = max(vals.values())
+            mo = min(x for x, w in vals.items() if w == top)
+            out[((g,) if grouped else ()) + (n, s, order[0], (lo_mid + hi_mid) / 2, mo, s / n)] = 1
+        return out
+
+    for i, cur in enumerate(ch.contents()):
+        assert oracle(cur["t"], True) == expected[i]
+    run_steps(ch, "int64", aggs, oracle)
+
+
+def test_huge_weight_on_a_linear_aggregate_overflowing_int64_is_rejected():
+    c = dbspark.Circuit()
+    t = c.input("t", {"g": "int64", "x": "int64"})
+    t.aggregate(by="g", s=("sum", "x")).output("v")
+    r = c.run()
+    r.push("t", [(1, 10)], [BIG])
+    r.step()
+    before = r.view("v")
+    r.push("t", [(1, 10**10)], [BIG])  # 10**19 does not fit in a 64-bit sum
+    with pytest.raises(dbspark.DbsparkError):
+        r.step()
+    assert r.view("v") == before
+    r.push("t", [(1, 1)], [1])
+    r.step()
+    assert r.view("v").to_dict() == {(1, 10 * BIG + 1): 1}
+
+
+def test_tolerance_helper_is_not_vacuous():
+    a = duckdb_expected(Counter({(1, 2): 1, (1, 4): 1}), "int64", True)
+    ((row, w),) = a.items()
+    assert w == 1 and row[:8] == (1, 2, 2, 6, 3.0, 2, 4, 3.0) and math.isclose(row[8], 2.0)
+    bumped = {row[:4] + (row[4] + 1e-6,) + row[5:]: 1}
+    with pytest.raises(AssertionError):
+        check_close(bumped, a, "bumped", 1e-9, 1e-9)
