@@ -284,6 +284,10 @@ def plot(
         ax.set_ylabel(p.get("ylabel", "time per step (s)"))
         if p.get("logx"):
             ax.set_xscale("log")
+        else:
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if p.get("logy", True):
             ax.set_yscale("log")
         ax.grid(True, which="both", alpha=0.3)
