@@ -15,10 +15,17 @@ from bench import harness as h
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    ap.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=f"any of {', '.join(WORKLOADS)} (default: all)")
+    ap.add_argument(
+        "workloads", nargs="*", metavar="WORKLOAD", help=f"any of {', '.join(WORKLOADS)} (default: all)"
+    )
     ap.add_argument("--quick", action="store_true", help="smaller sizes: the whole suite in 2-3 minutes")
-    ap.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
-                    help="before each workload, wait up to SECONDS for the 1-minute load average to drop below 1")
+    ap.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="before each workload, wait up to SECONDS for the 1-minute load average to drop below 1",
+    )
     args = ap.parse_args(argv)
     names = args.workloads or list(WORKLOADS)
     unknown = [n for n in names if n not in WORKLOADS]
@@ -26,8 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown workload(s) {unknown}; choose from {list(WORKLOADS)}")
 
     m = h.machine()
-    print(f"dbspark bench {'(quick) ' if args.quick else ''}{h.today()}: {m['cores']} cores, {m['mem_gib']} GiB, "
-          f"Python {m['python']}; {', '.join(f'{k} {v}' for k, v in m['versions'].items())}")
+    print(
+        f"dbspark bench {'(quick) ' if args.quick else ''}{h.today()}: {m['cores']} cores, {m['mem_gib']} GiB, "
+        f"Python {m['python']}; {', '.join(f'{k} {v}' for k, v in m['versions'].items())}"
+    )
     failures: list[str] = []
     tables: list[str] = []
     t_all = time.perf_counter()
@@ -61,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         print(res["table"])
         for line in res.get("notes", []):
             print(f"  - {line}")
-        print(f"  ({wall:.0f}s; results {js.relative_to(h.RESULTS.parent.parent)}, plot {png.name})", flush=True)
+        print(
+            f"  ({wall:.0f}s; results {js.relative_to(h.RESULTS.parent.parent)}, plot {png.name})", flush=True
+        )
         tables.append(res["table"])
     print(f"\ntotal {time.perf_counter() - t_all:.0f}s", flush=True)
     if failures:

@@ -257,7 +257,13 @@ def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> 
 
 # ---- plots ----------------------------------------------------------------------------------------
 Series = Mapping[str, tuple]  # label -> (xs, ys) or (xs, ys, matplotlib style kwargs)
-COLORS = {"dbspark": "C0", "hand-written delta": "C1", "duckdb recompute": "C2", "pathway": "C3", "pydbsp": "C4"}
+COLORS = {
+    "dbspark": "C0",
+    "hand-written delta": "C1",
+    "duckdb recompute": "C2",
+    "pathway": "C3",
+    "pydbsp": "C4",
+}
 
 
 def plot(

@@ -62,8 +62,10 @@ class Data:
         """Batch i as dbspark / the hand-written delta see it: R(k, g, weight) and S(k, v, weight)."""
         ri, rd, si, sd = self.batches[i]
         w = lambda df, x: df.with_columns(pl.lit(x, pl.Int64).alias("weight"))  # noqa: E731
-        return (pl.concat([w(ri.select("k", "g"), 1), w(rd.select("k", "g"), -1)]),
-                pl.concat([w(si.select("k", "v"), 1), w(sd.select("k", "v"), -1)]))
+        return (
+            pl.concat([w(ri.select("k", "g"), 1), w(rd.select("k", "g"), -1)]),
+            pl.concat([w(si.select("k", "v"), 1), w(sd.select("k", "v"), -1)]),
+        )
 
 
 def make_data(n: int, nbatches: int, seed: int = SEED) -> Data:
@@ -156,8 +158,10 @@ class HandDelta:
 def run_hand(d: Data) -> tuple[list[float], pl.DataFrame, float]:
     hd = HandDelta()
     t0 = time.perf_counter()
-    hd.apply(d.r.select("k", "g").with_columns(pl.lit(1, pl.Int64).alias("weight")),
-             d.s.select("k", "v").with_columns(pl.lit(1, pl.Int64).alias("weight")))
+    hd.apply(
+        d.r.select("k", "g").with_columns(pl.lit(1, pl.Int64).alias("weight")),
+        d.s.select("k", "v").with_columns(pl.lit(1, pl.Int64).alias("weight")),
+    )
     load = time.perf_counter() - t0
     changes = [d.change(i) for i in range(len(d.batches))]
     times = h.repeat(lambda i: hd.apply(*changes[i]), len(changes))
@@ -224,7 +228,10 @@ def run_pathway(d: Data) -> tuple[list[float], pl.DataFrame, float, list[float]]
 
     r_rows = list(zip(d.r["rid"].to_list(), d.r["k"].to_list(), d.r["g"].to_list(), strict=True))
     s_rows = list(zip(d.s["v"].to_list(), d.s["k"].to_list(), strict=True))
-    lists = [tuple(list(zip(*[b[c].to_list() for c in b.columns], strict=True)) for b in batch) for batch in d.batches]
+    lists = [
+        tuple(list(zip(*[b[c].to_list() for c in b.columns], strict=True)) for b in batch)
+        for batch in d.batches
+    ]
 
     class Feed(pw.io.python.ConnectorSubject):
         @property
@@ -298,7 +305,9 @@ def pydbsp_python() -> tuple[str | None, str]:
         return None, "no Python >= 3.12 interpreter found (pyenv versions / python3.12)"
     try:
         subprocess.run([base, "-m", "venv", str(PYDBSP_VENV)], check=True, capture_output=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "pydbsp"], check=True, capture_output=True, timeout=600)
+        subprocess.run(
+            [str(py), "-m", "pip", "install", "-q", "pydbsp"], check=True, capture_output=True, timeout=600
+        )
     except Exception as e:  # noqa: BLE001
         return None, f"could not create the venv or pip install pydbsp: {e}"
     return str(py), ""
@@ -306,8 +315,12 @@ def pydbsp_python() -> tuple[str | None, str]:
 
 def _runs(py: str) -> bool:
     try:
-        return subprocess.run([py, "-c", "import sys; assert sys.version_info >= (3, 12)"],
-                              capture_output=True, timeout=60).returncode == 0
+        return (
+            subprocess.run(
+                [py, "-c", "import sys; assert sys.version_info >= (3, 12)"], capture_output=True, timeout=60
+            ).returncode
+            == 0
+        )
     except Exception:  # noqa: BLE001
         return False
 
@@ -319,8 +332,11 @@ def run_pydbsp(d: Data, py: str) -> tuple[list[float], pl.DataFrame, float]:
     payload = {
         "load": (rows(d.r, ["k", "g", "rid"]), rows(d.s, ["k", "v"])),
         "batches": [
-            ([(t, 1) for t in rows(ri, ["k", "g", "rid"])] + [(t, -1) for t in rows(rd, ["k", "g", "rid"])],
-             [(t, 1) for t in rows(si, ["k", "v"])] + [(t, -1) for t in rows(sd, ["k", "v"])])
+            (
+                [(t, 1) for t in rows(ri, ["k", "g", "rid"])]
+                + [(t, -1) for t in rows(rd, ["k", "g", "rid"])],
+                [(t, 1) for t in rows(si, ["k", "v"])] + [(t, -1) for t in rows(sd, ["k", "v"])],
+            )
             for ri, rd, si, sd in d.batches
         ],
     }
@@ -336,8 +352,15 @@ def run_pydbsp(d: Data, py: str) -> tuple[list[float], pl.DataFrame, float]:
 # ---- the workload -------------------------------------------------------------------------------------
 def _entry(times: list[float], load: float, n: int, **extra: object) -> dict:
     st = h.stats(times)
-    return {"n": n, "load_s": load, "batch_s": times, "stats": st,
-            "rows_per_s_median": BATCH / st["median"], "rows_per_s_total": BATCH * len(times) / sum(times), **extra}
+    return {
+        "n": n,
+        "load_s": load,
+        "batch_s": times,
+        "stats": st,
+        "rows_per_s_median": BATCH / st["median"],
+        "rows_per_s_total": BATCH * len(times) / sum(times),
+        **extra,
+    }
 
 
 def run(quick: bool) -> dict:
@@ -350,7 +373,11 @@ def run(quick: bool) -> dict:
 
     with h.phase(f"data n={n:,}"):
         d = make_data(n, nb)
-    for name, fn in (("dbspark", run_dbspark), ("hand-written delta", run_hand), ("duckdb recompute", run_duckdb)):
+    for name, fn in (
+        ("dbspark", run_dbspark),
+        ("hand-written delta", run_hand),
+        ("duckdb recompute", run_duckdb),
+    ):
         h.collect()
         with h.phase(f"{name} n={n:,}"):
             times, view, load = fn(d)
@@ -366,8 +393,14 @@ def run(quick: bool) -> dict:
         try:
             with h.phase(f"pathway n={n:,}"):
                 times, view, load, engine = run_pathway(d)
-            systems["pathway"] = _entry(times, load, n, engine_s=engine, engine_stats=h.stats(engine),
-                                        threads=os.environ.get("PATHWAY_THREADS", "1 (default)"))
+            systems["pathway"] = _entry(
+                times,
+                load,
+                n,
+                engine_s=engine,
+                engine_stats=h.stats(engine),
+                threads=os.environ.get("PATHWAY_THREADS", "1 (default)"),
+            )
             views["pathway"] = view
         except Exception as e:  # noqa: BLE001
             skipped["pathway"] = f"failed to run: {type(e).__name__}: {e}"
@@ -400,44 +433,77 @@ def run(quick: bool) -> dict:
         print(f"{sysname}: skipped ({why})", flush=True)
     if "pathway" in systems:
         p = systems["pathway"]
-        notes.append(f"pathway: of its {h.fmt_s(p['stats']['median'])} median batch, "
-                     f"{h.fmt_s(p['engine_stats']['median'])} is commit-to-output (the rest is the per-row "
-                     "Python connector calls)")
+        notes.append(
+            f"pathway: of its {h.fmt_s(p['stats']['median'])} median batch, "
+            f"{h.fmt_s(p['engine_stats']['median'])} is commit-to-output (the rest is the per-row "
+            "Python connector calls)"
+        )
 
     ours = systems["dbspark"]
     rows = []
-    for group, n_, entries in (("main", n, systems), ("small", n_small, small)):
+    for n_, entries in ((n, systems), (n_small, small)):
         base = entries.get("dbspark")
         for name, e in entries.items():
             st = e["stats"]
-            rows.append([
-                f"{name} @{n_ / 1e6:g}M" if n_ >= 1e6 else f"{name} @{n_ / 1e3:g}k",
-                f"{h.fmt_s(st['median'])} [{h.fmt_s(st['min'])}..{h.fmt_s(st['max'])}]",
-                h.fmt_rate(e["rows_per_s_median"]),
-                h.fmt_rate(e["rows_per_s_total"]),
-                h.fmt_x(h.ratio(st["median"], base["stats"]["median"])) if base else "-",
-                h.fmt_s(e["load_s"]),
-            ])
+            rows.append(
+                [
+                    f"{name} @{n_ / 1e6:g}M" if n_ >= 1e6 else f"{name} @{n_ / 1e3:g}k",
+                    f"{h.fmt_s(st['median'])} [{h.fmt_s(st['min'])}..{h.fmt_s(st['max'])}]",
+                    h.fmt_rate(e["rows_per_s_median"]),
+                    h.fmt_rate(e["rows_per_s_total"]),
+                    h.fmt_x(h.ratio(st["median"], base["stats"]["median"])) if base else "-",
+                    h.fmt_s(e["load_s"]),
+                ]
+            )
     text = h.table(
         f"join_groupby: {BATCH:,}-row batches (half deletes) of R.join(S, on='k').aggregate(by='g', n='count'); "
         f"{nb} batches @{n:,}, {nb_small} @{n_small:,}",
-        ["system", "batch time median [min..max]", "rows/s (median)", "rows/s (total)", "time / dbspark's", "load"],
+        [
+            "system",
+            "batch time median [min..max]",
+            "rows/s (median)",
+            "rows/s (total)",
+            "time / dbspark's",
+            "load",
+        ],
         rows,
     )
     goal = ours["rows_per_s_total"] >= 1e6
-    notes.insert(0, f"dbspark throughput {h.fmt_rate(ours['rows_per_s_total'])} over all batches "
-                    f"({h.fmt_rate(ours['rows_per_s_median'])} at the median batch); goal >= 1M rows/s: "
-                    f"{'met' if goal else 'NOT met'}")
+    notes.insert(
+        0,
+        f"dbspark throughput {h.fmt_rate(ours['rows_per_s_total'])} over all batches "
+        f"({h.fmt_rate(ours['rows_per_s_median'])} at the median batch); goal >= 1M rows/s: "
+        f"{'met' if goal else 'NOT met'}",
+    )
     xs = lambda e: list(range(1, len(e["batch_s"]) + 1))  # noqa: E731
-    panels = [{"title": f"R, S of {n:,} rows", "xlabel": "batch", "ylabel": "time per 10k-row batch (s)",
-               "series": {k: (xs(e), e["batch_s"], {"color": h.COLORS[k]}) for k, e in systems.items()}}]
+    panels = [
+        {
+            "title": f"R, S of {n:,} rows",
+            "xlabel": "batch",
+            "ylabel": "time per 10k-row batch (s)",
+            "series": {k: (xs(e), e["batch_s"], {"color": h.COLORS[k]}) for k, e in systems.items()},
+        }
+    ]
     if small:
-        panels.append({"title": f"R, S of {n_small:,} rows (pydbsp comparison)", "xlabel": "batch",
-                       "ylabel": "time per 10k-row batch (s)",
-                       "series": {k: (xs(e), e["batch_s"], {"color": h.COLORS[k]}) for k, e in small.items()}})
+        panels.append(
+            {
+                "title": f"R, S of {n_small:,} rows (pydbsp comparison)",
+                "xlabel": "batch",
+                "ylabel": "time per 10k-row batch (s)",
+                "series": {k: (xs(e), e["batch_s"], {"color": h.COLORS[k]}) for k, e in small.items()},
+            }
+        )
     return {
-        "params": {"n": n, "batches": nb, "batch_rows": BATCH, "groups": GROUPS, "seed": SEED,
-                   "n_small": n_small, "batches_small": nb_small, "load_pushes": LOAD_PUSHES},
+        "params": {
+            "n": n,
+            "batches": nb,
+            "batch_rows": BATCH,
+            "groups": GROUPS,
+            "seed": SEED,
+            "n_small": n_small,
+            "batches_small": nb_small,
+            "load_pushes": LOAD_PUSHES,
+        },
         "systems": systems,
         "small": small,
         "skipped": skipped,
@@ -482,31 +548,55 @@ def profile(quick: bool, top: int = 20) -> None:
     total = root.time
     by_ours: Counter[str] = Counter()
     by_leaf: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
 
-    def walk(f, owner: str | None, parent: str) -> None:  # noqa: ANN001 - pyinstrument frame
+    def walk(f, owner: str | None, parent: str, on_path: frozenset = frozenset()) -> None:  # noqa: ANN001
         path = f.file_path or ""
         if f.is_synthetic:  # pyinstrument's "[self]" / "[await]" leaves: time spent in the parent itself
             name = parent
         else:
-            where = os.path.relpath(path, Path(__file__).parents[1]) if "/dbspark/" in path else f.file_path_short
+            where = (
+                os.path.relpath(path, Path(__file__).parents[1]) if "/dbspark/" in path else f.file_path_short
+            )
             name = f"{f.function} ({where}:{f.line_no})"
         if "/dbspark/" in path and not f.is_synthetic:
             owner = name
+            if name not in on_path:  # count a recursive function once per path
+                inclusive[name] += f.time
+                on_path = on_path | {name}
         self_t = f.time - sum(ch.time for ch in f.children)
         if self_t > 0:
             by_ours[owner or "(outside dbspark)"] += self_t
             by_leaf[name] += self_t
         for ch in f.children:
-            walk(ch, owner, name)
+            walk(ch, owner, name, on_path)
 
     walk(root, None, "(root)")
-    print(f"dbspark join_groupby profile: {nb} batches of {BATCH:,} rows over {n:,}-row relations, "
-          f"{total:.2f}s sampled ({BATCH * nb / total / 1e3:.0f}k rows/s under the profiler)")
-    print(h.table("time attributed to the innermost dbspark function on the stack",
-                  ["function", "% time", "s"],
-                  [[k, f"{100 * v / total:.1f}%", f"{v:.3f}"] for k, v in by_ours.most_common(top)]))
-    print(h.table("leaf functions (self time, native code counted in its Python caller)", ["function", "% time", "s"],
-                  [[k, f"{100 * v / total:.1f}%", f"{v:.3f}"] for k, v in by_leaf.most_common(top)]))
+    print(
+        f"dbspark join_groupby profile: {nb} batches of {BATCH:,} rows over {n:,}-row relations, "
+        f"{total:.2f}s sampled ({BATCH * nb / total / 1e3:.0f}k rows/s under the profiler)"
+    )
+    print(
+        h.table(
+            "time attributed to the innermost dbspark function on the stack",
+            ["function", "% time", "s"],
+            [[k, f"{100 * v / total:.1f}%", f"{v:.3f}"] for k, v in by_ours.most_common(top)],
+        )
+    )
+    print(
+        h.table(
+            "inclusive time of dbspark functions (operators: *.eval; state: Spine.*, Batch.*)",
+            ["function", "% time", "s"],
+            [[k, f"{100 * v / total:.1f}%", f"{v:.3f}"] for k, v in inclusive.most_common(top)],
+        )
+    )
+    print(
+        h.table(
+            "leaf functions (self time, native code counted in its Python caller)",
+            ["function", "% time", "s"],
+            [[k, f"{100 * v / total:.1f}%", f"{v:.3f}"] for k, v in by_leaf.most_common(top)],
+        )
+    )
     out = h.result_path("join_groupby-profile", quick, "txt")
     out.write_text(prof.output_text(unicode=False, color=False, show_all=False))
     print(f"\nfull pyinstrument tree: {out}")

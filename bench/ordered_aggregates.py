@@ -34,11 +34,13 @@ def _prepare(n: int) -> tuple[pl.DataFrame, list[tuple[pl.DataFrame, pl.DataFram
     half = CHANGE // 2
     changes = []
     for i in range(WARMUP + STEPS):
-        ins = pl.DataFrame({
-            "id": np.arange(n + i * half, n + (i + 1) * half),
-            "g": np.zeros(half, np.int64),
-            "x": rng.integers(0, 1 << 40, half),
-        })
+        ins = pl.DataFrame(
+            {
+                "id": np.arange(n + i * half, n + (i + 1) * half),
+                "g": np.zeros(half, np.int64),
+                "x": rng.integers(0, 1 << 40, half),
+            }
+        )
         changes.append((ins, init[order[i * half : (i + 1) * half]]))
     return init, changes
 
@@ -46,8 +48,12 @@ def _prepare(n: int) -> tuple[pl.DataFrame, list[tuple[pl.DataFrame, pl.DataFram
 def run_size(n: int) -> dict:
     init, changes = _prepare(n)
     frames = [
-        pl.concat([ins.drop("id").with_columns(pl.lit(1, pl.Int64).alias("weight")),
-                   dele.drop("id").with_columns(pl.lit(-1, pl.Int64).alias("weight"))])
+        pl.concat(
+            [
+                ins.drop("id").with_columns(pl.lit(1, pl.Int64).alias("weight")),
+                dele.drop("id").with_columns(pl.lit(-1, pl.Int64).alias("weight")),
+            ]
+        )
         for ins, dele in changes
     ]
     out: dict = {"size": n}
@@ -87,11 +93,16 @@ def run_size(n: int) -> dict:
         for i, (ins, dele) in enumerate(changes):
             t_apply, _ = h.timed(lambda ins=ins, dele=dele: _apply(con, ins, dele))
             for f in FUNCS:
-                t_q, res = h.timed(lambda f=f: con.execute(f"SELECT g, {DUCK[f]} AS m FROM a GROUP BY g").pl())
+                t_q, res = h.timed(
+                    lambda f=f: con.execute(f"SELECT g, {DUCK[f]} AS m FROM a GROUP BY g").pl()
+                )
                 if i >= WARMUP:
                     duck[f].append(t_apply + t_q)
-                h.verify(f"ordered_aggregates/{f} n={n} step {i}", {"dbspark": views[f][i], "duckdb": res},
-                         float_tol=1e-12)
+                h.verify(
+                    f"ordered_aggregates/{f} n={n} step {i}",
+                    {"dbspark": views[f][i], "duckdb": res},
+                    float_tol=1e-12,
+                )
     con.close()
     for f in FUNCS:
         out[f]["duckdb_step_s"] = duck[f]
@@ -126,30 +137,52 @@ def run(quick: bool) -> dict:
         rows.append(row)
     text = h.table(
         f"ordered_aggregates: one group, {CHANGE}-row changes (half deletes), median step [min..max] of {STEPS}",
-        ["agg", *[f"dbspark n={lbl[str(n)]}" for n in sizes], f"{lbl[hi]}/{lbl[lo]}", "<=2x",
-         *[f"duckdb recompute n={lbl[str(n)]}" for n in sizes]],
+        [
+            "agg",
+            *[f"dbspark n={lbl[str(n)]}" for n in sizes],
+            f"{lbl[hi]}/{lbl[lo]}",
+            "<=2x",
+            *[f"duckdb recompute n={lbl[str(n)]}" for n in sizes],
+        ],
         rows,
     )
     by_size = {}
     for f, ls in zip(FUNCS, ("-", "--", ":"), strict=True):
-        by_size[f"dbspark {f}"] = (sizes, [per[str(n)][f]["dbspark"]["median"] for n in sizes],
-                                   {"color": h.COLORS["dbspark"], "linestyle": ls})
-        by_size[f"duckdb recompute {f}"] = (sizes, [per[str(n)][f]["duckdb"]["median"] for n in sizes],
-                                            {"color": h.COLORS["duckdb recompute"], "linestyle": ls})
+        by_size[f"dbspark {f}"] = (
+            sizes,
+            [per[str(n)][f]["dbspark"]["median"] for n in sizes],
+            {"color": h.COLORS["dbspark"], "linestyle": ls},
+        )
+        by_size[f"duckdb recompute {f}"] = (
+            sizes,
+            [per[str(n)][f]["duckdb"]["median"] for n in sizes],
+            {"color": h.COLORS["duckdb recompute"], "linestyle": ls},
+        )
     by_step = {}
     xs = list(range(WARMUP + 1, WARMUP + STEPS + 1))
     for f in FUNCS:
         for n in sizes:
             by_step[f"dbspark {f} n={lbl[str(n)]}"] = (xs, per[str(n)][f]["step_s"])
     return {
-        "params": {"sizes": sizes, "funcs": FUNCS, "steps": STEPS, "warmup": WARMUP, "change_rows": CHANGE,
-                   "seed": SEED, "groups": 1},
+        "params": {
+            "sizes": sizes,
+            "funcs": FUNCS,
+            "steps": STEPS,
+            "warmup": WARMUP,
+            "change_rows": CHANGE,
+            "seed": SEED,
+            "groups": 1,
+        },
         "sizes": per,
         "ratio_largest_smallest_median": ratios,
         "table": text,
         "plot": [
-            {"title": "median step time vs group size", "series": by_size, "xlabel": "rows in the group",
-             "logx": True},
+            {
+                "title": "median step time vs group size",
+                "series": by_size,
+                "xlabel": "rows in the group",
+                "logx": True,
+            },
             {"title": "dbspark: time per step", "series": by_step, "xlabel": "step"},
         ],
         "plot_title": f"ordered_aggregates: MIN / MAX / MEDIAN of one group, {CHANGE}-row changes",

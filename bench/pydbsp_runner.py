@@ -30,7 +30,9 @@ def main(src: str, dst: str) -> None:
     g_r = IndexedZSetAddition(g_rows, lambda r: r[0])
     g_s = IndexedZSetAddition(g_rows, lambda s: s[0])
     g_out = ZSetAddition()
-    e = Evaluator(circuit=Circuit(), storage=DictStorage(), ctx=ComputeCtx(lattice=dbsp_time(2)), group=g_rows)
+    e = Evaluator(
+        circuit=Circuit(), storage=DictStorage(), ctx=ComputeCtx(lattice=dbsp_time(2)), group=g_rows
+    )
     c = e.circuit
     src_r = Input(frontier=Antichain(dbsp_time(1))).connect(c, ())
     src_s = Input(frontier=Antichain(dbsp_time(1))).connect(c, ())

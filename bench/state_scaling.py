@@ -70,7 +70,10 @@ OPS = [
         "min",
         'a.aggregate(by="g", m=("min", "x"))',
         {"a": {"g": "int64", "x": "int64"}},
-        lambda t, n, rng, size: {"g": rng.integers(0, max(size // 100, 1), n), "x": rng.integers(0, 1 << 40, n)},
+        lambda t, n, rng, size: {
+            "g": rng.integers(0, max(size // 100, 1), n),
+            "x": rng.integers(0, 1 << 40, n),
+        },
         lambda c, s: s["a"].aggregate(by="g", m=("min", "x")),
         "SELECT g, min(x) AS m FROM a GROUP BY g",
         "SELECT g, m, 1::BIGINT AS weight FROM v",
@@ -82,7 +85,9 @@ def _frame(cols: dict[str, np.ndarray], ids: np.ndarray) -> pl.DataFrame:
     return pl.DataFrame({"id": ids, **cols})
 
 
-def _prepare(op: Op, size: int) -> tuple[dict[str, pl.DataFrame], list[dict[str, tuple[pl.DataFrame, pl.DataFrame]]]]:
+def _prepare(
+    op: Op, size: int
+) -> tuple[dict[str, pl.DataFrame], list[dict[str, tuple[pl.DataFrame, pl.DataFrame]]]]:
     """The initial tables (with a unique `id` per row) and the change of each step: per table, the rows
     inserted and the rows deleted (existing rows, never deleted twice), both with their ids."""
     rng = np.random.default_rng(SEED + size)
@@ -103,10 +108,12 @@ def _prepare(op: Op, size: int) -> tuple[dict[str, pl.DataFrame], list[dict[str,
 
 def _dbspark_change(ins: pl.DataFrame, dele: pl.DataFrame) -> pl.DataFrame:
     """One frame with a `weight` column, as a user passes a change."""
-    return pl.concat([
-        ins.drop("id").with_columns(pl.lit(1, pl.Int64).alias("weight")),
-        dele.drop("id").with_columns(pl.lit(-1, pl.Int64).alias("weight")),
-    ])
+    return pl.concat(
+        [
+            ins.drop("id").with_columns(pl.lit(1, pl.Int64).alias("weight")),
+            dele.drop("id").with_columns(pl.lit(-1, pl.Int64).alias("weight")),
+        ]
+    )
 
 
 def run_size(op: Op, size: int) -> dict:
@@ -126,7 +133,7 @@ def run_size(op: Op, size: int) -> dict:
                 rt.push(t, init[t][lo:hi].drop("id"), 1)
             rt.step()
 
-    def step(i: int) -> None:
+    def step(i: int, rt: dbspark.Runtime = rt) -> None:
         for t, df in dchanges[i].items():
             rt.push(t, df)
         rt.step()
@@ -204,36 +211,62 @@ def run(quick: bool) -> dict:
     rows = []
     for name, o in ops_out.items():
         s0, s1 = o["sizes"][str(sizes[0])], o["sizes"][str(sizes[1])]
-        rows.append([
-            name,
-            f"{h.fmt_s(s0['dbspark']['median'])} [{h.fmt_s(s0['dbspark']['min'])}..{h.fmt_s(s0['dbspark']['max'])}]",
-            f"{h.fmt_s(s1['dbspark']['median'])} [{h.fmt_s(s1['dbspark']['min'])}..{h.fmt_s(s1['dbspark']['max'])}]",
-            h.fmt_x(o["ratio_large_small_median"]),
-            "yes" if o["ratio_large_small_median"] <= 1.5 else "NO",
-            h.fmt_s(s0["duckdb_recompute"]["median"]),
-            h.fmt_s(s1["duckdb_recompute"]["median"]),
-            h.fmt_x(o["speedup_vs_recompute"][str(sizes[1])]),
-        ])
+        rows.append(
+            [
+                name,
+                f"{h.fmt_s(s0['dbspark']['median'])} [{h.fmt_s(s0['dbspark']['min'])}..{h.fmt_s(s0['dbspark']['max'])}]",
+                f"{h.fmt_s(s1['dbspark']['median'])} [{h.fmt_s(s1['dbspark']['min'])}..{h.fmt_s(s1['dbspark']['max'])}]",
+                h.fmt_x(o["ratio_large_small_median"]),
+                "yes" if o["ratio_large_small_median"] <= 1.5 else "NO",
+                h.fmt_s(s0["duckdb_recompute"]["median"]),
+                h.fmt_s(s1["duckdb_recompute"]["median"]),
+                h.fmt_x(o["speedup_vs_recompute"][str(sizes[1])]),
+            ]
+        )
     text = h.table(
         f"state_scaling: {CHANGE}-row change, median step [min..max] of {STEPS} steps",
-        ["op", f"dbspark @{lbl[0]}", f"dbspark @{lbl[1]}", f"{lbl[1]}/{lbl[0]}", "<=1.5x",
-         f"duckdb recompute @{lbl[0]}", f"duckdb recompute @{lbl[1]}", f"speedup @{lbl[1]}"],
+        [
+            "op",
+            f"dbspark @{lbl[0]}",
+            f"dbspark @{lbl[1]}",
+            f"{lbl[1]}/{lbl[0]}",
+            "<=1.5x",
+            f"duckdb recompute @{lbl[0]}",
+            f"duckdb recompute @{lbl[1]}",
+            f"speedup @{lbl[1]}",
+        ],
         rows,
     )
     panels = []
-    for name, o in ops_out.items():
+    for o in ops_out.values():
         series = {}
         for n, lb, ls in zip(sizes, lbl, (":", "-"), strict=True):
             s = o["sizes"][str(n)]
             xs = list(range(WARMUP + 1, WARMUP + STEPS + 1))
-            series[f"dbspark @{lb}"] = (xs, s["dbspark_step_s"], {"color": h.COLORS["dbspark"], "linestyle": ls})
-            series[f"duckdb recompute @{lb}"] = (xs[-RECOMPUTE_STEPS:], s["duckdb_recompute_step_s"],
-                                                 {"color": h.COLORS["duckdb recompute"], "linestyle": ls})
-        panels.append({"title": o["title"], "series": series, "xlabel": "step", "ylabel": "time per step (s)"})
+            series[f"dbspark @{lb}"] = (
+                xs,
+                s["dbspark_step_s"],
+                {"color": h.COLORS["dbspark"], "linestyle": ls},
+            )
+            series[f"duckdb recompute @{lb}"] = (
+                xs[-RECOMPUTE_STEPS:],
+                s["duckdb_recompute_step_s"],
+                {"color": h.COLORS["duckdb recompute"], "linestyle": ls},
+            )
+        panels.append(
+            {"title": o["title"], "series": series, "xlabel": "step", "ylabel": "time per step (s)"}
+        )
     return {
-        "params": {"sizes": sizes, "steps": STEPS, "warmup": WARMUP, "change_rows": CHANGE,
-                   "load_pushes": LOAD_PUSHES, "recompute_steps": RECOMPUTE_STEPS, "seed": SEED,
-                   "size_means": "rows in each input table"},
+        "params": {
+            "sizes": sizes,
+            "steps": STEPS,
+            "warmup": WARMUP,
+            "change_rows": CHANGE,
+            "load_pushes": LOAD_PUSHES,
+            "recompute_steps": RECOMPUTE_STEPS,
+            "seed": SEED,
+            "size_means": "rows in each input table",
+        },
         "ops": ops_out,
         "table": text,
         "plot": panels,

@@ -47,8 +47,12 @@ def _acc_exprs(spec: AggSpec) -> list[pl.Expr]:
             xw = xs.cast(pl.Int128) * w if _int_sum(c, spec) else xs * w  # Int128: the sum cannot wrap
             out.append(xw.sum().alias(f"__s{i}"))
         if c.func in ("var_samp", "var_pop", "stddev_samp", "stddev_pop"):
-            xf = xs.cast(pl.Float64)
-            out.append((xf * xf * w.cast(pl.Float64)).sum().alias(f"__q{i}"))
+            if _int_sum(c, spec):  # exact: Σx² in Int128, so the variance has no cancellation error
+                xi = xs.cast(pl.Int128)
+                out.append((xi * xi * w).sum().alias(f"__q{i}"))
+            else:
+                xf = xs.cast(pl.Float64)
+                out.append((xf * xf * w.cast(pl.Float64)).sum().alias(f"__q{i}"))
     return out
 
 
@@ -89,7 +93,10 @@ def _finalize(acc: pl.DataFrame, spec: AggSpec) -> list[pl.Expr]:
                 e = pl.when(n > 0).then(sf / nf)
             else:
                 q = pl.col(f"__q{i}")
-                m2 = (q - sf * sf / nf).clip(lower_bound=0.0)
+                if _int_sum(c, spec):  # n·Σx² - (Σx)² is an exact integer; divide once at the end
+                    m2 = ((n.cast(pl.Int128) * q - s * s).cast(pl.Float64) / nf).clip(lower_bound=0.0)
+                else:
+                    m2 = (q - sf * sf / nf).clip(lower_bound=0.0)
                 if c.func in ("var_samp", "stddev_samp"):
                     e = pl.when(n > 1).then(m2 / (nf - 1))
                 else:
