@@ -41,6 +41,7 @@ def recursive(
 ) -> Any:
     """The fixpoint of `body` as stream(s) of `c`: one stream per recursive relation."""
     from dbspark.circuit.circuit import Circuit
+    from dbspark.circuit.stream import Stream
 
     if not inputs:
         raise CircuitError("a recursive scope needs at least one input stream")
@@ -64,6 +65,9 @@ def recursive(
         raise CircuitError(
             f"scope {scope!r}: the body returned {len(results)} relation(s) for {len(feedbacks)} recursive relation(s)")
     for i, (fb, r) in enumerate(zip(feedbacks, results, strict=True)):
+        if not isinstance(r, Stream):
+            raise CircuitError(
+                f"scope {scope!r}: result {i} of the body is {type(r).__name__}, not a stream built from its arguments")
         if r.circuit is not inner:
             raise CircuitError(f"scope {scope!r}: result {i} is not built from the body's arguments")
         fb.connect(r)

@@ -138,30 +138,60 @@ class NestedKeyed(Operator):
         t1 = state.t1
         x = kernel.consolidate(inputs[0])
         keys = list(tr.keys)
-        row = tr.row_snapshot()
+        row = tr.row_snapshot()  # this step, iterations < t1 (w3)
         probe = x.df.select(keys)
         col = tr.col(t1)
         if col is not None and len(row):  # keys changed at an earlier iteration here and at t1 before
-            row_keys = row.to_frame().select(keys).unique()
-            both = col.seek_frame(row_keys).select(keys)
+            both = col.seek_frame(row.key_frame()).select(keys)
             probe = pl.concat([probe, both], how="vertical")
         probe = probe.unique()
         tr.add(t1, x.df, undo)
+        schema = self.shape([Shape(x.schema)]).schema
         if probe.height == 0:
-            return kernel.empty(self.shape([Shape(x.schema)]).schema)
-        p_t = tr.prefix_frame(t1, probe)
-        p_t1 = tr.prefix_frame(t1 - 1, probe) if t1 > 0 else p_t.clear()
-        r = row.seek_frame(probe) if isinstance(row, TraceSnapshot) and len(row) else p_t.clear()
-        xs = x.df
-        frames = (
-            (pl.concat([p_t, r, xs], how="vertical"), 1),  # X[t]
-            (pl.concat([p_t1, r], how="vertical"), -1),  # X[t0, t1-1]
-            (p_t, -1),  # X[t0-1, t1]
-            (p_t1, 1),  # X[t0-1, t1-1]
-        )
+            return kernel.empty(schema)
+        hashes = tr.probe_hashes(probe)
+        seeks = tr.seek_cols(t1, hashes)
+        w1 = seeks[:t1]  # earlier steps, earlier iterations
+        w2 = seeks[t1:]  # earlier steps, this iteration
+        w3 = [row.seek_hashes(hashes)] if len(row) else []
+        parts = {1: w1, 2: w2, 3: w3, 4: [x.df]}
+        if self.spec is None:
+            return self._distinct(parts, x.columns)
+        return self._corners(kernel, parts, x.columns)
+
+    @staticmethod
+    def _tagged(parts: dict[int, list[pl.DataFrame]], cols: list[str]) -> pl.DataFrame:
+        frames = [f.select([*cols, WEIGHT]).with_columns(pl.lit(tag, pl.Int8).alias("__tag"))
+                  for tag, fs in parts.items() for f in fs if f.height]
+        return pl.concat(frames, how="vertical")
+
+    def _distinct(self, parts: dict[int, list[pl.DataFrame]], cols: list[str]) -> ZSet:
+        """out = [d(w1+w2+w3+w) - d(w1+w3)] - [d(w1+w2) - d(w1)] per row, d(v) = 1 if v > 0 (§2.9.11)."""
+        df = self._tagged(parts, cols)
+        tag, wt = pl.col("__tag"), pl.col(WEIGHT)
+        df = df.select(*cols, *[pl.when(tag == k).then(wt).otherwise(0).alias(f"w{k}") for k in (1, 2, 3, 4)])
+        g = df.group_by(cols).agg(pl.col(f"w{k}").sum() for k in (1, 2, 3, 4))
+
+        def d(e: pl.Expr) -> pl.Expr:
+            return (e > 0).cast(pl.Int64)
+
+        w1, w2, w3, w4 = (pl.col(f"w{k}") for k in (1, 2, 3, 4))
+        out = (d(w1 + w2 + w3 + w4) - d(w1 + w3)) - (d(w1 + w2) - d(w1))
+        g = g.select(*cols, out.alias(WEIGHT)).filter(pl.col(WEIGHT) != 0)
+        return ZSet(g, consolidated=True)
+
+    def _corners(self, kernel: Any, parts: dict[int, list[pl.DataFrame]], cols: list[str]) -> ZSet:
+        """out = f(X[t]) - f(X[t0, t1-1]) - f(X[t0-1, t1]) + f(X[t0-1, t1-1]) on the keys of interest."""
+        empty = pl.DataFrame(schema={c: t for c, t in parts[4][0].schema.items()})
+
+        def frame(tags: tuple[int, ...]) -> ZSet:
+            fs = [f.select([*cols, WEIGHT]) for k in tags for f in parts[k] if f.height]
+            return ZSet(pl.concat(fs, how="vertical") if fs else empty)
+
+        corners = (((1, 2, 3, 4), 1), ((1, 3), -1), ((1, 2), -1), ((1,), 1))
         out = None
-        for df, sign in frames:
-            v = self.f(kernel, ZSet(df.select([*x.columns, WEIGHT])))
+        for tags, sign in corners:
+            v = self.f(kernel, frame(tags))
             v = v if sign > 0 else kernel.neg(v)
             out = v if out is None else kernel.plus(out, v)
         assert out is not None

@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT
-from dbspark.trace.spine import Spine, TraceSnapshot, consolidate_frame
+from dbspark.trace.spine import Spine, TraceSnapshot, consolidate_frame, key_hash, sorted_unique
 
 
 class NestedTrace:
@@ -54,6 +55,18 @@ class NestedTrace:
         if not parts:
             return pl.DataFrame(schema=self.schema)
         return pl.concat(parts, how="vertical")
+
+    def probe_hashes(self, probe: pl.DataFrame) -> np.ndarray:
+        """Sorted unique key hashes of a probe, computed once for every spine of this trace."""
+        probe = self.row.snapshot().cast_probe(probe)
+        return sorted_unique(key_hash(probe, self.keys))
+
+    def seek_cols(self, t1: int, hashes: np.ndarray) -> list[pl.DataFrame]:
+        """For i <= t1: the rows of cols[i] whose key hash is probed (empty frames included).
+
+        Hash collisions may add rows of other keys; key-local operators compute those keys right too."""
+        empty = pl.DataFrame(schema=self.schema)
+        return [s.snapshot().seek_hashes(hashes) if len(s) else empty for s in self.cols[: t1 + 1]]
 
     def prefix_snapshots(self, t1: int) -> list[TraceSnapshot]:
         return [s.snapshot() for s in self.cols[: t1 + 1] if len(s)]

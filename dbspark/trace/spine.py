@@ -175,18 +175,25 @@ class TraceSnapshot:
         afterwards filters them anyway)."""
         if not self.batches or probe_keys.height == 0:
             return self.empty_frame()
-        probe_keys = probe_keys.select(
+        probe_keys = self.cast_probe(probe_keys)
+        found = self.seek_hashes(sorted_unique(key_hash(probe_keys, self.keys)))
+        if not exact or found.height == 0:
+            return found
+        # drop hash collisions: keep only exact key matches (NULL keys match NULL keys here)
+        return found.join(probe_keys, on=list(self.keys), how="semi", nulls_equal=True)
+
+    def cast_probe(self, probe_keys: pl.DataFrame) -> pl.DataFrame:
+        """The probe's key columns with this trace's key types (hashes depend on the type)."""
+        return probe_keys.select(
             [pl.col(k).cast(self.schema[k]) if probe_keys.schema[k] != self.schema[k] else pl.col(k) for k in self.keys])
-        probe = sorted_unique(key_hash(probe_keys, self.keys))
+
+    def seek_hashes(self, probe: np.ndarray) -> pl.DataFrame:
+        """Every stored entry whose key hash is in `probe` (sorted, unique): may include collisions."""
         parts = [b.seek(probe) for b in self.batches]
         parts = [p for p in parts if p.height]
         if not parts:
             return self.empty_frame()
-        found = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
-        if not exact:
-            return found
-        # drop hash collisions: keep only exact key matches (NULL keys match NULL keys here)
-        return found.join(probe_keys, on=list(self.keys), how="semi", nulls_equal=True)
+        return pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
 
     def seek(self, probe_keys: pl.DataFrame) -> ZSet:
         """The consolidated rows of the given keys, as a Z-set (indexed by `keys`)."""
@@ -202,6 +209,16 @@ class TraceSnapshot:
 
     def to_zset(self) -> ZSet:
         return IndexedZSet(self.to_frame(), self.keys, consolidated=True)
+
+    def raw_frame(self) -> pl.DataFrame:
+        """All stored entries, not consolidated across batches (enough for a bilinear operator)."""
+        if not self.batches:
+            return self.empty_frame()
+        return pl.concat([b.df for b in self.batches], how="vertical") if len(self.batches) > 1 else self.batches[0].df
+
+    def key_frame(self) -> pl.DataFrame:
+        """The distinct keys with an entry in some batch (a superset of the keys of non-zero rows)."""
+        return self.raw_frame().select(list(self.keys)).unique()
 
 
 class Spine:

@@ -132,10 +132,10 @@ class LocalKernel:
         """Equi-join, weights multiplied; NULL keys never match (SQL). A trace side is probed by key."""
         lk, rk = list(left_keys), list(right_keys)
         if isinstance(a, TraceSnapshot) and isinstance(b, TraceSnapshot):
-            if len(a) <= len(b):  # probe the larger trace with the smaller one
-                a = a.to_zset()
+            if len(a) <= len(b):  # probe the larger trace with the smaller one (bilinear: no consolidation)
+                a = ZSet(a.raw_frame())
             else:
-                b = b.to_zset()
+                b = ZSet(b.raw_frame())
         if isinstance(b, TraceSnapshot):
             left = a.df.drop_nulls(lk)
             probe = left.select([pl.col(k).alias(r) for k, r in zip(lk, rk, strict=True)])

@@ -1,0 +1,724 @@
+"""Recursive scopes: `Circuit.recursive` (`dbsp-paper.txt` §5-§6, §7.7).
+
+Every query below is checked three ways against a plain-Python fixpoint computed from scratch:
+
+* the non-incremental circuit in both modes, `naive` (the circuit of §5) and `seminaive` (eq. 5.1),
+  fed the whole snapshot of every input at each step (Theorem 5.4: they compute the Datalog
+  semantics);
+* the doubly-incremental circuit (§6, eq. 6.1) obtained by `incrementalize()` from either mode, fed
+  only the changes: after every step its view is the fixpoint of the current inputs, the running sum
+  of its outputs is the naive circuit's output on the integrated inputs, and each output is the
+  difference of two consecutive naive outputs (Prop 6.2 and Algorithm 4.8: Q^Δ = D ∘ Q ∘ I).
+
+Change streams insert and delete edges (deletes only of present edges), contain empty steps, insert
+whole cycles and delete edges that lie on a cycle, and may end with a delete of everything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dbspark
+from dbspark import col, lit
+from dbspark.circuit.stream import Stream
+from dbspark.errors import CircuitError, RecursionLimitError, UnsupportedError
+
+NODES = tuple(range(8))
+EDGES = [(a, b) for a in NODES for b in NODES]
+NODE_ROWS = [(n,) for n in NODES]
+EDGE = {"src": "int64", "dst": "int64"}
+PARENT = {"p": "int64", "c": "int64"}
+NODE = {"n": "int64"}
+XY = {"x": "int64", "y": "int64"}
+MODES = ("naive", "seminaive")
+MAX_HOPS = 3
+
+SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+Rel = set[tuple]
+State = dict[str, Rel]
+
+
+# ---- plain-Python fixpoints (the Datalog semantics, computed from scratch) ------------------------------
+def py_fix(rule: Callable[[Rel], Rel]) -> Rel:
+    """The least fixpoint of a monotone rule, iterated from the empty relation."""
+    cur: Rel = set()
+    while True:
+        nxt = rule(cur)
+        if nxt == cur:
+            return cur
+        cur = nxt
+
+
+def py_tc(e: Rel) -> Rel:
+    return py_fix(lambda p: set(e) | {(x, w) for (x, y) in e for (z, w) in p if y == z})
+
+
+def py_sg(par: Rel) -> Rel:
+    base = {(x, y) for (p, x) in par for (q, y) in par if p == q and x != y}
+    return py_fix(lambda sg: base | {(x, y) for (a, x) in par for (a2, b) in sg if a == a2
+                                     for (b2, y) in par if b == b2})
+
+
+def py_reach(roots: set[int], e: Rel) -> set[int]:
+    seen = set(roots)
+    frontier = list(roots)
+    while frontier:
+        n = frontier.pop()
+        for (s, d) in e:
+            if s == n and d not in seen:
+                seen.add(d)
+                frontier.append(d)
+    return seen
+
+
+def py_even_odd(e: Rel) -> tuple[Rel, Rel]:
+    even: Rel = set()
+    odd: Rel = set()
+    while True:
+        new_even = {(x, y) for (x, z) in e for (z2, y) in odd if z == z2}
+        new_odd = set(e) | {(x, y) for (x, z) in e for (z2, y) in even if z == z2}
+        if (new_even, new_odd) == (even, odd):
+            return even, odd
+        even, odd = new_even, new_odd
+
+
+def py_dist(roots: set[int], e: Rel, bound: int) -> Rel:
+    """(n, fewest hops from a root), for nodes within `bound` hops (BFS)."""
+    dist = {r: 0 for r in roots}
+    frontier = set(roots)
+    for d in range(1, bound + 1):
+        frontier = {b for (a, b) in e if a in frontier and b not in dist}
+        for n in frontier:
+            dist[n] = d
+    return set(dist.items())
+
+
+def py_reach_avoiding(roots: set[int], e: Rel, blocked: set[int]) -> set[int]:
+    """reach(n) :- root(n).  reach(y) :- reach(x), e(x, y), !blocked(y)."""
+    return py_reach(roots, {(a, b) for (a, b) in e if b not in blocked})
+
+
+def nodes_of(rel: Rel) -> set[int]:
+    return {n for (n,) in rel}
+
+
+def rows(ns: set[int]) -> Rel:
+    return {(n,) for n in ns}
+
+
+# ---- the queries as recursive scopes ----------------------------------------------------------------------
+def tc_body(e: Stream, p: Stream) -> Stream:
+    """p(x, y) :- e(x, y).  p(x, y) :- p(x, z), e(z, y)."""
+    return (e + p.stream_join(e, left_on="dst", right_on="src").map("src", dst="dst_right")).stream_distinct()
+
+
+def tc_left_body(e: Stream, p: Stream) -> Stream:
+    """p(x, y) :- e(x, y).  p(x, y) :- e(x, z), p(z, y)  (the §6.1 form: the recursion on the right)."""
+    return (e + e.stream_join(p, left_on="dst", right_on="src").map("src", dst="dst_right")).stream_distinct()
+
+
+def sg_rules(par_a: Stream, par_b: Stream, sg: Stream) -> Stream:
+    """sg(x, y) :- parent(p, x), parent(p, y), x != y.  sg(x, y) :- parent(a, x), sg(a, b), parent(b, y)."""
+    base = (par_a.stream_join(par_b, on="p").filter(col("c").ne(col("c_right")))
+            .map(x="c", y="c_right"))
+    rec = (par_a.stream_join(sg, left_on="p", right_on="x")        # p, c, x, y
+           .stream_join(par_b, left_on="y", right_on="p")          # ..., p_right, c_right
+           .map(x="c", y="c_right"))
+    return (base + rec).stream_distinct()
+
+
+def reach_step(r: Stream, e: Stream) -> Stream:
+    return r.stream_join(e, left_on="n", right_on="src").map(n="dst")
+
+
+@dataclass
+class Query:
+    name: str
+    inputs: dict[str, dict[str, str]]
+    build: Callable[[dict[str, Stream], str], dict[str, Stream]]
+    oracle: Callable[[State], dict[str, Rel]]
+    universes: dict[str, list[tuple]]
+    graph: str = "e"
+
+
+def build_tc(body: Callable[[Stream, Stream], Stream]) -> Callable[[dict[str, Stream], str], dict[str, Stream]]:
+    def build(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+        return {"tc": ins["e"].circuit.recursive(body, [ins["e"]], name="tc", mode=mode)}
+    return build
+
+
+def build_sg_one_import(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    par = ins["par"]
+    sg = par.circuit.recursive(lambda p, s: sg_rules(p, p, s), [par], schemas=[XY], name="sg", mode=mode)
+    return {"sg": sg}
+
+
+def build_sg_two_imports(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    par = ins["par"]
+    sg = par.circuit.recursive(sg_rules, [par, par], schemas=[XY], name="sg", mode=mode)
+    return {"sg": sg}
+
+
+def build_reach_root(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    c = ins["e"].circuit
+    reach = c.recursive(lambda root, e, r: (root + reach_step(r, e)).stream_distinct(),
+                        [ins["root"], ins["e"]], name="reach", mode=mode)
+    return {"reach": reach}
+
+
+def build_reach_const(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    """reach(y) :- e(0, y).  reach(y) :- reach(x), e(x, y): a constant filter instead of a root input."""
+    e = ins["e"]
+    reach = e.circuit.recursive(
+        lambda e, r: (e.filter(col("src").eq(0)).map(n="dst") + reach_step(r, e)).stream_distinct(),
+        [e], schemas=[NODE], name="reach0", mode=mode)
+    return {"reach0": reach}
+
+
+def build_unreach(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    """unreach(n) :- node(n), !reach(n): the negation is outside the scope, on its output (stratified)."""
+    reach = build_reach_root(ins, mode)["reach"]
+    return {"reach": reach, "unreach": ins["node"].stream_antijoin(reach, on="n")}
+
+
+def build_even_odd(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    def body(e: Stream, even: Stream, odd: Stream) -> tuple[Stream, Stream]:
+        new_even = e.stream_join(odd, left_on="dst", right_on="x").map(x="src", y="y").stream_distinct()
+        new_odd = (e.map(x="src", y="dst")
+                   + e.stream_join(even, left_on="dst", right_on="x").map(x="src", y="y")).stream_distinct()
+        return new_even, new_odd
+
+    even, odd = ins["e"].circuit.recursive(body, [ins["e"]], schemas=[XY, XY], name="parity", mode=mode)
+    return {"even": even, "odd": odd}
+
+
+def build_dist(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    """dist(n, min(d)): dist(r, 0) :- root(r).  dist(m, d + 1) :- dist(n, d), e(n, m), d + 1 <= MAX_HOPS."""
+    def body(root: Stream, e: Stream, dist: Stream) -> Stream:
+        seed = root.map("n", d=lit(0))
+        step = (dist.stream_join(e, left_on="n", right_on="src").map(n="dst", d=col("d") + 1)
+                .filter(col("d") <= MAX_HOPS))
+        return (seed + step).stream_aggregate(by="n", d=("min", "d"))
+
+    dist = ins["e"].circuit.recursive(body, [ins["root"], ins["e"]], schemas=[{"n": "int64", "d": "int64"}],
+                                      name="dist", mode=mode)
+    return {"dist": dist}
+
+
+def build_reach_avoiding(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    """A body with a difference: reach(y) :- reach(x), e(x, y), !blocked(y) (antijoin = a - semijoin)."""
+    def body(root: Stream, e: Stream, blocked: Stream, r: Stream) -> Stream:
+        return (root + reach_step(r, e).stream_antijoin(blocked, on="n")).stream_distinct()
+
+    reach = ins["e"].circuit.recursive(body, [ins["root"], ins["e"], ins["blocked"]], name="avoid", mode=mode)
+    return {"reach": reach}
+
+
+TC = Query("tc", {"e": EDGE}, build_tc(tc_body), lambda s: {"tc": py_tc(s["e"])}, {"e": EDGES})
+TC_LEFT = Query("tc_left", {"e": EDGE}, build_tc(tc_left_body), lambda s: {"tc": py_tc(s["e"])}, {"e": EDGES})
+SG1 = Query("sg_one_import", {"par": PARENT}, build_sg_one_import, lambda s: {"sg": py_sg(s["par"])},
+            {"par": EDGES}, graph="par")
+SG2 = Query("sg_two_imports", {"par": PARENT}, build_sg_two_imports, lambda s: {"sg": py_sg(s["par"])},
+            {"par": EDGES}, graph="par")
+REACH = Query("reach_root", {"root": NODE, "e": EDGE}, build_reach_root,
+              lambda s: {"reach": rows(py_reach(nodes_of(s["root"]), s["e"]))},
+              {"root": NODE_ROWS, "e": EDGES})
+REACH0 = Query("reach_const", {"e": EDGE}, build_reach_const,
+               lambda s: {"reach0": rows(py_reach({b for (a, b) in s["e"] if a == 0}, s["e"]))}, {"e": EDGES})
+
+
+def unreach_oracle(s: State) -> dict[str, Rel]:
+    reach = py_reach(nodes_of(s["root"]), s["e"])
+    return {"reach": rows(reach), "unreach": rows(nodes_of(s["node"]) - reach)}
+
+
+UNREACH = Query("unreach", {"node": NODE, "root": NODE, "e": EDGE}, build_unreach, unreach_oracle,
+                {"node": NODE_ROWS, "root": NODE_ROWS, "e": EDGES})
+
+
+def even_odd_oracle(s: State) -> dict[str, Rel]:
+    even, odd = py_even_odd(s["e"])
+    return {"even": even, "odd": odd}
+
+
+EVEN_ODD = Query("even_odd", {"e": EDGE}, build_even_odd, even_odd_oracle, {"e": EDGES})
+DIST = Query("dist", {"root": NODE, "e": EDGE}, build_dist,
+             lambda s: {"dist": py_dist(nodes_of(s["root"]), s["e"], MAX_HOPS)},
+             {"root": NODE_ROWS, "e": EDGES})
+AVOID = Query("reach_avoiding", {"root": NODE, "e": EDGE, "blocked": NODE}, build_reach_avoiding,
+              lambda s: {"reach": rows(py_reach_avoiding(nodes_of(s["root"]), s["e"], nodes_of(s["blocked"])))},
+              {"root": NODE_ROWS, "e": EDGES, "blocked": NODE_ROWS})
+
+
+def make_circuit(q: Query, mode: str) -> dbspark.Circuit:
+    c = dbspark.Circuit()
+    ins = {name: c.input(name, schema, kind="set") for name, schema in q.inputs.items()}
+    for name, s in q.build(ins, mode).items():
+        c.output(name, s)
+    return c
+
+
+# ---- change streams ----------------------------------------------------------------------------------------
+@dataclass
+class Step:
+    kind: str
+    inserts: dict[str, list[tuple]]
+    deletes: dict[str, list[tuple]]
+
+
+def on_cycle(edges: Rel) -> list[tuple]:
+    """The edges that lie on a cycle (deleting one may break it)."""
+    return sorted((a, b) for (a, b) in edges if a in py_reach({b}, edges))
+
+
+def subset(draw: st.DrawFn, rel: Rel | list[tuple], lo: int, hi: int) -> set[tuple]:
+    pool = sorted(rel)
+    if not pool:
+        return set()
+    return set(draw(st.lists(st.sampled_from(pool), min_size=min(lo, len(pool)), max_size=hi, unique=True)))
+
+
+@st.composite
+def change_streams(draw: st.DrawFn, q: Query, max_steps: int = 6, end_clear: bool | None = None) -> list[Step]:
+    """Steps of inserts and deletes (deletes only of present rows) over `q`'s inputs.
+
+    The first step builds a graph (random edges and a cycle); later steps mix inserts of absent rows
+    with deletes of present ones, insert whole cycles, delete edges that lie on a cycle, do nothing,
+    or delete everything."""
+    state: State = {k: set() for k in q.universes}
+    steps: list[Step] = []
+    kinds = ["mixed", "mixed", "mixed", "cycle", "break", "break", "delete", "empty", "clear"]
+    for i in range(draw(st.integers(min(3, max_steps), max_steps))):
+        kind = "build" if i == 0 else draw(st.sampled_from(kinds))
+        ins: dict[str, set[tuple]] = {k: set() for k in q.universes}
+        dels: dict[str, set[tuple]] = {k: set() for k in q.universes}
+        if kind in ("build", "cycle"):  # random rows, and a whole cycle (a self-loop if one node)
+            ns = draw(st.lists(st.sampled_from(NODES), min_size=1, max_size=5, unique=True))
+            cyc = {(ns[j], ns[(j + 1) % len(ns)]) for j in range(len(ns))}
+            ins[q.graph] = cyc - state[q.graph]
+            for k, universe in q.universes.items():
+                ins[k] |= subset(draw, set(universe) - state[k], 1 if kind == "build" else 0,
+                                 10 if kind == "build" and k == q.graph else 2)
+        elif kind == "mixed":
+            for k, universe in q.universes.items():
+                dels[k] = subset(draw, state[k], 0, 3)
+                ins[k] = subset(draw, set(universe) - state[k], 0, 3)
+        elif kind == "delete":
+            for k in q.universes:
+                dels[k] = subset(draw, state[k], 1, 3)
+        elif kind == "break":  # delete edges that lie on cycles
+            dels[q.graph] = subset(draw, on_cycle(state[q.graph]), 1, 2)
+        elif kind == "clear":
+            dels = {k: set(v) for k, v in state.items()}
+        for k in q.universes:
+            state[k] = (state[k] - dels[k]) | ins[k]
+        steps.append(Step(kind, {k: sorted(v) for k, v in ins.items() if v},
+                          {k: sorted(v) for k, v in dels.items() if v}))
+    if end_clear if end_clear is not None else draw(st.booleans()):
+        steps.append(Step("clear", {}, {k: sorted(v) for k, v in state.items() if v}))
+    return steps
+
+
+# ---- the harness -----------------------------------------------------------------------------------------
+def add_into(acc: dict[tuple, int], change: dict[tuple, int]) -> dict[tuple, int]:
+    out = dict(acc)
+    for r, w in change.items():
+        out[r] = out.get(r, 0) + w
+        if out[r] == 0:
+            del out[r]
+    return out
+
+
+def as_set(rel: Rel) -> dict[tuple, int]:
+    return {r: 1 for r in rel}
+
+
+def check_against_oracles(q: Query, steps: list[Step], modes: tuple[str, ...] = MODES) -> None:
+    """After every step: the incremental views (from both modes) equal the Python fixpoint and the
+    non-incremental naive and semi-naive circuits run on the snapshot; the incremental outputs are
+    the differences of consecutive naive outputs and their running sum is the naive output."""
+    circuits = {m: make_circuit(q, m) for m in modes}
+    incs = {m: circuits[m].incrementalize().run() for m in modes}
+    fulls = {m: circuits[m].run(snapshots=True) for m in modes}
+    outs = list(circuits[modes[0]].outputs)
+    state: State = {k: set() for k in q.inputs}
+    acc = {m: {o: {} for o in outs} for m in modes}
+    prev_naive: dict[str, dict[tuple, int]] = {o: {} for o in outs}
+    for t, step in enumerate(steps):
+        for k, rs in step.inserts.items():
+            for rt in incs.values():
+                rt.insert(k, rs)
+            state[k] |= set(rs)
+        for k, rs in step.deletes.items():
+            for rt in incs.values():
+                rt.delete(k, rs)
+            state[k] -= set(rs)
+        for k, rel in state.items():
+            if rel:
+                for rt in fulls.values():
+                    rt.insert(k, sorted(rel))
+        where = f"step {t} ({step.kind}: +{step.inserts} -{step.deletes}), state {state}"
+        expected = {o: as_set(v) for o, v in q.oracle(state).items()}
+        naive: dict[str, dict[tuple, int]] = {}
+        for m, rt in fulls.items():
+            got = rt.step()
+            for o in outs:
+                assert got[o].to_dict() == expected[o], f"{q.name}: {m} circuit, output {o}, {where}"
+            if m == "naive":
+                naive = {o: got[o].to_dict() for o in outs}
+        for m, rt in incs.items():
+            got = rt.step()
+            for o in outs:
+                change = got[o].to_dict()
+                assert rt.view(o).to_dict() == expected[o], f"{q.name}: incremental from {m}, view {o}, {where}"
+                acc[m][o] = add_into(acc[m][o], change)
+                assert acc[m][o] == naive[o], f"{q.name}: I(incremental {m} outputs) != naive, {o}, {where}"
+                want = add_into(naive[o], {r: -w for r, w in prev_naive[o].items()})
+                assert change == want, f"{q.name}: incremental {m} output {o} is not D(naive), {where}"
+        prev_naive = naive
+
+
+# ---- 1. oracle tests: incremental == Python fixpoint == naive == semi-naive, after every step ---------------
+@SETTINGS
+@given(change_streams(TC))
+def test_transitive_closure(steps):
+    check_against_oracles(TC, steps)
+
+
+@SETTINGS
+@given(change_streams(TC_LEFT))
+def test_transitive_closure_recursion_on_the_right(steps):
+    check_against_oracles(TC_LEFT, steps)
+
+
+@SETTINGS
+@given(change_streams(SG1, max_steps=5))
+def test_same_generation_one_import_used_twice(steps):
+    check_against_oracles(SG1, steps)
+
+
+@settings(SETTINGS, max_examples=8)
+@given(change_streams(SG2, max_steps=5))
+def test_same_generation_two_imports(steps):
+    check_against_oracles(SG2, steps)
+
+
+@SETTINGS
+@given(change_streams(REACH))
+def test_reachability_from_root_input(steps):
+    check_against_oracles(REACH, steps)
+
+
+@settings(SETTINGS, max_examples=8)
+@given(change_streams(REACH0))
+def test_reachability_from_constant_root(steps):
+    check_against_oracles(REACH0, steps)
+
+
+@SETTINGS
+@given(change_streams(UNREACH))
+def test_stratified_negation_unreachable_nodes(steps):
+    check_against_oracles(UNREACH, steps)
+
+
+@SETTINGS
+@given(change_streams(EVEN_ODD))
+def test_mutual_recursion_even_odd_paths(steps):
+    check_against_oracles(EVEN_ODD, steps)
+
+
+RING = [(i, (i + 1) % 8) for i in range(8)]
+
+
+@pytest.mark.parametrize("q", [TC, EVEN_ODD, UNREACH], ids=lambda q: q.name)
+def test_breaking_and_restoring_a_ring(q):
+    """A ring of all 8 nodes; delete one ring edge (the closure collapses to a chain), put it back,
+    delete two, add a chord, delete everything."""
+    other = {k: [(0,), (3,)] for k in q.inputs if k != "e"}
+    steps = [
+        Step("ring", {"e": RING, **other}, {}),
+        Step("break", {}, {"e": [(3, 4)]}),
+        Step("empty", {}, {}),
+        Step("restore", {"e": [(3, 4)]}, {}),
+        Step("break2", {}, {"e": [(0, 1), (5, 6)]}),
+        Step("chord", {"e": [(6, 1), (4, 4)]}, {"e": [(7, 0)]}),
+        Step("clear", {}, {"e": sorted((set(RING) - {(0, 1), (5, 6), (7, 0)}) | {(6, 1), (4, 4)}), **other}),
+        Step("empty", {}, {}),
+    ]
+    check_against_oracles(q, steps)
+
+
+# ---- 2. Theorem 5.4: naive and semi-naive circuits compute the Datalog semantics ----------------------------
+ALL_QUERIES = [TC, TC_LEFT, SG1, SG2, REACH, REACH0, UNREACH, EVEN_ODD, DIST, AVOID]
+
+
+@st.composite
+def query_and_sets(draw: st.DrawFn) -> tuple[Query, State]:
+    q = draw(st.sampled_from(ALL_QUERIES))
+    return q, {k: draw(st.sets(st.sampled_from(u), max_size=14)) for k, u in q.universes.items()}
+
+
+@settings(SETTINGS, max_examples=40)
+@given(query_and_sets())
+def test_theorem_5_4_naive_and_seminaive_compute_datalog_semantics(qs):
+    q, inputs = qs
+    expected = {o: as_set(v) for o, v in q.oracle(inputs).items()}
+    for mode in MODES:
+        rt = make_circuit(q, mode).run()
+        for k, rel in inputs.items():
+            if rel:
+                rt.insert(k, sorted(rel))
+        got = rt.step()
+        for o, want in expected.items():
+            assert got[o].to_dict() == want, f"{q.name} [{mode}] output {o} on {inputs}"
+
+
+def test_theorem_5_4_example_values():
+    """A hand-checked instance, so the Python oracles themselves are pinned down."""
+    e = {(0, 1), (1, 2), (2, 0), (3, 4)}
+    assert py_tc(e) == {(a, b) for a in (0, 1, 2) for b in (0, 1, 2)} | {(3, 4)}
+    assert py_even_odd({(0, 1), (1, 2), (2, 3)}) == ({(0, 2), (1, 3)}, {(0, 1), (1, 2), (2, 3), (0, 3)})
+    assert py_sg({(0, 1), (0, 2), (1, 3), (2, 4)}) == {(1, 2), (2, 1), (3, 4), (4, 3)}
+    assert py_dist({0}, {(0, 1), (1, 2), (2, 3), (3, 4), (0, 3)}, 3) == {(0, 0), (1, 1), (2, 2), (3, 1), (4, 2)}
+    for mode in MODES:
+        c = make_circuit(TC, mode)
+        rt = c.run()
+        rt.insert("e", sorted(e))
+        assert rt.step()["tc"].to_dict() == as_set(py_tc(e))
+
+
+# ---- 3. Prop 6.2: I(incremental outputs) == naive on I(inputs), empty steps, delete back to empty ----------
+@settings(SETTINGS, max_examples=15)
+@given(st.sampled_from([TC, EVEN_ODD, REACH]).flatmap(
+    lambda q: change_streams(q, max_steps=5, end_clear=True).map(lambda s: (q, s))))
+def test_prop_6_2_incremental_scope_is_the_lifted_scope(qs):
+    q, steps = qs
+    steps = [Step("empty", {}, {}), *steps, Step("empty", {}, {})]
+    check_against_oracles(q, steps)
+    # the stream ends with everything deleted, so the views are empty again
+    assert steps[-2].kind == "clear"
+
+
+def test_incremental_scope_after_delete_to_empty_starts_afresh():
+    """Delete the whole graph, then build a different one: no residue of the first graph remains."""
+    q = TC
+    first = [(0, 1), (1, 2), (2, 3), (3, 0), (5, 5)]
+    second = [(3, 4), (4, 3), (6, 7)]
+    steps = [
+        Step("ins", {"e": first}, {}),
+        Step("clear", {}, {"e": first}),
+        Step("empty", {}, {}),
+        Step("ins2", {"e": second}, {}),
+        Step("mix", {"e": [(2, 3)]}, {"e": [(6, 7)]}),
+    ]
+    check_against_oracles(q, steps)
+
+
+# ---- 4. non-linear bodies (§7.7): GROUP BY-aggregate and a difference inside the scope ---------------------
+@settings(SETTINGS, max_examples=15)
+@given(change_streams(DIST))
+def test_aggregate_in_body_bounded_shortest_paths(steps):
+    check_against_oracles(DIST, steps)
+
+
+def test_aggregate_in_body_distance_shrinks_and_grows():
+    """A shortcut edge lowers distances (the min retracts the old ones), deleting it raises them again,
+    and nodes beyond MAX_HOPS drop out."""
+    chain = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
+    steps = [
+        Step("root", {"root": [(0,)], "e": chain}, {}),
+        Step("shortcut", {"e": [(0, 3)]}, {}),
+        Step("unshortcut", {}, {"e": [(0, 3)]}),
+        Step("second root", {"root": [(4,)]}, {}),
+        Step("cycle", {"e": [(5, 0)]}, {"root": [(0,)]}),
+        Step("clear", {}, {"root": [(4,)], "e": [*chain, (5, 0)]}),
+    ]
+    check_against_oracles(DIST, steps)
+
+
+@settings(SETTINGS, max_examples=15)
+@given(change_streams(AVOID))
+def test_difference_in_body_reachability_avoiding_blocked_nodes(steps):
+    check_against_oracles(AVOID, steps)
+
+
+# ---- 5. runaway recursion --------------------------------------------------------------------------------
+def counter_circuit(mode: str) -> dbspark.Circuit:
+    """p(x) :- seed(x).  p(x + 1) :- p(x): never converges on a non-empty seed. A second, unrelated view
+    shows that the whole step is rolled back, not just the scope."""
+    c = dbspark.Circuit()
+    seed = c.input("seed", {"x": "int64"}, kind="set")
+    other = c.input("other", {"x": "int64"}, kind="set")
+    p = c.recursive(lambda s, p: (s + p.map(x=col("x") + 1)).stream_distinct(), [seed],
+                    name="counter", max_iterations=50, mode=mode)
+    c.output("counter", p)
+    c.output("other", other.filter(col("x") > 0))
+    return c
+
+
+def snapshot(rt: dbspark.Runtime, outs: list[str]) -> dict:
+    return {"time": rt.time, **{o: rt.view(o).to_dict() for o in outs},
+            **{f"last {o}": rt.output(o).to_dict() for o in outs}}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("incremental", [True, False], ids=["incremental", "plain"])
+def test_runaway_recursion_raises_and_rolls_back(mode, incremental):
+    c = counter_circuit(mode)
+    rt = c.incrementalize().run() if incremental else c.run()
+    rt.insert("other", [(1,), (2,)])
+    rt.step()
+    before = snapshot(rt, ["counter", "other"])
+    assert before["other"] == {(1,): 1, (2,): 1} and before["counter"] == {}
+
+    rt.insert("seed", [(0,)])
+    rt.insert("other", [(3,)])
+    with pytest.raises(RecursionLimitError) as ei:
+        rt.step()
+    msg = str(ei.value)
+    assert "'counter'" in msg and "50" in msg, msg
+    assert snapshot(rt, ["counter", "other"]) == before  # nothing applied, not even the other view
+
+    rt.insert("other", [(4,)])  # the failed step's pushes are discarded; a valid step works
+    out = rt.step()
+    assert out["other"].to_dict() == {(4,): 1}
+    assert out["counter"].to_dict() == {}
+    assert rt.view("other").to_dict() == {(1,): 1, (2,): 1, (4,): 1}
+    assert rt.view("counter").to_dict() == {}
+    assert rt.time == before["time"] + 1
+
+
+def stride_circuit(mode: str) -> dbspark.Circuit:
+    """p(x, k) :- seed(x, k).  p(x + k, k) :- p(x, k): converges iff every seed has k = 0."""
+    c = dbspark.Circuit()
+    seed = c.input("seed", {"x": "int64", "k": "int64"}, kind="set")
+    p = c.recursive(lambda s, p: (s + p.map(x=col("x") + col("k"), k="k")).stream_distinct(), [seed],
+                    name="stride", max_iterations=40, mode=mode)
+    c.output("p", p)
+    return c
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_runaway_rollback_leaves_incremental_scope_state_intact(mode):
+    """The incremental scope's nested traces and feedback are rolled back too: later steps (inserts and
+    deletes of rows the failed step touched) give exactly the fixpoint of the good contents."""
+    c = stride_circuit(mode)
+    rt = c.incrementalize().run()
+    rt.insert("seed", [(0, 0), (5, 0)])
+    assert rt.step()["p"].to_dict() == {(0, 0): 1, (5, 0): 1}
+    before = snapshot(rt, ["p"])
+
+    rt.insert("seed", [(1, 1), (7, 0)])
+    rt.delete("seed", [(0, 0)])
+    with pytest.raises(RecursionLimitError, match="'stride'"):
+        rt.step()
+    assert snapshot(rt, ["p"]) == before
+
+    rt.insert("seed", [(7, 0), (1, 0)])
+    rt.delete("seed", [(0, 0)])
+    assert rt.step()["p"].to_dict() == {(0, 0): -1, (7, 0): 1, (1, 0): 1}
+    assert rt.view("p").to_dict() == {(5, 0): 1, (7, 0): 1, (1, 0): 1}
+    rt.delete("seed", [(5, 0), (7, 0), (1, 0)])
+    rt.insert("seed", [(2, 0)])
+    assert rt.step()["p"].to_dict() == {(5, 0): -1, (7, 0): -1, (1, 0): -1, (2, 0): 1}
+    assert rt.view("p").to_dict() == {(2, 0): 1}
+    with pytest.raises(RecursionLimitError, match="'stride'"):  # still guarded after the recovery
+        rt.insert("seed", [(9, 2)])
+        rt.step()
+    assert rt.view("p").to_dict() == {(2, 0): 1}
+
+
+def test_max_iterations_is_enough_for_a_converging_scope():
+    """The limit counts iterations: a chain of n edges needs about n iterations; a limit above that
+    passes and one well below it fails, in every mode."""
+    chain = [(i, i + 1) for i in range(7)]
+    for mode in MODES:
+        for limit, ok in ((20, True), (3, False)):
+            c = dbspark.Circuit()
+            e = c.input("e", EDGE, kind="set")
+            c.output("tc", c.recursive(tc_body, [e], name="chain", max_iterations=limit, mode=mode))
+            for rt in (c.run(), c.incrementalize().run()):
+                rt.insert("e", chain)
+                if ok:
+                    assert rt.step()["tc"].to_dict() == as_set(py_tc(set(chain)))
+                else:
+                    with pytest.raises(RecursionLimitError, match="'chain'"):
+                        rt.step()
+
+
+# ---- 6. bad bodies get clear errors ----------------------------------------------------------------------
+def edge_circuit() -> tuple[dbspark.Circuit, Stream]:
+    c = dbspark.Circuit()
+    return c, c.input("e", EDGE, kind="set")
+
+
+def test_body_returning_too_many_relations():
+    c, e = edge_circuit()
+    with pytest.raises(CircuitError, match=re.escape("scope 'two': the body returned 2 relation(s) for 1")):
+        c.recursive(lambda e, p: (e, p), [e], name="two")
+
+
+def test_body_returning_too_few_relations_for_mutual_recursion():
+    c, e = edge_circuit()
+    with pytest.raises(CircuitError, match=re.escape("returned 1 relation(s) for 2 recursive relation(s)")):
+        c.recursive(lambda e, a, b: a + e, [e], schemas=[EDGE, EDGE], name="mutual")
+
+
+def test_body_returning_nothing():
+    c, e = edge_circuit()
+    with pytest.raises(CircuitError, match="'nothing'"):
+        c.recursive(lambda e, p: None, [e], name="nothing")
+
+
+def test_body_returning_an_outer_stream():
+    c, e = edge_circuit()
+    with pytest.raises(CircuitError, match="not built from the body's arguments"):
+        c.recursive(lambda _e, p: e, [e], name="outer")
+
+
+def test_body_result_with_the_wrong_schema():
+    c, e = edge_circuit()
+    with pytest.raises(CircuitError, match="feedback expects schema"):
+        c.recursive(lambda e, p: e.map("src"), [e], name="narrow")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_non_feedback_delay_in_body_is_unsupported_when_incrementalizing(mode):
+    c, e = edge_circuit()
+
+    def body(e: Stream, p: Stream) -> Stream:
+        return (e + p.delay()).stream_distinct()
+
+    if mode == "seminaive":  # the semi-naive body is incrementalized along the iterations at once
+        with pytest.raises(UnsupportedError, match="z\\^-1 inside a recursive scope"):
+            c.recursive(body, [e], mode=mode)
+        return
+    c.output("v", c.recursive(body, [e], mode=mode))
+    with pytest.raises(UnsupportedError, match="z\\^-1 inside a recursive scope is only allowed as the scope's feedback"):
+        c.incrementalize()
+
+
+def test_aggregate_without_group_by_in_body_is_unsupported_when_incrementalizing():
+    c, e = edge_circuit()
+    n = c.recursive(lambda e, p: (e.map(src="src", dst="dst") + p).stream_distinct().stream_aggregate(
+        src=("min", "src"), dst=("max", "dst")), [e], name="agg")
+    c.output("v", n)
+    with pytest.raises(UnsupportedError, match="without GROUP BY"):
+        c.incrementalize().run().step()
+
+
+def test_bad_scope_options():
+    c, e = edge_circuit()
+    with pytest.raises(CircuitError, match="mode"):
+        c.recursive(tc_body, [e], mode="incremental")
+    with pytest.raises(CircuitError, match="max_iterations"):
+        c.recursive(tc_body, [e], max_iterations=0)
+    with pytest.raises(CircuitError, match="at least one input"):
+        c.recursive(tc_body, [])
