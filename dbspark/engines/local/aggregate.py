@@ -325,8 +325,20 @@ class AggregateState:
             state[i] = self._user_update(g, c.func, prev, vs, ws, c)
             return state[i]
         ms = state[i]
-        if ms is None:
-            ms = state[i] = OrderedMultiset()
+        if ms is None or len(vs) > ms.distinct_count() // 4:
+            # a new group or a large change: rebuild in O(n) (bulk load) instead of n O(log n) updates
+            counts = dict(ms.items()) if ms is not None else {}
+            for v, w in zip(vs, ws, strict=True):
+                counts[v] = counts.get(v, 0) + w
+            bad = next(((v, n) for v, n in counts.items() if n < 0), None)
+            if bad is not None:
+                e = NegativeMultiplicityError(*bad)
+                raise NegativeStateError(f"aggregate {c.name!r}, group {g}: {e}; a delete of a value not there")
+            keys = sorted(v for v, n in counts.items() if n)
+            new = OrderedMultiset.from_state(keys, [counts[v] for v in keys])
+            undo.append(lambda: state.__setitem__(i, ms))
+            state[i] = new
+            return new
         try:
             ms.update(vs, ws)
         except NegativeMultiplicityError as e:
