@@ -356,6 +356,9 @@ def test_to_state_from_state_round_trip():
 def test_from_state_accepts_unsorted_duplicate_and_zero_entries():
     ms = OrderedMultiset.from_state([3, 1, 3, 2], [1, 2, 4, 0])
     assert list(ms.items()) == [(1, 2), (3, 5)]
+    ms = OrderedMultiset.from_state([1, 2, 2, 3], [1, 1, 1, 1])  # sorted, but not strictly
+    assert list(ms.items()) == [(1, 1), (2, 2), (3, 1)]
+    ms._check_invariants()
     with pytest.raises(NegativeMultiplicityError):
         OrderedMultiset.from_state([1, 2], [1, -1])
     with pytest.raises(ValueError):

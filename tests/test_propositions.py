@@ -529,9 +529,15 @@ def test_thm_3_4_join(case: tuple[TableSpec, TableSpec, str, dict[str, list[ZSet
     assert_streams_equal(got, run_stream(formula, ch)["o"], "(a⋈b)^Δ vs the three-term formula")
 
 
+# values each key type can hold, shared values first, so that a wider type meets out-of-range values
+KEY_VALUES: dict[str, list] = {
+    "int64": [-2, 0, 1, 100, 2**40], "int32": [-2, 0, 1, 100, 2**31 - 1], "int16": [-2, 0, 1, 100],
+    "float64": [-2.0, 0.0, 1.0, 100.0, 0.1, 2.0**40], "float32": [-2.0, 0.0, 1.0, 100.0, 0.1],
+    "decimal(10,2)": [-2, 0, 1, 100], "decimal(12,2)": [-2, 0, 1, 100, 10**9],
+}
 KEY_TYPE_PAIRS = [
-    ("int64", "int32"), ("int32", "int64"), ("int64", "int16"), ("float64", "float64"),
-    ("float32", "float64"), ("int64", "float64"), ("decimal(10,2)", "decimal(12,2)"),
+    ("int64", "int32"), ("int32", "int64"), ("int64", "int16"), ("float64", "float64"), ("float32", "float64"),
+    ("float64", "float32"), ("int64", "float64"), ("float64", "int32"), ("decimal(10,2)", "decimal(12,2)"),
 ]
 
 
@@ -542,9 +548,9 @@ def test_thm_3_4_join_keys_of_different_types(left_type: str, right_type: str, d
     """Thm 3.4 for every join dbspark accepts: keys of two numeric types either make the join a
     SchemaError when it is built, or (↑⋈)^Δ = D∘↑⋈∘I — never a crash at run time, never a trace probe
     that misses matches the non-incremental join finds."""
-    dom = [-2, 0, 1, 100]
-    left = TableSpec.of({"k": left_type, "a": "str"}, nullable=["k"], domains={"k": dom, "a": ["x", "y"]})
-    right = TableSpec.of({"j": right_type, "b": "int64"}, domains={"j": dom, "b": [0, 1]})
+    left = TableSpec.of({"k": left_type, "a": "str"}, nullable=["k"],
+                        domains={"k": KEY_VALUES[left_type], "a": ["x", "y"]})
+    right = TableSpec.of({"j": right_type, "b": "int64"}, domains={"j": KEY_VALUES[right_type], "b": [0, 1]})
     try:
         q = double(lambda a, b: a.stream_join(b, left_on="k", right_on="j"), left, right)
     except dbspark.SchemaError:
