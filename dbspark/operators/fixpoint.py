@@ -160,17 +160,22 @@ class ScopeState:
 
     def step(self, imports: dict[str, Any], undo: list) -> tuple:
         k, op = self.kernel, self.op
-        depth = max((s.depth for s in self.it.nested_states()), default=0)
         totals = [k.empty(op.inner.nodes[op.inner.outputs[r]].shape.schema) for r in op.results]
         empty = {name: k.empty(v.schema) for name, v in imports.items()}
-        t1 = 0
+        states = self.it.nested_states()
+        t1, runs = 0, 0
         while True:
             out = self.it.evaluate(imports if t1 == 0 else empty, t1, undo, self.t0)
+            runs += 1
             for i, r in enumerate(op.results):
                 totals[i] = k.plus(totals[i], out[r])
-            t1 += 1
-            if self.it.feedback_empty and t1 >= depth:
-                break
+            if not self.it.feedback_empty:
+                t1 += 1
+            else:  # nothing flows back: jump to the next iteration where earlier steps left work
+                nxt = min((j for s in states if (j := s.next_pending(t1)) is not None), default=None)
+                if nxt is None:
+                    break
+                t1 = nxt
             if t1 > op.max_iterations:
                 raise RecursionLimitError(
                     f"recursive scope {op.scope!r} did not reach a fixpoint within {op.max_iterations} iterations")
@@ -179,7 +184,7 @@ class ScopeState:
         t0 = self.t0
         undo.append(lambda: setattr(self, "t0", t0))
         self.t0 += 1
-        self.iterations.append(t1)
+        self.iterations.append(runs)
         return tuple(k.consolidate(t) for t in totals)
 
     def to_state(self) -> Any:

@@ -11,7 +11,12 @@ They run inside a `Fixpoint` scope at nested time t = (t0, t1) and consume chang
   iteration (w3) and an earlier-step change at this iteration (w2). For distinct this is the w1, w2,
   w3 formula of `rhizome-dbsp-implementation-notes.txt` §2.9.11.
 
-At t0 = 0 the earlier-step parts are empty and these reduce to the semi-naive operators of eq. 5.1.
+Each change is looked up in the earlier steps' trace once, when it arrives: the rows found at later
+iterations j > t1 are what terms 3-4 of the join (and the w2 ∧ w3 keys of a keyed operator) will need
+at iteration j, so they are kept as pending output (join) or pending keys (keyed) for j. The scope
+jumps straight to the next iteration with pending work once the feedback is empty, and stops when
+there is none (the note's "when an outer step's fixpoint is done"). At t0 = 0 the earlier-step parts
+are empty and these reduce to the semi-naive operators of eq. 5.1.
 """
 
 from __future__ import annotations
@@ -26,25 +31,53 @@ from dbspark.errors import UnsupportedError
 from dbspark.ir.aggregate import AggSpec
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.join import StreamJoin
-from dbspark.trace.nested import NestedTrace
+from dbspark.trace.nested import ITER, NestedTrace
 from dbspark.trace.spine import TraceSnapshot
 
 
 class NestedState:
-    """The per-node state of a nested operator; the scope sets `t0`, `t1` before each evaluation."""
+    """The per-node state of a nested operator; the scope sets `t0`, `t1` before each evaluation.
+
+    `pending[j]` holds work for iteration j of this step: output Z-sets (joins) or key frames (keyed)."""
 
     def __init__(self, *traces: NestedTrace) -> None:
         self.traces = traces
         self.t0 = 0
         self.t1 = 0
+        self.pending: dict[int, list[Any]] = {}
 
-    @property
-    def depth(self) -> int:
-        return max((t.depth for t in self.traces), default=0)
+    def take(self, t1: int, undo: list) -> list[Any]:
+        items = self.pending.pop(t1, [])
+        if items:
+            undo.append(lambda: self.pending.__setitem__(t1, items))
+        return items
+
+    def defer(self, frame: pl.DataFrame, cols: list[str], undo: list, to_item: Any) -> None:
+        """Split `frame` by its ITER column and queue `to_item(part)` for each of those iterations."""
+        if frame.height == 0:
+            return
+        for (j,), part in frame.group_by([ITER]):
+            item = to_item(part.drop(ITER).select(cols))
+            lst = self.pending.setdefault(int(j), [])  # type: ignore[call-overload]
+            lst.append(item)
+            undo.append(lambda lst=lst: lst.pop())
+
+    def next_pending(self, after: int) -> int | None:
+        """The first iteration > `after` with pending work."""
+        return min((j for j, items in self.pending.items() if j > after and items), default=None)
 
     def end_step(self, undo: list) -> None:
+        pending = self.pending
+        undo.append(lambda: setattr(self, "pending", pending))
+        self.pending = {}
         for t in self.traces:
             t.end_step(undo)
+
+
+def _split(found: pl.DataFrame, t1: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Earlier steps' rows before, at and after iteration t1."""
+    it = pl.col(ITER)
+    return found.filter(it < t1), found.filter(it == t1), found.filter(it > t1)
 
 
 @dataclass(frozen=True)
@@ -72,30 +105,42 @@ class NestedJoin(Operator):
         t1 = state.t1
         a, b = kernel.as_zset(inputs[0]), kernel.as_zset(inputs[1])
         j = self.join
+        out_cols = list(self.shape([Shape(a.schema), Shape(b.schema)]).schema)
 
-        def join(x: Any, y: Any) -> ZSet:
-            return kernel.join(x, y, j.left_keys, j.right_keys, j.right_out)
+        def join(x: Any, y: Any, extra: tuple[tuple[str, str], ...] = ()) -> ZSet:
+            return kernel.join(x, y, j.left_keys, j.right_keys, j.right_out + extra)
 
-        parts: list[ZSet] = []
+        def as_zset(df: pl.DataFrame) -> ZSet:
+            return ZSet(df.select([*out_cols, WEIGHT]))
+
+        parts: list[ZSet] = state.take(t1, undo)  # terms 3-4 queued by earlier iterations
         ra, rb = ta.row_snapshot(), tb.row_snapshot()
-        if len(a):
-            parts += [join(a, s) for s in tb.prefix_snapshots(t1)]  # term 1: a ⋈ B[t]
+        if len(a):  # term 1: a ⋈ B[t], B[t] = prefix_b(t1) + row_b + b
+            found = tb.seek_cols(tb.probe_hashes(a.df.select(list(j.left_keys)).rename(
+                dict(zip(j.left_keys, j.right_keys, strict=True)))))
+            before, at, after = _split(found, t1)
+            now = pl.concat([before, at], how="vertical").drop(ITER)
+            parts.append(join(a, ZSet(now)))
+            # term 3 later: a is part of row(A) at every later iteration i, meeting col(B)(i)
+            later = join(a, ZSet(after.select([*tb.data, ITER, WEIGHT])), ((ITER, ITER),))
+            state.defer(later.df, [*out_cols, WEIGHT], undo, as_zset)
             if len(rb):
                 parts.append(join(a, rb))
             if len(b):
                 parts.append(join(a, b))
-        if len(b):
-            parts += [join(s, b) for s in ta.prefix_snapshots(t1)]  # term 2: (A[t] - a[t]) ⋈ b
+        if len(b):  # term 2: (prefix_a(t1) + row_a) ⋈ b
+            found = ta.seek_cols(ta.probe_hashes(b.df.select(list(j.right_keys)).rename(
+                dict(zip(j.right_keys, j.left_keys, strict=True)))))
+            before, at, after = _split(found, t1)
+            now = pl.concat([before, at], how="vertical").drop(ITER)
+            parts.append(join(ZSet(now), b))
+            later = join(ZSet(after.select([*ta.data, ITER, WEIGHT])), b)  # term 4 later: col(A)(i) ⋈ row(B)
+            state.defer(later.df, [*out_cols, WEIGHT], undo, as_zset)
             if len(ra):
                 parts.append(join(ra, b))
-        cb, ca = tb.col(t1), ta.col(t1)
-        if cb is not None and len(ra):
-            parts.append(join(ra, cb))  # term 3: row(A) ⋈ col(B)
-        if ca is not None and len(rb):
-            parts.append(join(ca, rb))  # term 4: col(A) ⋈ row(B)
         ta.add(t1, a.df, undo)
         tb.add(t1, b.df, undo)
-        out = kernel.empty(self.shape([Shape(a.schema), Shape(b.schema)]).schema)
+        out = kernel.empty(pl.Schema({c: t for c, t in self.shape([Shape(a.schema), Shape(b.schema)]).schema.items()}))
         for p in parts:
             out = kernel.plus(out, p)
         return out
@@ -139,22 +184,20 @@ class NestedKeyed(Operator):
         x = kernel.consolidate(inputs[0])
         keys = list(tr.keys)
         row = tr.row_snapshot()  # this step, iterations < t1 (w3)
-        probe = x.df.select(keys)
-        col = tr.col(t1)
-        if col is not None and len(row):  # keys changed at an earlier iteration here and at t1 before
-            both = col.seek_frame(row.key_frame()).select(keys)
-            probe = pl.concat([probe, both], how="vertical")
-        probe = probe.unique()
+        xkeys = x.df.select(keys)
+        # keys changed at an earlier iteration of this step that earlier steps changed at t1 (w2 ∧ w3)
+        probe = pl.concat([xkeys, *state.take(t1, undo)], how="vertical").unique()
         tr.add(t1, x.df, undo)
         schema = self.shape([Shape(x.schema)]).schema
         if probe.height == 0:
             return kernel.empty(schema)
         hashes = tr.probe_hashes(probe)
-        seeks = tr.seek_cols(t1, hashes)
-        w1 = seeks[:t1]  # earlier steps, earlier iterations
-        w2 = seeks[t1:]  # earlier steps, this iteration
+        before, at, after = _split(tr.seek_cols(hashes), t1)
+        if after.height and xkeys.height:  # x's keys become keys of interest where earlier steps changed
+            future = after.select([*keys, ITER]).unique().join(xkeys.unique(), on=keys, how="semi", nulls_equal=True)
+            state.defer(future, keys, undo, lambda part: part)
         w3 = [row.seek_hashes(hashes)] if len(row) else []
-        parts = {1: w1, 2: w2, 3: w3, 4: [x.df]}
+        parts = {1: [before.drop(ITER)], 2: [at.drop(ITER)], 3: w3, 4: [x.df]}
         if self.spec is None:
             return self._distinct(parts, x.columns)
         return self._corners(kernel, parts, x.columns)
