@@ -22,6 +22,11 @@ WEIGHT = "__w"
 _OVERFLOW = 9.2e18
 
 
+def with_weight(schema: Mapping[str, pl.DataType], *extra: tuple[str, pl.DataType]) -> pl.Schema:
+    """The schema of a Z-set frame: the data columns, any `extra` columns, then the int64 weight."""
+    return pl.Schema([*schema.items(), *extra, (WEIGHT, pl.Int64())])
+
+
 def weight_sum_checked(df: pl.DataFrame, by: Sequence[str], extra: Sequence[str] = ()) -> pl.DataFrame:
     """Group `df` by `by`, summing WEIGHT (and `extra` columns), raising WeightError if a sum leaves int64.
 
@@ -31,7 +36,7 @@ def weight_sum_checked(df: pl.DataFrame, by: Sequence[str], extra: Sequence[str]
         return df.group_by(list(by)).agg(pl.col(WEIGHT).sum(), *[pl.col(c).sum() for c in extra])
     if not by:
         total = df[WEIGHT].sum()
-        fl = df[WEIGHT].cast(pl.Float64).sum()
+        fl = float(df[WEIGHT].cast(pl.Float64).sum())
         if abs(fl) > _OVERFLOW:
             raise WeightError("weight overflow while consolidating a Z-set")
         return pl.DataFrame({WEIGHT: [total]}, schema={WEIGHT: pl.Int64})
@@ -57,7 +62,7 @@ class ZSet:
     # ---- construction -------------------------------------------------------------------------
     @classmethod
     def empty(cls, schema: Mapping[str, pl.DataType]) -> ZSet:
-        return cls(pl.DataFrame(schema={**schema, WEIGHT: pl.Int64}), consolidated=True)
+        return cls(pl.DataFrame(schema=with_weight(schema)), consolidated=True)
 
     @classmethod
     def from_rows(
@@ -71,7 +76,7 @@ class ZSet:
         cols = list(schema)
         data = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
         w = [1] * len(rows) if weights is None else list(weights)
-        df = pl.DataFrame({**data, WEIGHT: w}, schema={**schema, WEIGHT: pl.Int64}, strict=False)
+        df = pl.DataFrame({**data, WEIGHT: w}, schema=with_weight(schema), strict=False)
         return cls(df)
 
     @classmethod

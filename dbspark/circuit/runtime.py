@@ -69,7 +69,7 @@ class Runtime:
             else:
                 self.states[nid] = n.op.init(kernel, n.shape, [nodes[i].shape for i in n.inputs])
         self._pending: dict[str, list[Any]] = {name: [] for name in circuit.inputs}
-        self._input_traces: dict[str, Spine] = {}
+        self._input_traces: dict[str, Any] = {}  # kind checks of bag and set inputs, per input
         for name, nid in circuit.inputs.items():
             op = nodes[nid].op
             assert isinstance(op, Input)

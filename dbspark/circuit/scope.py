@@ -54,7 +54,7 @@ def recursive(
     elif isinstance(schemas, (Mapping, pl.Schema)) and not isinstance(schemas, Sequence):
         sch = [schemas if isinstance(schemas, pl.Schema) else to_schema(schemas)]
     else:
-        sch = [s if isinstance(s, pl.Schema) else to_schema(s) for s in schemas]  # type: ignore[union-attr]
+        sch = [s if isinstance(s, pl.Schema) else to_schema(s) for s in schemas]
     scope = name or f"scope{next(_scope_ids)}"
     inner = Circuit()
     imports = [inner.input(f"import{i}", s.schema) for i, s in enumerate(inputs)]

@@ -12,7 +12,7 @@ def get_kernel(engine: str | Kernel = "local", **options: object) -> Kernel:
     if engine == "local":
         from dbspark.engines.local.kernel import LocalKernel
 
-        return LocalKernel(**options)  # type: ignore[arg-type]
+        return LocalKernel(**options)
     if engine == "spark":
         from dbspark.errors import UnsupportedError
 

@@ -58,7 +58,7 @@ class NestedState:
             return
         for (j,), part in frame.group_by([ITER]):
             item = to_item(part.drop(ITER).select(cols))
-            lst = self.pending.setdefault(int(j), [])  # type: ignore[call-overload]
+            lst = self.pending.setdefault(int(j), [])  # type: ignore[arg-type, unused-ignore]
             lst.append(item)
             undo.append(lambda lst=lst: lst.pop())
 

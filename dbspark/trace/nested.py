@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.zset import WEIGHT
+from dbspark.algebra.zset import WEIGHT, with_weight
 from dbspark.trace.spine import Spine, TraceSnapshot, consolidate_frame, key_hash, sorted_unique
 
 ITER = "__it"
@@ -34,9 +34,9 @@ class NestedTrace:
 
     def __init__(self, schema: pl.Schema, keys: Sequence[str]) -> None:
         self.data = pl.Schema(schema)
-        self.schema = pl.Schema({**schema, WEIGHT: pl.Int64})
+        self.schema = with_weight(schema)
         self.keys = tuple(keys)
-        self.cols = Spine(self.keys, pl.Schema({**schema, ITER: pl.Int32, WEIGHT: pl.Int64}))
+        self.cols = Spine(self.keys, with_weight(schema, (ITER, pl.Int32())))
         self.row = Spine(self.keys, self.schema)  # this step, iterations so far
         self.current: list[pl.DataFrame] = []  # this step's change at each iteration
 

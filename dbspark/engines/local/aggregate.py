@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from dbspark.algebra.weights import INT64_MAX
-from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.algebra.zset import WEIGHT, ZSet, with_weight
 from dbspark.errors import NegativeStateError, WeightError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
 from dbspark.trace.ordered import NegativeMultiplicityError, OrderedMultiset
@@ -101,7 +101,7 @@ def _finalize(acc: pl.DataFrame, spec: AggSpec) -> list[pl.Expr]:
                     e = pl.when(n > 1).then(m2 / (nf - 1))
                 else:
                     e = pl.when(n > 0).then(m2 / nf)
-                if c.func.startswith("stddev"):
+                if str(c.func).startswith("stddev"):
                     e = e.sqrt()
         out.append(e.cast(t).alias(c.name))
     return out
@@ -224,7 +224,7 @@ class AggregateState:
         wcols = [c for c in acc_schema if c not in keys]
         self.acc = Spine(keys, acc_schema, wcols)
         self.groups: dict[tuple, list[Any]] = {}  # key -> per-call OrderedMultiset / user accumulator
-        self.rows = Spine(keys, pl.Schema({**probe.schema, WEIGHT: pl.Int64})) if spec.needs_rows else None
+        self.rows = Spine(keys, with_weight(probe.schema)) if spec.needs_rows else None
         self.started = False
         self.nl = [(i, c) for i, c in enumerate(spec.calls) if c.kind != "linear"]
 

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from dbspark.algebra.weights import checked_mul
-from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet
+from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
 from dbspark.engines.local import aggregate as agg
 from dbspark.engines.local.convert import rows_to_frame, split_weight_column, with_weights
 from dbspark.engines.local.exprs import to_polars
@@ -137,6 +137,7 @@ class LocalKernel:
             else:
                 b = ZSet(b.raw_frame())
         if isinstance(b, TraceSnapshot):
+            assert isinstance(a, ZSet)
             left = a.df.drop_nulls(lk)
             probe = left.select([pl.col(k).alias(r) for k, r in zip(lk, rk, strict=True)])
             right = b.seek_frame(probe, exact=False)
@@ -202,7 +203,7 @@ class LocalKernel:
 
     # ---- traces -------------------------------------------------------------------------------
     def new_trace(self, schema: pl.Schema, keys: Sequence[str]) -> Spine:
-        return Spine(keys, pl.Schema({**schema, WEIGHT: pl.Int64}))
+        return Spine(keys, with_weight(schema))
 
     def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
         saved = list(trace.batches)
@@ -211,7 +212,7 @@ class LocalKernel:
         return trace.snapshot()
 
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
-        return TraceSnapshot((), keys, pl.Schema({**schema, WEIGHT: pl.Int64}))
+        return TraceSnapshot((), keys, with_weight(schema))
 
     def frame_of(self, v: Value) -> pl.DataFrame:
         return consolidate_frame(_frame(v), [WEIGHT])
