@@ -144,7 +144,7 @@ def run_ops(cls, steps) -> None:
     seen: list = []
     for op, batch in steps:
         changes = []
-        for entry in batch:  # resolved one by one, so a batch can delete what it inserted
+        for entry in batch:  # `seen` grows as we go, so a batch can repeat its own values
             value, weight = resolve(entry, seen, oracle.counts)
             changes.append((value, weight))
             seen.append(value)
@@ -188,7 +188,7 @@ def test_strings_against_oracle(cls, steps):
 @pytest.mark.parametrize("cls", [Tiny, Thin], ids=lambda c: c.__name__)
 @SETTINGS
 @given(steps=ops(st.integers(-(10**6), 10**6), max_steps=60))
-def test_wide_value_range_builds_deep_trees(cls, steps):
+def test_wide_value_range_in_small_nodes(cls, steps):
     run_ops(cls, steps)
 
 
@@ -233,6 +233,15 @@ def test_weight_zero_is_a_noop():
     ms.add(5, 2)
     ms.add(5, 0)
     assert list(ms.items()) == [(5, 2)]
+
+
+def test_none_is_refused():
+    ms = OrderedMultiset()
+    with pytest.raises(TypeError, match="None"):
+        ms.add(None, 1)
+    with pytest.raises(TypeError):
+        ms.update([1, None], [1, 1])
+    assert list(ms.items()) == []
 
 
 def test_weights_must_be_integers():

@@ -46,8 +46,12 @@ class StreamJoin(Operator):
         a, b = ins
         for k, r in zip(self.left_keys, self.right_keys, strict=True):
             ta, tb = a.schema[k], b.schema[r]
-            if ta != tb and not (ta.is_numeric() and tb.is_numeric()):
-                raise SchemaError(f"join key {k} ({ta}) = {r} ({tb}): incompatible types")
+            # keys of different types join when both are integers or both floats (the kernels compare
+            # them after a widening cast); int = float or decimals of other precisions need a Cast first
+            if ta != tb and not ((ta.is_integer() and tb.is_integer()) or (ta.is_float() and tb.is_float())):
+                raise SchemaError(
+                    f"join key {k} ({ta}) = {r} ({tb}): incompatible types; cast one side to the other's type "
+                    f"first, e.g. map(..., {k}=Cast(col({k!r}), ...))")
         cols = list(a.schema.items()) + [(d, b.schema[s]) for s, d in self.right_out]
         return Shape(pl.Schema(cols))
 

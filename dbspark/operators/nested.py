@@ -50,7 +50,7 @@ class NestedState:
         items = self.pending.pop(t1, [])
         if items:
             undo.append(lambda: self.pending.__setitem__(t1, items))
-        return items
+        return list(items)  # a copy: callers extend it, and the undo above must restore the queued items only
 
     def defer(self, frame: pl.DataFrame, cols: list[str], undo: list, to_item: Any) -> None:
         """Split `frame` by its ITER column and queue `to_item(part)` for each of those iterations."""

@@ -23,7 +23,7 @@ Z-sets compare unequal in `ZSet.__eq__`, which compares `{row tuple: weight}` di
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +60,7 @@ class TableSpec:
     domains: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     @classmethod
-    def of(cls, columns: Mapping[str, Any], nullable: Sequence[str] | bool = (),
+    def of(cls, columns: Mapping[str, Any], nullable: Iterable[str] | bool = (),
            domains: Mapping[str, Sequence[Any]] | None = None) -> TableSpec:
         """`TableSpec.of({"a": "int64", "b": "str"}, nullable=["b"], domains={"a": [0, 1, 2]})`;
         `nullable=True`: every column."""
@@ -226,7 +226,8 @@ def change_streams(
         present = [r for r in pool if current.get(r, 0) > 0]
         absent = [r for r in pool if current.get(r, 0) <= 0]
         # deletions of present rows
-        for r in draw(st.lists(st.sampled_from(present), unique=True)) if present else []:
+        deleted: list[tuple] = draw(st.lists(st.sampled_from(present), unique=True)) if present else []
+        for r in deleted:
             have = current[r]
             if kind == "set":
                 change[r] = -1
@@ -236,11 +237,13 @@ def change_streams(
                 change[r] = -draw(st.one_of(st.integers(1, have + 2), st.just(have)))
         # insertions
         cands = absent if kind == "set" else pool
-        n_ins = 1 if cands and draw(st.integers(0, 4)) else 0  # no insertion 1 step in 5
-        for r in draw(st.lists(st.sampled_from(cands), min_size=n_ins, unique=True)) if cands else []:
+        n_ins = 0 if not cands or draw(st.integers(0, 4)) == 0 else 1  # no insertion 1 step in 5
+        inserted: list[tuple] = draw(st.lists(st.sampled_from(cands), min_size=n_ins, unique=True)) if cands else []
+        for r in inserted:
             w = 1 if kind == "set" else draw(weights(big, positive=True))
             change[r] = change.get(r, 0) + w
-        if kind == "zset" and absent and draw(st.booleans()):
+        delete_absent: bool = draw(st.booleans())
+        if kind == "zset" and absent and delete_absent:
             r = draw(st.sampled_from(absent))  # delete a row that is not there
             change[r] = change.get(r, 0) - draw(st.integers(1, 2))
         for r, w in change.items():
@@ -265,12 +268,18 @@ def _atoms(schema: pl.Schema) -> list[st.SearchStrategy[Expr]]:
         if t == pl.Boolean():
             out.append(st.just(x))
         elif t.is_numeric():
-            v = values_of(t)
-            out.append(st.tuples(st.sampled_from(["gt", "le", "eq", "ne"]), v).map(
-                lambda p, x=x: getattr(x, {"gt": "__gt__", "le": "__le__", "eq": "eq", "ne": "ne"}[p[0]])(p[1])))
+            out.append(st.builds(_compare, st.just(x), st.sampled_from(["gt", "le", "eq", "ne"]), values_of(t)))
         else:
-            out.append(values_of(t).map(lambda v, x=x: x.eq(v)))
+            out.append(st.builds(_compare, st.just(x), st.just("eq"), values_of(t)))
     return out
+
+
+def _compare(x: Expr, op: str, v: Any) -> Expr:
+    if op == "gt":
+        return x > v
+    if op == "le":
+        return x <= v
+    return x.eq(v) if op == "eq" else x.ne(v)
 
 
 def predicates(schema: pl.Schema, max_leaves: int = 4) -> st.SearchStrategy[Expr]:

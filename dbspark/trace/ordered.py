@@ -34,7 +34,7 @@ O(block size); with SortedList's block size of 1000 that scan dominates, with sm
 rebuilds do. A tree whose internal nodes carry subtree totals has neither cost.
 
 Values must be mutually comparable under a total order (int, float, str, date, Decimal, ...); None
-is never stored (the caller drops NULLs) and NaN is not supported. Values that compare equal (1 and
+is refused with a TypeError (the caller drops NULLs) and NaN is not supported. Values that compare equal (1 and
 1.0) are one value. Multiplicities are Python ints and are never expanded into copies.
 """
 
@@ -119,6 +119,8 @@ class OrderedMultiset:
             weight = _index(weight)
         if not weight:
             return
+        if value is None:
+            raise TypeError("OrderedMultiset does not store None: the caller drops NULL values")
         node: Any = self._root
         height = self._height
         path: list[tuple[_Node, int]] = []
@@ -185,6 +187,9 @@ class OrderedMultiset:
         """
         if len(values) != len(weights):
             raise ValueError(f"update: {len(values)} values but {len(weights)} weights")
+        if len(values) == 1:  # the common case; `add` is atomic by itself
+            self.add(values[0], weights[0])
+            return
         net: dict[Any, int] = {}
         get = net.get
         for value, weight in zip(values, weights, strict=True):

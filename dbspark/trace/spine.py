@@ -183,9 +183,14 @@ class TraceSnapshot:
         return found.join(probe_keys, on=list(self.keys), how="semi", nulls_equal=True)
 
     def cast_probe(self, probe_keys: pl.DataFrame) -> pl.DataFrame:
-        """The probe's key columns with this trace's key types (hashes depend on the type)."""
+        """The probe's key columns with this trace's key types (hashes depend on the type).
+
+        Not strict: a probe value the key type cannot hold (an int64 2**40 probing an int32 key) becomes
+        NULL instead of raising; no stored key can equal it anyway (callers joining on the keys afterwards
+        drop the NULL-key rows such a probe may find)."""
         return probe_keys.select(
-            [pl.col(k).cast(self.schema[k]) if probe_keys.schema[k] != self.schema[k] else pl.col(k) for k in self.keys])
+            [pl.col(k).cast(self.schema[k], strict=False) if probe_keys.schema[k] != self.schema[k] else pl.col(k)
+             for k in self.keys])
 
     def seek_hashes(self, probe: np.ndarray) -> pl.DataFrame:
         """Every stored entry whose key hash is in `probe` (sorted, unique): may include collisions."""
