@@ -9,7 +9,7 @@ if TYPE_CHECKING:
 
 
 def explain(c: Circuit) -> str:
-    from dbspark.circuit.runtime import schedule
+    from dbspark.circuit.schedule import schedule
 
     try:
         order = schedule(c)

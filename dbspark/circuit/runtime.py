@@ -16,36 +16,11 @@ from typing import Any
 import numpy as np
 
 from dbspark.algebra.zset import ZSet
-from dbspark.circuit.circuit import Circuit, Node
+from dbspark.circuit.circuit import Circuit
+from dbspark.circuit.schedule import advance_delays, evaluate, schedule
 from dbspark.errors import CircuitError, DbsparkError, UnknownNameError
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, DelayState
-
-
-def schedule(c: Circuit) -> list[int]:
-    """Topological order of the nodes, delays' inputs cut; a cycle without a delay is an error."""
-    c.check()
-    deps = {n.id: ([] if isinstance(n.op, Delay) else list(n.inputs)) for n in c.nodes.values()}
-    order: list[int] = []
-    state: dict[int, int] = {}
-    for root in sorted(deps):
-        if state.get(root):
-            continue
-        stack = [(root, iter(deps[root]))]
-        state[root] = 1
-        while stack:
-            nid, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                stack.pop()
-                state[nid] = 2
-                order.append(nid)
-            elif state.get(nxt) == 1:
-                raise CircuitError(f"the circuit has a cycle through n{nxt} without a delay (z^-1)")
-            elif not state.get(nxt):
-                state[nxt] = 1
-                stack.append((nxt, iter(deps[nxt])))
-    return order
 
 
 class Runtime:
@@ -125,22 +100,11 @@ class Runtime:
         return out
 
     def _evaluate(self, pending: dict[str, list[Any]], undo: list) -> dict[int, Any]:
-        k, nodes, values = self.kernel, self.circuit.nodes, {}
-        for nid in self.order:
-            n: Node = nodes[nid]
-            if isinstance(n.op, Input):
-                values[nid] = self._input_value(n.op, pending.get(n.op.name_, []), undo)
-            elif isinstance(n.op, Delay):
-                values[nid] = self.states[nid].value
-            else:
-                values[nid] = n.op.eval(k, self.states[nid], [values[i] for i in n.inputs], undo)
-        for nid in self.order:
-            n = nodes[nid]
-            if isinstance(n.op, Delay):
-                st = self.states[nid]
-                prev = st.value
-                undo.append(lambda st=st, prev=prev: setattr(st, "value", prev))
-                st.value = values[n.inputs[0]]
+        def source(op: Input) -> Any:
+            return self._input_value(op, pending.get(op.name_, []), undo)
+
+        values = evaluate(self.order, self.circuit, self.states, self.kernel, source, undo)
+        advance_delays(self.order, self.circuit, self.states, values, undo)
         return values
 
     def _input_value(self, op: Input, batches: list[Any], undo: list) -> Any:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dbspark.circuit.circuit import Circuit, Feedback, Node
+from dbspark.circuit.schedule import topological
 from dbspark.circuit.stream import Stream
-from dbspark.errors import CircuitError
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay
 
@@ -23,28 +23,7 @@ def is_feedback(n: Node) -> bool:
 
 def order(c: Circuit) -> list[int]:
     """Inputs-first order in which only feedback delays cut their input edge."""
-    c.check()
-    seen: dict[int, int] = {}
-    out: list[int] = []
-    for root in sorted(c.nodes):
-        stack = [(root, iter(() if is_feedback(c.nodes[root]) else c.nodes[root].inputs))]
-        if seen.get(root):
-            continue
-        seen[root] = 1
-        while stack:
-            nid, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                stack.pop()
-                seen[nid] = 2
-                out.append(nid)
-            elif seen.get(nxt) == 1:
-                raise CircuitError(f"cycle through n{nxt} without a feedback delay")
-            elif not seen.get(nxt):
-                seen[nxt] = 1
-                deps = () if is_feedback(c.nodes[nxt]) else c.nodes[nxt].inputs
-                stack.append((nxt, iter(deps)))
-    return out
+    return topological(c, is_feedback)
 
 
 def copy_circuit(src: Circuit, fn: RewriteFn, skip: Callable[[Node], bool] | None = None) -> Circuit:

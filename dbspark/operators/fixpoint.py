@@ -105,7 +105,7 @@ class Iteration:
     """Evaluates a scope's child circuit one iteration at a time (feedback delays carry the loop)."""
 
     def __init__(self, inner: Circuit, kernel: Any) -> None:
-        from dbspark.circuit.runtime import schedule
+        from dbspark.circuit.schedule import schedule
 
         self.inner = inner
         self.kernel = kernel
@@ -120,28 +120,18 @@ class Iteration:
                 self.states[nid] = n.op.init(kernel, n.shape, [inner.nodes[i].shape for i in n.inputs])
 
     def evaluate(self, imports: dict[str, Any], t1: int, undo: list, t0: int = 0) -> dict[str, Any]:
-        k, nodes, values = self.kernel, self.inner.nodes, {}
-        for nid in self.order:
-            n = nodes[nid]
-            st = self.states[nid]
-            if isinstance(n.op, Input):
-                values[nid] = imports.get(n.op.name_) if n.op.name_ in imports else k.empty(n.op.schema)
-            elif isinstance(n.op, Delay):
-                values[nid] = st.value
-            else:
-                if isinstance(st, NestedState):
-                    st.t0, st.t1 = t0, t1
-                values[nid] = n.op.eval(k, st, [values[i] for i in n.inputs], undo)
-        self.feedback_empty = True
-        for nid in self.order:
-            n = nodes[nid]
-            if isinstance(n.op, Delay):
-                st = self.states[nid]
-                prev = st.value
-                undo.append(lambda st=st, prev=prev: setattr(st, "value", prev))
-                st.value = k.consolidate(values[n.inputs[0]])
-                if not k.is_empty(st.value):
-                    self.feedback_empty = False
+        from dbspark.circuit.schedule import advance_delays, evaluate
+
+        k = self.kernel
+        for st in self.nested_states():
+            st.t0, st.t1 = t0, t1
+
+        def source(op: Input) -> Any:
+            return imports[op.name_] if op.name_ in imports else k.empty(op.schema)
+
+        values = evaluate(self.order, self.inner, self.states, k, source, undo)
+        stored = advance_delays(self.order, self.inner, self.states, values, undo, k.consolidate)
+        self.feedback_empty = all(k.is_empty(v) for v in stored)
         return {name: values[nid] for name, nid in self.inner.outputs.items()}
 
     def nested_states(self) -> list[NestedState]:

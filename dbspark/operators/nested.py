@@ -32,7 +32,6 @@ from dbspark.ir.aggregate import AggSpec
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.join import StreamJoin
 from dbspark.trace.nested import ITER, NestedTrace
-from dbspark.trace.spine import TraceSnapshot
 
 
 class NestedState:

@@ -162,7 +162,7 @@ def aggregate_full(z: ZSet, spec: AggSpec) -> ZSet:
     if spec.by and (acc[WEIGHT] < 0).any():
         raise NegativeStateError("aggregate over a Z-set with a group of negative count")
     out = acc.select(pl.col(keys), *_finalize(acc, spec))
-    for i, c in enumerate(spec.calls):
+    for c in spec.calls:
         if c.kind == "linear":
             continue
         vals = _nonlinear_full(df, keys, c, spec)
