@@ -185,7 +185,9 @@ class NestedKeyed(Operator):
         row = tr.row_snapshot()  # this step, iterations < t1 (w3)
         xkeys = x.df.select(keys)
         # keys changed at an earlier iteration of this step that earlier steps changed at t1 (w2 ∧ w3)
-        probe = pl.concat([xkeys, *state.take(t1, undo)], how="vertical").unique()
+        queued = state.take(t1, undo)
+        # x is consolidated, so its rows (hence the keys of a distinct) are unique already
+        probe = pl.concat([xkeys, *queued], how="vertical").unique() if queued or self.spec is not None else xkeys
         tr.add(t1, x.df, undo)
         schema = self.shape([Shape(x.schema)]).schema
         if probe.height == 0:
