@@ -204,6 +204,8 @@ def worker_inc(a: argparse.Namespace, init: list, batches: list) -> dict:
     out["scratch"]["rss_gib"] = rss_now_gib()
     out["peak_after_scratch_gib"] = peak_gib()
     _emit_progress(a, f"scratch {ck.wall:.1f}s wall, {ck.cpu:.1f}s cpu, closure {out['scratch_digest']['size']:,}")
+    out["batches"], out["last_batch"], out["peak_rss_gib"] = [], 0, peak_gib()
+    _save_partial(a, out)
     rows = []
     t_start = time.perf_counter()
     for b, ch in enumerate(changes, start=1):
@@ -606,7 +608,7 @@ def spawn(worker: str, n: int, m: int, nb: int, timeout: float, change: int = CH
                 " (killed: SIGKILL, e.g. the kernel's OOM killer)" if p.returncode == -9 else " (see stderr above)")
             if partial.exists():
                 res = json.loads(partial.read_text())
-                if res.get("last_batch"):
+                if res.get("scratch_digest"):
                     res["incomplete"] = why
                     res["wall_total"] = time.perf_counter() - t0
                     return res
@@ -651,10 +653,15 @@ def run_size(n: int, m: int, nb: int, quick: bool, notes: list[str], skipped: di
     with h.phase(f"dbspark incremental {tag}"):
         res["dbspark incremental"] = spawn("inc", n, m, nb, to, budget=budget, digest_every=1 if big else 0)
     inc = res["dbspark incremental"]
+    if "error" in inc:  # the other systems still run from scratch at this size
+        skipped[f"dbspark incremental {tag}"] = f"died in its from-scratch step: {inc['error']}"
+        del res["dbspark incremental"]
+        last = 0
+    else:
+        last = inc["last_batch"]
     if "error" in inc:
-        raise RuntimeError(f"dbspark incremental failed at {tag}: {inc['error']}")
-    last = inc["last_batch"]
-    if inc.get("incomplete"):
+        pass
+    elif inc.get("incomplete"):
         done = len(inc["batches"])
         notes.append(f"{tag}: dbspark incremental died in batch {done + 1} ({inc['incomplete']}); its {done} "
                      f"completed batches are reported, peak RSS before that {inc['peak_rss_gib']:.1f} GiB; every "
@@ -684,9 +691,9 @@ def run_size(n: int, m: int, nb: int, quick: bool, notes: list[str], skipped: di
             skipped[f"{name} {tag} (batches)"] = r["stopped"]
         res[name] = r
     v0 = check(f"tc {tag} from scratch", res, "scratch_digest", 0)
-    v1 = check(f"tc {tag} after batch {last}", res, "final_digest", last)
+    v1 = check(f"tc {tag} after batch {last}", res, "final_digest", last) if last else None
     churn = None
-    if not quick:
+    if not quick and last:
         with h.phase(f"distance churn {tag}"):
             churn = spawn("churn", n, m, nb, 3600, last=last)
         if "error" in churn:
@@ -751,9 +758,9 @@ def run(quick: bool) -> dict:
     panels = []
     for s in out_sizes:
         tag = f"{s['n']:,}/{s['m']:,}"
-        inc = s["systems"]["dbspark incremental"]
+        inc = s["systems"].get("dbspark incremental", {"batches": []})
         inc_med_w, inc_med_c = _med(inc["batches"], "wall"), _med(inc["batches"], "cpu")
-        closure = s["verified"]["final"]["size"]
+        closure = (s["verified"]["final"] or s["verified"]["scratch"])["size"]
         for name, r in s["systems"].items():
             bw, bc = _med(r["batches"], "wall"), _med(r["batches"], "cpu")
             its = [b.get("iterations") for b in r["batches"] if b.get("iterations") is not None]
@@ -767,7 +774,7 @@ def run(quick: bool) -> dict:
                 (f"{r['scratch'].get('iterations')} / {statistics.median(its):g}" if its else
                  str(r["scratch"].get("iterations", "-"))),
             ])
-            if name != "dbspark incremental" and bw is not None:
+            if name != "dbspark incremental" and bw is not None and inc_med_c:
                 ratio_rows.append([f"{name} @{tag}", h.fmt_x(h.ratio(bw, inc_med_w)), h.fmt_x(h.ratio(bc, inc_med_c)),
                                    "yes" if bc / inc_med_c >= 100 else "no"])
             peak = r["peak_rss_gib"]
@@ -777,7 +784,7 @@ def run(quick: bool) -> dict:
                   for i, (k, r) in enumerate(s["systems"].items()) if r["batches"]}
         panels.append({"title": f"{tag} (closure {closure:,} pairs)", "xlabel": "batch",
                        "ylabel": "CPU time per batch (s)", "series": series})
-        if s.get("churn"):
+        if s.get("churn") and inc["batches"]:
             ch = s["churn"]["batches"]
             med_changed = statistics.median(c["pairs_dist_changed"] for c in ch)
             notes.append(f"{tag}: per batch a median {med_changed:,.0f} closure pairs ({100 * med_changed / closure:.1f}% "
