@@ -71,7 +71,7 @@ WORKER_IDS = {
 }
 ROOT = Path(__file__).resolve().parents[1]
 # a worker stops itself above this RSS (the machine is shared: an OOM kill may hit another process)
-RSS_LIMIT_GIB = float(os.environ.get("TC_RSS_LIMIT_GIB", 16))
+RSS_LIMIT_GIB = float(os.environ.get("TC_RSS_LIMIT_GIB", 20))
 
 
 # ---- data ------------------------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def worker_inc(a: argparse.Namespace, init: list, batches: list) -> dict:
 def _save_partial(a: argparse.Namespace, out: dict) -> None:
     """What a worker has so far, for the driver if the worker dies (OOM kill, RSS watchdog)."""
     tmp = Path(a.out + ".partial.tmp")
-    tmp.write_text(json.dumps(out, default=h._json_default))
+    tmp.write_text(json.dumps({**out, "dbspark_src": a.src}, default=h._json_default))
     tmp.replace(a.out + ".partial")
 
 
@@ -498,7 +498,7 @@ def worker_pathway(a: argparse.Namespace, init: list, batches: list) -> dict:
     return {
         "scratch": {"wall": w, "cpu": c},
         "scratch_digest": marks["digests"][0],
-        "batches": [{"b": i + 1, "wall": t, "cpu": u} for i, (t, u) in enumerate(zip(marks["times"], marks["cpu"]))],
+        "batches": [{"b": i + 1, "wall": t, "cpu": u} for i, (t, u) in enumerate(zip(marks["times"], marks["cpu"], strict=False))],
         "last_batch": len(batches),
         "final_digest": marks["digests"][len(batches)],
     }
@@ -578,7 +578,7 @@ def worker_main(argv: list[str]) -> None:
     a = ap.parse_args(argv)
     if a.rss_limit_gib:
         threading.Thread(target=_rss_watchdog, args=(a, a.rss_limit_gib), daemon=True).start()
-    src = dbspark_src_hash()  # before dbspark is imported (by the worker)
+    src = a.src = dbspark_src_hash()  # before dbspark is imported (by the worker)
     init, batches = make_graph(a.n, a.m, a.batches, a.change)
     res = WORKERS[a.worker](a, init, batches)
     res["peak_rss_gib"] = peak_gib()
@@ -732,7 +732,7 @@ def _fmt_pair(wall: float | None, cpu: float | None) -> str:
 
 
 def run(quick: bool) -> dict:
-    sizes = QUICK if quick else FULL
+    sizes = QUICK if quick else FULL if os.environ.get("TC_FULL", "1") != "0" else []
     nb = 5 if quick else 20
     if not quick and os.environ.get("TC_MID", "1") != "0":
         sizes = [MID, *sizes]  # the trend point first: its results are in the partial JSON early
@@ -753,6 +753,7 @@ def run(quick: bool) -> dict:
     if not out_sizes:
         raise RuntimeError(f"tc: no size ran: {skipped}")
     pw_cmp = run_pathway_cmp(quick, notes, skipped)
+    partial.unlink(missing_ok=True)  # the full result replaces it
 
     rows, ratio_rows, mem_rows = [], [], []
     panels = []
