@@ -25,7 +25,8 @@ deletes (of present edges) are applied. Every system runs in its own subprocess 
 
 The recompute systems are timed on a subset of the batches when they are slow (always including the
 last one). The incremental system may stop early when its batch phase exceeds a time budget
-(`TC_BUDGET_S`, default 2400 s full / 600 s quick); the others then stop at the same batch.
+(`TC_BUDGET_S`, default 1500 s full / 600 s quick) or its RSS limit (`TC_RSS_LIMIT_GIB`,
+default 20); the others then stop at the same batch.
 
 Checking: each system's closure after the from-scratch step and after the last batch is reduced to
 (size, sha256 of the sorted keys src * n + dst); all systems must agree (a `Mismatch` fails the run).
@@ -118,7 +119,11 @@ def digest(src: Any, dst: Any, n: int) -> dict[str, Any]:
     """Size and sha256 of the sorted keys src * n + dst of a closure (duplicates are counted: a set has none)."""
     keys = np.sort(np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64))
     dups = int(keys.size - np.unique(keys).size) if keys.size else 0
-    return {"size": int(keys.size), "duplicates": dups, "sha256": hashlib.sha256(keys.tobytes()).hexdigest()[:16]}
+    return {
+        "size": int(keys.size),
+        "duplicates": dups,
+        "sha256": hashlib.sha256(keys.tobytes()).hexdigest()[:16],
+    }
 
 
 def rss_now_gib() -> float:
@@ -203,7 +208,9 @@ def worker_inc(a: argparse.Namespace, init: list, batches: list) -> dict:
     out["scratch"]["out_rows"] = len(res["path"])
     out["scratch"]["rss_gib"] = rss_now_gib()
     out["peak_after_scratch_gib"] = peak_gib()
-    _emit_progress(a, f"scratch {ck.wall:.1f}s wall, {ck.cpu:.1f}s cpu, closure {out['scratch_digest']['size']:,}")
+    _emit_progress(
+        a, f"scratch {ck.wall:.1f}s wall, {ck.cpu:.1f}s cpu, closure {out['scratch_digest']['size']:,}"
+    )
     out["batches"], out["last_batch"], out["peak_rss_gib"] = [], 0, peak_gib()
     _save_partial(a, out)
     rows = []
@@ -212,10 +219,21 @@ def worker_inc(a: argparse.Namespace, init: list, batches: list) -> dict:
         with Clock() as ck:
             rt.push("edge", ch)
             res = rt.step()
-        rows.append({"b": b, "wall": ck.wall, "cpu": ck.cpu, "iterations": st.iterations[-1] if st else None,
-                     "out_rows": len(res["path"]), "rss_gib": rss_now_gib()})
-        _emit_progress(a, f"batch {b}: {ck.wall:.2f}s wall, {ck.cpu:.2f}s cpu, {rows[-1]['iterations']} iterations, "
-                          f"|Δpath| {rows[-1]['out_rows']:,}, rss {rows[-1]['rss_gib']:.2f} GiB")
+        rows.append(
+            {
+                "b": b,
+                "wall": ck.wall,
+                "cpu": ck.cpu,
+                "iterations": st.iterations[-1] if st else None,
+                "out_rows": len(res["path"]),
+                "rss_gib": rss_now_gib(),
+            }
+        )
+        _emit_progress(
+            a,
+            f"batch {b}: {ck.wall:.2f}s wall, {ck.cpu:.2f}s cpu, {rows[-1]['iterations']} iterations, "
+            f"|Δpath| {rows[-1]['out_rows']:,}, rss {rows[-1]['rss_gib']:.2f} GiB",
+        )
         out["batches"] = rows
         if a.digest_every and b % a.digest_every == 0:  # untimed: the closure so far, for a partial result
             out["last_batch"], out["final_digest"] = b, _zset_digest(rt.view("path"), a.n)
@@ -266,7 +284,9 @@ def _recompute_loop(a: argparse.Namespace, init: list, batches: list, run_one: A
     _emit_progress(a, f"scratch {scratch['wall']:.1f}s wall, {scratch['cpu']:.1f}s cpu")
     if a.scratch_only_over and scratch["wall"] > a.scratch_only_over:
         out["batches"], out["last_batch"] = [], 0
-        out["stopped"] = (f"from scratch took {scratch['wall']:.0f}s > {a.scratch_only_over:.0f}s: batches not run")
+        out["stopped"] = (
+            f"from scratch took {scratch['wall']:.0f}s > {a.scratch_only_over:.0f}s: batches not run"
+        )
         return out
     rows = []
     t_start = time.perf_counter()
@@ -295,8 +315,12 @@ def worker_recompute(a: argparse.Namespace, init: list, batches: list) -> dict:
             rt.push("edge", df, 1)
             res = rt.step()
         z = res["path"]
-        return {"wall": ck.wall, "cpu": ck.cpu, "digest": _zset_digest(z, a.n) if check else None,
-                "extra": {"rss_gib": rss_now_gib()}}
+        return {
+            "wall": ck.wall,
+            "cpu": ck.cpu,
+            "digest": _zset_digest(z, a.n) if check else None,
+            "extra": {"rss_gib": rss_now_gib()},
+        }
 
     return _recompute_loop(a, init, batches, run_one)
 
@@ -340,7 +364,9 @@ def worker_duckdb(a: argparse.Namespace, init: list, batches: list) -> dict:
                 raise h.Mismatch(f"duckdb: count(*) {n_rows} != {d['size']} materialized rows")
             edges = con.execute("SELECT count(*) FROM e").fetchone()[0]
             if edges != len(edges_at(init, batches, b)):
-                raise h.Mismatch(f"duckdb: {edges} edges after batch {b}, expected {len(edges_at(init, batches, b))}")
+                raise h.Mismatch(
+                    f"duckdb: {edges} edges after batch {b}, expected {len(edges_at(init, batches, b))}"
+                )
         return {"wall": ck.wall, "cpu": ck.cpu, "digest": d, "extra": {"rows": n_rows}}
 
     out = _recompute_loop(a, init, batches, run_one)
@@ -498,7 +524,10 @@ def worker_pathway(a: argparse.Namespace, init: list, batches: list) -> dict:
     return {
         "scratch": {"wall": w, "cpu": c},
         "scratch_digest": marks["digests"][0],
-        "batches": [{"b": i + 1, "wall": t, "cpu": u} for i, (t, u) in enumerate(zip(marks["times"], marks["cpu"], strict=False))],
+        "batches": [
+            {"b": i + 1, "wall": t, "cpu": u}
+            for i, (t, u) in enumerate(zip(marks["times"], marks["cpu"], strict=False))
+        ],
         "last_batch": len(batches),
         "final_digest": marks["digests"][len(batches)],
     }
@@ -536,17 +565,30 @@ def worker_churn(a: argparse.Namespace, init: list, batches: list) -> dict:
         changed = prev != d
         appear = changed & np.isinf(prev)
         vanish = changed & np.isinf(d)
-        rows.append({"b": b, "pairs_dist_changed": int(changed.sum()), "appeared": int(appear.sum()),
-                     "vanished": int(vanish.sum()), "closure": int(np.isfinite(d).sum()),
-                     "max_dist": int(d[np.isfinite(d)].max())})
+        rows.append(
+            {
+                "b": b,
+                "pairs_dist_changed": int(changed.sum()),
+                "appeared": int(appear.sum()),
+                "vanished": int(vanish.sum()),
+                "closure": int(np.isfinite(d).sum()),
+                "max_dist": int(d[np.isfinite(d)].max()),
+            }
+        )
         _emit_progress(a, f"batch {b}: {rows[-1]}")
         prev = d
     out["batches"] = rows
     return out
 
 
-WORKERS = {"inc": worker_inc, "recompute": worker_recompute, "duckdb": worker_duckdb, "python": worker_python,
-           "pathway": worker_pathway, "churn": worker_churn}
+WORKERS = {
+    "inc": worker_inc,
+    "recompute": worker_recompute,
+    "duckdb": worker_duckdb,
+    "python": worker_python,
+    "pathway": worker_pathway,
+    "churn": worker_churn,
+}
 
 
 def _emit_progress(a: argparse.Namespace, msg: str) -> None:
@@ -592,8 +634,23 @@ def spawn(worker: str, n: int, m: int, nb: int, timeout: float, change: int = CH
     """Run one worker in a subprocess; returns its JSON, or {'error': ...} (timeout, crash)."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
-    cmd = [sys.executable, "-m", "bench.tc", "--worker", worker, "--n", str(n), "--m", str(m), "--batches", str(nb),
-           "--change", str(change), "--out", path]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.tc",
+        "--worker",
+        worker,
+        "--n",
+        str(n),
+        "--m",
+        str(m),
+        "--batches",
+        str(nb),
+        "--change",
+        str(change),
+        "--out",
+        path,
+    ]
     for k, v in kw.items():
         if v is None:
             continue
@@ -604,8 +661,16 @@ def spawn(worker: str, n: int, m: int, nb: int, timeout: float, change: int = CH
     try:
         p = subprocess.run(cmd, cwd=ROOT, timeout=timeout, stdout=subprocess.PIPE, text=True)
         if p.returncode != 0:
-            why = aborted.read_text() if aborted.exists() else f"exit code {p.returncode}" + (
-                " (killed: SIGKILL, e.g. the kernel's OOM killer)" if p.returncode == -9 else " (see stderr above)")
+            why = (
+                aborted.read_text()
+                if aborted.exists()
+                else f"exit code {p.returncode}"
+                + (
+                    " (killed: SIGKILL, e.g. the kernel's OOM killer)"
+                    if p.returncode == -9
+                    else " (see stderr above)"
+                )
+            )
             if partial.exists():
                 res = json.loads(partial.read_text())
                 if res.get("scratch_digest"):
@@ -639,8 +704,10 @@ def check(label: str, results: dict[str, dict], which: str, batch: int | None = 
     ref_k, ref = next(iter(ds.items()))
     for k, d in ds.items():
         if (d["size"], d["sha256"]) != (ref["size"], ref["sha256"]):
-            raise h.Mismatch(f"{label} ({which}, batch {batch}): {k} has {d['size']:,} pairs sha {d['sha256']}, "
-                             f"{ref_k} has {ref['size']:,} pairs sha {ref['sha256']}")
+            raise h.Mismatch(
+                f"{label} ({which}, batch {batch}): {k} has {d['size']:,} pairs sha {d['sha256']}, "
+                f"{ref_k} has {ref['size']:,} pairs sha {ref['sha256']}"
+            )
     return {"systems": sorted(ds), **ref}
 
 
@@ -663,12 +730,16 @@ def run_size(n: int, m: int, nb: int, quick: bool, notes: list[str], skipped: di
         pass
     elif inc.get("incomplete"):
         done = len(inc["batches"])
-        notes.append(f"{tag}: dbspark incremental died in batch {done + 1} ({inc['incomplete']}); its {done} "
-                     f"completed batches are reported, peak RSS before that {inc['peak_rss_gib']:.1f} GiB; every "
-                     f"system is checked after batch {last}")
+        notes.append(
+            f"{tag}: dbspark incremental died in batch {done + 1} ({inc['incomplete']}); its {done} "
+            f"completed batches are reported, peak RSS before that {inc['peak_rss_gib']:.1f} GiB; every "
+            f"system is checked after batch {last}"
+        )
     elif last < nb:
-        notes.append(f"{tag}: dbspark incremental stopped after batch {last} of {nb} (batch phase over the "
-                     f"{budget:.0f}s budget, TC_BUDGET_S); every system is checked after batch {last}")
+        notes.append(
+            f"{tag}: dbspark incremental stopped after batch {last} of {nb} (batch phase over the "
+            f"{budget:.0f}s budget, TC_BUDGET_S); every system is checked after batch {last}"
+        )
     all_b = list(range(1, last + 1))
     # the recompute systems are slow at the full size: dbspark's recompute is timed on the last batch only
     # (next to its from-scratch run, the same computation on the initial graph), DuckDB on the batches that
@@ -677,8 +748,15 @@ def run_size(n: int, m: int, nb: int, quick: bool, notes: list[str], skipped: di
     plans = [
         ("dbspark recompute", "recompute", {"measure": few, "budget": budget / 2}),
         ("duckdb recompute", "duckdb", {"measure": all_b, "budget": 600 if big else budget / 2}),
-        ("python semi-naive", "python", {"measure": all_b if quick else all_b[-3:], "budget": 300,
-                                         "scratch_only_over": 0 if quick else 300}),
+        (
+            "python semi-naive",
+            "python",
+            {
+                "measure": all_b if quick else all_b[-3:],
+                "budget": 300,
+                "scratch_only_over": 0 if quick else 300,
+            },
+        ),
     ]
     for name, w, kw in plans:
         h.collect()
@@ -699,8 +777,15 @@ def run_size(n: int, m: int, nb: int, quick: bool, notes: list[str], skipped: di
         if "error" in churn:
             notes.append(f"{tag}: distance-churn analysis failed: {churn['error']}")
             churn = None
-    return {"n": n, "m": m, "batches": nb, "last_batch": last, "systems": res, "verified": {"scratch": v0, "final": v1},
-            "churn": churn}
+    return {
+        "n": n,
+        "m": m,
+        "batches": nb,
+        "last_batch": last,
+        "systems": res,
+        "verified": {"scratch": v0, "final": v1},
+        "churn": churn,
+    }
 
 
 def run_pathway_cmp(quick: bool, notes: list[str], skipped: dict[str, str]) -> dict | None:
@@ -724,7 +809,14 @@ def run_pathway_cmp(quick: bool, notes: list[str], skipped: dict[str, str]) -> d
             raise RuntimeError(f"{k} failed on the pathway graph: {res[k]['error']}")
     v0 = check(f"tc pathway graph {n}/{m} from scratch", res, "scratch_digest", 0)
     v1 = check(f"tc pathway graph {n}/{m} after batch {nb}", res, "final_digest", nb)
-    return {"n": n, "m": m, "change": ch, "batches": nb, "systems": res, "verified": {"scratch": v0, "final": v1}}
+    return {
+        "n": n,
+        "m": m,
+        "change": ch,
+        "batches": nb,
+        "systems": res,
+        "verified": {"scratch": v0, "final": v1},
+    }
 
 
 def _fmt_pair(wall: float | None, cpu: float | None) -> str:
@@ -748,8 +840,11 @@ def run(quick: bool) -> dict:
         except Exception as e:  # noqa: BLE001 - report the other size
             skipped[f"size {n:,}/{m:,}"] = f"{type(e).__name__}: {e}"
             print(f"size {n:,}/{m:,} failed: {e}", file=sys.stderr, flush=True)
-        partial.write_text(json.dumps({"sizes": out_sizes, "skipped": skipped, "notes": notes},
-                                      default=h._json_default, indent=1))
+        partial.write_text(
+            json.dumps(
+                {"sizes": out_sizes, "skipped": skipped, "notes": notes}, default=h._json_default, indent=1
+            )
+        )
     if not out_sizes:
         raise RuntimeError(f"tc: no size ran: {skipped}")
     pw_cmp = run_pathway_cmp(quick, notes, skipped)
@@ -765,59 +860,121 @@ def run(quick: bool) -> dict:
         for name, r in s["systems"].items():
             bw, bc = _med(r["batches"], "wall"), _med(r["batches"], "cpu")
             its = [b.get("iterations") for b in r["batches"] if b.get("iterations") is not None]
-            rows.append([
-                f"{name} @{tag}",
-                _fmt_pair(r["scratch"]["wall"], r["scratch"]["cpu"]),
-                _fmt_pair(bw, bc),
-                f"{h.fmt_s(min(b['wall'] for b in r['batches']))}..{h.fmt_s(max(b['wall'] for b in r['batches']))}"
-                if r["batches"] else "-",
-                str(len(r["batches"])),
-                (f"{r['scratch'].get('iterations')} / {statistics.median(its):g}" if its else
-                 str(r["scratch"].get("iterations", "-"))),
-            ])
+            rows.append(
+                [
+                    f"{name} @{tag}",
+                    _fmt_pair(r["scratch"]["wall"], r["scratch"]["cpu"]),
+                    _fmt_pair(bw, bc),
+                    f"{h.fmt_s(min(b['wall'] for b in r['batches']))}..{h.fmt_s(max(b['wall'] for b in r['batches']))}"
+                    if r["batches"]
+                    else "-",
+                    str(len(r["batches"])),
+                    (
+                        f"{r['scratch'].get('iterations')} / {statistics.median(its):g}"
+                        if its
+                        else str(r["scratch"].get("iterations", "-"))
+                    ),
+                ]
+            )
             if name != "dbspark incremental" and bw is not None and inc_med_c:
-                ratio_rows.append([f"{name} @{tag}", h.fmt_x(h.ratio(bw, inc_med_w)), h.fmt_x(h.ratio(bc, inc_med_c)),
-                                   "yes" if bc / inc_med_c >= 100 else "no"])
+                ratio_rows.append(
+                    [
+                        f"{name} @{tag}",
+                        h.fmt_x(h.ratio(bw, inc_med_w)),
+                        h.fmt_x(h.ratio(bc, inc_med_c)),
+                        "yes" if bc / inc_med_c >= 100 else "no",
+                    ]
+                )
             peak = r["peak_rss_gib"]
-            mem_rows.append([f"{name} @{tag}", f"{peak:.2f} GiB", f"{r['rss_before_gib']:.2f} GiB", f"{closure:,}",
-                             f"{(peak - r['rss_before_gib']) * 2**30 / closure:.0f} B"])
-        series = {k: ([b["b"] for b in r["batches"]], [b["cpu"] for b in r["batches"]], {"color": f"C{i}"})
-                  for i, (k, r) in enumerate(s["systems"].items()) if r["batches"]}
-        panels.append({"title": f"{tag} (closure {closure:,} pairs)", "xlabel": "batch",
-                       "ylabel": "CPU time per batch (s)", "series": series})
+            mem_rows.append(
+                [
+                    f"{name} @{tag}",
+                    f"{peak:.2f} GiB",
+                    f"{r['rss_before_gib']:.2f} GiB",
+                    f"{closure:,}",
+                    f"{(peak - r['rss_before_gib']) * 2**30 / closure:.0f} B",
+                ]
+            )
+        series = {
+            k: ([b["b"] for b in r["batches"]], [b["cpu"] for b in r["batches"]], {"color": f"C{i}"})
+            for i, (k, r) in enumerate(s["systems"].items())
+            if r["batches"]
+        }
+        panels.append(
+            {
+                "title": f"{tag} (closure {closure:,} pairs)",
+                "xlabel": "batch",
+                "ylabel": "CPU time per batch (s)",
+                "series": series,
+            }
+        )
         if s.get("churn") and inc["batches"]:
             ch = s["churn"]["batches"]
             med_changed = statistics.median(c["pairs_dist_changed"] for c in ch)
-            notes.append(f"{tag}: per batch a median {med_changed:,.0f} closure pairs ({100 * med_changed / closure:.1f}% "
-                         f"of {closure:,}) change their hop distance, so the nested (pair, iteration) change that "
-                         f"incremental TC must derive has about 2x that many rows; dbspark's median |Δclosure| is "
-                         f"{statistics.median(b['out_rows'] for b in inc['batches']):,.0f}")
+            notes.append(
+                f"{tag}: per batch a median {med_changed:,.0f} closure pairs ({100 * med_changed / closure:.1f}% "
+                f"of {closure:,}) change their hop distance, so the nested (pair, iteration) change that "
+                f"incremental TC must derive has about 2x that many rows; dbspark's median |Δclosure| is "
+                f"{statistics.median(b['out_rows'] for b in inc['batches']):,.0f}"
+            )
     text = h.table(
         f"tc: transitive closure, random graph, from scratch then batches of {CHANGE} inserts + {CHANGE} deletes "
         "(wall, with process CPU time in parentheses; the machine is shared)",
-        ["system @nodes/edges", "from scratch", "per batch, median", "per batch wall min..max", "batches timed",
-         "iterations scratch / batch"],
+        [
+            "system @nodes/edges",
+            "from scratch",
+            "per batch, median",
+            "per batch wall min..max",
+            "batches timed",
+            "iterations scratch / batch",
+        ],
         rows,
     )
-    text += h.table("recompute / incremental per batch (median; goal >= 100x, judged on CPU time)",
-                    ["system", "wall ratio", "CPU ratio", ">= 100x"], ratio_rows)
-    text += h.table("memory: peak RSS of each system's own subprocess",
-                    ["system", "peak RSS", "RSS before the run (imports + data)", "closure rows",
-                     "(peak - before) per closure row"], mem_rows)
+    text += h.table(
+        "recompute / incremental per batch (median; goal >= 100x, judged on CPU time)",
+        ["system", "wall ratio", "CPU ratio", ">= 100x"],
+        ratio_rows,
+    )
+    text += h.table(
+        "memory: peak RSS of each system's own subprocess",
+        [
+            "system",
+            "peak RSS",
+            "RSS before the run (imports + data)",
+            "closure rows",
+            "(peak - before) per closure row",
+        ],
+        mem_rows,
+    )
     if pw_cmp:
         prow = []
         for name, r in pw_cmp["systems"].items():
-            prow.append([name, _fmt_pair(r["scratch"]["wall"], r["scratch"]["cpu"]),
-                         _fmt_pair(_med(r["batches"], "wall"), _med(r["batches"], "cpu")), f"{r['peak_rss_gib']:.2f} GiB"])
-        text += h.table(f"pathway comparison: {pw_cmp['n']} nodes / {pw_cmp['m']} edges (closure "
-                        f"{pw_cmp['verified']['final']['size']:,}), {pw_cmp['batches']} batches of {pw_cmp['change']} + "
-                        f"{pw_cmp['change']}", ["system", "from scratch", "per batch, median", "peak RSS"], prow)
+            prow.append(
+                [
+                    name,
+                    _fmt_pair(r["scratch"]["wall"], r["scratch"]["cpu"]),
+                    _fmt_pair(_med(r["batches"], "wall"), _med(r["batches"], "cpu")),
+                    f"{r['peak_rss_gib']:.2f} GiB",
+                ]
+            )
+        text += h.table(
+            f"pathway comparison: {pw_cmp['n']} nodes / {pw_cmp['m']} edges (closure "
+            f"{pw_cmp['verified']['final']['size']:,}), {pw_cmp['batches']} batches of {pw_cmp['change']} + "
+            f"{pw_cmp['change']}",
+            ["system", "from scratch", "per batch, median", "peak RSS"],
+            prow,
+        )
     for k, why in skipped.items():
         notes.append(f"{k}: skipped ({why})")
         print(f"{k}: skipped ({why})", file=sys.stderr, flush=True)
     return {
-        "params": {"seed": SEED, "change": CHANGE, "batches": nb, "sizes": [(s["n"], s["m"]) for s in out_sizes],
-                   "pathway_graph": PW_GRAPH},
+        "params": {
+            "seed": SEED,
+            "change": CHANGE,
+            "batches": nb,
+            "sizes": [(s["n"], s["m"]) for s in out_sizes],
+            "pathway_graph": PW_GRAPH,
+        },
         "sizes": out_sizes,
         "pathway": pw_cmp,
         "skipped": skipped,
@@ -868,12 +1025,24 @@ def profile(n: int, m: int, nprof: int = 1, top: int = 25) -> None:
 
     walk(root, None)
     st = _fixpoint_state(rt)
-    print(f"dbspark tc profile: {nprof} batch(es) of {CHANGE}+{CHANGE} edges on {n:,} nodes / {m:,} edges, "
-          f"{total:.2f}s sampled, iterations {st.iterations if st else '?'}")
-    print(h.table("time attributed to the innermost dbspark function on the stack", ["function", "%", "s"],
-                  [[k, f"{100 * v / total:.1f}%", f"{v:.2f}"] for k, v in by_ours.most_common(top)]))
-    print(h.table("inclusive time of dbspark functions", ["function", "%", "s"],
-                  [[k, f"{100 * v / total:.1f}%", f"{v:.2f}"] for k, v in inclusive.most_common(top)]))
+    print(
+        f"dbspark tc profile: {nprof} batch(es) of {CHANGE}+{CHANGE} edges on {n:,} nodes / {m:,} edges, "
+        f"{total:.2f}s sampled, iterations {st.iterations if st else '?'}"
+    )
+    print(
+        h.table(
+            "time attributed to the innermost dbspark function on the stack",
+            ["function", "%", "s"],
+            [[k, f"{100 * v / total:.1f}%", f"{v:.2f}"] for k, v in by_ours.most_common(top)],
+        )
+    )
+    print(
+        h.table(
+            "inclusive time of dbspark functions",
+            ["function", "%", "s"],
+            [[k, f"{100 * v / total:.1f}%", f"{v:.2f}"] for k, v in inclusive.most_common(top)],
+        )
+    )
     outp = h.result_path(f"tc-profile-{n}", False, "txt")
     outp.write_text(prof.output_text(unicode=False, color=False, show_all=False))
     print(f"\nfull pyinstrument tree: {outp}")
@@ -893,4 +1062,6 @@ if __name__ == "__main__":
         dn, dm = QUICK[0] if a.quick else FULL[0]
         profile(a.n or dn, a.m or dm, a.batches)
     else:
-        print("usage: python -m bench tc [--quick]   |   python -m bench.tc --profile [--quick] [--n N --m M]")
+        print(
+            "usage: python -m bench tc [--quick]   |   python -m bench.tc --profile [--quick] [--n N --m M]"
+        )
