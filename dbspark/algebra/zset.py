@@ -223,9 +223,6 @@ class IndexedZSet(ZSet):
     def with_df(self, df: pl.DataFrame, consolidated: bool = False) -> IndexedZSet:
         return IndexedZSet(df, self.keys, consolidated)
 
-    def key_frame(self) -> pl.DataFrame:
-        return self._df.select(self.keys).unique()
-
     def __repr__(self) -> str:
         return f"IndexedZSet(keys={list(self.keys)}, {super().__repr__()})"
 

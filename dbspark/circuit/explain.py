@@ -22,6 +22,9 @@ def explain(c: Circuit) -> str:
         n = c.nodes[nid]
         args = ", ".join(f"n{num[i]}" for i in n.inputs)
         lines.append(f"n{num[nid]} = {n.op.label()}" + (f"({args})" if n.inputs else ""))
+        inner = getattr(n.op, "inner", None)  # a recursive scope: its body, indented
+        if inner is not None:
+            lines.extend("    " + line for line in explain(inner).splitlines())
     for name, nid in c.outputs.items():
         lines.append(f"output {name} = n{num[nid]}")
     return "\n".join(lines)

@@ -65,9 +65,6 @@ class Fixpoint(Operator):
     def label(self) -> str:
         return f"fixpoint {self.scope} [{self.mode}] -> ({', '.join(self.results)})"
 
-    def explain_inner(self) -> str:
-        return self.inner.explain()
-
     def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
         return ScopeState(self, kernel) if self.mode == "incremental" else None
 

@@ -221,10 +221,6 @@ class TraceSnapshot:
             return self.empty_frame()
         return pl.concat([b.df for b in self.batches], how="vertical") if len(self.batches) > 1 else self.batches[0].df
 
-    def key_frame(self) -> pl.DataFrame:
-        """The distinct keys with an entry in some batch (a superset of the keys of non-zero rows)."""
-        return self.raw_frame().select(list(self.keys)).unique()
-
 
 class Spine:
     """A mutable trace: append consolidated batches, merge geometrically, hand out snapshots."""

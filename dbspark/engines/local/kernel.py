@@ -20,7 +20,7 @@ from dbspark.engines.local.exprs import to_polars
 from dbspark.errors import NegativeStateError, SchemaError
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Expr
-from dbspark.trace.spine import Spine, TraceSnapshot, consolidate_frame
+from dbspark.trace.spine import Spine, TraceSnapshot
 
 Value = ZSet | TraceSnapshot
 _WR = "__w_r"
@@ -213,6 +213,3 @@ class LocalKernel:
 
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
         return TraceSnapshot((), keys, with_weight(schema))
-
-    def frame_of(self, v: Value) -> pl.DataFrame:
-        return consolidate_frame(_frame(v), [WEIGHT])
