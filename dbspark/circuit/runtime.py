@@ -82,13 +82,12 @@ class Runtime:
         for name in self._pending:
             self._pending[name] = []
         undo: list = []
+        self.kernel.begin_step(self.time)
         try:
             values = self._evaluate(pending, undo)
             out = {}
             for name, nid in self.circuit.outputs.items():
-                z = self.kernel.consolidate(values[nid])
-                self.kernel.trace_insert(self._views[name], z, undo)
-                out[name] = z
+                out[name] = self.kernel.commit_output(self._views[name], values[nid], name, undo)
         except BaseException as e:
             for fn in reversed(undo):
                 fn()
@@ -97,6 +96,7 @@ class Runtime:
             raise
         self.time += 1
         self._last = out
+        self.kernel.end_step(self.time)
         return out
 
     def _evaluate(self, pending: dict[str, list[Any]], undo: list) -> dict[int, Any]:
@@ -104,7 +104,7 @@ class Runtime:
             return self._input_value(op, pending.get(op.name_, []), undo)
 
         values = evaluate(self.order, self.circuit, self.states, self.kernel, source, undo)
-        advance_delays(self.order, self.circuit, self.states, values, undo)
+        advance_delays(self.order, self.circuit, self.states, values, undo, self.kernel.hold)
         return values
 
     def _input_value(self, op: Input, batches: list[Any], undo: list) -> Any:
@@ -153,8 +153,8 @@ class Runtime:
 
     def _save(self, nid: int) -> Any:
         st = self.states[nid]
-        if isinstance(st, DelayState):
-            return ("delay", st.value)
+        if isinstance(st, DelayState):  # z^-1 and D keep the previous value
+            return ("delay", self.kernel.save_value(st.value))
         return ("op", self.circuit.nodes[nid].op.checkpoint(self.kernel, st))
 
     def restore(self, path: str | Path) -> None:
@@ -164,7 +164,7 @@ class Runtime:
             raise CircuitError(f"checkpoint {path} was written by a different circuit")
         for nid, (kind, saved) in data["ops"].items():
             if kind == "delay":
-                self.states[nid].value = saved
+                self.states[nid].value = self.kernel.load_value(saved)
             else:
                 op = self.circuit.nodes[nid].op
                 self.states[nid] = op.restore(self.kernel, self.states[nid], saved)

@@ -6,7 +6,7 @@ from dbspark.engines.base import Kernel
 
 
 def get_kernel(engine: str | Kernel = "local", **options: object) -> Kernel:
-    """The kernel for an engine name ('local'; 'spark' arrives with the Spark engine issue)."""
+    """The kernel for an engine name ('local' or 'spark'; options go to the kernel)."""
     if not isinstance(engine, str):
         return engine
     if engine == "local":
@@ -14,9 +14,9 @@ def get_kernel(engine: str | Kernel = "local", **options: object) -> Kernel:
 
         return LocalKernel(**options)
     if engine == "spark":
-        from dbspark.errors import UnsupportedError
+        from dbspark.engines.spark.kernel import SparkKernel
 
-        raise UnsupportedError("engine 'spark' is not available in this version; use engine='local'")
+        return SparkKernel(**options)  # type: ignore[arg-type, return-value]
     from dbspark.errors import UnknownNameError
 
     raise UnknownNameError(f"unknown engine {engine!r}; the engines are 'local' and 'spark'")

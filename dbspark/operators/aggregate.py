@@ -55,3 +55,12 @@ class Aggregate(Operator):
 
     def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.aggregate_step(state, inputs[0], undo)
+
+    def checkpoint(self, kernel: Any, state: Any) -> Any:  # an engine's state may hold unpicklable handles
+        return state.checkpoint() if hasattr(state, "checkpoint") else state
+
+    def restore(self, kernel: Any, state: Any, saved: Any) -> Any:
+        if hasattr(state, "restore"):
+            state.restore(saved)
+            return state
+        return saved

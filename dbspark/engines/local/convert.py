@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 
 from dbspark.algebra.weights import check_weights
-from dbspark.algebra.zset import WEIGHT
-from dbspark.errors import SchemaError, WeightError
+from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.errors import NegativeStateError, SchemaError, WeightError
 
 
 def rows_to_frame(rows: Any, schema: pl.Schema, where: str) -> pl.DataFrame:
@@ -132,3 +132,21 @@ def _is_pandas(x: Any) -> bool:
 
 def _is_arrow(x: Any) -> bool:
     return type(x).__module__.startswith("pyarrow")
+
+
+def check_kind(z: ZSet, cur: pl.DataFrame | None, kind: str, where: str) -> None:
+    """Reject a change `z` to a bag (no negative count) or a set (no count above 1), given `cur`, the
+    relation's current rows among those of `z` (None: empty; then `z` is the relation itself)."""
+    cur = (z.df.clear() if cur is None else cur).rename({WEIGHT: "__old"})
+    j = z.df.join(cur, on=z.columns, how="left", nulls_equal=True).with_columns(
+        (pl.col("__old").fill_null(0) + pl.col(WEIGHT)).alias("__new"))
+    too_many = pl.col("__new") > 1 if kind == "set" else pl.lit(False)
+    bad = j.filter((pl.col("__new") < 0) | too_many)
+    if bad.height:
+        r = bad.row(0, named=True)
+        row = tuple(r[c] for c in z.columns)
+        if r["__new"] < 0:
+            raise NegativeStateError(
+                f"{where}: delete of row {row} that is not there (present {r['__old'] or 0} time(s), "
+                f"change {r[WEIGHT]})")
+        raise NegativeStateError(f"{where} is a set: row {row} would occur {r['__new']} times")

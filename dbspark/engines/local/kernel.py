@@ -15,9 +15,9 @@ import polars as pl
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
 from dbspark.engines.local import aggregate as agg
-from dbspark.engines.local.convert import rows_to_frame, split_weight_column, with_weights
+from dbspark.engines.local.convert import check_kind, rows_to_frame, split_weight_column, with_weights
 from dbspark.engines.local.exprs import to_polars
-from dbspark.errors import NegativeStateError, SchemaError
+from dbspark.errors import SchemaError
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Expr
 from dbspark.trace.spine import Spine, TraceSnapshot
@@ -75,22 +75,8 @@ class LocalKernel:
         """Reject a change that would make a bag negative or a set exceed 1 (before anything changes).
 
         Without a trace, `z` is the relation itself rather than a change to it."""
-        if trace is None:
-            cur = z.df.clear().rename({WEIGHT: "__old"})
-        else:
-            cur = trace.snapshot().seek(z.data()).df.rename({WEIGHT: "__old"})
-        j = z.df.join(cur, on=z.columns, how="left", nulls_equal=True).with_columns(
-            (pl.col("__old").fill_null(0) + pl.col(WEIGHT)).alias("__new"))
-        too_many = pl.col("__new") > 1 if kind == "set" else pl.lit(False)
-        bad = j.filter((pl.col("__new") < 0) | too_many)
-        if bad.height:
-            r = bad.row(0, named=True)
-            row = tuple(r[c] for c in z.columns)
-            if r["__new"] < 0:
-                raise NegativeStateError(
-                    f"{where}: delete of row {row} that is not there (present {r['__old'] or 0} time(s), "
-                    f"change {r[WEIGHT]})")
-            raise NegativeStateError(f"{where} is a set: row {row} would occur {r['__new']} times")
+        cur = None if trace is None else trace.snapshot().seek(z.data()).df
+        check_kind(z, cur, kind, where)
 
     # ---- linear operators ---------------------------------------------------------------------
     def filter(self, a: Value, pred: Expr) -> ZSet:
@@ -213,3 +199,30 @@ class LocalKernel:
 
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
         return TraceSnapshot((), keys, with_weight(schema))
+
+    def commit_output(self, trace: Spine, delta: Value, name: str, undo: list) -> ZSet:
+        z = self.consolidate(delta)
+        self.trace_insert(trace, z, undo)
+        return z
+
+    # ---- steps (the local engine keeps no files) --------------------------------------------------
+    def begin_step(self, t: int) -> None:
+        pass
+
+    def end_step(self, t: int) -> None:
+        pass
+
+    def hold(self, a: Any) -> Any:
+        return a
+
+    def save_value(self, a: Any) -> Any:
+        return a
+
+    def load_value(self, saved: Any) -> Any:
+        return saved
+
+    def to_local(self, a: Value) -> ZSet:
+        return self.as_zset(a)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,76 @@
+"""Between the IR's Polars schemas and Spark: data types, and frames in both directions through Arrow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.errors import UnsupportedError
+
+
+def spark_type(t: pl.DataType) -> Any:
+    """The Spark SQL type of a Polars data type (the ones a schema can declare, `ir.schema`)."""
+    from pyspark.sql import types as T
+
+    simple = {
+        pl.Int8: T.ByteType, pl.Int16: T.ShortType, pl.Int32: T.IntegerType, pl.Int64: T.LongType,
+        pl.Float32: T.FloatType, pl.Float64: T.DoubleType, pl.String: T.StringType, pl.Boolean: T.BooleanType,
+        pl.Date: T.DateType,
+    }
+    for pt, st in simple.items():
+        if t == pt:
+            return st()
+    if isinstance(t, pl.Datetime):
+        return T.TimestampType() if t.time_zone else T.TimestampNTZType()
+    if isinstance(t, pl.Decimal):
+        return T.DecimalType(t.precision or 38, t.scale or 0)
+    raise UnsupportedError(f"the spark engine has no column type for {t}")
+
+
+def spark_schema(schema: pl.Schema, weight: bool = True) -> Any:
+    from pyspark.sql import types as T
+
+    fields = [T.StructField(c, spark_type(t), True) for c, t in schema.items()]
+    if weight:
+        fields.append(T.StructField(WEIGHT, T.LongType(), False))
+    return T.StructType(fields)
+
+
+def _arrow_type(t: pl.DataType) -> pa.DataType:
+    if t == pl.String:
+        return pa.string()
+    if isinstance(t, pl.Datetime):
+        return pa.timestamp(t.time_unit or "us", t.time_zone)
+    if isinstance(t, pl.Decimal):
+        return pa.decimal128(t.precision or 38, t.scale or 0)
+    return pl.Series([], dtype=t).to_arrow().type
+
+
+def to_arrow(df: pl.DataFrame) -> pa.Table:
+    """A Polars frame as an Arrow table of the plain types Spark reads (string, not string_view)."""
+    t = df.to_arrow()
+    target = pa.schema([pa.field(c, _arrow_type(dt)) for c, dt in df.schema.items()])
+    return t.cast(target)
+
+
+def to_spark(spark: Any, df: pl.DataFrame) -> Any:
+    """A Polars frame (data columns and the weight) as a Spark DataFrame of the matching types."""
+    data = pl.Schema([(c, t) for c, t in df.schema.items() if c != WEIGHT])
+    schema = spark_schema(data, weight=WEIGHT in df.columns)
+    if df.height == 0:
+        return spark.createDataFrame([], schema)
+    return spark.createDataFrame(to_arrow(df), schema=schema)
+
+
+def from_spark(sdf: Any, schema: pl.Schema) -> ZSet:
+    """Collect a Spark Z-set (data columns of `schema` and the weight) into a local Z-set."""
+    t = sdf.toArrow()
+    df = pl.from_arrow(t)
+    assert isinstance(df, pl.DataFrame)
+    cols = [pl.col(c).cast(schema[c]) for c in schema]
+    if df.height == 0:
+        return ZSet.empty(schema)
+    return ZSet(df.select(*cols, pl.col(WEIGHT).cast(pl.Int64)))

@@ -1,0 +1,366 @@
+"""The spark kernel: Z-sets as lazy Spark DataFrames, traces as Parquet LSMs (`engines.spark.trace`).
+
+A step composes its work lazily; Spark runs only at state boundaries (a trace append is one write),
+at outputs, and where Python must see a value (an emptiness test inside a recursive scope, a kind
+check of a bag input). Every such action goes through `SparkKernel.act`, which counts it and turns
+Spark's errors into dbspark's: checks inside a plan use `raise_error` with a `DBSPARK[Class]` tag, and
+ANSI arithmetic overflow becomes a `WeightError`. A value that is known to be empty (no change pushed,
+or an operator over empty inputs) carries no plan, and operators on it short-circuit.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from dbspark import errors
+from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.engines.local.convert import check_kind, rows_to_frame, split_weight_column, with_weights
+from dbspark.engines.spark import aggregate as agg
+from dbspark.engines.spark.convert import from_spark, spark_type
+from dbspark.engines.spark.exprs import to_spark_column
+from dbspark.engines.spark.session import SessionHandle, get_session
+from dbspark.engines.spark.trace import Batch, SparkSnapshot, SparkTrace, Storage
+from dbspark.engines.spark.values import SparkZSet
+from dbspark.errors import SchemaError
+from dbspark.ir.aggregate import AggSpec
+from dbspark.ir.expr import Expr
+
+Value = SparkZSet | SparkSnapshot
+_WR = "__w_r"
+_TAG = re.compile(r"DBSPARK\[(\w+)\] (.*?)(?: SQLSTATE|$)", re.S)
+
+
+def F() -> Any:
+    from pyspark.sql import functions
+
+    return functions
+
+
+def fail(cls: type[errors.DbsparkError], message: Any) -> Any:
+    """A Column that raises `cls(message)` when evaluated (`message` is a Column or a string)."""
+    m = message if not isinstance(message, str) else F().lit(message)
+    return F().raise_error(F().concat(F().lit(f"DBSPARK[{cls.__name__}] "), m))
+
+
+def ns_join(left: Any, right: Any, keys: Sequence[str], how: str = "inner", rkeys: Sequence[str] | None = None) -> Any:
+    """Join on keys with NULL = NULL (rows of a Z-set are values: a NULL group is a group)."""
+    rk = list(rkeys or keys)
+    r = right.select(*[F().col(c).alias(f"__r{i}") for i, c in enumerate(rk)],
+                     *[c for c in right.columns if c not in rk])
+    cond = [F().col(k).eqNullSafe(F().col(f"__r{i}")) for i, k in enumerate(keys)]
+    out = left.join(r, cond, how)
+    return out.drop(*[f"__r{i}" for i in range(len(rk))])
+
+
+class SparkKernel:
+    """Implements `engines.base.Kernel` on Spark DataFrames."""
+
+    name = "spark"
+
+    def __init__(self, spark: Any = None, master: str | None = None, directory: str | Path | None = None,
+                 conf: dict[str, str] | None = None) -> None:
+        self.handle: SessionHandle = get_session(spark, master, conf)
+        self.spark = self.handle.spark
+        self._tmp = None
+        if directory is None:
+            base = self.handle.setting("dir", "")
+            self._tmp = tempfile.mkdtemp(prefix="dbspark-", dir=base or None)
+            directory = self._tmp
+        self.storage = Storage(directory)
+        self.actions = 0
+        self.step_no = 0
+
+    def close(self) -> None:
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        self.handle.close()
+
+    # ---- actions: counted, errors translated ----------------------------------------------------
+    def act(self, fn: Callable[[], Any]) -> Any:
+        self.actions += 1
+        try:
+            return fn()
+        except errors.DbsparkError:
+            raise
+        except Exception as e:
+            msg = str(e)
+            m = _TAG.search(msg)
+            if m:
+                cls = getattr(errors, m.group(1), errors.DbsparkError)
+                raise cls(m.group(2).strip()) from None
+            if "ARITHMETIC_OVERFLOW" in msg or "CAST_OVERFLOW" in msg or "NUMERIC_VALUE_OUT_OF_RANGE" in msg:
+                raise errors.WeightError(f"integer overflow on the spark engine: {msg.splitlines()[0]}") from None
+            raise
+
+    def write(self, df: Any, path: str) -> None:
+        self.act(lambda: df.write.mode("overwrite").parquet(path))
+
+    def read(self, path: str, schema: pl.Schema) -> SparkZSet:
+        from dbspark.engines.spark.convert import spark_schema
+
+        df = self.spark.read.schema(spark_schema(schema)).parquet(path)
+        z = SparkZSet(self.spark, schema, df, consolidated=True)
+        z.path = path
+        return z
+
+    def begin_step(self, t: int) -> None:
+        self.step_no = self.storage.step = t
+
+    def end_step(self, t: int) -> None:
+        self.storage.collect()
+
+    # ---- group and conversions ---------------------------------------------------------------
+    def _z(self, schema: pl.Schema, df: Any = None, keys: Any = None, consolidated: bool = False) -> SparkZSet:
+        return SparkZSet(self.spark, schema, df, keys=tuple(keys) if keys else None, consolidated=consolidated)
+
+    def empty(self, schema: pl.Schema, keys: Sequence[str] | None = None) -> SparkZSet:
+        return self._z(pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT]), keys=keys, consolidated=True)
+
+    def as_zset(self, a: Value) -> SparkZSet:
+        if isinstance(a, SparkSnapshot):
+            if not a.batches:
+                return self.empty(a.schema, a.keys)
+            return self._z(a.schema, a.frame(self.spark), a.keys, consolidated=len(a.batches) == 1)
+        return a
+
+    def to_local(self, a: Value) -> ZSet:
+        return self.as_zset(a).to_zset()
+
+    def plus(self, a: Value, b: Value) -> SparkZSet:
+        a, b = self.as_zset(a), self.as_zset(b)
+        if b.known_empty:
+            return a
+        if a.known_empty:
+            return b if a.keys is None else self._z(b.schema, b.frame, a.keys)
+        if a.local is not None and b.local is not None and a._df is None and b._df is None:
+            return SparkZSet(self.spark, a.schema, local=ZSet(pl.concat([a.local.df, b.local.df])), keys=a.keys)
+        cols = [*a.schema, WEIGHT]
+        return self._z(a.schema, a.frame.select(cols).unionByName(b.frame.select(cols)), a.keys)
+
+    def neg(self, a: Value) -> SparkZSet:
+        z = self.as_zset(a)
+        if z.known_empty:
+            return z
+        if z._df is None and z.local is not None:
+            return SparkZSet(self.spark, z.schema, local=-z.local, keys=z.keys)
+        return self._z(z.schema, z.frame.withColumn(WEIGHT, -F().col(WEIGHT)), z.keys, z.consolidated)
+
+    def consolidate(self, a: Value) -> SparkZSet:
+        z = self.as_zset(a)
+        if z.consolidated or z.known_empty:
+            return z
+        if z._df is None and z.local is not None:
+            return SparkZSet(self.spark, z.schema, local=z.local.consolidate(), keys=z.keys, consolidated=True)
+        df = z.frame.groupBy(*z.schema).agg(F().sum(WEIGHT).alias(WEIGHT)).filter(F().col(WEIGHT) != 0)
+        return self._z(z.schema, df, z.keys, consolidated=True)
+
+    def is_empty(self, a: Value) -> bool:
+        if isinstance(a, SparkSnapshot):
+            return not a.batches
+        if a.known_empty:
+            return True
+        if a._df is None and a.local is not None:
+            return a.local.consolidate().df.height == 0
+        z = self.consolidate(a)
+        return bool(self.act(lambda: z.frame.isEmpty()))
+
+    def hold(self, a: Any) -> Any:
+        """A value kept across steps (a delay's state): materialized, so it outlives the files it read."""
+        if not isinstance(a, SparkZSet) or a._df is None or a.path is not None:
+            return a
+        path = self.storage.new_path("held")
+        self.write(self.consolidate(a).frame, path)
+        return self.read(path, a.schema)
+
+    def save_value(self, a: Any) -> Any:
+        """A picklable form of a value kept across steps (snapshots are; Z-sets are held files)."""
+        if isinstance(a, SparkZSet):
+            if a._df is None:
+                return ("local", a.schema, a.local)
+            return ("held", a.schema, self.hold(a).path)
+        return ("value", a)
+
+    def load_value(self, saved: Any) -> Any:
+        kind, *rest = saved
+        if kind == "local":
+            return SparkZSet(self.spark, rest[0], local=rest[1])
+        if kind == "held":
+            return self.read(rest[1], rest[0])
+        return rest[0]
+
+    def input_batch(self, rows: Any, schema: pl.Schema, weights: Any, where: str) -> SparkZSet:
+        """Checked, typed rows with weights; a Spark DataFrame stays on Spark (cast to the schema)."""
+        if _is_spark_frame(rows):
+            return self._spark_input(rows, schema, weights, where)
+        if weights is None:
+            rows, weights = split_weight_column(rows)
+        z = ZSet(with_weights(rows_to_frame(rows, schema, where), weights, where))
+        return SparkZSet(self.spark, schema, local=z)
+
+    def _spark_input(self, df: Any, schema: pl.Schema, weights: Any, where: str) -> SparkZSet:
+        cols = [c for c in df.columns if c != "weight"]
+        if set(cols) != set(schema):
+            raise SchemaError(f"{where}: DataFrame columns {df.columns} do not match the schema columns {list(schema)}")
+        if "weight" in df.columns and weights is not None:
+            raise SchemaError(f"{where}: rows carry a weight column and weights were given too")
+        if "weight" in df.columns:
+            w = F().col("weight").cast("long")
+        else:
+            if not isinstance(weights, int):
+                raise SchemaError(f"{where}: a Spark DataFrame takes one integer weight (or a `weight` column)")
+            w = F().lit(weights).cast("long")
+        sel = [F().col(c).cast(spark_type(t)).alias(c) for c, t in schema.items()]
+        return self._z(schema, df.select(*sel, w.alias(WEIGHT)).filter(F().col(WEIGHT) != 0))
+
+    def check_input(self, trace: SparkTrace | None, z: SparkZSet, kind: str, where: str) -> None:
+        """Reject a change that would make a bag negative or a set exceed 1 (one Spark action)."""
+        local = z.to_zset() if z._df is None else None
+        if trace is None or not trace.batches:
+            cur = None
+        else:
+            keys = z.frame.select(*z.schema).distinct()
+            old = self.consolidate(self.as_zset(trace.snapshot())).frame
+            found = ns_join(old, keys, list(z.schema), "left_semi")
+            cur = self.act(lambda: from_spark(found, z.schema)).df
+        if local is None:
+            local = self.act(lambda: z.to_zset())
+        check_kind(local, cur, kind, where)
+
+    # ---- linear operators ---------------------------------------------------------------------
+    def filter(self, a: Value, pred: Expr) -> SparkZSet:
+        z = self.as_zset(a)
+        if z.known_empty:
+            return z
+        return self._z(z.schema, z.frame.filter(to_spark_column(pred, z.schema)), None, z.consolidated)
+
+    def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> SparkZSet:
+        z = self.as_zset(a)
+        if z.known_empty:
+            return self.empty(schema)
+        sel = [to_spark_column(e, z.schema).cast(spark_type(schema[n])).alias(n) for n, e in exprs]
+        return self._z(schema, z.frame.select(*sel, F().col(WEIGHT)))
+
+    def flat_map(self, a: Value, fn: Callable[[dict], Any], schema: pl.Schema) -> SparkZSet:
+        """A user callback per row, run by Spark's Python workers (mapInArrow)."""
+        z = self.as_zset(a)
+        if z.known_empty:
+            return self.empty(schema)
+        from dbspark.engines.spark.convert import spark_schema
+        from dbspark.engines.spark.udf import flat_map_batches
+
+        in_schema, out_schema = z.schema, schema
+        return self._z(schema, z.frame.mapInArrow(
+            lambda it: flat_map_batches(it, fn, in_schema, out_schema), spark_schema(schema)))
+
+    def index(self, a: Value, keys: Sequence[str]) -> SparkZSet:
+        z = self.as_zset(a)
+        return SparkZSet(self.spark, z.schema, z._df, z.local, tuple(keys), z.consolidated)
+
+    # ---- bilinear operators -------------------------------------------------------------------
+    def join(self, a: Value, b: Value, left_keys: Sequence[str], right_keys: Sequence[str],
+             right_out: Sequence[tuple[str, str]]) -> SparkZSet:
+        """Equi-join, weights multiplied (ANSI: overflow is an error); NULL keys never match (SQL).
+
+        A change joined with a trace is broadcast, so the trace is scanned once and never shuffled."""
+        schema = pl.Schema([*_data(a).items(), *[(d, _data(b)[s]) for s, d in right_out]])
+        if self._empty(a) or self._empty(b):
+            return self.empty(schema)
+        x, y = self.as_zset(a), self.as_zset(b)
+        left, right = x.frame, y.frame
+        if isinstance(b, SparkSnapshot) and not isinstance(a, SparkSnapshot):
+            left = F().broadcast(left)
+        elif isinstance(a, SparkSnapshot) and not isinstance(b, SparkSnapshot):
+            right = F().broadcast(right)
+        rsel = [F().col(r).alias(f"__k{i}") for i, r in enumerate(right_keys)]
+        rsel += [F().col(s).alias(d) for s, d in right_out] + [F().col(WEIGHT).alias(_WR)]
+        r = right.select(*rsel)
+        cond = [F().col(k) == F().col(f"__k{i}") for i, k in enumerate(left_keys)]
+        j = left.join(r, cond, "inner")
+        return self._weigh(j, schema)
+
+    def product(self, a: Value, b: Value, right_out: Sequence[tuple[str, str]]) -> SparkZSet:
+        schema = pl.Schema([*_data(a).items(), *[(d, _data(b)[s]) for s, d in right_out]])
+        if self._empty(a) or self._empty(b):
+            return self.empty(schema)
+        r = self.as_zset(b).frame.select(*[F().col(s).alias(d) for s, d in right_out], F().col(WEIGHT).alias(_WR))
+        return self._weigh(self.as_zset(a).frame.crossJoin(r), schema)
+
+    def _weigh(self, j: Any, schema: pl.Schema) -> SparkZSet:
+        return self._z(schema, j.select(*schema, (F().col(WEIGHT) * F().col(_WR)).alias(WEIGHT)))
+
+    def _empty(self, a: Value) -> bool:
+        return not a.batches if isinstance(a, SparkSnapshot) else a.known_empty
+
+    # ---- non-linear operators -----------------------------------------------------------------
+    def distinct(self, a: Value) -> SparkZSet:
+        z = self.consolidate(a)
+        if z.known_empty:
+            return z
+        return self._z(z.schema, z.frame.filter(F().col(WEIGHT) > 0).withColumn(WEIGHT, F().lit(1).cast("long")),
+                       consolidated=True)
+
+    def distinct_delta(self, prev: SparkSnapshot, delta: Value) -> SparkZSet:
+        """H(i, d) of `dbsp-paper.txt` Prop 4.7, looking up only the rows of d in the trace of i."""
+        d = self.consolidate(delta)
+        if d.known_empty:
+            return d
+        cols = list(d.schema)
+        if not prev.batches:
+            return self.distinct(d)
+        old = ns_join(self.as_zset(prev).frame, F().broadcast(d.frame.select(*cols)), cols, "left_semi")
+        old = old.groupBy(*cols).agg(F().sum(WEIGHT).alias("__i"))
+        j = ns_join(d.frame, old, cols, "left").withColumn("__i", F().coalesce(F().col("__i"), F().lit(0)))
+        i, new = F().col("__i"), F().col("__i") + F().col(WEIGHT)
+        w = F().when((i > 0) & (new <= 0), -1).when((i <= 0) & (new > 0), 1).otherwise(0).cast("long")
+        out = j.select(*cols, w.alias(WEIGHT)).filter(F().col(WEIGHT) != 0)
+        return self._z(d.schema, out, consolidated=True)
+
+    def aggregate(self, a: Value, spec: AggSpec) -> SparkZSet:
+        z = self.consolidate(a)
+        return self._z(spec.output_schema(), agg.aggregate_full(self, z, spec), consolidated=True)
+
+    def aggregate_state(self, spec: AggSpec) -> agg.AggregateState:
+        return agg.AggregateState(self, spec)
+
+    def aggregate_step(self, state: agg.AggregateState, delta: Value, undo: list) -> SparkZSet:
+        return state.step(self.as_zset(delta), undo)
+
+    # ---- traces -------------------------------------------------------------------------------
+    def new_trace(self, schema: pl.Schema, keys: Sequence[str]) -> SparkTrace:
+        return SparkTrace(self, pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT]), tuple(keys))
+
+    def trace_insert(self, trace: SparkTrace, delta: Value, undo: list) -> SparkSnapshot:
+        z = self.as_zset(delta)
+        if not z.known_empty:
+            trace.append(z.frame.select(*trace.schema, WEIGHT), undo, consolidated=z.consolidated)
+        return trace.snapshot()
+
+    def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> SparkSnapshot:
+        return SparkSnapshot((), tuple(keys), pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT]))
+
+    def commit_output(self, trace: SparkTrace, delta: Value, name: str, undo: list) -> SparkZSet:
+        """Write an output's change to its change log (`outputs/<name>/step-N`, replaced if the step is
+        re-run after a crash) and add that file to the view's trace; the returned value reads it."""
+        z = self.consolidate(delta)
+        if z.known_empty:
+            return z
+        path = str(self.storage.root / "outputs" / name / f"step-{self.step_no:08d}")
+        self.write(z.frame.select(*trace.schema, WEIGHT), path)
+        trace.add(Batch(path, 0, owned=False), undo)
+        return self.read(path, z.schema)
+
+
+def _data(a: Value) -> pl.Schema:
+    return a.schema
+
+
+def _is_spark_frame(x: Any) -> bool:
+    mod = type(x).__module__
+    return mod.startswith("pyspark.sql") and type(x).__name__ == "DataFrame"

@@ -1,0 +1,111 @@
+"""The SparkSession dbspark runs on, obtained the way a PySpark user expects.
+
+A session passed in is used as is; otherwise the active session (`SparkSession.getActiveSession()`),
+otherwise a new `local[*]` one (a master URL may be given instead). dbspark stops only a session it
+started. Its own settings live under `spark.dbspark.*` in the session's configuration. No RDD or
+`_jvm` access, so that Spark Connect sessions work too. Before starting a JVM, the Java runtime is
+checked so that a missing or old Java is a clear error naming the fix rather than a gateway crash.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbspark.errors import DbsparkError
+
+MIN_JAVA = 17
+DEFAULTS = {  # settings of a session dbspark starts itself (a given session is left as configured)
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.ansi.enabled": "true",  # integer overflow is an error, never a silent wrap
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.log.level": "ERROR",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+class SparkSetupError(DbsparkError):
+    """Spark cannot start here (no Java, an old Java, pyspark missing); the message names the fix."""
+
+
+def java_version(java: str | None = None) -> int | None:
+    """The major version of the Java runtime Spark would use (JAVA_HOME first, then PATH), or None."""
+    if java is None:
+        home = os.environ.get("JAVA_HOME")
+        java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        return None
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2) or 0) if major == 1 else major  # "1.8.0" is Java 8
+
+
+def check_java() -> None:
+    v = java_version()
+    if v is None:
+        raise SparkSetupError(
+            "the spark engine needs a Java runtime (17 or newer) and none was found on PATH or in JAVA_HOME; "
+            "install one (e.g. `apt-get install -y openjdk-17-jre-headless`) or use engine='local'")
+    if v < MIN_JAVA:
+        raise SparkSetupError(
+            f"the spark engine needs Java {MIN_JAVA} or newer, found Java {v}; install a newer one "
+            "(e.g. `apt-get install -y openjdk-17-jre-headless`) and point JAVA_HOME at it, or use engine='local'")
+
+
+@dataclass
+class SessionHandle:
+    """The session in use and whether dbspark started it (then `close()` stops it)."""
+
+    spark: Any
+    owned: bool
+    conf: dict[str, str] = field(default_factory=dict)
+
+    def setting(self, name: str, default: str) -> str:
+        """`spark.dbspark.<name>` from the session's configuration, else `default`."""
+        try:
+            v = self.spark.conf.get(f"spark.dbspark.{name}", None)
+        except Exception:  # a Connect server that refuses unknown keys
+            v = None
+        return default if v is None else str(v)
+
+    def close(self) -> None:
+        if self.owned:
+            self.spark.stop()
+            self.owned = False
+
+
+def get_session(spark: Any = None, master: str | None = None, conf: dict[str, str] | None = None) -> SessionHandle:
+    """The session to run on: `spark` if given, else the active one, else a new one on `master`."""
+    if spark is not None:
+        return SessionHandle(spark, owned=False)
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:  # pragma: no cover - pyspark is a dependency
+        raise SparkSetupError("the spark engine needs pyspark: `pip install pyspark`, or use engine='local'") from e
+    if master is None:
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return SessionHandle(active, owned=False)
+    if not os.environ.get("SPARK_REMOTE"):
+        check_java()
+    b = SparkSession.builder.master(master or os.environ.get("DBSPARK_SPARK_MASTER", "local[*]"))
+    b = b.appName("dbspark")
+    for k, v in {**DEFAULTS, **(conf or {})}.items():
+        b = b.config(k, v)
+    try:
+        s = b.getOrCreate()
+    except Exception as e:
+        raise SparkSetupError(f"could not start Spark ({type(e).__name__}: {e}); check Java and pyspark") from e
+    return SessionHandle(s, owned=True)

@@ -1,0 +1,91 @@
+"""The spark engine's Z-set value: a lazy Spark DataFrame with a weight column, or rows still local.
+
+A change pushed from Python stays a Polars frame until an operator needs it on Spark (so an empty or
+small change costs no Spark action to inspect), and a value known to be empty carries no frame at all
+(operators on it short-circuit). Reading a value in Python (`to_zset`, `to_dict`, ...) collects it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from dbspark.algebra.zset import WEIGHT, ZSet
+
+
+class SparkZSet:
+    """A Z-set on the spark engine. `.frame` is the Spark DataFrame (data columns, then `__w`)."""
+
+    __slots__ = ("_df", "local", "schema", "keys", "consolidated", "_session", "_collected", "path")
+
+    def __init__(self, session: Any, schema: pl.Schema, df: Any = None, local: ZSet | None = None,
+                 keys: tuple[str, ...] | None = None, consolidated: bool = False) -> None:
+        self._session = session
+        self.schema = schema
+        self._df = df
+        self.local = local
+        self.keys = keys
+        self.consolidated = consolidated
+        self._collected: ZSet | None = None
+        self.path: str | None = None  # the Parquet file the frame reads, if it is one
+
+    # ---- what operators use -------------------------------------------------------------------
+    @property
+    def known_empty(self) -> bool:
+        return self._df is None and (self.local is None or self.local.df.height == 0)
+
+    @property
+    def frame(self) -> Any:
+        """The Spark DataFrame (created from the local rows on first use)."""
+        if self._df is None:
+            from dbspark.engines.spark.convert import to_spark
+
+            df = self.local.df if self.local is not None else ZSet.empty(self.schema).df
+            self._df = to_spark(self._session, df)
+        return self._df
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema)
+
+    def with_frame(self, df: Any, schema: pl.Schema | None = None, consolidated: bool = False,
+                   keys: tuple[str, ...] | None = None) -> SparkZSet:
+        return SparkZSet(self._session, schema if schema is not None else self.schema, df,
+                         keys=keys, consolidated=consolidated)
+
+    # ---- reading in Python (collects) ---------------------------------------------------------
+    def to_zset(self) -> ZSet:
+        """The value collected into a local, consolidated Z-set."""
+        if self._collected is None:
+            if self.local is not None and self._df is None:
+                z = self.local
+            elif self._df is None:
+                z = ZSet.empty(self.schema)
+            else:
+                from dbspark.engines.spark.convert import from_spark
+
+                z = from_spark(self._df, self.schema)
+            self._collected = z.consolidate()
+        return self._collected
+
+    def to_pandas(self) -> Any:
+        return self.to_zset().df.rename({WEIGHT: "weight"}).to_pandas()
+
+    def __getattr__(self, name: str) -> Any:  # to_dict, to_rows, data, weights, ...: on the collected value
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.to_zset(), name)
+
+    def __len__(self) -> int:
+        return len(self.to_zset())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SparkZSet):
+            other = other.to_zset()
+        return self.to_zset() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SparkZSet({list(self.schema)}, {'empty' if self.known_empty else 'on spark'})"
