@@ -25,11 +25,12 @@ from dbspark.errors import (
 )
 from dbspark.ir.aggregate import UserAggregate
 from dbspark.ir.expr import Cast, col, lit
+from dbspark.pipeline import Pipeline
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Cast", "Circuit", "CircuitError", "DbsparkError", "Feedback", "IncrementalizationError", "IndexedZSet",
-    "NegativeStateError", "Runtime", "SchemaError", "Stream", "UnknownNameError", "UnsupportedError",
+    "NegativeStateError", "Pipeline", "Runtime", "SchemaError", "Stream", "UnknownNameError", "UnsupportedError",
     "UserAggregate", "WeightError", "ZSet", "col", "lit",
 ]

@@ -166,6 +166,10 @@ class ZSet:
         return bool((w > 0).all())
 
     # ---- conversions --------------------------------------------------------------------------
+    def to_zset(self) -> ZSet:
+        """This Z-set (engines' values share this method; on Spark it collects)."""
+        return self
+
     def to_dict(self) -> dict[tuple, int]:
         """{row tuple: weight}, consolidated."""
         c = self.consolidate()._df

@@ -8,8 +8,9 @@ undo, and a step that raises is rolled back, leaving the circuit at its previous
 
 from __future__ import annotations
 
+import os
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,11 @@ class Runtime:
         self.push(name, rows, -1)
 
     # ---- stepping -----------------------------------------------------------------------------
-    def step(self) -> dict[str, ZSet]:
-        """Evaluate one step; returns each output's value (for an incremental circuit, its change)."""
+    def step(self, commit: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Evaluate one step; returns each output's value (for an incremental circuit, its change).
+
+        `commit(outputs)` (e.g. writing the outputs to a sink, then a checkpoint) runs once the step
+        succeeded; if it raises, the step is rolled back like a failed one. Files the step replaced are deleted only after the commit."""
         pending = {n: v for n, v in self._pending.items() if v}
         for name in self._pending:
             self._pending[name] = []
@@ -88,13 +92,17 @@ class Runtime:
             out = {}
             for name, nid in self.circuit.outputs.items():
                 out[name] = self.kernel.commit_output(self._views[name], values[nid], name, undo)
+            self.time += 1
+            undo.append(lambda: setattr(self, "time", self.time - 1))
+            if commit is not None:
+                commit(out)
         except BaseException as e:
             for fn in reversed(undo):
                 fn()
+            self.kernel.abort_step()
             if isinstance(e, DbsparkError):
                 e.args = (f"step {self.time} rejected, nothing applied: {e.args[0] if e.args else e}",)
             raise
-        self.time += 1
         self._last = out
         self.kernel.end_step(self.time)
         return out
@@ -116,9 +124,8 @@ class Runtime:
         if op.positive:  # the kind checks need each row once; operators consolidate where they must
             z = self.kernel.consolidate(z)
         trace = self._input_traces.get(op.name_)
-        if trace is not None and not self.kernel.is_empty(z):
-            self.kernel.check_input(trace, z, op.kind_, f"input {op.name_!r}")
-            self.kernel.trace_insert(trace, z, undo)
+        if trace is not None:
+            self.kernel.insert_checked(trace, z, op.kind_, f"input {op.name_!r}", undo)
         elif op.positive and self.snapshots:  # each step's value is the relation itself
             self.kernel.check_input(None, z, op.kind_, f"input {op.name_!r}")
         return z
@@ -148,8 +155,11 @@ class Runtime:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(data))
-        tmp.replace(p)
+        with open(tmp, "wb") as f:
+            f.write(pickle.dumps(data))
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(p)  # the commit: one atomic rename
 
     def _save(self, nid: int) -> Any:
         st = self.states[nid]

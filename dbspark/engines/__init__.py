@@ -6,8 +6,13 @@ from dbspark.engines.base import Kernel
 
 
 def get_kernel(engine: str | Kernel = "local", **options: object) -> Kernel:
-    """The kernel for an engine name ('local' or 'spark'; options go to the kernel)."""
+    """The kernel for an engine name ('local' or 'spark'; options go to the kernel).
+
+    A kernel object is used as is; a factory (a callable, e.g. a kernel class or a function building
+    one on a given SparkSession) is called with the options, once per runtime."""
     if not isinstance(engine, str):
+        if callable(engine):
+            return engine(**options)
         return engine
     if engine == "local":
         from dbspark.engines.local.kernel import LocalKernel

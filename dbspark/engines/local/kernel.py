@@ -78,6 +78,12 @@ class LocalKernel:
         cur = None if trace is None else trace.snapshot().seek(z.data()).df
         check_kind(z, cur, kind, where)
 
+    def insert_checked(self, trace: Spine, z: ZSet, kind: str, where: str, undo: list) -> None:
+        """Add a change to an input's integral after checking it against the input's kind."""
+        if z.df.height:
+            self.check_input(trace, z, kind, where)
+            self.trace_insert(trace, z, undo)
+
     # ---- linear operators ---------------------------------------------------------------------
     def filter(self, a: Value, pred: Expr) -> ZSet:
         z = self.as_zset(a)
@@ -210,6 +216,9 @@ class LocalKernel:
         pass
 
     def end_step(self, t: int) -> None:
+        pass
+
+    def abort_step(self) -> None:
         pass
 
     def hold(self, a: Any) -> Any:

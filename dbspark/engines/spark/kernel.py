@@ -114,7 +114,12 @@ class SparkKernel:
         self.step_no = self.storage.step = t
 
     def end_step(self, t: int) -> None:
+        """The step committed: delete the files it replaced."""
         self.storage.collect()
+
+    def abort_step(self) -> None:
+        """The step was rolled back: what it wrote stays unreferenced (swept on reopen)."""
+        self.storage.garbage = []
 
     # ---- group and conversions ---------------------------------------------------------------
     def _z(self, schema: pl.Schema, df: Any = None, keys: Any = None, consolidated: bool = False) -> SparkZSet:
@@ -232,6 +237,34 @@ class SparkKernel:
         if local is None:
             local = self.act(lambda: z.to_zset())
         check_kind(local, cur, kind, where)
+
+    def insert_checked(self, trace: SparkTrace, z: SparkZSet, kind: str, where: str, undo: list) -> None:
+        """Add a change to an input's integral, checking its kind inside the write (no extra action):
+        a row whose count would turn negative (or exceed 1 in a set) fails the write, naming the row."""
+        if z.known_empty:
+            return
+        z = self.consolidate(z)
+        cols = list(z.schema)
+        if trace.batches:
+            snap = self.as_zset(trace.snapshot()).frame
+            old = ns_join(snap, F().broadcast(z.frame.select(*cols)), cols, "left_semi")
+            old = old.groupBy(*cols).agg(F().sum(WEIGHT).alias("__old"))
+            j = ns_join(z.frame, old, cols, "left").withColumn("__old", F().coalesce(F().col("__old"), F().lit(0)))
+        else:
+            j = z.frame.withColumn("__old", F().lit(0).cast("long"))
+        old, w = F().col("__old"), F().col(WEIGHT)
+        new = old + w
+        row = F().concat(F().lit("("), F().concat_ws(", ", *[
+            F().coalesce(F().col(c).cast("string"), F().lit("None")) for c in cols]), F().lit(")"))
+        neg = fail(errors.NegativeStateError, F().concat(
+            F().lit(f"{where}: delete of row "), row, F().lit(" that is not there (present "), old.cast("string"),
+            F().lit(" time(s), change "), w.cast("string"), F().lit(")")))
+        checked = F().when(new < 0, neg)
+        if kind == "set":
+            checked = checked.when(new > 1, fail(errors.NegativeStateError, F().concat(
+                F().lit(f"{where} is a set: row "), row, F().lit(" would occur "), new.cast("string"),
+                F().lit(" times"))))
+        trace.append(j.select(*cols, checked.otherwise(w).alias(WEIGHT)), undo, consolidated=True)
 
     # ---- linear operators ---------------------------------------------------------------------
     def filter(self, a: Value, pred: Expr) -> SparkZSet:

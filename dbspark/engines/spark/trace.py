@@ -14,6 +14,7 @@ are written sorted by key within their partitions.
 
 from __future__ import annotations
 
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -53,13 +54,17 @@ class Storage:
         self.garbage = []
 
     def sweep_uncommitted(self, committed_steps: int) -> None:
-        """After a restart: delete files written by steps that never committed (s<step> >= committed)."""
-        for kind in ("traces", "held"):
-            d = self.root / kind
+        """After a restart: delete files written by steps that never committed (step >= committed), the
+        state files (`s<step>-...`) and the outputs' change logs (`outputs/<view>/step-<step>`)."""
+        dirs = [self.root / "traces", self.root / "held"]
+        if (self.root / "outputs").exists():
+            dirs += [d for d in (self.root / "outputs").iterdir() if d.is_dir()]
+        for d in dirs:
             if not d.exists():
                 continue
             for p in d.iterdir():
-                if p.name.startswith("s") and p.name[1:9].isdigit() and int(p.name[1:9]) >= committed_steps:
+                m = re.match(r"(?:s|step-)(\d{8})", p.name)
+                if m and int(m.group(1)) >= committed_steps:
                     shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 

@@ -1,0 +1,3 @@
+from dbspark.cli.main import main
+
+main()

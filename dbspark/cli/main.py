@@ -1,0 +1,159 @@
+"""The `dbspark` command: run a pipeline over a directory of change batches, explain its circuits.
+
+    dbspark run PIPELINE --changes DIR [--engine spark|local] [--state DIR] [--output DIR]
+
+PIPELINE is a Python file with a function `define(p)` declaring tables and views on the pipeline `p`
+(SQL and Datalog files come with their front ends). DIR holds one sub-directory per step, in natural
+order (`1/`, `2/`, ..., `10/`); each holds one change batch per table, named after it
+(`orders.parquet`, `orders.csv`, `orders.json`, or a Delta table `orders/`), with a `weight` or an
+`op` (insert/delete) column. With `--state` the run is durable: rerun after a crash, it skips the
+committed steps and goes on. With `--output` every view's change of step N is written to
+`OUTPUT/<view>/step-N.parquet` (a rerun replaces, never duplicates).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dbspark.errors import DbsparkError, UnknownNameError
+from dbspark.pipeline import Pipeline
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Incremental view maintenance on DBSP, on Spark.")
+console = Console()
+err = Console(stderr=True)
+
+
+def load_pipeline(path: Path, p: Pipeline) -> None:
+    """Declare the tables and views of the pipeline file `path` on `p`."""
+    if path.suffix != ".py":
+        raise DbsparkError(f"{path}: a pipeline file is a Python file with define(p) (SQL and Datalog: not yet)")
+    spec = importlib.util.spec_from_file_location(f"dbspark_pipeline_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise DbsparkError(f"cannot load pipeline file {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    define = getattr(module, "define", None)
+    if not callable(define):
+        raise DbsparkError(f"{path}: defines no function define(p) declaring the pipeline's tables and views")
+    define(p)
+
+
+def step_dirs(changes: Path) -> list[Path]:
+    if not changes.is_dir():
+        raise DbsparkError(f"--changes {changes}: not a directory")
+    dirs = [d for d in changes.iterdir() if d.is_dir() and not d.name.startswith((".", "_"))]
+
+    def key(p: Path) -> list[Any]:
+        return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", p.name)]
+
+    return sorted(dirs, key=key)
+
+
+def push_batch(p: Pipeline, step: Path) -> None:
+    """Queue every table's change batch found in the step directory `step`."""
+    from dbspark.io import list_batches, read_changes
+
+    for f in list_batches(step):
+        table = f.stem if f.is_file() else f.name
+        if table not in p.tables:
+            raise UnknownNameError(f"{f}: no table {table!r} in the pipeline; its tables are {sorted(p.tables)}")
+        schema = p.circuit.nodes[p.circuit.inputs[table]].shape.schema
+        rows, weights = read_changes(f, schema)
+        if rows.height:
+            p.push(table, rows, weights)
+
+
+def show_changes(step: int, changes: dict[str, Any], limit: int) -> None:
+    for view, z in changes.items():
+        rows = z.to_zset().to_rows()
+        if not rows:
+            continue
+        console.print(f"[bold]step {step}[/]: {view}, {len(rows)} changed row(s)")
+        rows.sort(key=lambda rw: (rw[1], tuple(str(x) for x in rw[0])))
+        t = Table()
+        for c in [*z.columns, "weight"]:
+            t.add_column(c)
+        for r, w in rows[:limit]:
+            t.add_row(*[str(x) for x in r], f"{w:+d}")
+        if len(rows) > limit:
+            t.add_row(*["…"] * (len(z.columns) + 1))
+        console.print(t)
+
+
+@app.command()
+def run(
+    pipeline: Annotated[Path, typer.Argument(help="the pipeline file (Python with define(p))")],
+    changes: Annotated[Path, typer.Option("--changes", help="directory of steps of change batches")],
+    engine: Annotated[str, typer.Option(help="spark (default) or local")] = "spark",
+    state: Annotated[Path | None, typer.Option(help="directory for durable state (resume after a crash)")] = None,
+    output: Annotated[Path | None, typer.Option(help="write each view's changes here, per step")] = None,
+    master: Annotated[str | None, typer.Option(help="Spark master URL (default: active session or local[*])")] = None,
+    show: Annotated[int, typer.Option(help="print up to this many changed rows per view and step (0: none)")] = 10,
+) -> None:
+    """Run PIPELINE over the change batches in --changes, one step per sub-directory."""
+    try:
+        with Pipeline(state, engine=engine, master=master) as p:
+            load_pipeline(pipeline, p)
+            steps = step_dirs(changes)
+            done = p.steps
+            if done:
+                console.print(f"resuming after step {done} (committed in {state})")
+            cols = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn())
+            with Progress(*cols, console=err, transient=True, disable=not err.is_terminal) as bar:
+                task = bar.add_task("steps", total=len(steps), completed=min(done, len(steps)))
+                for i, d in enumerate(steps[done:], start=done):
+                    bar.update(task, description=f"step {i} ({d.name})")
+                    push_batch(p, d)
+                    out = p.step(sink=(lambda n, ch: write_outputs(output, n, ch)) if output is not None else None)
+                    if show:
+                        show_changes(i, out, show)
+                    bar.advance(task)
+            summary = Table(title=f"views after {p.steps} steps", title_justify="left")
+            summary.add_column("view")
+            summary.add_column("rows", justify="right")
+            for v in p.views:
+                summary.add_row(v, str(sum(w for _, w in p.view(v).to_zset().to_rows())))
+            console.print(summary)
+    except DbsparkError as e:
+        err.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(1) from None
+
+
+def write_outputs(output: Path, step: int, changes: dict[str, Any]) -> None:
+    from dbspark.io import write_changes
+
+    for view, z in changes.items():
+        d = output / view
+        d.mkdir(parents=True, exist_ok=True)
+        write_changes(z.to_zset().df, d / f"step-{step:08d}.parquet")
+
+
+@app.command()
+def explain(
+    pipeline: Annotated[Path, typer.Argument(help="the pipeline file (Python with define(p))")],
+) -> None:
+    """Print the pipeline's circuit before and after incrementalization."""
+    try:
+        p = Pipeline(engine="local")
+        load_pipeline(pipeline, p)
+        console.print("[bold]circuit[/]")
+        console.print(p.circuit.explain(), markup=False, highlight=False)
+        console.print("[bold]incremental circuit[/]")
+        console.print(p.circuit.incrementalize().explain(), markup=False, highlight=False)
+    except DbsparkError as e:
+        err.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(1) from None
+
+
+def main() -> None:  # pragma: no cover
+    sys.exit(app())
