@@ -66,15 +66,21 @@ class Fixpoint(Operator):
         return f"fixpoint {self.scope} [{self.mode}] -> ({', '.join(self.results)})"
 
     def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
-        return ScopeState(self, kernel) if self.mode == "incremental" else None
+        return ScopeState(self, kernel.scope_kernel()) if self.mode == "incremental" else None
 
     def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
-        values = {name: kernel.consolidate(v) for name, v in zip(self.imports, inputs, strict=True)}
+        """The scope runs on the engine's scope kernel: the engine itself, or, on Spark, the local kernel
+        in the driver (the imports' changes are collected, the results handed back to Spark)."""
+        inner = kernel.scope_kernel()
+        values = {name: inner.consolidate(kernel.to_local(v) if inner is not kernel else v)
+                  for name, v in zip(self.imports, inputs, strict=True)}
         if self.mode == "naive":
-            return self._naive(kernel, values)
-        if self.mode == "seminaive":  # `inner` is already the incremental body: run it from empty state
-            return ScopeState(self, kernel).step(values, [])
-        return state.step(values, undo)
+            out = self._naive(inner, values)
+        elif self.mode == "seminaive":  # `inner` is already the incremental body: run it from empty state
+            out = ScopeState(self, inner).step(values, [])
+        else:
+            out = state.step(values, undo)
+        return out if inner is kernel else tuple(kernel.from_local(z) for z in out)
 
     def _naive(self, kernel: Any, values: dict[str, Any]) -> tuple:
         it = Iteration(self.inner, kernel)

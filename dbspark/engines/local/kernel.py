@@ -233,5 +233,12 @@ class LocalKernel:
     def to_local(self, a: Value) -> ZSet:
         return self.as_zset(a)
 
+    def from_local(self, z: ZSet) -> ZSet:
+        return z
+
+    def scope_kernel(self) -> LocalKernel:
+        """The kernel recursive scopes run on."""
+        return self
+
     def close(self) -> None:
         pass
