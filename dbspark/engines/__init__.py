@@ -21,7 +21,7 @@ def get_kernel(engine: str | Kernel = "local", **options: object) -> Kernel:
     if engine == "spark":
         from dbspark.engines.spark.kernel import SparkKernel
 
-        return SparkKernel(**options)  # type: ignore[arg-type, return-value]
+        return SparkKernel(**options)  # type: ignore[arg-type]
     from dbspark.errors import UnknownNameError
 
     raise UnknownNameError(f"unknown engine {engine!r}; the engines are 'local' and 'spark'")

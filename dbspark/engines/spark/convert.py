@@ -74,3 +74,43 @@ def from_spark(sdf: Any, schema: pl.Schema) -> ZSet:
     if df.height == 0:
         return ZSet.empty(schema)
     return ZSet(df.select(*cols, pl.col(WEIGHT).cast(pl.Int64)))
+
+
+def _local_dir(path: str) -> str | None:
+    """The local directory a Parquet path names, or None if it is not on this machine's file system."""
+    import os
+
+    if path.startswith("file:"):
+        path = path[5:]
+        while path.startswith("//"):
+            path = path[1:]
+    elif "://" in path:
+        return None
+    return path if os.path.isdir(path) else None
+
+
+def read_local_parquet(paths: tuple[str, ...], schema: pl.Schema) -> ZSet | None:
+    """The Z-set stored in Spark-written Parquet directories (data columns and the weight), read in
+    Python without a Spark job; None when that is not possible here (a path on another file system, a
+    timestamp column whose Parquet encoding Spark chooses by configuration), and Spark reads it."""
+    import pyarrow.parquet as pq
+
+    if any(isinstance(t, (pl.Datetime, pl.Time, pl.Duration)) for t in schema.values()):
+        return None
+    dirs = [_local_dir(p) for p in paths]
+    if any(d is None for d in dirs):
+        return None
+    cols = [*schema, WEIGHT]
+    frames = []
+    for d in dirs:
+        t = pq.read_table(d)
+        if t.num_rows == 0:
+            continue
+        if any(c not in t.column_names for c in cols):
+            return None
+        df = pl.from_arrow(t.select(cols))
+        assert isinstance(df, pl.DataFrame)
+        frames.append(df.select(*[pl.col(c).cast(schema[c]) for c in schema], pl.col(WEIGHT).cast(pl.Int64)))
+    if not frames:
+        return ZSet.empty(schema)
+    return ZSet(pl.concat(frames))

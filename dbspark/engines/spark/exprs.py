@@ -37,14 +37,18 @@ def _mod(a: Any, b: Any, floating: bool) -> Any:
     F = _F()
     r = a % b
     fixed = F.when((r != 0) & ((r < 0) != (b < 0)), r + b).otherwise(r)
-    return F.when(b == 0, F.lit(float("nan")) if floating else F.lit(None)).otherwise(fixed)
+    by_zero = F.when(a.isNotNull(), F.lit(float("nan"))) if floating else F.lit(None)
+    return F.when(b == 0, by_zero).otherwise(fixed)
 
 
 def _floordiv(a: Any, b: Any, floating: bool) -> Any:
     """Python's a // b: the floor of the quotient (exact for integers: (a - a % b) is a multiple of b)."""
     F = _F()
     if floating:
-        return F.floor(_truediv(a, b)).cast("double")
+        # Spark's FLOOR returns a BIGINT (an ANSI overflow for ±inf, NaN or |q| >= 2**63); a double of
+        # magnitude >= 2**52 is already integral, and NaN/±inf are their own floor (as in Polars)
+        q = _truediv(a, b)
+        return F.when(F.abs(q) < F.lit(2.0**52), F.floor(q).cast("double")).otherwise(q)
     return F.when(b == 0, None).otherwise(F.call_function("div", a - _mod(a, b, False), b).cast("long"))
 
 

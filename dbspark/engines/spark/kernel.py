@@ -76,6 +76,8 @@ class SparkKernel:
         self.storage = Storage(directory)
         self.actions = 0
         self.step_no = 0
+        self._cached: list[Any] = []
+        self._scope_kernel: Any = None
 
     def close(self) -> None:
         if self._tmp:
@@ -108,18 +110,26 @@ class SparkKernel:
         df = self.spark.read.schema(spark_schema(schema)).parquet(path)
         z = SparkZSet(self.spark, schema, df, consolidated=True)
         z.path = path
+        z.files = (path,)
         return z
 
     def begin_step(self, t: int) -> None:
         self.step_no = self.storage.step = t
 
     def end_step(self, t: int) -> None:
-        """The step committed: delete the files it replaced."""
+        """The step committed: delete the files it replaced, drop its cached changes."""
         self.storage.collect()
+        self._uncache()
 
     def abort_step(self) -> None:
         """The step was rolled back: what it wrote stays unreferenced (swept on reopen)."""
         self.storage.garbage = []
+        self._uncache()
+
+    def _uncache(self) -> None:
+        for df in self._cached:
+            df.unpersist()
+        self._cached = []
 
     # ---- group and conversions ---------------------------------------------------------------
     def _z(self, schema: pl.Schema, df: Any = None, keys: Any = None, consolidated: bool = False) -> SparkZSet:
@@ -132,11 +142,27 @@ class SparkKernel:
         if isinstance(a, SparkSnapshot):
             if not a.batches:
                 return self.empty(a.schema, a.keys)
-            return self._z(a.schema, a.frame(self.spark), a.keys, consolidated=len(a.batches) == 1)
+            z = self._z(a.schema, a.frame(self.spark), a.keys, consolidated=len(a.batches) == 1)
+            if a.sums == (WEIGHT,):
+                z.files = tuple(b.path for b in a.batches)
+            return z
         return a
 
     def to_local(self, a: Value) -> ZSet:
-        return self.as_zset(a).to_zset()
+        z = self.as_zset(a)
+        return z.to_zset() if z._df is None else self.act(z.to_zset)
+
+    def from_local(self, z: ZSet) -> SparkZSet:
+        return SparkZSet(self.spark, z.schema, local=z)
+
+    def scope_kernel(self) -> Any:
+        """Recursive scopes iterate in the driver on the local kernel: an iteration costs no Spark
+        action, and the scope's nested traces are kept (and checkpointed) in the driver."""
+        if self._scope_kernel is None:
+            from dbspark.engines.local.kernel import LocalKernel
+
+            self._scope_kernel = LocalKernel()
+        return self._scope_kernel
 
     def plus(self, a: Value, b: Value) -> SparkZSet:
         a, b = self.as_zset(a), self.as_zset(b)
@@ -372,6 +398,10 @@ class SparkKernel:
     def trace_insert(self, trace: SparkTrace, delta: Value, undo: list) -> SparkSnapshot:
         z = self.as_zset(delta)
         if not z.known_empty:
+            if z.local is None and z.path is None:
+                # computed once, by this write: the step's later actions over plans that contain this
+                # change (e.g. an output downstream of it) read Spark's cache instead of recomputing it
+                self._cached.append(z.frame.cache())
             trace.append(z.frame.select(*trace.schema, WEIGHT), undo, consolidated=z.consolidated)
         return trace.snapshot()
 

@@ -17,7 +17,7 @@ from dbspark.algebra.zset import WEIGHT, ZSet
 class SparkZSet:
     """A Z-set on the spark engine. `.frame` is the Spark DataFrame (data columns, then `__w`)."""
 
-    __slots__ = ("_df", "local", "schema", "keys", "consolidated", "_session", "_collected", "path")
+    __slots__ = ("_df", "local", "schema", "keys", "consolidated", "_session", "_collected", "path", "files")
 
     def __init__(self, session: Any, schema: pl.Schema, df: Any = None, local: ZSet | None = None,
                  keys: tuple[str, ...] | None = None, consolidated: bool = False) -> None:
@@ -29,6 +29,9 @@ class SparkZSet:
         self.consolidated = consolidated
         self._collected: ZSet | None = None
         self.path: str | None = None  # the Parquet file the frame reads, if it is one
+        # the Parquet files the frame is the union of (data columns and the weight), if it is that: read
+        # in Python without a Spark job when they are on this machine (`to_zset`)
+        self.files: tuple[str, ...] | None = None
 
     # ---- what operators use -------------------------------------------------------------------
     @property
@@ -63,9 +66,11 @@ class SparkZSet:
             elif self._df is None:
                 z = ZSet.empty(self.schema)
             else:
-                from dbspark.engines.spark.convert import from_spark
+                from dbspark.engines.spark.convert import from_spark, read_local_parquet
 
-                z = from_spark(self._df, self.schema)
+                z = read_local_parquet(self.files, self.schema) if self.files is not None else None
+                if z is None:
+                    z = from_spark(self._df, self.schema)
             self._collected = z.consolidate()
         return self._collected
 
