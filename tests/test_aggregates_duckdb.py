@@ -134,17 +134,18 @@ def run_steps(
     expected_for: Callable[[Counter, bool], dict[tuple, int]],
     rel: float = 1e-9,
     abs_tol: float = 1e-9,
+    engine: Any = "local",
 ) -> int:
     """Check all dbspark forms against `expected_for(contents, grouped)` after every step; return #steps."""
     inc_c, full_c = build(xtype, aggs)
-    inc = inc_c.run()
+    inc = inc_c.run(engine)
     steps = 0
     for t, (step, contents) in enumerate(zip(changes.steps, changes.contents(), strict=True)):
         for name, entries in step.items():
             if entries:
                 inc.push(name, [r for r, _ in entries], [w for _, w in entries])
         out = inc.step()
-        full = full_c.run()
+        full = full_c.run(engine)
         cur = contents["t"]
         if cur:
             full.push("t", list(cur), list(cur.values()))
@@ -170,6 +171,25 @@ def test_float_aggregates_match_duckdb(changes):
     run_steps(changes, "float64", AGGS, lambda cur, grouped: duckdb_expected(cur, "float64", grouped))
 
 
+# the same properties on the spark engine, with few examples (each step is a few Spark jobs)
+SPARK_SETTINGS = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.spark
+@SPARK_SETTINGS
+@given(streams("int64", INT_X, max_steps=4))
+def test_int_aggregates_match_duckdb_spark(spark_engine, changes):
+    run_steps(changes, "int64", AGGS, lambda cur, grouped: duckdb_expected(cur, "int64", grouped), engine=spark_engine)
+
+
+@pytest.mark.spark
+@SPARK_SETTINGS
+@given(streams("float64", DYADIC_X, max_steps=4))
+def test_float_aggregates_match_duckdb_spark(spark_engine, changes):
+    run_steps(changes, "float64", AGGS, lambda cur, grouped: duckdb_expected(cur, "float64", grouped),
+              engine=spark_engine)
+
+
 NOT_VARIANCE = {k: v for k, v in AGGS.items() if k not in ("vs", "sd", "vp", "sp")}
 
 
@@ -189,12 +209,12 @@ def test_inexact_float_aggregates_match_duckdb_within_rounding(changes):
 VARIANCE_AGGS = {"vs": ("var_samp", "x"), "sd": ("stddev_samp", "x"), "vp": ("var_pop", "x"), "sp": ("stddev_pop", "x")}
 
 
-def _variances(xtype: str, steps: list[list[tuple[Any, int]]]) -> list[tuple[tuple, tuple, tuple]]:
+def _variances(xtype: str, steps: list[list[tuple[Any, int]]], engine: Any = "local") -> list[tuple[tuple, tuple, tuple]]:
     """Per step: (incremental view row, stream_aggregate row, DuckDB row) of the four variances."""
     c = dbspark.Circuit()
     t = c.input("t", {"x": xtype}, kind="bag")
     t.aggregate(**VARIANCE_AGGS).output("inc")
-    r = c.run()
+    r = c.run(engine)
     cur: Counter = Counter()
     out = []
     for changes in steps:
@@ -204,7 +224,7 @@ def _variances(xtype: str, steps: list[list[tuple[Any, int]]]) -> list[tuple[tup
             cur[x] += w
         q = dbspark.Circuit()
         q.input("t", {"x": xtype}).stream_aggregate(**VARIANCE_AGGS).output("full")
-        rq = q.run()
+        rq = q.run(engine)
         rq.push("t", [(x,) for x in cur], list(cur.values()))
         (full,) = rq.step()["full"].to_dict()
         (inc,) = r.view("inc").to_dict()
@@ -230,8 +250,8 @@ FLOAT_VARIANCE = pytest.mark.xfail(strict=True, reason=(
     ("int64", [100_000_001, 100_000_002, 100_000_003]),
     pytest.param("float64", [1e6 + 0.1, 1e6 + 0.2, 1e6 + 0.3], marks=FLOAT_VARIANCE),
 ])
-def test_variance_with_large_mean_and_small_spread(xtype, xs):
-    ((inc, full, duck),) = _variances(xtype, [[(x, 1) for x in xs]])
+def test_variance_with_large_mean_and_small_spread(xtype, xs, engine):
+    ((inc, full, duck),) = _variances(xtype, [[(x, 1) for x in xs]], engine)
     for got in (inc, full):
         for a, b in zip(got, duck, strict=True):
             assert math.isclose(a, b, rel_tol=1e-6), (got, duck)
@@ -240,31 +260,31 @@ def test_variance_with_large_mean_and_small_spread(xtype, xs):
 @pytest.mark.xfail(strict=True, reason=(
     "incremental VAR/STDDEV of equal values after a delete is not 0: the float accumulators Σx, Σx² keep "
     "rounding residue (STDDEV_POP of [75.53, 75.53] = 9.5e-07); same cause as the test above"))
-def test_stddev_of_equal_values_after_delete_is_zero():
-    steps = _variances("float64", [[(75.53, 3)], [(75.53, -1)]])
+def test_stddev_of_equal_values_after_delete_is_zero(engine):
+    steps = _variances("float64", [[(75.53, 3)], [(75.53, -1)]], engine)
     for inc, full, duck in steps:
         assert duck[2:] == (0.0, 0.0)
         for got in (inc, full):
             assert all(abs(v) <= 1e-9 * 75.53 for v in got), (got, duck)
 
 
-def test_global_aggregate_of_empty_table_is_one_row_of_nulls():
+def test_global_aggregate_of_empty_table_is_one_row_of_nulls(engine):
     ch = ChangeStream((table("int64"),), [{}, {"t": [((1, 5), 1)]}, {"t": [((1, 5), -1)]}, {}])
-    run_steps(ch, "int64", AGGS, lambda cur, grouped: duckdb_expected(cur, "int64", grouped))
+    run_steps(ch, "int64", AGGS, lambda cur, grouped: duckdb_expected(cur, "int64", grouped), engine=engine)
     inc_c, _ = build("int64", AGGS)
-    r = inc_c.run()
+    r = inc_c.run(engine)
     r.step()
     assert r.view("inc_all").to_dict() == {(0, 0, None, None, None, None, None, None, None, None, None, None): 1}
     assert r.view("inc_g").to_dict() == {}
 
 
-def test_group_with_only_null_arguments():
+def test_group_with_only_null_arguments(engine):
     ch = ChangeStream((table("float64"),), [{"t": [((1, None), 2), ((2, 1.5), 1)]}, {"t": [((2, 1.5), -1)]},
                                             {"t": [((2, None), 1)]}])
-    run_steps(ch, "float64", AGGS, lambda cur, grouped: duckdb_expected(cur, "float64", grouped))
+    run_steps(ch, "float64", AGGS, lambda cur, grouped: duckdb_expected(cur, "float64", grouped), engine=engine)
 
 
-def test_mode_ties_go_to_the_smallest_value():
+def test_mode_ties_go_to_the_smallest_value(engine):
     ch = ChangeStream((table("int64"),), [
         {"t": [((1, 7), 2), ((1, 3), 2), ((1, 5), 1)]},  # 3 and 7 tie: 3
         {"t": [((1, 3), -1)]},  # 7 alone on top
@@ -273,7 +293,7 @@ def test_mode_ties_go_to_the_smallest_value():
     ])
     modes = []
     inc_c, _ = build("int64", {"mo": ("mode", "x")})
-    r = inc_c.run()
+    r = inc_c.run(engine)
     for step in ch.steps:
         for name, entries in step.items():
             r.push(name, [x for x, _ in entries], [w for _, w in entries])
@@ -281,7 +301,7 @@ def test_mode_ties_go_to_the_smallest_value():
         modes.append(r.view("inc_g").to_dict())
     assert modes == [{(1, 3): 1}, {(1, 7): 1}, {(1, 5): 1}, {}]
     run_steps(ch, "int64", {"mo": ("mode", "x")},
-              lambda cur, grouped: _mode_only(cur, grouped))
+              lambda cur, grouped: _mode_only(cur, grouped), engine=engine)
 
 
 def _mode_only(cur: Counter, grouped: bool) -> dict[tuple, int]:
@@ -323,16 +343,24 @@ def test_user_aggregates_match_python_oracle(changes):
     run_steps(changes, "int64", USER_AGGS, user_expected)
 
 
-def test_user_aggregate_without_inverse_recomputes_the_group_on_delete():
+@pytest.mark.spark
+@SPARK_SETTINGS
+@given(streams("int64", st.one_of(st.none(), st.sampled_from([-3, -1, 0, 2, 5]), st.integers(-1000, 1000)),
+               max_steps=4))
+def test_user_aggregates_match_python_oracle_spark(spark_engine, changes):
+    run_steps(changes, "int64", USER_AGGS, user_expected, engine=spark_engine)
+
+
+def test_user_aggregate_without_inverse_recomputes_the_group_on_delete(engine):
     ch = ChangeStream((table("int64"),), [
         {"t": [((1, 2), 1), ((1, 0), 1), ((1, 5), 2), ((2, 3), 1)]},
         {"t": [((1, 0), -1)]},  # the zero goes: the product must come back, recomputed from stored rows
         {"t": [((1, 5), -1), ((2, 3), 1)]},
         {"t": [((1, 2), -1), ((1, 5), -1)]},
     ])
-    assert run_steps(ch, "int64", USER_AGGS, user_expected) == 4
+    assert run_steps(ch, "int64", USER_AGGS, user_expected, engine=engine) == 4
     inc_c, _ = build("int64", {"pm": (PRODMOD, "x")})
-    r = inc_c.run()
+    r = inc_c.run(engine)
     seen = []
     for step in ch.steps:
         for name, entries in step.items():
@@ -346,7 +374,7 @@ def test_user_aggregate_without_inverse_recomputes_the_group_on_delete():
 BIG = 10**9
 
 
-def test_large_weights_count_sum_min_median():
+def test_large_weights_count_sum_min_median(engine):
     aggs = {"n": "count", "s": ("sum", "x"), "lo": ("min", "x"), "md": ("median", "x"), "mo": ("mode", "x"),
             "av": ("avg", "x")}
     ch = ChangeStream((table("int64"),), [
@@ -388,14 +416,14 @@ def test_large_weights_count_sum_min_median():
 
     for i, cur in enumerate(ch.contents()):
         assert oracle(cur["t"], True) == expected[i]
-    run_steps(ch, "int64", aggs, oracle)
+    run_steps(ch, "int64", aggs, oracle, engine=engine)
 
 
-def test_huge_weight_on_a_linear_aggregate_overflowing_int64_is_rejected():
+def test_huge_weight_on_a_linear_aggregate_overflowing_int64_is_rejected(engine):
     c = dbspark.Circuit()
     t = c.input("t", {"g": "int64", "x": "int64"})
     t.aggregate(by="g", s=("sum", "x")).output("v")
-    r = c.run()
+    r = c.run(engine)
     r.push("t", [(1, 10)], [BIG])
     r.step()
     before = r.view("v")

@@ -44,9 +44,10 @@ def query(t_kind: str = "bag", u_kind: str = "zset") -> dbspark.Circuit:
 class Session:
     """Q^Δ's runtime plus the integrated contents of the good steps, for the oracle."""
 
-    def __init__(self, t_kind: str = "bag", u_kind: str = "zset") -> None:
+    def __init__(self, engine: Any = "local", t_kind: str = "bag", u_kind: str = "zset") -> None:
+        self.engine = engine
         self.q = query(t_kind, u_kind)
-        self.r = self.q.incrementalize().run()
+        self.r = self.q.incrementalize().run(engine)
         self.contents = {"t": Counter(), "u": Counter()}
         self.pending: list[tuple[str, list[tuple], list[int]]] = []
 
@@ -75,7 +76,7 @@ class Session:
         }
 
     def check_oracle(self) -> None:
-        ref = self.q.run()
+        ref = self.q.run(self.engine)
         for name, cur in self.contents.items():
             live = {r: w for r, w in cur.items() if w}
             if live:
@@ -86,8 +87,8 @@ class Session:
 
 
 @pytest.fixture
-def session() -> Session:
-    s = Session()
+def session(engine: Any) -> Session:
+    s = Session(engine)
     s.push("t", GOOD_T)
     s.push("u", GOOD_U)
     s.step()
@@ -230,8 +231,8 @@ def test_delete_of_absent_row_on_a_bag_input(session, bad_row, weight, present):
     good_followup(session)
 
 
-def test_row_twice_in_a_set_input():
-    s = Session(t_kind="set")
+def test_row_twice_in_a_set_input(engine):
+    s = Session(engine, t_kind="set")
     s.push("t", [(1, 1.0, "a")])
     s.step()
     before = s.state()
@@ -244,10 +245,10 @@ def test_row_twice_in_a_set_input():
     s.step()
 
 
-def test_delete_making_an_aggregate_group_negative():
+def test_delete_making_an_aggregate_group_negative(engine):
     # 'u' is a plain Z-set input (no input check): the aggregate must refuse a group of negative count,
     # and the whole step -- the linear views and the join included -- must be undone
-    s = Session(t_kind="zset", u_kind="zset")
+    s = Session(engine, t_kind="zset", u_kind="zset")
     s.push("t", GOOD_T)
     s.push("u", GOOD_U)
     s.step()
@@ -265,9 +266,9 @@ def test_delete_making_an_aggregate_group_negative():
     assert s.r.view("uagg").to_dict() == {(2, 1, 20): 1, (3, 1, 30): 1, (5, 1, 50): 1}
 
 
-def test_delete_of_a_value_not_there_in_an_ordered_aggregate():
+def test_delete_of_a_value_not_there_in_an_ordered_aggregate(engine):
     # the group keeps a positive count (2 -> 1), but MAX's multiset would hold y=99 -1 times
-    s = Session(t_kind="zset", u_kind="zset")
+    s = Session(engine, t_kind="zset", u_kind="zset")
     s.push("u", [(1, 10), (1, 11)])
     s.step()
     before = s.state()
@@ -282,11 +283,11 @@ def test_delete_of_a_value_not_there_in_an_ordered_aggregate():
     assert s.r.view("uagg").to_dict() == {(1, 1, 10): 1}
 
 
-def test_non_incremental_aggregate_of_a_negative_zset():
+def test_non_incremental_aggregate_of_a_negative_zset(engine):
     c = dbspark.Circuit()
     u = c.input("u", U_SCHEMA)
     c.output("a", u.stream_aggregate(by="k", n="count"))
-    r = c.run()
+    r = c.run(engine)
     r.push("u", [(1, 10)], [-1])
     with pytest.raises(NegativeStateError):
         r.step()
@@ -295,10 +296,10 @@ def test_non_incremental_aggregate_of_a_negative_zset():
     assert r.step()["a"].to_dict() == {(1, 2): 1}
 
 
-def test_failed_step_leaves_integrals_and_delays_alone():
+def test_failed_step_leaves_integrals_and_delays_alone(engine):
     # after a failure, several good steps in a row still match the oracle (a half-applied integral or
     # delay would show up as a wrong change later, not necessarily at once)
-    s = Session()
+    s = Session(engine)
     s.push("t", GOOD_T)
     s.push("u", GOOD_U)
     s.step()

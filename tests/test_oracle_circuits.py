@@ -10,6 +10,7 @@ failure names the operator.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import polars as pl
 import pytest
@@ -57,6 +58,36 @@ def test_random_linear_circuits_with_large_weights(qc):
     run_against_oracle(q.circuit, q.outputs, changes)
 
 
+# ---- the same properties on the spark engine, with few examples (each step is a few Spark jobs) --------------
+SPARK_SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.spark
+@SPARK_SETTINGS
+@given(queries_with_changes())
+def test_random_circuit_incremental_view_equals_query_on_integrated_inputs_spark(spark_engine, qc):
+    q, changes = qc
+    run_against_oracle(q.circuit, q.outputs, changes, engine=spark_engine)
+
+
+@pytest.mark.spark
+@settings(SPARK_SETTINGS, max_examples=4)
+@given(queries_with_changes(families=("aggregate", "join", "filter", "map", "distinct"), max_ops=3))
+def test_random_aggregate_circuits_spark(spark_engine, qc):
+    q, changes = qc
+    run_against_oracle(q.circuit, q.outputs, changes, engine=spark_engine)
+
+
+@pytest.mark.spark
+@settings(SPARK_SETTINGS, max_examples=4)
+@given(queries(families=tuple(LINEAR_FAMILIES), max_ops=4).flatmap(
+    lambda q: change_streams(q.tables, large_weights=True).map(lambda ch: (q, ch))))
+def test_random_linear_circuits_with_large_weights_spark(spark_engine, qc):
+    q, changes = qc
+    assert q.linear
+    run_against_oracle(q.circuit, q.outputs, changes, engine=spark_engine)
+
+
 # ---- the comparison helper itself ------------------------------------------------------------------------
 def test_zset_comparison_tolerates_float_rounding_only():
     assert zset_diff({(1, 0.1 + 0.2): 1}, {(1, 0.3): 1}) == ([], [])
@@ -88,102 +119,94 @@ FIXED = ChangeStream(
 )
 
 
-def views(build: Callable[[dbspark.Stream, dbspark.Stream], dbspark.Stream],
+def views(engine: Any, build: Callable[[dbspark.Stream, dbspark.Stream], dbspark.Stream],
           changes: ChangeStream = FIXED) -> list[dict[tuple, int]]:
-    """Check Q^Δ against the oracle at every step; return the view of 'out' after each step."""
+    """Check Q^Δ against the oracle at every step; return the view of 'out' after each step (both on
+    `engine`)."""
     c = dbspark.Circuit()
     t = c.input("t", T.schema, kind=T.kind)
     u = c.input("u", U.schema, kind=U.kind)
     c.output("out", build(t, u))
-    run_against_oracle(c, ["out"], changes)
-    r = c.incrementalize().run()
-    out = []
-    for step in changes.steps:
-        for name, entries in step.items():
-            if entries:
-                r.push(name, [row for row, _ in entries], [w for _, w in entries])
-        r.step()
-        out.append(r.view("out").to_dict())
-    return out
+    return [v.to_dict() for v in run_against_oracle(c, ["out"], changes, engine=engine)["out"]]
 
 
-def test_filter_comparison_and_null():
-    v = views(lambda t, u: t.filter((col("a") > 5) | col("s").is_null()))
+def test_filter_comparison_and_null(engine):
+    v = views(engine, lambda t, u: t.filter((col("a") > 5) | col("s").is_null()))
     assert v[1] == {(1, 10, "x"): 2, (None, 5, None): 1}
     assert v[4] == {}
 
 
-def test_filter_three_valued_logic_drops_null():
+def test_filter_three_valued_logic_drops_null(engine):
     # a > 5 is NULL for a = NULL: the row is dropped, and NOT(NULL) is NULL too
-    v = views(lambda t, u: t.filter(~(col("a") > 5)))
+    v = views(engine, lambda t, u: t.filter(~(col("a") > 5)))
     assert v[1] == {(None, 5, None): 1}
-    v = views(lambda t, u: t.filter(col("k").ne(lit(1)) & col("s").is_not_null()))
+    v = views(engine, lambda t, u: t.filter(col("k").ne(lit(1)) & col("s").is_not_null()))
     assert v[1] == {(3, None, "z"): 1}
     assert v[3] == {(3, None, "z"): 1}
 
 
-def test_map_arithmetic_propagates_null():
-    v = views(lambda t, u: t.map("k", x=col("a") * 2 + col("k"), h=col("a") / 4, m=col("a") % 3))
+def test_map_arithmetic_propagates_null(engine):
+    v = views(engine, lambda t, u: t.map("k", x=col("a") * 2 + col("k"), h=col("a") / 4, m=col("a") % 3))
     assert v[1] == {(1, 21, 2.5, 1): 2, (None, None, 1.25, 2): 1, (3, None, None, None): 1}
 
 
-def test_projection_keeps_bag_multiplicities():
-    v = views(lambda t, u: t.map("k"))
+def test_projection_keeps_bag_multiplicities(engine):
+    v = views(engine, lambda t, u: t.map("k"))
     assert v[1] == {(1,): 2, (None,): 1, (3,): 1}
     assert v[3] == {(1,): 1, (None,): 1, (3,): 1}
 
 
-def test_plus_and_minus():
-    v = views(lambda t, u: t.map("k") + u.map("k"))
+def test_plus_and_minus(engine):
+    v = views(engine, lambda t, u: t.map("k") + u.map("k"))
     assert v[1] == {(1,): 3, (None,): 2, (3,): 1, (2,): 1}
-    v = views(lambda t, u: t.map("k") - u.map("k"))
+    v = views(engine, lambda t, u: t.map("k") - u.map("k"))
     assert v[1] == {(1,): 1, (3,): 1, (2,): -1}
-    v = views(lambda t, u: -t.filter(col("k").eq(1)))
+    v = views(engine, lambda t, u: -t.filter(col("k").eq(1)))
     assert v[1] == {(1, 10, "x"): -2}
 
 
-def test_join_on_key_multiplies_weights_and_skips_null_keys():
-    v = views(lambda t, u: t.stream_join(u, on="k"))
+def test_join_on_key_multiplies_weights_and_skips_null_keys(engine):
+    v = views(engine, lambda t, u: t.stream_join(u, on="k"))
     assert v[0] == {(1, 10, "x", 100): 2}
     assert v[1] == {(1, 10, "x", 100): 2}
     assert v[3] == {(1, 10, "x", 100): 1, (1, 10, "x", 101): 1}
     assert v[4] == {}
 
 
-def test_join_left_on_right_on_suffixes_clashing_names():
-    v = views(lambda t, u: t.stream_join(u, left_on="a", right_on="b"))
+def test_join_left_on_right_on_suffixes_clashing_names(engine):
+    v = views(engine, lambda t, u: t.stream_join(u, left_on="a", right_on="b"))
     assert v[0] == {}
-    v = views(lambda t, u: u.stream_join(t, left_on="b", right_on="a"))
+    v = views(engine, lambda t, u: u.stream_join(t, left_on="b", right_on="a"))
     assert v[0] == {}
-    v = views(lambda t, u: t.map("k", "a").stream_join(u.map("k", "b"), left_on="k", right_on="k"))
+    v = views(engine, lambda t, u: t.map("k", "a").stream_join(u.map("k", "b"), left_on="k", right_on="k"))
     assert v[3] == {(1, 10, 1, 100): 1, (1, 10, 1, 101): 1}
 
 
-def test_self_join():
-    v = views(lambda t, u: t.map("k", "s").stream_join(t.map("k", "a"), on="k"))
+def test_self_join(engine):
+    v = views(engine, lambda t, u: t.map("k", "s").stream_join(t.map("k", "a"), on="k"))
     assert v[1] == {(1, "x", 10): 4, (3, "z", None): 1}
 
 
-def test_product():
-    v = views(lambda t, u: t.map("k").stream_product(u.map("b")))
+def test_product(engine):
+    v = views(engine, lambda t, u: t.map("k").stream_product(u.map("b")))
     assert v[0] == {(1, 100): 2, (1, 300): 2, (1, 0): 2, (2, 100): 1, (2, 300): 1, (2, 0): 1,
                     (None, 100): 1, (None, 300): 1, (None, 0): 1}
     assert v[4] == {}
 
 
-def test_distinct():
-    v = views(lambda t, u: t.map("k").stream_distinct())
+def test_distinct(engine):
+    v = views(engine, lambda t, u: t.map("k").stream_distinct())
     assert v[1] == {(1,): 1, (None,): 1, (3,): 1}
-    v = views(lambda t, u: (t.map("k") - u.map("k")).stream_distinct())  # negative weights are dropped
+    v = views(engine, lambda t, u: (t.map("k") - u.map("k")).stream_distinct())  # negative weights are dropped
     assert v[1] == {(1,): 1, (3,): 1}
 
 
-def test_semijoin_and_antijoin():
-    v = views(lambda t, u: t.stream_semijoin(u, on="k"))
+def test_semijoin_and_antijoin(engine):
+    v = views(engine, lambda t, u: t.stream_semijoin(u, on="k"))
     assert v[1] == {(1, 10, "x"): 2}
-    v = views(lambda t, u: t.stream_antijoin(u, on="k"))
+    v = views(engine, lambda t, u: t.stream_antijoin(u, on="k"))
     assert v[1] == {(None, 5, None): 1, (3, None, "z"): 1}
-    v = views(lambda t, u: u.stream_semijoin(t, on="k"))  # a key matched twice counts once
+    v = views(engine, lambda t, u: u.stream_semijoin(t, on="k"))  # a key matched twice counts once
     assert v[3] == {(1, 100): 1, (1, 101): 1}
 
 
@@ -203,26 +226,26 @@ def test_semijoin_and_antijoin():
         ("stddev_pop", {(1, 0.0): 1, (None, 0.0): 1, (3, None): 1}),
     ],
 )
-def test_grouped_aggregate(func, step1):
-    v = views(lambda t, u: t.stream_aggregate(by="k", r=(func, "a")))
+def test_grouped_aggregate(func, step1, engine):
+    v = views(engine, lambda t, u: t.stream_aggregate(by="k", r=(func, "a")))
     assert v[1] == step1
     assert v[4] == {}
 
 
-def test_count_star_and_global_aggregate_on_empty_input():
-    v = views(lambda t, u: t.stream_aggregate(n="count", c=("count", "a"), s=("sum", "a"), lo=("min", "s"),
+def test_count_star_and_global_aggregate_on_empty_input(engine):
+    v = views(engine, lambda t, u: t.stream_aggregate(n="count", c=("count", "a"), s=("sum", "a"), lo=("min", "s"),
                                                  md=("median", "a")))
     assert v[0] == {(4, 4, 45, "x", 10.0): 1}
     assert v[1] == {(4, 3, 25, "x", 10.0): 1}
     assert v[4] == {(0, 0, None, None, None): 1}
 
 
-def test_aggregate_of_joined_and_filtered_stream():
+def test_aggregate_of_joined_and_filtered_stream(engine):
     def q(t, u):
         j = t.stream_join(u, on="k").filter(col("b") > 0)
         return j.stream_aggregate(by="s", n="count", total=("sum", "b"), md=("median", "b"), sd=("stddev", "b"))
 
-    v = views(q)
+    v = views(engine, q)
     assert v[1] == {("x", 2, 200, 100.0, 0.0): 1}
     got = v[3]
     assert list(got) and got[next(iter(got))] == 1
@@ -231,38 +254,38 @@ def test_aggregate_of_joined_and_filtered_stream():
     assert abs(row[4] - 0.7071067811865476) < 1e-12
 
 
-def test_aggregate_on_string_and_bool_columns():
-    v = views(lambda t, u: t.map("s", pos=col("a") > 6).stream_aggregate(
+def test_aggregate_on_string_and_bool_columns(engine):
+    v = views(engine, lambda t, u: t.map("s", pos=col("a") > 6).stream_aggregate(
         by="pos", lo=("min", "s"), hi=("max", "s"), md=("median", "s"), mo=("mode", "s")))
     assert v[1] == {(True, "x", "x", "x", "x"): 1, (False, None, None, None, None): 1, (None, "z", "z", "z", "z"): 1}
 
 
-def test_nested_distinct_chain_is_consolidated_and_correct():
+def test_nested_distinct_chain_is_consolidated_and_correct(engine):
     # the §4.4 shape: distinct of a join of distincts (Prop 4.5 / 4.6 drop the inner ones for bags)
     def q(t, u):
         return t.map("k").stream_distinct().stream_join(u.map("k", "b").stream_distinct(), on="k").stream_distinct()
 
-    v = views(q)
+    v = views(engine, q)
     assert v[1] == {(1, 100): 1}
     assert v[3] == {(1, 100): 1, (1, 101): 1}
 
 
-def test_aggregate_feeding_a_join():
+def test_aggregate_feeding_a_join(engine):
     def q(t, u):
         counts = t.stream_aggregate(by="k", n="count")
         return counts.stream_join(u, on="k")
 
-    v = views(q)
+    v = views(engine, q)
     assert v[1] == {(1, 2, 100): 1}
     assert v[3] == {(1, 1, 100): 1, (1, 1, 101): 1}
 
 
-def test_views_with_large_weights_on_linear_circuit():
+def test_views_with_large_weights_on_linear_circuit(engine):
     ch = ChangeStream((T, U), [
         {"t": [((1, 10, "x"), LARGE_WEIGHT), ((1, 10, "x"), LARGE_WEIGHT)]},
         {"t": [((1, 10, "x"), -LARGE_WEIGHT + 1)]},
     ])
-    v = views(lambda t, u: t.filter(col("a") > 0).map("k", y=col("a") + 1) - u.map("k", y="b"), ch)
+    v = views(engine, lambda t, u: t.filter(col("a") > 0).map("k", y=col("a") + 1) - u.map("k", y="b"), ch)
     assert v[0] == {(1, 11): 2 * LARGE_WEIGHT}
     assert v[1] == {(1, 11): LARGE_WEIGHT + 1}
 

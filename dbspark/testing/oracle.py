@@ -16,6 +16,7 @@ A stream prefix is a list of Z-sets, one per step; several named streams are a d
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dbspark.algebra.zset import ZSet
 from dbspark.circuit.circuit import Circuit
@@ -60,28 +61,36 @@ def stream_length(inputs: Streams) -> int:
 
 
 def run_stream(circuit: Circuit, inputs: Streams, steps: int | None = None,
-               runtime: Runtime | None = None) -> dict[str, list[ZSet]]:
+               runtime: Runtime | None = None, engine: Any = "local") -> dict[str, list[ZSet]]:
     """Run `circuit` for `steps` steps (default: the longest input), pushing inputs[name][t] at step t.
 
-    Returns {output: [value at step 0, 1, ...]}, each value consolidated."""
+    Returns {output: [value at step 0, 1, ...]}, each value consolidated (and local: a value of another
+    engine is collected). A new runtime runs on `engine` (a name, kernel or kernel factory)."""
     unknown = set(inputs) - set(circuit.inputs)
     if unknown:
         raise KeyError(f"run_stream: unknown inputs {sorted(unknown)}; the circuit has {sorted(circuit.inputs)}")
     n = stream_length(inputs) if steps is None else steps
-    rt = runtime if runtime is not None else circuit.run()
+    rt = runtime if runtime is not None else circuit.run(engine)
     out: dict[str, list[ZSet]] = {name: [] for name in circuit.outputs}
     for t in range(n):
         for name, zs in inputs.items():
             push(rt, name, zs[t] if t < len(zs) else None)
         res = rt.step()
         for name in circuit.outputs:
-            out[name].append(_plain(res[name]))
+            out[name].append(_plain(_local(rt, res[name])))
     return out
 
 
-def evaluate(circuit: Circuit, inputs: Mapping[str, ZSet]) -> dict[str, ZSet]:
+def _local(rt: Runtime, z: Any) -> ZSet:
+    """A runtime's value as a local Z-set (the spark engine's values are collected)."""
+    to_local = getattr(rt.kernel, "to_local", None)
+    return to_local(z) if to_local is not None else z
+
+
+def evaluate(circuit: Circuit, inputs: Mapping[str, ZSet], engine: Any = "local") -> dict[str, ZSet]:
     """One step of a fresh runtime: for a circuit of lifted operators, the scalar function it lifts."""
-    return {k: v[0] for k, v in run_stream(circuit, {n: [z] for n, z in inputs.items()}, steps=1).items()}
+    return {k: v[0] for k, v in run_stream(circuit, {n: [z] for n, z in inputs.items()}, steps=1,
+                                           engine=engine).items()}
 
 
 def integrate_stream(zs: Sequence[ZSet]) -> list[ZSet]:
@@ -122,19 +131,23 @@ def assert_incremental_matches(
     changes: Streams,
     incremental: Circuit | None = None,
     outputs: Sequence[str] | None = None,
+    engine: Any = "local",
+    oracle_engine: Any = None,
 ) -> dict[str, list[ZSet]]:
     """Check Q^Δ = D ∘ Q ∘ I (Def 3.1) on one stream of changes, at every step and output.
 
     `incremental` defaults to `circuit.incrementalize()`. Q runs (inputs relaxed to kind 'zset', see
     `relax_inputs`) on the integrated changes; Q^Δ runs on the changes, and at step t must have
     `view(o) == Q(I(changes))[t]` and step output `== D(Q(I(changes)))[t]`. Returns Q^Δ's outputs
-    (the changes) per step. Raises AssertionError naming the step, the output and both circuits."""
+    (the changes) per step. Raises AssertionError naming the step, the output and both circuits.
+    Q^Δ runs on `engine`, Q on `oracle_engine` (default: the same engine)."""
     q = incremental if incremental is not None else circuit.incrementalize()
     n = stream_length(changes)
     padded = _pad(changes, n, circuit)
-    expected = run_stream(relax_inputs(circuit), integrate_streams(padded), steps=n)
+    expected = run_stream(relax_inputs(circuit), integrate_streams(padded), steps=n,
+                          engine=engine if oracle_engine is None else oracle_engine)
     expected_changes = {k: differentiate_stream(v) for k, v in expected.items()}
-    rt = q.run()
+    rt = q.run(engine)
     names = list(outputs) if outputs is not None else list(circuit.outputs)
     got: dict[str, list[ZSet]] = {name: [] for name in names}
     for t in range(n):
@@ -142,8 +155,8 @@ def assert_incremental_matches(
             push(rt, name, zs[t])
         res = rt.step()
         for name in names:
-            view = rt.view(name)
-            change = _plain(res[name])
+            view = _local(rt, rt.view(name))
+            change = _plain(_local(rt, res[name]))
             got[name].append(change)
             if view != expected[name][t] or change != expected_changes[name][t]:
                 raise AssertionError(

@@ -554,22 +554,38 @@ def run_against_oracle(
     changes: ChangeStream,
     compare: Callable[[dbspark.ZSet, dbspark.ZSet, str], None] = assert_zsets_close,
     incremental: dbspark.Circuit | None = None,
-) -> None:
+    engine: Any = "local",
+    oracle_engine: Any = None,
+) -> dict[str, list[dbspark.ZSet]]:
     """At every step: view(out) of Q^Δ (fed `changes`) equals Q's output on the integrated inputs.
 
-    Q is evaluated by a fresh runtime per step, pushed the full current contents as that step's value."""
+    Q is evaluated by a fresh runtime per step, pushed the full current contents as that step's value
+    (`snapshots=True`: the input kinds constrain each step's value). Q^Δ runs on `engine` (a name, a
+    kernel or a kernel factory, as `Circuit.run` takes), Q on `oracle_engine` (default: the same
+    engine). Returns {output: [Q^Δ's view after each step]}, as local Z-sets."""
     inc_circuit = incremental if incremental is not None else circuit.incrementalize()
-    inc = inc_circuit.run()
+    ref_engine = engine if oracle_engine is None else oracle_engine
+    inc = inc_circuit.run(engine)
+    seen: dict[str, list[dbspark.ZSet]] = {o: [] for o in outputs}
     for t, (step, contents) in enumerate(zip(changes.steps, changes.contents(), strict=True)):
         for name, entries in step.items():
             _push_all(inc, name, entries, split=t % 2 == 1)
         inc.step()
-        ref = circuit.run()
+        ref = circuit.run(ref_engine, snapshots=True)
         for name, cur in contents.items():
             _push_all(ref, name, list(cur.items()))
         expected = ref.step()
         for o in outputs:
-            compare(inc.view(o), expected[o], f"step {t}, output {o!r}")
+            view = _local(inc, inc.view(o))
+            compare(view, _local(ref, expected[o]), f"step {t}, output {o!r}")
+            seen[o].append(view)
+    return seen
+
+
+def _local(r: dbspark.Runtime, z: Any) -> dbspark.ZSet:
+    """A runtime's value as a local Z-set (the spark engine's values are collected once)."""
+    to_local = getattr(r.kernel, "to_local", None)
+    return to_local(z) if to_local is not None else z
 
 
 __all__ = [

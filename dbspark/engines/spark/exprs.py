@@ -117,3 +117,24 @@ def _(e: Unary, schema: pl.Schema) -> Any:
 @_compile.register
 def _(e: Cast, schema: pl.Schema) -> Any:
     return _compile(e.arg, schema).cast(spark_type(e.to))
+
+
+def py_repr(e: Any, t: pl.DataType) -> Any:
+    """A string Column showing a value as Python's repr does (for error messages naming a row)."""
+    F = _F()
+    if t == pl.String():
+        s = F.concat(F.lit("'"), e, F.lit("'"))
+    elif t == pl.Boolean():
+        s = F.when(e, F.lit("True")).otherwise(F.lit("False"))
+    else:
+        s = e.cast("string")
+    return F.when(e.isNull(), F.lit("None")).otherwise(s)
+
+
+def py_tuple(cols: list[Any], types: list[pl.DataType]) -> Any:
+    """A string Column showing values as Python's repr of a tuple does: (1, 'a') or (1,)."""
+    F = _F()
+    parts: list[Any] = [F.lit("(")]
+    for n, (c, t) in enumerate(zip(cols, types, strict=True)):
+        parts += [F.lit("" if n == 0 else ", "), py_repr(c, t)]
+    return F.concat(*parts, F.lit(",)" if len(cols) == 1 else ")"))

@@ -24,7 +24,7 @@ from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.engines.local.convert import check_kind, rows_to_frame, split_weight_column, with_weights
 from dbspark.engines.spark import aggregate as agg
 from dbspark.engines.spark.convert import from_spark, spark_type
-from dbspark.engines.spark.exprs import to_spark_column
+from dbspark.engines.spark.exprs import py_tuple, to_spark_column
 from dbspark.engines.spark.session import SessionHandle, get_session
 from dbspark.engines.spark.trace import Batch, SparkSnapshot, SparkTrace, Storage
 from dbspark.engines.spark.values import SparkZSet
@@ -280,8 +280,7 @@ class SparkKernel:
             j = z.frame.withColumn("__old", F().lit(0).cast("long"))
         old, w = F().col("__old"), F().col(WEIGHT)
         new = old + w
-        row = F().concat(F().lit("("), F().concat_ws(", ", *[
-            F().coalesce(F().col(c).cast("string"), F().lit("None")) for c in cols]), F().lit(")"))
+        row = py_tuple([F().col(c) for c in cols], [z.schema[c] for c in cols])
         neg = fail(errors.NegativeStateError, F().concat(
             F().lit(f"{where}: delete of row "), row, F().lit(" that is not there (present "), old.cast("string"),
             F().lit(" time(s), change "), w.cast("string"), F().lit(")")))
@@ -382,7 +381,7 @@ class SparkKernel:
         return self._z(d.schema, out, consolidated=True)
 
     def aggregate(self, a: Value, spec: AggSpec) -> SparkZSet:
-        z = self.consolidate(a)
+        z = self.as_zset(a)  # one GROUP BY over the rows as they are: no consolidation first
         return self._z(spec.output_schema(), agg.aggregate_full(self, z, spec), consolidated=True)
 
     def aggregate_state(self, spec: AggSpec) -> agg.AggregateState:

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from dbspark.algebra.zset import WEIGHT
 from dbspark.errors import SchemaError
-from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
+from dbspark.ir.aggregate import UserAggregate
 
 
 def flat_map_batches(batches: Iterator[pa.RecordBatch], fn: Callable[[dict], Any], in_schema: pl.Schema,
@@ -39,21 +39,21 @@ def flat_map_batches(batches: Iterator[pa.RecordBatch], fn: Callable[[dict], Any
         yield from to_arrow(df).to_batches()
 
 
-def user_fold(v: Any, keys: list[str], c: AggCall, spec: AggSpec) -> Any:
-    """(keys, value) of a user aggregate: its (f, g, r) folded over each group's values and weights."""
+def user_fold_entries(ua: UserAggregate, entries: list | None, t: pl.DataType) -> Any:
+    """A user aggregate's value over one group's (x, w) entries sorted by x (an x may repeat: its
+    count is the sum of its weights), as the local engine folds it, converted to the result type."""
     from dbspark.engines.local.aggregate import _final_user, _fold
-    from dbspark.engines.spark.convert import spark_schema, to_arrow
 
-    ua = c.func
-    assert isinstance(ua, UserAggregate)
-    t = result_dtype(c, spec.input_schema)
-    out_pl = pl.Schema([*[(k, spec.input_schema.get(k, pl.Int8())) for k in keys], (c.name, t)])
-
-    def fold(table: pa.Table) -> pa.Table:
-        d = table.to_pydict()
-        key = tuple(d[k][0] for k in keys) if table.num_rows else ()
-        value = _final_user(ua, _fold(ua, d["__x"], d[WEIGHT]))
-        df = pl.DataFrame([(*key, value)], schema=out_pl, orient="row")
-        return to_arrow(df)
-
-    return v.groupBy(*keys).applyInArrow(fold, spark_schema(out_pl, weight=False))
+    xs: list[Any] = []
+    ws: list[int] = []
+    for e in entries or ():
+        x, w = e[0], e[1]
+        if xs and xs[-1] == x:
+            ws[-1] += w
+        else:
+            xs.append(x)
+            ws.append(w)
+    value = _final_user(ua, _fold(ua, xs, ws))
+    if value is None:
+        return None
+    return pl.DataFrame([(value,)], schema={"v": t}, orient="row")["v"][0]
