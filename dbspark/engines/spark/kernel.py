@@ -26,7 +26,7 @@ from dbspark.engines.spark import aggregate as agg
 from dbspark.engines.spark.convert import from_spark, spark_type
 from dbspark.engines.spark.exprs import py_tuple, to_spark_column
 from dbspark.engines.spark.session import SessionHandle, get_session
-from dbspark.engines.spark.trace import Batch, SparkSnapshot, SparkTrace, Storage
+from dbspark.engines.spark.trace import Batch, SparkSnapshot, SparkTrace, Storage, parquet_rows
 from dbspark.engines.spark.values import SparkZSet
 from dbspark.errors import SchemaError
 from dbspark.ir.aggregate import AggSpec
@@ -415,7 +415,7 @@ class SparkKernel:
             return z
         path = str(self.storage.root / "outputs" / name / f"step-{self.step_no:08d}")
         self.write(z.frame.select(*trace.schema, WEIGHT), path)
-        trace.add(Batch(path, 0, owned=False), undo)
+        trace.add(Batch(path, 0, owned=False, rows=parquet_rows(path)), undo)
         return self.read(path, z.schema)
 
 

@@ -27,6 +27,7 @@ DEFAULTS = {  # settings of a session dbspark starts itself (a given session is 
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.log.level": "ERROR",
     "spark.ui.showConsoleProgress": "false",
+    "spark.python.sql.dataFrameDebugging.enabled": "false",  # halves the py4j round trips of plan building
 }
 
 

@@ -14,6 +14,7 @@ are written sorted by key within their partitions.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import uuid
@@ -31,8 +32,26 @@ FANOUT = 8
 @dataclass(frozen=True)
 class Batch:
     path: str
-    level: int
+    level: int  # merges it went through
     owned: bool = True  # False: the file belongs to someone else (an output log); a merge leaves it be
+    rows: int | None = None  # from the Parquet footers, when the file is local
+
+    @property
+    def tier(self) -> int:
+        """Its size class: log_FANOUT(rows) when known (size-tiered), else its merge level."""
+        return self.level if self.rows is None else int(math.log(max(self.rows, 1), FANOUT))
+
+
+def parquet_rows(path: str) -> int | None:
+    """The rows of a Spark-written Parquet directory, from its footers (no Spark job); None if remote."""
+    from dbspark.engines.spark.convert import _local_dir
+
+    d = _local_dir(path)
+    if d is None:
+        return None
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(f).num_rows for f in Path(d).glob("*.parquet"))
 
 
 class Storage:
@@ -115,7 +134,7 @@ class SparkTrace:
         if not consolidated:
             df = self.consolidate(df)
         self.kernel.write(self.sort(df), path)
-        return self.add(Batch(path, 0), undo).path
+        return self.add(Batch(path, 0, rows=parquet_rows(path)), undo).path
 
     def add(self, batch: Batch, undo: list) -> Batch:
         saved = list(self.batches)
@@ -138,12 +157,15 @@ class SparkTrace:
         return df.sortWithinPartitions(*self.keys) if self.keys else df
 
     def _merge(self, undo: list) -> None:
-        """While the trailing FANOUT batches share a level, merge them into one of the next level."""
+        """Size-tiered merges: while the trailing FANOUT batches are all of the last one's size class
+        or smaller, merge them into one. A large batch (e.g. an initial load) is thus rewritten only
+        when FANOUT batches of its size have accumulated, and a snapshot has O(FANOUT·log(rows))
+        batches."""
         storage = self.kernel.storage
         while len(self.batches) >= FANOUT:
-            top = self.batches[-1].level
             run = self.batches[-FANOUT:]
-            if any(b.level != top for b in run):
+            top = run[-1].tier
+            if any(b.tier > top for b in run) and len(self.batches) < 4 * FANOUT:
                 return
             merged = SparkSnapshot(tuple(run), self.keys, self.schema, self.sums).frame(self.kernel.spark, self.sum_types)
             path = storage.new_path()
@@ -151,11 +173,12 @@ class SparkTrace:
             n = len(storage.garbage)
             undo.append(lambda n=n: storage.garbage.__delitem__(slice(n, None)))
             storage.garbage.extend(b.path for b in run if b.owned)
-            self.batches = [*self.batches[:-FANOUT], Batch(path, top + 1)]
+            level = max(b.level for b in run) + 1
+            self.batches = [*self.batches[:-FANOUT], Batch(path, level, rows=parquet_rows(path))]
 
     # ---- checkpoints: the state is the list of files ----------------------------------------------
     def to_state(self) -> Any:
-        return [(b.path, b.level, b.owned) for b in self.batches]
+        return [(b.path, b.level, b.owned, b.rows) for b in self.batches]
 
     def restore(self, saved: Any) -> None:
-        self.batches = [Batch(p, lv, o) for p, lv, o in saved]
+        self.batches = [Batch(*b) for b in saved]
