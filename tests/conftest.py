@@ -24,8 +24,14 @@ SPARK_CONF = {
     "spark.sql.ansi.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.sql.adaptive.enabled": "false",  # tiny data: planning the adaptive stages costs more than it saves
+    # tiny data: planning adaptive stages and compiling generated code cost more than they save (the
+    # interpreted and generated evaluation of an expression agree; Spark tests both)
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.log.level": "ERROR",
+    # no Python call-site capture per Column call (several py4j round trips each)
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 

@@ -76,7 +76,7 @@ class Session:
         }
 
     def check_oracle(self) -> None:
-        ref = self.q.run(self.engine)
+        ref = self.q.run()  # the oracle Q runs on the local engine; Q^Δ on the engine under test
         for name, cur in self.contents.items():
             live = {r: w for r, w in cur.items() if w}
             if live:
@@ -107,14 +107,28 @@ def good_followup(s: Session) -> None:
 
 
 # ---- rejected at push --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("rows, match", [
+def on_engines(cases: list[Any], spark: tuple[int, ...] = (0,)) -> list[Any]:
+    """Parameters (engine, *case): every case on the local engine, and the cases at `spark` on the spark
+    engine too. A push is validated before any engine sees it (`input_batch` converts Python rows and
+    frames with the same code on both engines), so the other cases would only repeat that code; the
+    spark cases check that the spark runtime is left untouched and steps on correctly."""
+    out = []
+    for engine in ("local", "spark"):
+        for i, case in enumerate(cases):
+            if engine == "local" or i in spark:
+                values = case if isinstance(case, tuple) else (case,)
+                out.append(pytest.param(engine, *values, marks=[pytest.mark.spark] if engine == "spark" else []))
+    return out
+
+
+@pytest.mark.parametrize("engine, rows, match", on_engines([
     ([(1, 2.0)], r"row 0 \(1, 2\.0\) has 2 values, the schema has 3 columns"),
     ([(1, 2.0, "a", 4)], r"has 4 values"),
     ([(1, 2.0, "a"), (5, 1.0)], r"row 1 \(5, 1\.0\) has 2 values"),
     ([{"k": 1, "x": 2.0}], r"missing \['s'\]"),
     ([{"k": 1, "x": 2.0, "s": "a", "z": 0}], r"unknown \['z'\]"),
     (pl.DataFrame({"k": [1], "x": [2.0]}), r"frame columns"),
-])
+], spark=(0, 5)), indirect=["engine"])
 def test_row_of_wrong_width(session, rows, match):
     before = session.state()
     with pytest.raises(SchemaError, match=match) as e:
@@ -127,13 +141,13 @@ def test_row_of_wrong_width(session, rows, match):
     good_followup(session)
 
 
-@pytest.mark.parametrize("rows, column, value", [
+@pytest.mark.parametrize("engine, rows, column, value", on_engines([
     ([("abc", 1.0, "a")], "k", "'abc'"),
     ([(1.5, 1.0, "a")], "k", "1.5"),  # an int column does not silently truncate 1.5 to 1
     ([(1, 1.0, "a"), (2, "x", "b")], "x", "'x'"),
     ([(1, [1.0], "a")], "x", "[1.0]"),
     (pl.DataFrame({"k": [1.0, 2.5], "x": [1.0, 2.0], "s": ["a", "b"]}), "k", "2.5"),
-])
+], spark=(0, 4)), indirect=["engine"])
 def test_value_that_cannot_be_coerced(session, rows, column, value):
     before = session.state()
     with pytest.raises(SchemaError) as e:
@@ -150,8 +164,9 @@ def test_coercible_values_are_accepted(session):
     assert (2, 7.0, "f") in session.r.view("raw").to_dict()
 
 
-@pytest.mark.parametrize("weights", [[1.5], ["x"], [True], 1.5, True, "x", np.float64(2.5), np.bool_(True),
-                                     np.array([1.5]), [None], [2**70]])
+@pytest.mark.parametrize("engine, weights", on_engines(
+    [[1.5], ["x"], [True], 1.5, True, "x", np.float64(2.5), np.bool_(True), np.array([1.5]), [None], [2**70]],
+    spark=(0, 3)), indirect=["engine"])
 def test_non_integer_weight(session, weights):
     before = session.state()
     with pytest.raises(WeightError) as e:
@@ -163,7 +178,7 @@ def test_non_integer_weight(session, weights):
     good_followup(session)
 
 
-@pytest.mark.parametrize("wcol", [[1.5], [True], ["x"]])
+@pytest.mark.parametrize("engine, wcol", on_engines([[1.5], [True], ["x"]]), indirect=["engine"])
 def test_non_integer_weight_column_of_a_frame(session, wcol):
     before = session.state()
     with pytest.raises(WeightError):
@@ -191,7 +206,7 @@ def test_weight_count_must_match_rows(session):
     good_followup(session)
 
 
-@pytest.mark.parametrize("method", ["push", "insert", "delete"])
+@pytest.mark.parametrize("engine, method", on_engines(["push", "insert", "delete"]), indirect=["engine"])
 def test_unknown_input_name(session, method):
     before = session.state()
     args: tuple = ([(1, 2.0, "a")], [1]) if method == "push" else ([(1, 2.0, "a")],)
@@ -202,7 +217,7 @@ def test_unknown_input_name(session, method):
     good_followup(session)
 
 
-@pytest.mark.parametrize("method", ["view", "output"])
+@pytest.mark.parametrize("engine, method", on_engines(["view", "output"], spark=(0, 1)), indirect=["engine"])
 def test_unknown_output_name(session, method):
     with pytest.raises(UnknownNameError, match=r"unknown output 'nope'; the outputs are \['agg', 'joined'"):
         getattr(session.r, method)("nope")

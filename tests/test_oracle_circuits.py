@@ -15,9 +15,12 @@ from typing import Any
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dbspark
 from dbspark import col, lit
+from dbspark.errors import SchemaError
+from dbspark.testing.oracle import assert_streams_equal, differentiate_stream, integrate_stream, run_stream
 from dbspark.testing.queries import (
     LARGE_WEIGHT,
     LINEAR_FAMILIES,
@@ -25,6 +28,9 @@ from dbspark.testing.queries import (
     TableSpec,
     assert_zsets_close,
     change_streams,
+    derived_columns,
+    expr_code,
+    predicates,
     queries,
     queries_with_changes,
     run_against_oracle,
@@ -86,6 +92,36 @@ def test_random_linear_circuits_with_large_weights_spark(spark_engine, qc):
     q, changes = qc
     assert q.linear
     run_against_oracle(q.circuit, q.outputs, changes, engine=spark_engine)
+
+
+EXPR_SCHEMA = pl.Schema({"k": pl.Int64, "a": pl.Int64, "b": pl.Int32, "s": pl.String, "f": pl.Float64,
+                         "t": pl.Boolean})
+EXPR_ROWS = [(k, a, b, s, f, t) for k, a, b, s, f, t in zip(
+    [0, 1, 2, 3, None, 1, 2, 0], [-3, -1, 0, 5, 2, None, 1, 0], [0, 1, 2, 3, 0, 2, None, 1],
+    ["p", "", None, "q", "r", "p", "q", "r"], [-1.5, 0.0, 2.5, None, 0.25, -0.5, 1.0, 0.0],
+    [True, False, None, True, False, True, None, False], strict=True)]
+C = {n: col(n) for n in EXPR_SCHEMA}
+EDGE_EXPRS = [C["a"] // C["b"], C["a"] % C["b"], C["a"] / C["b"], C["f"] // C["f"], C["f"] % C["f"], C["f"] / C["f"],
+              C["f"] // lit(0.0), C["f"] % lit(0.0), C["a"] // lit(0), C["a"] % lit(0), C["b"] // C["a"],
+              C["b"] % C["a"], C["f"] // C["b"], C["f"] % C["b"], -C["f"], C["a"].abs(), C["a"] * C["f"],
+              C["a"].eq(C["f"]), C["a"] < C["f"], ~C["t"], C["t"] & C["a"].is_null(), C["t"] | (C["f"] > 0)]
+
+
+@pytest.mark.spark
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(derived_columns(EXPR_SCHEMA), predicates(EXPR_SCHEMA)), min_size=20, max_size=40))
+def test_expressions_agree_with_the_local_engine(spark_engine, exprs):
+    # one map of many columns: the spark engine's compiled expressions equal the local ones row by row
+    # (three-valued logic, NULL propagation, floor division and modulo by zero, NaN and infinities)
+    from dbspark.engines.local.kernel import LocalKernel
+
+    named = [(f"e{i}", e) for i, e in enumerate([*EDGE_EXPRS, *exprs])]
+    out = pl.Schema([(n, e.dtype(EXPR_SCHEMA) if e.dtype(EXPR_SCHEMA) != pl.Null() else pl.Int64()) for n, e in named])
+    sk, lk = spark_engine(), LocalKernel()
+    weights = list(range(1, len(EXPR_ROWS) + 1))  # distinct weights: rows stay apart in the comparison
+    local = lk.map(lk.input_batch(EXPR_ROWS, EXPR_SCHEMA, weights, "t"), named, out)
+    spark = sk.map(sk.input_batch(EXPR_ROWS, EXPR_SCHEMA, weights, "t"), named, out)
+    assert_zsets_close(sk.to_local(spark), local, f"expressions {[expr_code(e) for _, e in named]}")
 
 
 # ---- the comparison helper itself ------------------------------------------------------------------------
@@ -154,6 +190,29 @@ def test_projection_keeps_bag_multiplicities(engine):
     v = views(engine, lambda t, u: t.map("k"))
     assert v[1] == {(1,): 2, (None,): 1, (3,): 1}
     assert v[3] == {(1,): 1, (None,): 1, (3,): 1}
+
+
+def test_flat_map(engine):
+    def repeat(row):  # a row twice when a > 6, once otherwise (a NULL a too); as a tuple or as a dict
+        return [(row["k"], row["s"])] * 2 if row["a"] is not None and row["a"] > 6 else [{"s": row["s"], "k": row["k"]}]
+
+    v = views(engine, lambda t, u: t.flat_map(repeat, {"k": "int64", "s": "str"}))
+    assert v[0] == {(1, "x"): 4, (2, "y"): 2, (None, None): 1}
+    assert v[1] == {(1, "x"): 4, (None, None): 1, (3, "z"): 1}
+    assert v[4] == {}
+
+
+def test_flat_map_producing_rows_of_the_wrong_width_is_rejected(engine):
+    def bad(row):
+        return [(row["k"],)]
+
+    c = dbspark.Circuit()
+    c.output("out", c.input("t", T.schema).flat_map(bad, {"k": "int64", "s": "str"}))
+    r = c.run(engine)
+    r.insert("t", [(1, 10, "x")])
+    with pytest.raises(SchemaError, match=r"flat_map produced \(1,\), expected 2 values"):
+        r.step()
+    assert r.time == 0
 
 
 def test_plus_and_minus(engine):
@@ -278,6 +337,34 @@ def test_aggregate_feeding_a_join(engine):
     v = views(engine, q)
     assert v[1] == {(1, 2, 100): 1}
     assert v[3] == {(1, 1, 100): 1, (1, 1, 101): 1}
+
+
+def test_delay_integrate_differentiate_and_a_feedback_loop(engine):
+    # the time operators on a raw stream of Z-sets (inputs of kind zset, so weights may go negative):
+    # z^-1 shifts by one step, I sums, D takes differences, and fix α. s + z^-1(α) is I (Def 2.19)
+    c = dbspark.Circuit()
+    t = c.input("t", T.schema)
+    fb = c.feedback(t.schema)
+    alpha = t + fb.stream
+    fb.connect(alpha)
+    c.output("z", t.delay())
+    c.output("i", t.integrate())
+    c.output("d", t.differentiate())
+    c.output("di", t.differentiate().integrate())
+    c.output("zi", t.integrate().delay())
+    c.output("loop", alpha)
+    stream = [dbspark.ZSet.from_rows([r for r, _ in st.get("t", [])], t.schema, [w for _, w in st.get("t", [])])
+              for st in FIXED.steps]
+    stream[2] = -stream[1]  # a step whose change undoes the previous one
+    out = run_stream(c, {"t": stream}, engine=engine)
+    empty = dbspark.ZSet.empty(stream[0].schema)
+    assert_streams_equal(out["z"], [empty, *[z.consolidate() for z in stream[:-1]]], "z^-1")
+    assert_streams_equal(out["i"], integrate_stream(stream), "I")
+    assert_streams_equal(out["d"], differentiate_stream(stream), "D")
+    assert_streams_equal(out["di"], [z.consolidate() for z in stream], "I(D(s))")
+    assert_streams_equal(out["zi"], [empty, *integrate_stream(stream)[:-1]], "z^-1(I(s))")
+    assert_streams_equal(out["loop"], integrate_stream(stream), "fix α. s + z^-1(α)")
+    assert out["i"][1].to_dict() == {(1, 10, "x"): 2, (None, 5, None): 1, (3, None, "z"): 1}
 
 
 def test_views_with_large_weights_on_linear_circuit(engine):

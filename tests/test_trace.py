@@ -55,7 +55,7 @@ def test_hash_collisions_are_filtered(monkeypatch) -> None:
     assert got == [(3, "c", 2)]
 
 
-def test_checkpoint_restore_resumes_the_same_views(tmp_path) -> None:
+def test_checkpoint_restore_resumes_the_same_views(tmp_path, engine) -> None:
     def build() -> dbspark.Circuit:
         c = dbspark.Circuit()
         t = c.input("t", {"g": "int64", "x": "int64"}, kind="bag")
@@ -64,12 +64,12 @@ def test_checkpoint_restore_resumes_the_same_views(tmp_path) -> None:
         c.output("j", t.join(u, on="g").filter(col("x") > 0).distinct())
         return c
 
-    a = build().run()
+    a = build().run(engine)
     a.insert("t", [(1, 5), (1, 7), (2, 1)])
     a.insert("u", [(1, "p"), (2, "q")])
     a.step()
     a.checkpoint(tmp_path / "state.pkl")
-    b = build().run()
+    b = build().run(engine)
     b.restore(tmp_path / "state.pkl")
     for r in (a, b):
         r.delete("t", [(1, 5)])

@@ -29,8 +29,6 @@ import polars as pl
 
 from dbspark.algebra.zset import WEIGHT
 from dbspark.engines.spark.convert import spark_type
-from dbspark.engines.spark.exprs import py_repr as _py_repr
-from dbspark.engines.spark.exprs import py_tuple
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
 
@@ -71,40 +69,109 @@ def _array_calls(spec: AggSpec) -> list[tuple[int, AggCall]]:
     return [(i, c) for i, c in enumerate(spec.calls) if c.kind != "linear"]
 
 
-# ---- accumulators ------------------------------------------------------------------------------------
-def _acc_aggs(spec: AggSpec, w: Any, s: str = "", arrays: bool = False) -> list[Any]:
-    """Aggregate expressions over raw rows of weight `w`: the group's row count, the accumulators of
-    the linear calls (columns suffixed `s`) and, with `arrays`, the sorted (x, w) entries of the others."""
-    F = _F()
-    out = [F.sum(w).alias(CNT + s)]
-    for i, c in _linear_calls(spec):
-        if c.arg is None:
-            continue
-        x = F.col(c.arg)
-        out.append(F.sum(F.when(x.isNotNull(), w).otherwise(0)).alias(f"__c{i}{s}"))
-        if _is_int(spec, c):
-            xs = x.cast("long").cast("decimal(38,0)")
-            wd = w.cast("decimal(38,0)")
-        elif isinstance(spec.input_schema[c.arg], pl.Decimal):
-            xs, wd = x, w.cast("decimal(20,0)")
-        else:
-            xs, wd = x.cast("double"), w.cast("double")
-        if c.func != "count":
-            out.append(F.sum(xs * wd).alias(f"__s{i}{s}"))
-        if c.func in VAR:
-            xv = xs if _is_int(spec, c) else xs.cast("double")
-            out.append(F.sum(xv * xv * (wd if _is_int(spec, c) else w.cast("double"))).alias(f"__q{i}{s}"))
-    if arrays:
-        for i, c in _array_calls(spec):
-            assert c.arg is not None
-            x = F.col(c.arg)
-            entry = F.when(x.isNotNull() & (w != 0), F.struct(x.alias("x"), w.cast("long").alias("w")))
-            out.append(F.array_sort(F.collect_list(entry)).alias(f"__a{i}{s}"))
+def _array_args(spec: AggSpec) -> list[str]:
+    """The arguments of the ordered and user calls, each once: calls on one column share its entries."""
+    out: list[str] = []
+    for _, c in _array_calls(spec):
+        assert c.arg is not None
+        if c.arg not in out:
+            out.append(c.arg)
     return out
 
 
+_SCAN = ("cx", "cw", "cum", "mn", "mx", "bx", "bw", "lo", "hi", "badx", "badw")
+
+
+def _fields(spec: AggSpec, arg: str) -> tuple[str, ...]:
+    """The `_scan` fields the calls on `arg` need (the run being scanned, and the check, always)."""
+    need = {"cx", "cw", "badx", "badw"}
+    for _, c in _array_calls(spec):
+        if c.arg == arg:
+            need |= {"min": {"mn"}, "max": {"mx"}, "mode": {"bx", "bw"}, "median": {"cum", "lo", "hi"}}.get(
+                c.func if isinstance(c.func, str) else "", set())
+    return tuple(f for f in _SCAN if f in need)
+
+
+# ---- SQL text: each column is one expression for Spark to parse, not dozens of Column calls ------------
+def _q(name: str) -> str:
+    """A quoted column name."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _lit(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _t(t: pl.DataType) -> str:
+    """The SQL name of the Spark type of a Polars type."""
+    return spark_type(t).simpleString()
+
+
+def _repr_sql(e: str, t: pl.DataType) -> str:
+    """A string expression showing a value as Python's repr does (for error messages)."""
+    if t == pl.String():
+        s = f"concat('\\'', {e}, '\\'')"
+    elif t == pl.Boolean():
+        s = f"IF({e}, 'True', 'False')"
+    else:
+        s = f"CAST({e} AS string)"
+    return f"IF({e} IS NULL, 'None', {s})"
+
+
+def _group_repr(spec: AggSpec, as_dict: bool) -> str:
+    """The group's key as the local engine prints it: {'k': 1} or the tuple (1,)."""
+    types = {**dict(spec.input_schema.items()), G: pl.Int8()}
+    parts: list[str] = []
+    if as_dict:
+        for n, k in enumerate(spec.by):
+            parts += [_lit(("{" if n == 0 else ", ") + f"{k!r}: "), _repr_sql(_q(k), types[k])]
+        return f"concat({', '.join(parts)}, '}}')" if parts else "'{}'"
+    keys = keys_of(spec)
+    for n, k in enumerate(keys):
+        parts += [_lit("(" if n == 0 else ", "), _repr_sql(_q(k), types[k])]
+    return f"concat({', '.join(parts)}, {_lit(',)' if len(keys) == 1 else ')')})"
+
+
+# ---- accumulators ------------------------------------------------------------------------------------
+def _acc_sql(spec: AggSpec, w: str, s: str = "", arrays: bool = False) -> list[str]:
+    """Aggregate expressions over raw rows of weight `w` (SQL): the group's row count, the accumulators
+    of the linear calls (columns suffixed `s`) and, with `arrays`, the sorted (x, w) entries of the
+    ordered and user calls, one array per argument."""
+    out = [f"sum({w}) AS {_q(CNT + s)}"]
+    for i, c in _linear_calls(spec):
+        if c.arg is None:
+            continue
+        x = _q(c.arg)
+        out.append(f"sum(IF({x} IS NOT NULL, {w}, 0)) AS {_q(f'__c{i}{s}')}")
+        if _is_int(spec, c):  # exact: DECIMAL(38) sums, an overflow is an error
+            xs, wd = f"CAST(CAST({x} AS bigint) AS decimal(38,0))", f"CAST({w} AS decimal(38,0))"
+        elif isinstance(spec.input_schema[c.arg], pl.Decimal):
+            xs, wd = x, f"CAST({w} AS decimal(20,0))"
+        else:
+            xs, wd = f"CAST({x} AS double)", f"CAST({w} AS double)"
+        if c.func != "count":
+            out.append(f"sum({xs} * {wd}) AS {_q(f'__s{i}{s}')}")
+        if c.func in VAR:
+            if _is_int(spec, c):
+                out.append(f"sum({xs} * {xs} * {wd}) AS {_q(f'__q{i}{s}')}")
+            else:
+                xv = f"CAST({xs} AS double)"
+                out.append(f"sum({xv} * {xv} * CAST({w} AS double)) AS {_q(f'__q{i}{s}')}")
+    if arrays:
+        for j, arg in enumerate(_array_args(spec)):
+            x = _q(arg)
+            entry = f"IF({x} IS NOT NULL AND {w} != 0, named_struct('x', {x}, 'w', CAST({w} AS bigint)), NULL)"
+            out.append(f"array_sort(collect_list({entry})) AS {_q(f'__a{j}{s}')}")
+    return out
+
+
+def _aggs(exprs: list[str]) -> list[Any]:
+    return [_F().expr(e) for e in exprs]
+
+
 def _acc_names(spec: AggSpec) -> list[str]:
-    """The linear accumulator columns (unsuffixed) of `_acc_aggs`, row count first."""
+    """The linear accumulator columns (unsuffixed) of `_acc_sql`, row count first."""
     out = [CNT]
     for i, c in _linear_calls(spec):
         if c.arg is None:
@@ -117,53 +184,46 @@ def _acc_names(spec: AggSpec) -> list[str]:
     return out
 
 
-def _finalize(spec: AggSpec, s: str) -> list[Any]:
-    """The linear aggregates of side `s`, as columns `__r<i><s>`."""
-    F = _F()
+def _finalize(spec: AggSpec, s: str) -> list[str]:
+    """The linear aggregates of side `s`, as SQL columns `__r<i><s>`."""
     out = []
     for i, c in _linear_calls(spec):
-        t = spark_type(result_dtype(c, spec.input_schema))
+        t = _t(result_dtype(c, spec.input_schema))
         if c.func == "count_star":
-            e = F.col(CNT + s)
+            e = _q(CNT + s)
         elif c.func == "count":
-            e = F.col(f"__c{i}{s}")
+            e = _q(f"__c{i}{s}")
         else:
-            n, sx = F.col(f"__c{i}{s}"), F.col(f"__s{i}{s}")
-            nf = n.cast("double")
+            n, sx = _q(f"__c{i}{s}"), _q(f"__s{i}{s}")
+            nf = f"CAST({n} AS double)"
             if c.func == "sum":
-                e = F.when(n > 0, sx)
+                e = f"IF({n} > 0, {sx}, NULL)"
             elif c.func == "avg":
-                e = F.when(n > 0, sx.cast("double") / nf)
+                e = f"IF({n} > 0, CAST({sx} AS double) / {nf}, NULL)"
             else:
-                q = F.col(f"__q{i}{s}")
+                q = _q(f"__q{i}{s}")
                 if _is_int(spec, c):  # n·Σx² - (Σx)² exactly, divided once at the end
-                    m2 = (n.cast("decimal(38,0)") * q - sx * sx).cast("double") / nf
+                    m2 = f"CAST(CAST({n} AS decimal(38,0)) * {q} - {sx} * {sx} AS double) / {nf}"
                 else:
-                    m2 = q - sx * sx / nf
-                m2 = F.greatest(m2, F.lit(0.0))
-                e = F.when(n > 1, m2 / (nf - 1)) if c.func in ("var_samp", "stddev_samp") else F.when(n > 0, m2 / nf)
+                    m2 = f"{q} - {sx} * {sx} / {nf}"
+                m2 = f"greatest({m2}, CAST(0.0 AS double))"
+                if c.func in ("var_samp", "stddev_samp"):
+                    e = f"IF({n} > 1, {m2} / ({nf} - 1), NULL)"
+                else:
+                    e = f"IF({n} > 0, {m2} / {nf}, NULL)"
                 if str(c.func).startswith("stddev"):
-                    e = F.sqrt(e)
-        out.append(e.cast(t).alias(f"__r{i}{s}"))
+                    e = f"sqrt({e})"
+        out.append(f"CAST({e} AS {t}) AS {_q(f'__r{i}{s}')}")
     return out
 
 
 # ---- ordered and user calls: one pass over the sorted (x, w) entries of a group ----------------------------
-_SCAN = ("cx", "cw", "cum", "mn", "mx", "bx", "bw", "lo", "hi", "badx", "badw")
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _scan(arr: str, xt: Any, n: str) -> Any:
+def _scan(arr: str, xt: str, n: str, fields: tuple[str, ...] = _SCAN) -> str:
     """A struct of the group's ordered statistics over the entries (column `arr`) sorted by x (an x
     may repeat: its count is the sum of its entries' weights): mn/mx the least/greatest x of positive
     count, bx the most frequent (ties to the least), lo/hi the x at positions (n-1)//2 and n//2 of the
-    sorted multiset of `n` values, badx/badw the first x of negative count and that count.
-
-    Built as SQL text: one expression for Spark to parse, instead of hundreds of Column calls."""
-    x = xt.simpleString()
+    sorted multiset of `n` values, badx/badw the first x of negative count and that count. Only
+    `fields` are computed."""
     klo, khi = f"floor(({_q(n)} - 1) / 2)", f"floor({_q(n)} / 2)"
 
     def close(a: str) -> dict[str, str]:
@@ -185,31 +245,17 @@ def _scan(arr: str, xt: Any, n: str) -> Any:
             "badw": f"IF({first_bad}, {cw}, {a}.badw)",
         }
 
-    def struct(fields: dict[str, str]) -> str:
-        return "named_struct(" + ", ".join(f"'{k}', {fields[k]}" for k in _SCAN) + ")"
+    def struct(values: dict[str, str]) -> str:
+        return "named_struct(" + ", ".join(f"'{k}', {values[k]}" for k in fields) + ")"
 
     zero = struct({f: ("CAST(0 AS bigint)" if f in ("cw", "cum") else
-                       f"CAST(NULL AS {'bigint' if f in ('bw', 'badw') else x})") for f in _SCAN})
+                       f"CAST(NULL AS {'bigint' if f in ('bw', 'badw') else xt})") for f in fields})
     ends = "(a.cx IS NOT NULL AND e.x != a.cx)"
     closed = close("a")
     merge = struct({"cx": "e.x", "cw": f"IF({ends} OR a.cx IS NULL, e.w, a.cw + e.w)",
-                    **{f: f"IF({ends}, {closed[f]}, a.{f})" for f in _SCAN[2:]}})
-    fin = close("a")
-    finish = struct({"cx": "a.cx", "cw": "a.cw", **{f: f"IF(a.cx IS NOT NULL, {fin[f]}, a.{f})" for f in _SCAN[2:]}})
-    return _F().expr(f"aggregate({_q(arr)}, {zero}, (a, e) -> {merge}, a -> {finish})")
-
-
-def _group_repr(spec: AggSpec, as_dict: bool) -> Any:
-    """The group's key as the local engine prints it: {'k': 1} or the tuple (1,)."""
-    F = _F()
-    types = {**dict(spec.input_schema.items()), G: pl.Int8()}
-    if as_dict:
-        parts: list[Any] = [F.lit("{")]
-        for n, k in enumerate(spec.by):
-            parts += [F.lit(("" if n == 0 else ", ") + f"{k!r}: "), _py_repr(F.col(k), types[k])]
-        return F.concat(*parts, F.lit("}"))
-    keys = keys_of(spec)
-    return py_tuple([F.col(k) for k in keys], [types[k] for k in keys])
+                    **{f: f"IF({ends}, {closed[f]}, a.{f})" for f in fields[2:]}})
+    finish = struct({"cx": "a.cx", "cw": "a.cw", **{f: f"IF(a.cx IS NOT NULL, {closed[f]}, a.{f})" for f in fields[2:]}})
+    return f"aggregate({_q(arr)}, {zero}, (a, e) -> {merge}, a -> {finish})"
 
 
 def _user_value(c: AggCall, t: pl.DataType) -> Any:
@@ -222,95 +268,95 @@ def _user_value(c: AggCall, t: pl.DataType) -> Any:
     return F.udf(lambda entries: user_fold_entries(ua, entries, t), spark_type(t))
 
 
-def _ordered(spec: AggSpec, s: str, incremental: bool) -> tuple[list[Any], list[tuple[Any, Any]]]:
-    """(result columns `__r<i><s>`, [(condition, error message)]) of the ordered and user calls of side
-    `s`, from the columns `__a<i><s>` (sorted entries), `__m<i><s>` (their total weight) and
-    `__st<i><s>` (their `_scan`)."""
+def _ordered(spec: AggSpec, s: str, incremental: bool) -> tuple[list[Any], list[tuple[str, str]]]:
+    """(result columns `__r<i><s>`, [(condition, error message)] in SQL) of the ordered and user calls
+    of side `s`, from the columns `__a<j><s>` (sorted entries of argument j), `__m<j><s>` (their total
+    weight) and `__st<j><s>` (their `_scan`)."""
     F = _F()
-    cols, checks = [], []
+    cols: list[Any] = []
+    checks: list[tuple[str, str]] = []
+    args = _array_args(spec)
     for i, c in _array_calls(spec):
         assert c.arg is not None
-        arr, n, st = F.col(f"__a{i}{s}"), F.col(f"__m{i}{s}"), F.col(f"__st{i}{s}")
+        j = args.index(c.arg)
+        arr, n, st = f"__a{j}{s}", _q(f"__m{j}{s}"), _q(f"__st{j}{s}")
         xdt = spec.input_schema[c.arg]
         t = result_dtype(c, spec.input_schema)
+        out = _q(f"__r{i}{s}")
         if isinstance(c.func, UserAggregate):
-            cols.append(F.when(F.size(arr) > 0, _user_value(c, t)(arr)).cast(spark_type(t)).alias(f"__r{i}{s}"))
+            col = F.col(arr)
+            cols.append(F.when(F.size(col) > 0, _user_value(c, t)(col)).cast(spark_type(t)).alias(f"__r{i}{s}"))
             if incremental:
-                checks.append((n < 0, F.concat(F.lit(f"aggregate {c.name!r}, group "), _group_repr(spec, False),
-                                                  F.lit(": more values deleted than present"))))
+                checks.append((f"{n} < 0", f"concat({_lit(f'aggregate {c.name!r}, group ')}, "
+                                           f"{_group_repr(spec, False)}, ': more values deleted than present')"))
             else:
-                checks.append((st["badx"].isNotNull(), F.lit(f"aggregate {c.name!r} over a Z-set with negative weights")))
+                checks.append((f"{st}.badx IS NOT NULL", _lit(f"aggregate {c.name!r} over a Z-set with negative weights")))
             continue
         if c.func == "min":
-            v = st["mn"]
+            v = f"{st}.mn"
         elif c.func == "max":
-            v = st["mx"]
+            v = f"{st}.mx"
         elif c.func == "mode":
-            v = st["bx"]
+            v = f"{st}.bx"
         elif xdt.is_numeric():
-            v = (st["lo"].cast("double") + st["hi"].cast("double")) / 2
+            v = f"(CAST({st}.lo AS double) + CAST({st}.hi AS double)) / 2"
         else:
-            v = st["lo"]
-        cols.append(v.cast(spark_type(t)).alias(f"__r{i}{s}"))
+            v = f"{st}.lo"
+        cols.append(F.expr(f"CAST({v} AS {_t(t)}) AS {out}"))
         if incremental:
-            msg = F.concat(F.lit(f"aggregate {c.name!r}, group "), _group_repr(spec, False),
-                           F.lit(": multiplicity of "), _py_repr(st["badx"], xdt), F.lit(" would become "),
-                           st["badw"].cast("string"), F.lit(" (below zero); a delete of a value not there"))
+            msg = (f"concat({_lit(f'aggregate {c.name!r}, group ')}, {_group_repr(spec, False)}, ': multiplicity of ', "
+                   f"{_repr_sql(f'{st}.badx', xdt)}, ' would become ', CAST({st}.badw AS string), "
+                   f"' (below zero); a delete of a value not there')")
         else:
-            msg = F.lit(f"aggregate {c.name!r} over a Z-set with negative weights")
-        checks.append((st["badx"].isNotNull(), msg))
+            msg = _lit(f"aggregate {c.name!r} over a Z-set with negative weights")
+        checks.append((f"{st}.badx IS NOT NULL", msg))
     return cols, checks
 
 
 def _results(g: Any, spec: AggSpec, sides: Sequence[str], incremental: bool) -> tuple[Any, dict[str, list]]:
     """Per group: the keys, each side's row count `__cnt<s>` and results `__r<i><s>`; and per side the
-    checks of its values, [(condition, error message)] (over columns kept in the frame)."""
+    checks of its values, [(condition, error message)] in SQL (over columns kept in the frame)."""
     F = _F()
     keys = keys_of(spec)
-    arrays = _array_calls(spec)
+    args = _array_args(spec)
     kept: list[str] = []
-    if arrays:  # per group: the total weight of each call's entries (the n of MEDIAN), then one scan
-        g = g.select("*", *[F.expr(f"aggregate({_q(f'__a{i}{s}')}, CAST(0 AS bigint), (a, e) -> a + e.w)")
-                           .alias(f"__m{i}{s}") for s in sides for i, _ in arrays])
-        g = g.select("*", *[_scan(f"__a{i}{s}", spark_type(spec.input_schema[c.arg]), f"__m{i}{s}")
-                           .alias(f"__st{i}{s}") for s in sides for i, c in arrays])
-        kept = [f"__{p}{i}{s}" for s in sides for i, _ in arrays for p in ("a", "m", "st")]
+    if args:  # per group and argument: the total weight of its entries (the n of MEDIAN), then one scan
+        g = g.select("*", *[F.expr(f"aggregate({_q(f'__a{j}{s}')}, CAST(0 AS bigint), (a, e) -> a + e.w) "
+                                   f"AS {_q(f'__m{j}{s}')}") for s in sides for j in range(len(args))])
+        g = g.select("*", *[F.expr(_scan(f"__a{j}{s}", _t(spec.input_schema[a]), f"__m{j}{s}", _fields(spec, a))
+                                   + f" AS {_q(f'__st{j}{s}')}") for s in sides for j, a in enumerate(args)])
+        kept = [f"__{p}{j}{s}" for s in sides for j in range(len(args)) for p in ("a", "m", "st")]
     cols: list[Any] = []
     checks: dict[str, list] = {}
     for s in sides:
         ordered, checks[s] = _ordered(spec, s, incremental)
-        cols += [F.col(CNT + s), *_finalize(spec, s), *ordered]
+        cols += [F.col(CNT + s), *_aggs(_finalize(spec, s)), *ordered]
     return g.select(*keys, *cols, *kept), checks
 
 
-def _checked(flag: Any, checks: Sequence[tuple[Any, Any]]) -> Any:
-    """`flag`, unless a check fails: then evaluating it raises that check's NegativeStateError.
+def _checked(flag: str, checks: Sequence[tuple[str, str]]) -> str:
+    """`flag` (SQL), unless a check fails: then evaluating it raises that check's NegativeStateError.
 
     The checks sit where the optimizer cannot drop them (the first argument of a COALESCE whose value
     is used), not in a condition it could simplify away."""
-    from dbspark.engines.spark.kernel import fail
-
-    F = _F()
     if not checks:
         return flag
-    case = None
-    for cond, msg in checks:
-        case = F.when(cond, fail(NegativeStateError, msg)) if case is None else case.when(
-            cond, fail(NegativeStateError, msg))
-    return F.coalesce(case.cast("boolean"), flag)
+    tag = _lit(f"DBSPARK[{NegativeStateError.__name__}] ")
+    case = " ".join(f"WHEN {cond} THEN raise_error(concat({tag}, {msg}))" for cond, msg in checks)
+    return f"coalesce(CAST(CASE {case} END AS boolean), {flag})"
 
 
-def _emit(r: Any, spec: AggSpec, rows: Sequence[tuple[str, int, Any]]) -> Any:
-    """The output rows: for each (side, weight, condition), the side's result row where the condition
-    holds (one pass: an array of candidate rows per group, filtered and exploded)."""
+def _emit(r: Any, spec: AggSpec, rows: Sequence[tuple[str, int, str]]) -> Any:
+    """The output rows: for each (side, weight, SQL condition), the side's result row where the
+    condition holds (one pass: an array of candidate rows per group, filtered and exploded)."""
     F = _F()
     names = [c.name for c in spec.calls]
     structs = []
     for s, w, cond in rows:
-        fields = [F.col(k).alias(k) for k in spec.by]
-        fields += [F.col(f"__r{i}{s}").alias(c.name) for i, c in enumerate(spec.calls)]
-        structs.append(F.struct(*fields, F.lit(w).cast("long").alias(WEIGHT), cond.alias("__e")))
-    out = r.select(F.explode(F.filter(F.array(*structs), lambda x: x["__e"])).alias("__row"))
+        fields = [f"{_lit(k)}, {_q(k)}" for k in spec.by]
+        fields += [f"{_lit(c.name)}, {_q(f'__r{i}{s}')}" for i, c in enumerate(spec.calls)]
+        structs.append(f"named_struct({', '.join(fields)}, {_lit(WEIGHT)}, CAST({w} AS bigint), '__e', {cond})")
+    out = r.select(F.expr(f"explode(filter(array({', '.join(structs)}), x -> x.__e)) AS __row"))
     return out.select(*[F.col("__row")[n].alias(n) for n in [*spec.by, *names, WEIGHT]])
 
 
@@ -327,15 +373,14 @@ def _dummy_group(df: Any, spec: AggSpec, weights: Sequence[str]) -> Any:
 def aggregate_full(kernel: SparkKernel, z: SparkZSet, spec: AggSpec) -> Any:
     """The aggregate of a whole Z-set (the non-incremental `stream_aggregate`); `z` need not be
     consolidated. Groups of negative count, and values of negative count, are errors."""
-    F = _F()
     df = with_key(z.frame, spec)
     if not spec.by:
         df = _dummy_group(df, spec, [WEIGHT])
-    g = df.groupBy(*keys_of(spec)).agg(*_acc_aggs(spec, F.col(WEIGHT), "", arrays=True))
+    g = df.groupBy(*keys_of(spec)).agg(*_aggs(_acc_sql(spec, _q(WEIGHT), "", arrays=True)))
     r, checks = _results(g, spec, [""], incremental=False)
-    cnt = F.col(CNT)
-    group = [(cnt < 0, F.lit("aggregate over a Z-set with a group of negative count"))] if spec.by else []
-    keep = (cnt > 0) if spec.by else F.lit(True)
+    cnt = _q(CNT)
+    group = [(f"{cnt} < 0", _lit("aggregate over a Z-set with a group of negative count"))] if spec.by else []
+    keep = f"{cnt} > 0" if spec.by else "true"
     return _emit(r, spec, [("", 1, _checked(keep, [*group, *checks[""]]))])
 
 
@@ -351,7 +396,7 @@ class AggregateState:
         rows_schema = pl.Schema([*spec.input_schema.items(), *([] if spec.by else [(G, pl.Int8())])])
         if self.linear:
             probe = with_key(kernel.empty(spec.input_schema).frame, spec)
-            probe = probe.groupBy(*keys).agg(*_acc_aggs(spec, _F().col(WEIGHT)))
+            probe = probe.groupBy(*keys).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
             sums = tuple(_acc_names(spec))
             types = {f.name: f.dataType for f in probe.schema.fields if f.name in sums}
             self.trace = SparkTrace(kernel, pl.Schema([(k, rows_schema[k]) for k in keys]), tuple(keys), sums, types)
@@ -374,7 +419,7 @@ class AggregateState:
         else:
             d = with_key(delta.frame, spec)
             if self.linear:
-                d = d.groupBy(*keys_of(spec)).agg(*_acc_aggs(spec, _F().col(WEIGHT)))
+                d = d.groupBy(*keys_of(spec)).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
                 path = self.trace.append(d, undo, consolidated=True)
             else:
                 path = self.trace.append(d.select(*self.trace.schema, WEIGHT), undo,
@@ -404,10 +449,9 @@ class AggregateState:
                 rows = _dummy_group(rows, spec, [*sums, flag])
             aggs = []
             for c in sums:
-                zero = F.lit(0).cast(self.trace.sum_types[c])
-                aggs += [F.sum(F.when(F.col(flag), F.col(c)).otherwise(zero)).alias(c + OLD),
-                         F.sum(F.col(c)).alias(c + NEW)]
-            g = rows.groupBy(*keys).agg(*aggs)
+                zero = f"CAST(0 AS {self.trace.sum_types[c].simpleString()})"
+                aggs += [f"sum(IF({_q(flag)}, {_q(c)}, {zero})) AS {_q(c + OLD)}", f"sum({_q(c)}) AS {_q(c + NEW)}"]
+            g = rows.groupBy(*keys).agg(*_aggs(aggs))
         else:  # rows with their weight before (__wo) and after (__wn) the change
             data = list(self.trace.schema)
             rows = dz.select(*data, F.lit(0).cast("long").alias("__wo"), F.col(WEIGHT).alias("__wn"))
@@ -415,21 +459,19 @@ class AggregateState:
                 rows = old.select(*data, F.col(WEIGHT).alias("__wo"), F.col(WEIGHT).alias("__wn")).unionByName(rows)
             if not spec.by:
                 rows = _dummy_group(rows, spec, ["__wo", "__wn"])
-            g = rows.groupBy(*keys).agg(*_acc_aggs(spec, F.col("__wo"), OLD, arrays=True),
-                                        *_acc_aggs(spec, F.col("__wn"), NEW, arrays=True))
+            g = rows.groupBy(*keys).agg(*_aggs(_acc_sql(spec, _q("__wo"), OLD, arrays=True)
+                                               + _acc_sql(spec, _q("__wn"), NEW, arrays=True)))
         r, checks = _results(g, spec, [OLD, NEW], incremental=True)
-        n_old, n_new = F.col(CNT + OLD), F.col(CNT + NEW)
-        bad_group = F.concat(F.lit("aggregate: group "), _group_repr(spec, True), F.lit(" would have "),
-                             n_new.cast("string"), F.lit(" rows; a delete of rows that are not there"))
+        n_old, n_new = _q(CNT + OLD), _q(CNT + NEW)
+        bad_group = (f"concat('aggregate: group ', {_group_repr(spec, True)}, ' would have ', "
+                     f"CAST({n_new} AS string), ' rows; a delete of rows that are not there')")
         glob = not spec.by
-        e_old = (n_old > 0) if not glob else F.lit(was)
-        e_new = (n_new > 0) if not glob else F.lit(True)
-        same = F.lit(True)
-        for i, _ in enumerate(spec.calls):
-            same = same & F.col(f"__r{i}{OLD}").eqNullSafe(F.col(f"__r{i}{NEW}"))
-        cancel = e_old & e_new & same
-        new_flag = _checked(e_new & ~cancel, [(n_new < 0, bad_group), *checks[NEW]])
-        return _emit(r, spec, [(OLD, -1, e_old & ~cancel), (NEW, 1, new_flag)])
+        e_old = f"({n_old} > 0)" if not glob else ("true" if was else "false")
+        e_new = f"({n_new} > 0)" if not glob else "true"
+        same = " AND ".join(f"({_q(f'__r{i}{OLD}')} <=> {_q(f'__r{i}{NEW}')})" for i in range(len(spec.calls)))
+        cancel = f"({e_old} AND {e_new} AND {same})"
+        new_flag = _checked(f"({e_new} AND NOT {cancel})", [(f"{n_new} < 0", bad_group), *checks[NEW]])
+        return _emit(r, spec, [(OLD, -1, f"({e_old} AND NOT {cancel})"), (NEW, 1, new_flag)])
 
     def checkpoint(self) -> Any:
         return (self.trace.to_state(), self.started)

@@ -35,6 +35,7 @@ from dbspark.ir.expr import Expr
 Value = SparkZSet | SparkSnapshot
 _WR = "__w_r"
 _TAG = re.compile(r"DBSPARK\[(\w+)\] (.*?)(?: SQLSTATE|$)", re.S)
+_PY_RAISED = re.compile(r"^dbspark\.errors\.(\w+): (.*)$", re.M)
 
 
 def F() -> Any:
@@ -97,8 +98,14 @@ class SparkKernel:
             if m:
                 cls = getattr(errors, m.group(1), errors.DbsparkError)
                 raise cls(m.group(2).strip()) from None
+            raised = _PY_RAISED.findall(msg)  # a dbspark error raised by user code in a Python worker
+            if raised:
+                name, text = raised[-1]
+                raise getattr(errors, name, errors.DbsparkError)(text.strip()) from None
             if "ARITHMETIC_OVERFLOW" in msg or "CAST_OVERFLOW" in msg or "NUMERIC_VALUE_OUT_OF_RANGE" in msg:
                 raise errors.WeightError(f"integer overflow on the spark engine: {msg.splitlines()[0]}") from None
+            if "CAST_INVALID_INPUT" in msg:
+                raise errors.SchemaError(f"a value of the wrong type on the spark engine: {msg.splitlines()[0]}") from None
             raise
 
     def write(self, df: Any, path: str) -> None:
