@@ -15,9 +15,11 @@ from dbspark.circuit.runtime import Runtime
 from dbspark.circuit.stream import Stream
 from dbspark.errors import (
     CircuitError,
+    DataError,
     DbsparkError,
     IncrementalizationError,
     NegativeStateError,
+    ParseError,
     SchemaError,
     UnknownNameError,
     UnsupportedError,
@@ -30,7 +32,7 @@ from dbspark.pipeline import Pipeline
 __version__ = "0.1.0"
 
 __all__ = [
-    "Cast", "Circuit", "CircuitError", "DbsparkError", "Feedback", "IncrementalizationError", "IndexedZSet",
-    "NegativeStateError", "Pipeline", "Runtime", "SchemaError", "Stream", "UnknownNameError", "UnsupportedError",
+    "Cast", "Circuit", "CircuitError", "DataError", "DbsparkError", "Feedback", "IncrementalizationError", "IndexedZSet",
+    "NegativeStateError", "ParseError", "Pipeline", "Runtime", "SchemaError", "Stream", "UnknownNameError", "UnsupportedError",
     "UserAggregate", "WeightError", "ZSet", "col", "lit",
 ]

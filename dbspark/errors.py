@@ -40,3 +40,23 @@ class UnsupportedError(DbsparkError):
 
 class RecursionLimitError(DbsparkError):
     """A recursive scope that did not reach its fixpoint within its iteration limit."""
+
+
+class DataError(DbsparkError):
+    """A value that cannot be computed or stored: integer overflow, a failed cast, a pushed value that
+    does not fit its column's declared type."""
+
+
+class ParseError(DbsparkError):
+    """Program text (SQL, Datalog) that does not parse; `line` and `column` locate the fault (1-based)."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:
+        where = f" (line {line}, column {column})" if line is not None else ""
+        super().__init__(message + where)
+        self.line = line
+        self.column = column
+
+
+class CoercionError(DataError, SchemaError):
+    """A pushed value that cannot be coerced to its column's declared type (a DataError; also a
+    SchemaError, which is what such a value raised before columns had SQL types)."""

@@ -36,10 +36,11 @@ SPARK_CONF = {
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test instance that runs on the spark engine with `spark`."""
+    """Mark every test instance parametrized to run on the spark engine with `spark` (a parameter, of
+    `engine` or of another engine fixture, whose value is "spark")."""
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if callspec is not None and callspec.params.get("engine") == "spark":
+        if callspec is not None and any(isinstance(v, str) and v == "spark" for v in callspec.params.values()):
             item.add_marker(pytest.mark.spark)
 
 

@@ -172,19 +172,19 @@ def test_float_aggregates_match_duckdb(changes):
 
 
 # the same properties on the spark engine, with few examples (each step is a few Spark jobs)
-SPARK_SETTINGS = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SPARK_SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.spark
 @SPARK_SETTINGS
-@given(streams("int64", INT_X, max_steps=4))
+@given(streams("int64", INT_X, max_steps=3))
 def test_int_aggregates_match_duckdb_spark(spark_engine, changes):
     run_steps(changes, "int64", AGGS, lambda cur, grouped: duckdb_expected(cur, "int64", grouped), engine=spark_engine)
 
 
 @pytest.mark.spark
 @SPARK_SETTINGS
-@given(streams("float64", DYADIC_X, max_steps=4))
+@given(streams("float64", DYADIC_X, max_steps=3))
 def test_float_aggregates_match_duckdb_spark(spark_engine, changes):
     run_steps(changes, "float64", AGGS, lambda cur, grouped: duckdb_expected(cur, "float64", grouped),
               engine=spark_engine)
@@ -346,7 +346,7 @@ def test_user_aggregates_match_python_oracle(changes):
 @pytest.mark.spark
 @SPARK_SETTINGS
 @given(streams("int64", st.one_of(st.none(), st.sampled_from([-3, -1, 0, 2, 5]), st.integers(-1000, 1000)),
-               max_steps=4))
+               max_steps=3))
 def test_user_aggregates_match_python_oracle_spark(spark_engine, changes):
     run_steps(changes, "int64", USER_AGGS, user_expected, engine=spark_engine)
 

@@ -117,7 +117,8 @@ def on_engines(cases: list[Any], spark: tuple[int, ...] = (0,)) -> list[Any]:
         for i, case in enumerate(cases):
             if engine == "local" or i in spark:
                 values = case if isinstance(case, tuple) else (case,)
-                out.append(pytest.param(engine, *values, marks=[pytest.mark.spark] if engine == "spark" else []))
+                out.append(pytest.param(engine, *values, id=f"{engine}-{i}",
+                                        marks=[pytest.mark.spark] if engine == "spark" else []))
     return out
 
 

@@ -1,0 +1,126 @@
+"""The SQL front end: `CREATE TABLE` and `CREATE VIEW` statements, parsed with sqlglot (DuckDB
+dialect), bound against the pipeline's catalog and lowered into its circuit.
+
+    p = dbspark.Pipeline(engine="local")
+    p.sql('''
+      CREATE TABLE orders (o_orderkey BIGINT PRIMARY KEY, o_custkey BIGINT, o_totalprice DECIMAL(15,2));
+      CREATE VIEW big AS SELECT o_custkey, SUM(o_totalprice) AS total FROM orders GROUP BY o_custkey
+                         HAVING SUM(o_totalprice) > 1000;
+    ''')
+
+Layers: `parse` (text → sqlglot statements, positions), `types` (SQL types), `scope` (relations and
+name resolution), `exprs` (scalar expressions → IR), `joins` (FROM), `subqueries`, `aggregates`,
+`recursion` (WITH RECURSIVE), `compiler` (queries → streams), and this module (statements).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from dbspark.frontends.sql.compiler import Compiler, view_stream
+from dbspark.frontends.sql.parse import Source, name_of, parse
+from dbspark.frontends.sql.types import sql_type
+
+if TYPE_CHECKING:
+    from dbspark.pipeline import Pipeline
+
+__all__ = ["load"]
+
+
+def load(pipeline: Pipeline, text: str) -> list[str]:
+    """Declare the tables and views of `text` in `pipeline`; returns their names in order.
+
+    The statements are compiled in order against the catalog (a view may read earlier tables and
+    views); all of them are checked before any is declared, so a faulty text declares nothing."""
+    src, statements = parse(text)
+    compiler = Compiler(pipeline, src)
+    names: list[str] = []
+    relations_before = dict(pipeline.relations)
+    inputs_before = dict(pipeline.circuit.inputs)
+    outputs_before = dict(pipeline.circuit.outputs)
+    try:
+        for st in statements:
+            names.append(statement(pipeline, compiler, src, st))
+    except BaseException:
+        # leave the catalog as it was (nodes already added are unreachable from any view: dead)
+        pipeline.relations.clear()
+        pipeline.relations.update(relations_before)
+        for d, before in ((pipeline.circuit.inputs, inputs_before), (pipeline.circuit.outputs, outputs_before)):
+            d.clear()
+            d.update(before)
+        raise
+    return names
+
+
+def statement(pipeline: Pipeline, compiler: Compiler, src: Source, st: exp.Expression) -> str:
+    if isinstance(st, exp.Create):
+        kind = (st.args.get("kind") or "").upper()
+        if kind == "TABLE":
+            return create_table(pipeline, src, st)
+        if kind == "VIEW":
+            return create_view(pipeline, compiler, src, st)
+    what = st.sql(dialect="duckdb").split("(")[0].split(" AS ")[0][:60]
+    src.unsupported(f"statement {what} (supported: CREATE TABLE, CREATE VIEW)", st)
+
+
+def create_table(pipeline: Pipeline, src: Source, st: exp.Create) -> str:
+    schema_node = st.this
+    if not isinstance(schema_node, exp.Schema) or st.expression is not None:
+        src.unsupported("CREATE TABLE without a column list (CREATE TABLE ... AS is not supported)", st)
+    name = name_of(schema_node.this.this)
+    columns: dict[str, object] = {}
+    primary: list[str] = []
+    not_null: list[str] = []
+    for item in schema_node.expressions:
+        if isinstance(item, exp.ColumnDef):
+            col = name_of(item.this)
+            if col in columns:
+                src.schema_error(f"column {col} declared twice in table {name}", item)
+            if item.args.get("kind") is None:
+                src.schema_error(f"column {col} of table {name} needs a type", item)
+            columns[col] = sql_type(item.args["kind"], src)
+            for cons in item.args.get("constraints") or []:
+                k = cons.args.get("kind")
+                if isinstance(k, exp.PrimaryKeyColumnConstraint):
+                    primary.append(col)
+                elif isinstance(k, exp.NotNullColumnConstraint):
+                    if not k.args.get("allow_null"):
+                        not_null.append(col)
+                elif k is not None and not isinstance(k, (exp.DefaultColumnConstraint,)):
+                    src.unsupported(f"column constraint {cons.sql(dialect='duckdb')}", cons)
+                elif isinstance(k, exp.DefaultColumnConstraint):
+                    src.unsupported("DEFAULT values", cons)
+        elif isinstance(item, exp.PrimaryKey):
+            if primary:
+                src.schema_error(f"table {name} has two primary keys", item)
+            primary = [name_of(e.this if isinstance(e, exp.Ordered) else e) for e in item.expressions]
+        else:
+            src.unsupported(f"table element {item.sql(dialect='duckdb')}", item)
+    for k in primary:
+        if k not in columns:
+            src.unknown(f"primary key column {k} is not a column of table {name}", schema_node)
+    if name in pipeline.relations:
+        src.schema_error(f"{name} is already declared", schema_node)
+    options = {}
+    if primary:
+        options["primary_key"] = tuple(primary)
+    if not_null:
+        options["not_null"] = tuple(not_null)
+    pipeline.table(name, columns, **options)  # type: ignore[arg-type]
+    return name
+
+
+def create_view(pipeline: Pipeline, compiler: Compiler, src: Source, st: exp.Create) -> str:
+    target = st.this
+    cols = None
+    if isinstance(target, exp.Schema):
+        cols = [name_of(c) for c in target.expressions]
+        target = target.this
+    name = name_of(target.this)
+    if name in pipeline.relations:
+        src.schema_error(f"{name} is already declared", target)
+    rel = compiler.query(st.expression)
+    pipeline.create_view(name, view_stream(compiler, rel, cols, st))
+    return name

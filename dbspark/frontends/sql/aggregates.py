@@ -1,0 +1,145 @@
+"""GROUP BY and aggregate functions (`dbsp-paper.txt` §7.2; the core's `stream_aggregate`).
+
+Keys and aggregate arguments are computed into columns first; the aggregates run in one
+`stream_aggregate`; DISTINCT aggregates run on the distinct (keys, argument) rows and are joined back
+on the keys, NULL keys matching NULL keys. After aggregation, expressions find the keys and the
+aggregates by their SQL text (`Scope.computed`); any other column is an error naming it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from dbspark.frontends.sql.exprs import AGGREGATES, ExprCompiler
+from dbspark.frontends.sql.parse import name_of
+from dbspark.frontends.sql.relops import null_safe_keys
+from dbspark.frontends.sql.scope import Field, Rel, Scope, canonical
+from dbspark.ir import expr as ir
+
+if TYPE_CHECKING:
+    from dbspark.frontends.sql.compiler import Compiler
+
+FUNCS = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max", exp.Stddev: "stddev_samp",
+         exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
+         exp.VariancePop: "var_pop", exp.Median: "median", exp.Mode: "mode", exp.Count: "count"}
+
+
+def find_aggregates(exprs: list[exp.Expression]) -> list[exp.Expression]:
+    """Aggregate calls in expressions, outside subqueries, in order of appearance, without repeats."""
+    out: dict[str, exp.Expression] = {}
+    stack = list(reversed(exprs))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
+            continue
+        if isinstance(n, AGGREGATES):
+            out.setdefault(canonical(n), n)
+            continue
+        stack.extend(reversed(list(n.iter_expressions())))
+    return list(out.values())
+
+
+def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
+              items: list[tuple[str, exp.Expression]]) -> tuple[Rel, Scope, list[tuple[str, exp.Expression]]]:
+    src = c.src
+    comp = ExprCompiler(scope)
+    keys = group_keys(c, node, items)
+    exprs = [e for _, e in items]
+    if node.args.get("having") is not None:
+        exprs.append(node.args["having"].this)
+    if node.args.get("order") is not None and node.args.get("limit") is not None:
+        exprs += [o.this for o in node.args["order"].expressions]
+    aggs = find_aggregates(exprs)
+    pre: list[tuple[str, ir.Expr]] = []
+    key_cols: list[str] = []
+    computed: dict[str, str] = {}
+    fields: list[Field] = []
+    for k in keys:
+        col = c.names.fresh("g")
+        pre.append((col, comp(k)))
+        key_cols.append(col)
+        computed[canonical(k)] = col
+        if isinstance(k, exp.Column):
+            f = _field_of(scope, k)
+            if f is not None:
+                fields.append(Field(f.name, col, f.qualifier))
+    calls: dict[str, Any] = {}
+    distinct_calls: list[tuple[str, str, str]] = []  # (out col, func, arg col)
+    for a in aggs:
+        for inner in a.iter_expressions():
+            if find_aggregates([inner]):
+                src.schema_error(f"aggregate inside aggregate: {a.sql(dialect='duckdb')}", a)
+        out = c.names.fresh("a")
+        computed[canonical(a)] = out
+        func = FUNCS[type(a)]
+        arg = a.this
+        if isinstance(a, exp.Count) and (arg is None or isinstance(arg, exp.Star)):
+            calls[out] = "count_star"
+            continue
+        distinct = isinstance(arg, exp.Distinct)
+        if distinct:
+            if len(arg.expressions) != 1:
+                src.unsupported(f"{func.upper()}(DISTINCT with several arguments)", a)
+            arg = arg.expressions[0]
+        if a.args.get("expressions") and not isinstance(a, exp.Count):
+            src.unsupported(f"{func.upper()} with several arguments", a)
+        acol = c.names.fresh("x")
+        pre.append((acol, comp(arg)))
+        if distinct:
+            distinct_calls.append((out, func, acol))
+        else:
+            calls[out] = (func, acol)
+    base = rel.stream.map(*pre) if pre else rel.stream.map((c.names.fresh(), ir.Lit(True)))
+    if not calls:
+        calls[c.names.fresh("a")] = "count_star"
+    s = base.stream_aggregate(key_cols or None, **calls)
+    keep = key_cols + list(calls)
+    for out, func, acol in distinct_calls:
+        keep.append(out)
+        d = base.map(*key_cols, acol).stream_distinct().stream_aggregate(key_cols or None, **{out: (func, acol)})
+        if key_cols:
+            left, lk = null_safe_keys(s, key_cols, c.names)
+            right, rk = null_safe_keys(d, key_cols, c.names)
+            right = right.map(*rk, out)
+            s = left.stream_join(right, left_on=lk, right_on=rk).map(*keep)
+        else:
+            s = s.stream_product(d)
+    post = Scope(fields, src, computed=computed, outer=scope.outer, grouped=True)
+    return Rel(s, fields), post, items
+
+
+def _field_of(scope: Scope, col: exp.Column) -> Field | None:
+    found = scope.find(col)
+    if found is None:
+        return None
+    return next((f for f in scope.fields if f.col == found), None)
+
+
+def group_keys(c: Compiler, node: exp.Select, items: list[tuple[str, exp.Expression]]) -> list[exp.Expression]:
+    """GROUP BY expressions, with positions (GROUP BY 1) and output aliases resolved."""
+    group = node.args.get("group")
+    if group is None:
+        return []
+    if group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
+        c.src.unsupported("ROLLUP / CUBE / GROUPING SETS", group)
+    out = []
+    aliases = {n: e for n, e in items}
+    for g in group.expressions:
+        if isinstance(g, exp.Literal) and not g.is_string:
+            i = int(g.this)
+            if not 1 <= i <= len(items):
+                c.src.schema_error(f"GROUP BY position {i} is not in the select list", g)
+            out.append(items[i - 1][1])
+        elif isinstance(g, exp.Column) and not g.args.get("table") and name_of(g.this) in aliases:
+            target = aliases[name_of(g.this)]
+            # a FROM column of the same name wins over an alias (as in DuckDB)
+            out.append(g if _is_plain_column(target, g) else target)
+        else:
+            out.append(g)
+    return out
+
+
+def _is_plain_column(target: exp.Expression, g: exp.Column) -> bool:
+    return isinstance(target, exp.Column) and name_of(target.this) == name_of(g.this)

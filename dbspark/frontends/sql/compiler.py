@@ -1,0 +1,314 @@
+"""Lowering SQL queries into circuits (`dbsp-paper.txt` §4.2, Table 1: SQL as Z-set operators).
+
+A query becomes non-incremental stream operators (the pipeline incrementalizes the whole circuit,
+Algorithm 4.8): FROM and WHERE become joins, filters and (for subqueries) semi/anti-joins; GROUP BY
+becomes `stream_aggregate` over pre-computed key and argument columns; SELECT a map; DISTINCT and
+UNION `stream_distinct`; ORDER BY ... LIMIT a top-k; WITH RECURSIVE a recursive scope (§5).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+from sqlglot import exp
+
+from dbspark.frontends.sql.aggregates import aggregate
+from dbspark.frontends.sql.exprs import ExprCompiler
+from dbspark.frontends.sql.joins import FromPlanner, conjuncts, has_subquery
+from dbspark.frontends.sql.parse import Source, name_of
+from dbspark.frontends.sql.relops import cast_to, drop_to
+from dbspark.frontends.sql.scope import Field, Names, Rel, Scope, canonical, rel_from_stream
+from dbspark.frontends.sql.subqueries import SubqueryLowering
+from dbspark.frontends.sql.types import common_type
+from dbspark.ir import expr as ir
+from dbspark.operators.topk import SortKey, StreamTopK
+
+if TYPE_CHECKING:
+    from dbspark.circuit.stream import Stream
+    from dbspark.pipeline import Pipeline
+
+
+class Compiler:
+    """Compiles the queries of one SQL text against a pipeline's catalog."""
+
+    def __init__(self, pipeline: Pipeline, src: Source) -> None:
+        self.p = pipeline
+        self.src = src
+        self.names = Names()
+        self.ctes: list[dict[str, Rel]] = []
+
+    # ---- names ----------------------------------------------------------------------------------
+    def table_rel(self, name: str, node: Any) -> Rel:
+        for frame in reversed(self.ctes):
+            if name in frame:
+                return frame[name]
+        if name not in self.p.relations:
+            self.src.unknown(f"unknown table or view {name}; the pipeline has {sorted(self.p.relations)}", node)
+        s = self.p.relations[name]
+        return rel_from_stream(s, list(s.schema), name, self.names)
+
+    def one_row(self) -> Rel:
+        """The relation of one row and no columns (SELECT without FROM): a constant stream."""
+        if not hasattr(self, "_one"):
+            any_rel = next(iter(self.p.relations.values()), None)
+            if any_rel is None:
+                self.src.unsupported("SELECT without FROM in a pipeline without tables", None)
+            # COUNT(*) over any relation is one row at every step
+            s = any_rel.stream_aggregate(**{self.names.fresh(): "count"})
+            self._one = Rel(s.map((self.names.fresh(), ir.Lit(True))), [])
+        return self._one
+
+    # ---- queries ------------------------------------------------------------------------------
+    def query(self, node: exp.Expression, outer: Scope | None = None) -> Rel:
+        """A query expression (SELECT, set operation, parenthesized query) as a relation."""
+        with_ = node.args.get("with_")
+        pushed = False
+        if with_ is not None:
+            self.ctes.append({})
+            pushed = True
+            self.with_clause(with_, outer)
+        try:
+            if isinstance(node, exp.Subquery):
+                rel = self.query(node.this, outer)
+            elif isinstance(node, exp.Select):
+                rel = self.select(node, outer)
+            elif isinstance(node, (exp.Union, exp.Intersect, exp.Except)):
+                rel = self.setop(node, outer)
+                rel = self.order_limit(node, rel, Scope(rel.visible(), self.src), [])
+            else:
+                self.src.unsupported(f"query {node.sql(dialect='duckdb')[:60]}", node)
+        finally:
+            if pushed:
+                self.ctes.pop()
+        return rel
+
+    def with_clause(self, with_: exp.With, outer: Scope | None) -> None:
+        from dbspark.frontends.sql.recursion import recursive_cte
+
+        for cte in with_.expressions:
+            name = name_of(cte.args["alias"].this)
+            cols = [name_of(c) for c in cte.args["alias"].args.get("columns") or []]
+            if with_.args.get("recursive") and _references(cte.this, name):
+                rel = recursive_cte(self, name, cols, cte.this, cte)
+            else:
+                rel = self.query(cte.this, outer)
+                if cols:
+                    rel = self.rename(rel, cols, cte)
+            self.ctes[-1][name] = rel.requalify(name)
+
+    def rename(self, rel: Rel, cols: list[str], node: Any) -> Rel:
+        vis = rel.visible()
+        if len(cols) != len(vis):
+            self.src.schema_error(f"{len(cols)} column names for {len(vis)} columns", node)
+        return Rel(rel.stream, [Field(n, f.col, f.qualifier) for n, f in zip(cols, vis, strict=True)])
+
+    # ---- SELECT -------------------------------------------------------------------------------
+    def select(self, node: exp.Select, outer: Scope | None) -> Rel:
+        for key in ("qualify", "windows", "laterals", "pivots", "connect", "sample", "distribute", "cluster"):
+            if node.args.get(key):
+                self.src.unsupported(key.upper(), node.args[key] if isinstance(node.args[key], exp.Expression)
+                                     else node)
+        if _has_window(node):
+            self.src.unsupported("window functions (OVER)", next(node.find_all(exp.Window)))
+        if isinstance(node.args.get("distinct"), exp.Distinct) and node.args["distinct"].args.get("on"):
+            self.src.unsupported("DISTINCT ON", node.args["distinct"])
+        where = conjuncts(node.args["where"].this) if node.args.get("where") else []
+        planner = FromPlanner(self, outer)
+        rel, rest = planner.plan(node, where)
+        sub = SubqueryLowering(self, outer)
+        plain = [c for c in rest if not has_subquery(c)]
+        rel = planner.filter(rel, plain)
+        for c in rest:
+            if has_subquery(c):
+                rel = sub.condition(rel, c)
+        scope = Scope(rel.fields, self.src, outer=outer)
+        items = self.select_items(node, rel)
+        if _is_aggregate_query(node, items):
+            rel, scope, items = aggregate(self, node, rel, scope, items)
+            having = node.args.get("having")
+            if having is not None:
+                for c in conjuncts(having.this):
+                    if has_subquery(c):
+                        rel = sub.condition(rel, c, scope)
+                        scope = Scope(rel.fields, self.src, computed=scope.computed, grouped=True)
+                    else:
+                        rel = Rel(rel.stream.filter(ExprCompiler(scope)(c)), rel.fields)
+        elif node.args.get("having") is not None:
+            self.src.schema_error("HAVING without GROUP BY or aggregates", node.args["having"])
+        # scalar subqueries in the SELECT list
+        for _, e in items:
+            rel, scope = sub.scalars(rel, e, scope)
+        return self.project(node, rel, scope, items)
+
+    def select_items(self, node: exp.Select, rel: Rel) -> list[tuple[str, exp.Expression]]:
+        """(output name, expression) per SELECT item, with * and t.* expanded."""
+        out: list[tuple[str, exp.Expression]] = []
+        for item in node.expressions:
+            if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+                if item.args.get("except") or item.args.get("replace"):
+                    self.src.unsupported("* EXCLUDE / REPLACE", item)
+                table = name_of(item.args["table"]) if isinstance(item, exp.Column) and item.args.get("table") \
+                    else None
+                fields = [f for f in rel.visible() if table is None or f.qualifier == table]
+                if table is not None and not fields:
+                    self.src.unknown(f"unknown table {table} in {item.sql(dialect='duckdb')}", item)
+                for f in fields:
+                    col = exp.Column(this=exp.to_identifier(f.name, quoted=True))
+                    if f.qualifier is not None:
+                        col.set("table", exp.to_identifier(f.qualifier, quoted=True))
+                    out.append((f.name, col))
+                continue
+            if isinstance(item, exp.Alias):
+                out.append((name_of(item.args["alias"]), item.this))
+            elif isinstance(item, exp.Column):
+                out.append((name_of(item.this), item))
+            else:
+                out.append((item.sql(dialect="duckdb").lower(), item))
+        return out
+
+    def project(self, node: exp.Select, rel: Rel, scope: Scope, items: list[tuple[str, exp.Expression]]) -> Rel:
+        comp = ExprCompiler(scope)
+        proj: list[tuple[str, ir.Expr]] = []
+        fields: list[Field] = []
+        for name, e in items:
+            col = self.names.fresh()
+            proj.append((col, comp(e)))
+            fields.append(Field(name, col))
+        distinct = node.args.get("distinct") is not None
+        order_items = self.order_extras(node, items, scope, distinct)
+        hidden = []
+        for key, e in order_items:
+            col = self.names.fresh()
+            proj.append((col, comp(e)))
+            hidden.append((key, col))
+        s = rel.stream.map(*proj)
+        if distinct:
+            s = s.stream_distinct()
+        out = Rel(s, fields)
+        out = self.order_limit(node, out, Scope(fields, self.src), hidden)
+        return out
+
+    def order_extras(self, node: exp.Expression, items: list[tuple[str, exp.Expression]], scope: Scope,
+                     distinct: bool) -> list[tuple[str, exp.Expression]]:
+        """ORDER BY expressions that are not output columns (kept as hidden columns for a LIMIT)."""
+        if node.args.get("limit") is None and node.args.get("offset") is None:
+            return []
+        names = {n for n, _ in items}
+        texts = {canonical(e) for _, e in items}
+        out = []
+        for o in (node.args.get("order").expressions if node.args.get("order") else []):
+            e = o.this
+            if isinstance(e, exp.Literal) and not e.is_string:
+                continue
+            if isinstance(e, exp.Column) and not e.args.get("table") and name_of(e.this) in names:
+                continue
+            if canonical(e) in texts:
+                continue
+            if distinct:
+                self.src.schema_error("ORDER BY expressions must appear in the SELECT list with DISTINCT", e)
+            out.append((canonical(e), e))
+        return out
+
+    def order_limit(self, node: exp.Expression, rel: Rel, out_scope: Scope, hidden: list[tuple[str, str]]) -> Rel:
+        """ORDER BY ... LIMIT/OFFSET as a top-k; ORDER BY alone does not change a view (a set of rows)."""
+        limit, offset = node.args.get("limit"), node.args.get("offset")
+        if limit is None and offset is None:
+            return rel
+        n = self.constant_int(limit.expression, "LIMIT") if limit is not None else None
+        off = self.constant_int(offset.expression, "OFFSET") if offset is not None else 0
+        keys: list[SortKey] = []
+        vis = rel.visible()
+        hidden_map = dict(hidden)
+        for o in (node.args.get("order").expressions if node.args.get("order") else []):
+            e = o.this
+            if isinstance(e, exp.Literal) and not e.is_string:
+                i = int(e.this)
+                if not 1 <= i <= len(vis):
+                    self.src.schema_error(f"ORDER BY position {i} is not in the select list", e)
+                col = vis[i - 1].col
+            elif canonical(e) in hidden_map:
+                col = hidden_map[canonical(e)]
+            else:
+                found = out_scope.find(e) if isinstance(e, exp.Column) else None
+                if found is None:
+                    match = [f for f in vis if f.name == canonical(e)]
+                    if not match:
+                        self.src.schema_error(f"ORDER BY {e.sql(dialect='duckdb')} is not a column of the result", e)
+                    found = match[0].col
+                col = found
+            desc = bool(o.args.get("desc"))
+            nulls_first = bool(o.args.get("nulls_first"))
+            keys.append(SortKey(col, desc, nulls_first))
+        s = rel.stream.circuit.add(StreamTopK(tuple(keys), n, off), rel.stream)
+        if hidden:
+            s = s.map(*[f.col for f in rel.fields])
+        return Rel(s, rel.fields)
+
+    def constant_int(self, node: exp.Expression, what: str) -> int:
+        if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+            return int(node.this)
+        self.src.unsupported(f"{what} that is not a constant non-negative integer", node)
+
+    # ---- set operations -------------------------------------------------------------------------
+    def setop(self, node: exp.Expression, outer: Scope | None) -> Rel:
+        a = self.query(node.this, outer)
+        b = self.query(node.expression, outer)
+        fa, fb = a.visible(), b.visible()
+        if len(fa) != len(fb):
+            self.src.schema_error(f"{type(node).__name__.upper()} of {len(fa)} and {len(fb)} columns", node)
+        cols = [f.col for f in fa]
+        types: dict[str, pl.DataType] = {}
+        for x, y in zip(fa, fb, strict=True):
+            t = common_type(a.dtype(x), b.dtype(y))
+            if t is None:
+                self.src.schema_error(f"{type(node).__name__.upper()} column {x.name}: {a.dtype(x)} and {b.dtype(y)} "
+                                      "have no common type", node)
+            types[x.col] = t
+        sa = cast_to(drop_to(a.stream, cols), types)
+        sb = cast_to(b.stream.map(*[(x.col, ir.Col(y.col)) for x, y in zip(fa, fb, strict=True)]), types)
+        distinct = bool(node.args.get("distinct"))
+        fields = [Field(f.name, f.col) for f in fa]
+        if isinstance(node, exp.Union):
+            s = sa + sb
+            return Rel(s.stream_distinct() if distinct else s, fields)
+        if not distinct:
+            self.src.unsupported(f"{type(node).__name__.upper()} ALL", node)
+        from dbspark.frontends.sql.relops import semi_rows
+
+        da = Rel(sa.stream_distinct(), fields)
+        return semi_rows(da, sb, cols, self.names, anti=isinstance(node, exp.Except))
+
+
+def _references(node: exp.Expression, name: str) -> bool:
+    return any(isinstance(t, exp.Table) and name_of(t.this) == name for t in node.find_all(exp.Table))
+
+
+def _has_window(node: exp.Select) -> bool:
+    return any(True for _ in node.find_all(exp.Window))
+
+
+def _is_aggregate_query(node: exp.Select, items: list[tuple[str, exp.Expression]]) -> bool:
+    from dbspark.frontends.sql.aggregates import find_aggregates
+
+    if node.args.get("group") is not None:
+        return True
+    exprs = [e for _, e in items]
+    if node.args.get("having") is not None:
+        exprs.append(node.args["having"].this)
+    return bool(find_aggregates(exprs))
+
+
+def view_stream(compiler: Compiler, rel: Rel, names: list[str] | None, node: Any) -> Stream:
+    """The view's stream: the relation's visible columns under their SQL names (made unique)."""
+    vis = rel.visible()
+    out_names = names or [f.name for f in vis]
+    if len(out_names) != len(vis):
+        compiler.src.schema_error(f"{len(out_names)} column names for {len(vis)} columns", node)
+    seen: dict[str, int] = {}
+    final = []
+    for n in out_names:
+        k = seen.get(n, 0)
+        seen[n] = k + 1
+        final.append(n if k == 0 else f"{n}_{k}")
+    return rel.stream.map(*[(n, ir.Col(f.col)) for n, f in zip(final, vis, strict=True)])

@@ -1,0 +1,315 @@
+"""SQL scalar expressions (sqlglot nodes) as the IR of `dbspark.ir.expr`, resolved in a `Scope`.
+
+Constants are folded where SQL gives them a fixed value (`DATE '1998-12-01' - INTERVAL '90' DAY`), so
+that predicates on dates stay simple comparisons. Aggregates, GROUP BY keys and scalar subqueries are
+computed before the expressions that use them and found in `Scope.computed` by their SQL text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+from sqlglot import exp
+
+from dbspark.frontends.sql.parse import Source
+from dbspark.frontends.sql.scope import Scope, canonical
+from dbspark.frontends.sql.types import sql_type
+from dbspark.ir import expr as ir
+
+AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev, exp.StddevSamp, exp.StddevPop,
+              exp.Variance, exp.VariancePop, exp.Median, exp.Mode)
+SUBQUERIES = (exp.Subquery, exp.Exists)
+
+BINARY = {
+    exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul", exp.Div: "sql_div", exp.IntDiv: "int_div", exp.Mod: "sql_mod",
+    exp.EQ: "eq", exp.NEQ: "ne", exp.LT: "lt", exp.LTE: "le", exp.GT: "gt", exp.GTE: "ge",
+    exp.And: "and", exp.Or: "or",
+}
+# sqlglot function nodes -> (registry name, argument keys in order; "*" splats a list argument)
+FUNCTIONS: dict[type, tuple[str, tuple[str, ...]]] = {
+    exp.Coalesce: ("coalesce", ("this", "*expressions")),
+    exp.Nullif: ("nullif", ("this", "expression")),
+    exp.Upper: ("upper", ("this",)),
+    exp.Lower: ("lower", ("this",)),
+    exp.Length: ("length", ("this",)),
+    exp.Substring: ("substring", ("this", "start", "length")),
+    exp.StrPosition: ("strpos", ("this", "substr")),
+    exp.Concat: ("concat", ("*expressions",)),
+    exp.DPipe: ("concat_op", ("this", "expression")),
+    exp.Replace: ("replace", ("this", "expression", "replacement")),
+    exp.StartsWith: ("starts_with", ("this", "expression")),
+    exp.EndsWith: ("ends_with", ("this", "expression")),
+    exp.Contains: ("contains", ("this", "expression")),
+    exp.Left: ("left", ("this", "expression")),
+    exp.Right: ("right", ("this", "expression")),
+    exp.Reverse: ("reverse", ("this",)),
+    exp.Abs: ("abs", ("this",)),
+    exp.Round: ("round", ("this", "decimals")),
+    exp.Floor: ("floor", ("this",)),
+    exp.Ceil: ("ceil", ("this",)),
+    exp.Sqrt: ("sqrt", ("this",)),
+    exp.Pow: ("power", ("this", "expression")),
+    exp.Ln: ("ln", ("this",)),
+    exp.Exp: ("exp", ("this",)),
+    exp.Sign: ("sign", ("this",)),
+    exp.Greatest: ("greatest", ("this", "*expressions")),
+    exp.Least: ("least", ("this", "*expressions")),
+}
+INTERVAL_UNITS = {"year": (12, 0), "years": (12, 0), "month": (1, 0), "months": (1, 0), "day": (0, 1), "days": (0, 1),
+                  "week": (0, 7), "weeks": (0, 7), "quarter": (3, 0), "quarters": (3, 0)}
+
+
+class ExprCompiler:
+    """Translates sqlglot expressions in a scope into IR expressions."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.src: Source = scope.src
+
+    def __call__(self, node: exp.Expression) -> ir.Expr:
+        return self.compile(node)
+
+    def compile(self, node: exp.Expression) -> ir.Expr:
+        key = canonical(node)
+        if not isinstance(node, (exp.Column, exp.Literal)) and key in self.scope.computed:
+            return ir.Col(self.scope.computed[key])
+        if isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star):
+                self.src.unsupported("* outside a SELECT list or COUNT(*)", node)
+            return ir.Col(self.scope.lookup(node))
+        if isinstance(node, exp.Paren):
+            return self.compile(node.this)
+        if isinstance(node, AGGREGATES):
+            self.src.schema_error(f"aggregate {node.sql(dialect='duckdb')} is not allowed here", node)
+        if isinstance(node, SUBQUERIES) or (isinstance(node, exp.In) and node.args.get("query")):
+            self.src.unsupported(f"subquery {node.sql(dialect='duckdb')[:60]} in this position (subqueries are "
+                                 "supported as WHERE/HAVING conditions combined with AND, and as scalar values)",
+                                 node)
+        handler = _HANDLERS.get(type(node))
+        if handler is not None:
+            return handler(self, node)
+        if type(node) in BINARY:
+            return self.binary(BINARY[type(node)], node.this, node.expression)
+        if type(node) in FUNCTIONS:
+            name, keys = FUNCTIONS[type(node)]
+            return self.func(name, _args(node, keys), node)
+        if isinstance(node, exp.Anonymous):
+            return self.func(str(node.this).lower(), list(node.expressions), node)
+        self.src.unsupported(f"expression {node.sql(dialect='duckdb')[:80]} ({type(node).__name__})", node)
+
+    # ---- pieces ---------------------------------------------------------------------------------
+    def binary(self, op: str, left: exp.Expression, right: exp.Expression) -> ir.Expr:
+        if op in ("add", "sub"):
+            folded = self.fold_interval(op, left, right)
+            if folded is not None:
+                return folded
+        return ir.Binary(op, self.compile(left), self.compile(right))
+
+    def func(self, name: str, args: list[exp.Expression], node: exp.Expression) -> ir.Expr:
+        from dbspark.ir.functions import FUNCTIONS as REGISTRY
+
+        if name not in REGISTRY:
+            self.src.unsupported(f"function {name}()", node)
+        return ir.Func(name, tuple(self.compile(a) for a in args))
+
+    def fold_interval(self, op: str, left: exp.Expression, right: exp.Expression) -> ir.Expr | None:
+        """date ± INTERVAL: a constant when the date is one, else date_add(d, months, days, micros)."""
+        if not isinstance(right, exp.Interval):
+            if isinstance(left, exp.Interval) and op == "add":
+                left, right = right, left
+            else:
+                return None
+        months, days = interval(right, self.src)
+        if op == "sub":
+            months, days = -months, -days
+        base = self.compile(left)
+        if isinstance(base, ir.Lit) and isinstance(base.value, dt.date) and not isinstance(base.value, dt.datetime):
+            return ir.Lit(add_months(base.value, months) + dt.timedelta(days=days))
+        return ir.Func("date_add", (base, ir.Lit(months), ir.Lit(days), ir.Lit(0)))
+
+
+def _args(node: exp.Expression, keys: tuple[str, ...]) -> list[exp.Expression]:
+    out: list[exp.Expression] = []
+    for k in keys:
+        if k.startswith("*"):
+            out += list(node.args.get(k[1:]) or [])
+        elif node.args.get(k) is not None:
+            out.append(node.args[k])
+    return out
+
+
+def interval(node: exp.Interval, src: Source) -> tuple[int, int]:
+    """(months, days) of a constant INTERVAL literal."""
+    text = node.this.name if node.this is not None else ""
+    unit = node.args.get("unit")
+    parts = text.split()
+    if unit is None and len(parts) == 2:
+        text, u = parts
+    else:
+        u = unit.name if unit is not None else ""
+    try:
+        n = int(text)
+    except ValueError:
+        src.unsupported(f"interval {node.sql(dialect='duckdb')}", node)
+    scale = INTERVAL_UNITS.get(u.lower())
+    if scale is None:
+        src.unsupported(f"interval unit {u} (supported: year, quarter, month, week, day)", node)
+    return n * scale[0], n * scale[1]
+
+
+def add_months(d: dt.date, months: int) -> dt.date:
+    """d plus a number of months, the day clamped to the month's last day (as DuckDB does)."""
+    y, m = divmod(d.month - 1 + months, 12)
+    year, month = d.year + y, m + 1
+    for day in (d.day, 30, 29, 28):
+        try:
+            return dt.date(year, month, min(d.day, day))
+        except ValueError:
+            continue
+    raise AssertionError("unreachable")
+
+
+def literal(node: exp.Literal) -> Any:
+    if node.is_string:
+        return node.this
+    text = node.this
+    if any(c in text for c in "eE"):
+        return float(text)
+    if "." in text:
+        return decimal.Decimal(text)
+    return int(text)
+
+
+def _literal(c: ExprCompiler, node: exp.Literal) -> ir.Expr:
+    return ir.Lit(literal(node))
+
+
+def _cast(c: ExprCompiler, node: exp.Cast) -> ir.Expr:
+    to = sql_type(node.args["to"], c.src)
+    arg = node.this
+    if isinstance(arg, exp.Literal) and arg.is_string:  # typed constants: DATE '...', CAST('...' AS DATE)
+        try:
+            if to == pl.Date():
+                return ir.Lit(dt.date.fromisoformat(arg.this.strip()))
+            if isinstance(to, pl.Datetime):
+                return ir.Lit(dt.datetime.fromisoformat(arg.this.strip()))
+        except ValueError:
+            c.src.fail(__import__("dbspark.errors", fromlist=["DataError"]).DataError,
+                       f"cannot cast {arg.this!r} to {node.args['to'].sql(dialect='duckdb')}", node)
+    return ir.Cast(c.compile(arg), to)
+
+
+def _is(c: ExprCompiler, node: exp.Is) -> ir.Expr:
+    if isinstance(node.expression, exp.Null):
+        return ir.Unary("is_null", c.compile(node.this))
+    if isinstance(node.expression, exp.Boolean):  # x IS TRUE / IS FALSE: never NULL
+        v = c.compile(node.this)
+        return ir.Func("is_not_distinct_from", (v, ir.Lit(bool(node.expression.this))))
+    c.src.unsupported(f"IS {node.expression.sql(dialect='duckdb')}", node)
+
+
+def _not(c: ExprCompiler, node: exp.Not) -> ir.Expr:
+    inner = node.this
+    if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+        return ir.Unary("is_not_null", c.compile(inner.this))
+    return ir.Unary("not", c.compile(inner))
+
+
+def _like(c: ExprCompiler, node: exp.Expression, escape: exp.Expression | None = None) -> ir.Expr:
+    name = "ilike" if isinstance(node, exp.ILike) else "like"
+    args = [c.compile(node.this), c.compile(node.expression)]
+    if escape is not None:
+        args.append(c.compile(escape))
+    out: ir.Expr = ir.Func(name, tuple(args))
+    return ir.Unary("not", out) if node.args.get("negate") else out
+
+
+def _escape(c: ExprCompiler, node: exp.Escape) -> ir.Expr:
+    if not isinstance(node.this, (exp.Like, exp.ILike)):
+        c.src.unsupported("ESCAPE outside LIKE", node)
+    return _like(c, node.this, node.expression)
+
+
+def _between(c: ExprCompiler, node: exp.Between) -> ir.Expr:
+    v = c.compile(node.this)
+    return ir.Binary("and", ir.Binary("ge", v, c.compile(node.args["low"])),
+                     ir.Binary("le", v, c.compile(node.args["high"])))
+
+
+def _in(c: ExprCompiler, node: exp.In) -> ir.Expr:
+    return ir.InList(c.compile(node.this), tuple(c.compile(e) for e in node.expressions))
+
+
+def _case(c: ExprCompiler, node: exp.Case) -> ir.Expr:
+    subject = node.this
+    whens = []
+    for branch in node.args.get("ifs") or []:
+        cond = branch.this if subject is None else exp.EQ(this=subject, expression=branch.this)
+        whens.append((c.compile(cond), c.compile(branch.args["true"])))
+    default = node.args.get("default")
+    return ir.Case(tuple(whens), c.compile(default) if default is not None else None)
+
+
+def _if(c: ExprCompiler, node: exp.If) -> ir.Expr:
+    f = node.args.get("false")
+    return ir.Case(((c.compile(node.this), c.compile(node.args["true"])),), c.compile(f) if f is not None else None)
+
+
+def _extract(c: ExprCompiler, node: exp.Extract) -> ir.Expr:
+    return ir.Func("extract", (ir.Lit(node.this.name.lower()), c.compile(node.expression)))
+
+
+def _trunc(c: ExprCompiler, node: exp.Expression) -> ir.Expr:
+    return ir.Func("date_trunc", (ir.Lit(node.args["unit"].name.lower()), c.compile(node.this)))
+
+
+def _trim(c: ExprCompiler, node: exp.Trim) -> ir.Expr:
+    pos = (node.args.get("position") or "").upper()
+    name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(pos, "trim")
+    if node.args.get("expression") is not None:
+        c.src.unsupported("TRIM with characters", node)
+    return ir.Func(name, (c.compile(node.this),))
+
+
+def _log(c: ExprCompiler, node: exp.Log) -> ir.Expr:
+    base = node.this
+    if node.expression is None:
+        return ir.Func("log10", (c.compile(base),))
+    if isinstance(base, exp.Literal) and base.this == "10":
+        return ir.Func("log10", (c.compile(node.expression),))
+    c.src.unsupported("LOG with a base other than 10", node)
+
+
+def _neq_ns(c: ExprCompiler, node: exp.Expression) -> ir.Expr:
+    name = "is_distinct_from" if isinstance(node, exp.NullSafeNEQ) else "is_not_distinct_from"
+    return ir.Func(name, (c.compile(node.this), c.compile(node.expression)))
+
+
+_HANDLERS: dict[type, Callable[[ExprCompiler, Any], ir.Expr]] = {
+    exp.Literal: _literal,
+    exp.Null: lambda c, n: ir.Lit(None),
+    exp.Boolean: lambda c, n: ir.Lit(bool(n.this)),
+    exp.Neg: lambda c, n: ir.Unary("neg", c.compile(n.this)),
+    exp.Not: _not,
+    exp.Is: _is,
+    exp.Cast: _cast,
+    exp.TryCast: lambda c, n: c.src.unsupported("TRY_CAST", n),
+    exp.Like: _like,
+    exp.ILike: _like,
+    exp.Escape: _escape,
+    exp.Between: _between,
+    exp.In: _in,
+    exp.Case: _case,
+    exp.If: _if,
+    exp.Extract: _extract,
+    exp.TimestampTrunc: _trunc,
+    exp.DateTrunc: _trunc,
+    exp.Trim: _trim,
+    exp.Log: _log,
+    exp.NullSafeNEQ: _neq_ns,
+    exp.NullSafeEQ: _neq_ns,
+}

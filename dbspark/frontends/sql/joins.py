@@ -1,0 +1,307 @@
+"""FROM clauses: table references, derived tables, and join planning.
+
+Inner joins (commas, JOIN ... ON, USING, NATURAL) and the WHERE conditions that only read their
+relations form a pool: single-relation conditions filter each relation first, then relations are
+joined greedily along equality conditions, so a comma join never becomes a Cartesian product when the
+WHERE clause connects it. Outer joins are lowered as the inner join plus the unmatched rows padded with
+NULLs (unmatched: an anti-join on the keys, or, when the ON condition has more than equalities, on the
+whole row of the preserved side).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from dbspark.frontends.sql.exprs import SUBQUERIES, ExprCompiler
+from dbspark.frontends.sql.parse import name_of
+from dbspark.frontends.sql.relops import cast_to, drop_to, pad_nulls, semi_rows
+from dbspark.frontends.sql.scope import Field, Rel, Scope
+from dbspark.frontends.sql.types import common_type
+from dbspark.ir import expr as ir
+
+if TYPE_CHECKING:
+    from dbspark.frontends.sql.compiler import Compiler
+
+
+def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    """The AND-ed parts of a condition."""
+    if node is None:
+        return []
+    node = node.unnest() if isinstance(node, exp.Paren) else node
+    if isinstance(node, exp.And):
+        return conjuncts(node.this) + conjuncts(node.expression)
+    return [node]
+
+
+def has_subquery(node: exp.Expression) -> bool:
+    return any(isinstance(n, SUBQUERIES) or (isinstance(n, exp.In) and n.args.get("query"))
+               for n in node.walk())
+
+
+@dataclass
+class Pool:
+    """Relations to be inner-joined and the conditions available to join them."""
+
+    rels: list[Rel] = field(default_factory=list)
+    conds: list[exp.Expression] = field(default_factory=list)
+
+
+def columns_of(node: exp.Expression) -> list[exp.Column]:
+    """Column references of a condition outside its subqueries."""
+    out: list[exp.Column] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, exp.Column):
+            out.append(n)
+            continue
+        if isinstance(n, (exp.Subquery, exp.Select)):
+            continue
+        stack.extend(n.iter_expressions())
+    return out
+
+
+class FromPlanner:
+    """Lowers one FROM clause (with the WHERE conditions it can use) into a Rel."""
+
+    def __init__(self, compiler: Compiler, outer: Scope | None) -> None:
+        self.c = compiler
+        self.src = compiler.src
+        self.outer = outer
+
+    # ---- table references -----------------------------------------------------------------------
+    def item(self, node: exp.Expression) -> Rel:
+        alias_node = node.args.get("alias")
+        alias = name_of(alias_node.this) if alias_node is not None and alias_node.this is not None else None
+        cols = [name_of(c) for c in alias_node.args.get("columns") or []] if alias_node is not None else []
+        if isinstance(node, exp.Table):
+            if node.args.get("db") or node.args.get("catalog"):
+                self.src.unsupported(f"qualified table name {node.sql(dialect='duckdb')}", node)
+            name = name_of(node.this)
+            rel = self.c.table_rel(name, node)
+            rel = rel.requalify(alias or name)
+        elif isinstance(node, exp.Subquery):
+            rel = self.c.query(node.this, self.outer).requalify(alias)
+        else:
+            self.src.unsupported(f"FROM item {node.sql(dialect='duckdb')[:60]}", node)
+        if cols:
+            vis = rel.visible()
+            if len(cols) > len(vis):
+                self.src.schema_error(f"{alias} has {len(vis)} columns but {len(cols)} column aliases", node)
+            rel = Rel(rel.stream, [Field(cols[i] if i < len(cols) else f.name, f.col, f.qualifier)
+                                   for i, f in enumerate(vis)])
+        return rel
+
+    # ---- the FROM clause ------------------------------------------------------------------------
+    def plan(self, select: exp.Select, where: list[exp.Expression]) -> tuple[Rel, list[exp.Expression]]:
+        """The FROM clause's relation, and the WHERE conditions it did not consume."""
+        frm = select.args.get("from_")
+        if frm is None:  # SELECT without FROM: one empty row
+            return self.c.one_row(), where
+        pool = Pool([self.item(frm.this)])
+        remaining = list(where)
+        for j in select.args.get("joins") or []:
+            side = (j.args.get("side") or "").upper()
+            kind = (j.args.get("kind") or "").upper()
+            if kind in ("SEMI", "ANTI", "ASOF") or j.args.get("method") not in (None, "", "NATURAL"):
+                self.src.unsupported(f"{kind or j.args.get('method')} JOIN", j)
+            right = self.item(j.this)
+            on = j.args.get("on")
+            using = [name_of(u) for u in j.args.get("using") or []]
+            if str(j.args.get("method") or "").upper() == "NATURAL":
+                left_names = {f.name for r in pool.rels for f in r.visible()}
+                using = [f.name for f in right.visible() if f.name in left_names]
+            if side in ("LEFT", "RIGHT", "FULL"):
+                left = self.collapse(pool, remaining if side == "LEFT" else [], consume=side == "LEFT")
+                remaining = [c for c in remaining if c not in left[1]]
+                pool = Pool([self.outer_join(left[0], right, side, on, using, j)])
+                continue
+            pool.rels.append(right)
+            if using:
+                pool.conds += self.using_conditions(pool.rels[:-1], right, using, j)
+                pool.rels[-1] = Rel(right.stream, [Field(f.name, f.col, f.qualifier, hidden=f.name in using)
+                                                   for f in right.fields])
+            if on is not None:
+                pool.conds += conjuncts(on)
+        rel, used = self.collapse(pool, remaining, consume=True)
+        return rel, [c for c in remaining if c not in used]
+
+    def using_conditions(self, lefts: list[Rel], right: Rel, using: list[str], node: Any) -> list[exp.Expression]:
+        conds: list[exp.Expression] = []
+        for name in using:
+            lf = [f for r in lefts for f in r.visible() if f.name == name]
+            rf = [f for f in right.visible() if f.name == name]
+            if len(lf) != 1 or len(rf) != 1:
+                self.src.schema_error(f"USING column {name} must occur once on each side of the join", node)
+            conds.append(exp.EQ(this=_ref(lf[0]), expression=_ref(rf[0])))
+        return conds
+
+    # ---- inner joins ----------------------------------------------------------------------------
+    def collapse(self, pool: Pool, where: list[exp.Expression], consume: bool) -> tuple[Rel, list[exp.Expression]]:
+        """Join the pool's relations; returns the relation and the WHERE conditions it used."""
+        fields = [f for r in pool.rels for f in r.fields]
+        usable = [c for c in where if consume and not has_subquery(c) and self.local_to(c, fields)]
+        conds = [c for c in pool.conds] + usable
+        for c in pool.conds:
+            if has_subquery(c):
+                self.src.unsupported("a subquery in a JOIN condition", c)
+        rels = list(pool.rels)
+        # single-relation conditions first
+        pending: list[exp.Expression] = []
+        for c in conds:
+            idx = self.owners(c, rels)
+            if len(idx) == 1:
+                i = next(iter(idx))
+                rels[i] = self.filter(rels[i], [c])
+            elif not idx and not columns_of(c):
+                rels[0] = self.filter(rels[0], [c])
+            else:
+                pending.append(c)
+        cur = rels[0]
+        rest = rels[1:]
+        while rest:
+            pick, keys = None, []
+            for i, r in enumerate(rest):
+                keys = self.equi_keys(cur, r, pending)
+                if keys:
+                    pick = i
+                    break
+            if pick is None:
+                pick = 0
+            r = rest.pop(pick)
+            used = [k[0] for k in keys]
+            cur = self.join(cur, r, [(a, b) for _, a, b in keys])
+            pending = [c for c in pending if c not in used]
+            ready = [c for c in pending if self.local_to(c, cur.fields)]
+            if ready:
+                cur = self.filter(cur, ready)
+                pending = [c for c in pending if c not in ready]
+        if pending:
+            cur = self.filter(cur, pending)
+        return cur, usable
+
+    def local_to(self, cond: exp.Expression, fields: list[Field]) -> bool:
+        scope = Scope(fields, self.src)
+        try:
+            return all(scope.find(col) is not None for col in columns_of(cond))
+        except Exception:
+            return False
+
+    def owners(self, cond: exp.Expression, rels: list[Rel]) -> set[int]:
+        out: set[int] = set()
+        for col in columns_of(cond):
+            for i, r in enumerate(rels):
+                if Scope(r.fields, self.src).find(col) is not None:
+                    out.add(i)
+        return out
+
+    def equi_keys(self, a: Rel, b: Rel, conds: list[exp.Expression]) -> list[tuple[exp.Expression, str, str]]:
+        """Conditions `x = y` with x a column of a and y of b (or the other way round)."""
+        sa, sb = Scope(a.fields, self.src), Scope(b.fields, self.src)
+        keys = []
+        for c in conds:
+            if not isinstance(c, exp.EQ) or not isinstance(c.this, exp.Column) or \
+                    not isinstance(c.expression, exp.Column):
+                continue
+            x, y = c.this, c.expression
+            if sa.find(x) and sb.find(y) and not sb.find(x) and not sa.find(y):
+                keys.append((c, sa.find(x), sb.find(y)))
+            elif sa.find(y) and sb.find(x) and not sb.find(y) and not sa.find(x):
+                keys.append((c, sa.find(y), sb.find(x)))
+        return keys  # type: ignore[return-value]
+
+    def join(self, a: Rel, b: Rel, keys: list[tuple[str, str]]) -> Rel:
+        if not keys:
+            return Rel(a.stream.stream_product(b.stream), a.fields + b.fields)
+        sa, sb = a.stream, b.stream
+        for ka, kb in keys:  # SQL compares across numeric types: join on the common type
+            ta, tb = sa.schema[ka], sb.schema[kb]
+            if ta != tb:
+                t = common_type(ta, tb)
+                if t is None:
+                    self.src.schema_error(f"cannot compare {ta} with {tb} in a join condition", None)
+                sa, sb = cast_to(sa, {ka: t}), cast_to(sb, {kb: t})
+        s = sa.stream_join(sb, left_on=[k for k, _ in keys], right_on=[k for _, k in keys])
+        return Rel(s, a.fields + b.fields)
+
+    def filter(self, rel: Rel, conds: list[exp.Expression]) -> Rel:
+        scope = Scope(rel.fields, self.src, outer=self.outer)
+        comp = ExprCompiler(scope)
+        pred: ir.Expr | None = None
+        for c in conds:
+            e = comp(c)
+            pred = e if pred is None else ir.Binary("and", pred, e)
+        return rel if pred is None else Rel(rel.stream.filter(pred), rel.fields)
+
+    # ---- outer joins ----------------------------------------------------------------------------
+    def outer_join(self, left: Rel, right: Rel, side: str, on: exp.Expression | None, using: list[str],
+                   node: Any) -> Rel:
+        if side == "RIGHT":
+            out = self.outer_join(right, left, "LEFT", on, using, node)
+            lcols = set(left.stream.schema)
+            return Rel(out.stream, [f for f in out.fields if f.col in lcols] +
+                       [f for f in out.fields if f.col not in lcols])
+        conds = conjuncts(on) if on is not None else []
+        if using:
+            conds += self.using_conditions([left], right, using, node)
+        for c in conds:
+            if has_subquery(c):
+                self.src.unsupported("a subquery in an outer JOIN condition", c)
+        keys = self.equi_keys(left, right, conds)
+        residual = [c for c in conds if c not in [k[0] for k in keys]]
+        # ON conditions on the right side alone filter the right side before the join
+        right_only = [c for c in residual if self.local_to(c, right.fields)]
+        residual = [c for c in residual if c not in right_only]
+        right = self.filter(right, right_only)
+        inner = self.join(left, right, [(a, b) for _, a, b in keys])
+        inner = self.filter(inner, residual)
+        cols = list(inner.stream.schema)
+        lcols, rcols = list(left.stream.schema), list(right.stream.schema)
+        parts = [inner.stream]
+        parts.append(self.unmatched(left, inner, lcols, keys, residual, side="left", pad=right))
+        if side == "FULL":
+            parts.append(self.unmatched(right, inner, rcols, [(k[0], k[2], k[1]) for k in keys], residual,
+                                        side="right", pad=left))
+        total = parts[0]
+        for p in parts[1:]:
+            total = total + drop_to(p, cols)
+        fields = left.fields + right.fields
+        if using and side == "FULL":  # the unqualified USING column is COALESCE(left, right)
+            extra = []
+            for name in using:
+                lf = next(f for f in left.visible() if f.name == name)
+                rf = next(f for f in right.fields if f.name == name)
+                col = self.c.names.fresh()
+                extra.append((col, ir.Func("coalesce", (ir.Col(lf.col), ir.Col(rf.col)))))
+                fields = [Field(f.name, f.col, f.qualifier, hidden=True) if f.name == name else f for f in fields]
+                fields.append(Field(name, col, None))
+            total = total.map(*[(c, ir.Col(c)) for c in total.schema], *extra)
+        elif using:
+            fields = [Field(f.name, f.col, f.qualifier, hidden=f in right.fields and f.name in using)
+                      for f in fields]
+        return Rel(total, fields)
+
+    def unmatched(self, keep: Rel, inner: Rel, keep_cols: list[str], keys: list[Any], residual: list[Any],
+                  side: str, pad: Rel) -> Any:
+        """Rows of `keep` without a partner in the inner join, padded with NULLs for `pad`'s columns."""
+        if not residual and keys:
+            other = pad.stream
+            kk = [k[1] for k in keys]
+            ok = [k[2] for k in keys]
+            rest = keep.stream.stream_antijoin(other, left_on=kk, right_on=ok) if keys else keep.stream
+        else:
+            matched = drop_to(inner.stream, keep_cols)
+            rest = semi_rows(keep, matched, keep_cols, self.c.names, anti=True).stream
+        padded = pad_nulls(rest, pad.stream.schema)
+        return padded
+
+
+def _ref(f: Field) -> exp.Column:
+    """A column node that resolves to exactly field `f` (through a unique internal qualifier)."""
+    col = exp.Column(this=exp.to_identifier(f.name, quoted=True))
+    if f.qualifier is not None:
+        col.set("table", exp.to_identifier(f.qualifier, quoted=True))
+    return col

@@ -1,0 +1,146 @@
+"""Relations being built and the names visible in them.
+
+A `Rel` is a stream of the circuit plus the SQL names of its columns: each `Field` maps a (qualifier,
+name) pair to the stream's internal column. Internal column names are fresh (`_c12`), so joins never
+clash and a SQL name can be resolved without ambiguity about where it came from. A `Scope` resolves
+column references in a relation, falling back to enclosing scopes for correlated subqueries, and maps
+already-computed expressions (GROUP BY keys, aggregates) by their SQL text.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+from sqlglot import exp
+
+from dbspark.errors import UnsupportedError
+from dbspark.frontends.sql.parse import Source, name_of
+
+if TYPE_CHECKING:
+    from dbspark.circuit.stream import Stream
+
+
+class CorrelatedReference(UnsupportedError):
+    """A subquery reads a column of its enclosing query where that cannot be decorrelated (raised while
+    compiling a subquery as if uncorrelated; the caller then decorrelates it)."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """A column of a relation: its SQL name, the table alias that qualifies it, its internal column.
+
+    `hidden` fields (the right copy of a USING column) are reachable only by qualified name and are not
+    part of `*`."""
+
+    name: str
+    col: str
+    qualifier: str | None = None
+    hidden: bool = False
+
+
+@dataclass
+class Rel:
+    """A relation under construction: a stream and the SQL view of its columns."""
+
+    stream: Stream
+    fields: list[Field]
+
+    @property
+    def schema(self) -> pl.Schema:
+        return self.stream.schema
+
+    def dtype(self, f: Field) -> pl.DataType:
+        return self.stream.schema[f.col]
+
+    def requalify(self, alias: str | None) -> Rel:
+        """The same relation seen under a table alias (FROM t AS x)."""
+        return Rel(self.stream, [replace(f, qualifier=alias) for f in self.fields])
+
+    def visible(self) -> list[Field]:
+        return [f for f in self.fields if not f.hidden]
+
+
+class Names:
+    """Fresh internal column names, unique within one compilation."""
+
+    def __init__(self) -> None:
+        self._n = itertools.count()
+
+    def fresh(self, hint: str = "c") -> str:
+        return f"_{hint}{next(self._n)}"
+
+
+@dataclass
+class Scope:
+    """Names visible to an expression: the fields of a relation, computed expressions by SQL text, and
+    the enclosing query's scope (for correlated references)."""
+
+    fields: list[Field]
+    src: Source
+    computed: dict[str, str] = field(default_factory=dict)
+    outer: Scope | None = None
+    # set when references to `outer` are allowed and recorded (decorrelation)
+    correlated: list[exp.Column] | None = None
+    # in a GROUP BY query: names the error for a column neither grouped nor aggregated
+    grouped: bool = False
+
+    def lookup(self, node: exp.Column) -> str:
+        """The internal column of a column reference; errors name unknown or ambiguous names."""
+        found = self.find(node)
+        if found is not None:
+            return found
+        if self.outer is not None and self.outer.resolves(node):
+            if self.correlated is None:
+                raise CorrelatedReference(f"unsupported SQL: correlated reference to {node.sql(dialect='duckdb')} "
+                                          f"here (supported: in the WHERE conditions of EXISTS, IN and scalar "
+                                          f"subqueries){self.src.where(node)}")
+            self.correlated.append(node)
+            return self.outer.lookup(node)
+        name = node.sql(dialect="duckdb")
+        if self.grouped:
+            self.src.schema_error(f"column {name} must appear in the GROUP BY clause or be used in an aggregate "
+                                  "function", node)
+        known = sorted({(f.qualifier + "." if f.qualifier else "") + f.name for f in self.fields if not f.hidden})
+        self.src.unknown(f"unknown column {name}; the columns here are {known}", node)
+
+    def resolves(self, node: exp.Column) -> bool:
+        """Whether the reference names a column here or in an enclosing scope."""
+        return self.find(node) is not None or (self.outer is not None and self.outer.resolves(node))
+
+    def find(self, node: exp.Column) -> str | None:
+        name = name_of(node.this)
+        table = name_of(node.args["table"]) if node.args.get("table") else None
+        if table is not None:
+            hits = [f for f in self.fields if f.name == name and f.qualifier == table]
+            if not hits and not any(f.qualifier == table for f in self.fields):
+                key = f"{table}.{name}"
+                return self.computed.get(key)
+        else:
+            hits = [f for f in self.fields if f.name == name and not f.hidden]
+        if len(hits) > 1:
+            self.src.schema_error(f"column reference {node.sql(dialect='duckdb')} is ambiguous "
+                                  f"(in {sorted({str(f.qualifier) for f in hits})})", node)
+        if hits:
+            return hits[0].col
+        return self.computed.get(canonical(node)) if table is None else None
+
+    def child(self, fields: list[Field], correlated: bool = False) -> Scope:
+        """A scope for a subquery whose outer scope is this one."""
+        return Scope(fields, self.src, outer=self, correlated=[] if correlated else None)
+
+
+def canonical(node: Any) -> str:
+    """The text by which an expression is matched against GROUP BY keys and aggregates."""
+    return node.sql(dialect="duckdb", normalize=True, identify=False).lower() if isinstance(node, exp.Expression) \
+        else str(node)
+
+
+def rel_from_stream(stream: Stream, names: list[str], qualifier: str | None, fresh: Names) -> Rel:
+    """A Rel over a catalog stream whose columns are `names`: columns renamed to fresh internal names."""
+    cols = list(stream.schema)
+    items = [(fresh.fresh(), c) for c in cols]
+    s = stream.map(*[(new, old) for new, old in items])
+    return Rel(s, [Field(n, new, qualifier) for n, (new, _) in zip(names, items, strict=True)])

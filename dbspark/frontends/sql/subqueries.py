@@ -1,0 +1,319 @@
+"""Subqueries in conditions and as scalar values, decorrelated into joins.
+
+- `EXISTS (q)` / `NOT EXISTS (q)`: the correlation equalities of q's WHERE clause become join keys of a
+  semi-join / anti-join (`dbsp-paper.txt` §7.5); other correlated conditions are checked on the join
+  of the outer rows with q's rows, and the outer rows that pass are matched back as whole rows.
+- `x IN (q)`: a semi-join on x; `x NOT IN (q)` an anti-join that also follows SQL's NULL rules (no row
+  when q holds a NULL, or x is NULL and q is not empty).
+- A scalar subquery `(q)`: uncorrelated, it must return at most one row (a global aggregate), joined
+  to every outer row (NULL when q is empty); correlated by equalities, q is grouped by its correlation
+  columns and left-joined on them (an outer row without a group gets q's value over no rows, e.g.
+  COUNT = 0).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from dbspark.frontends.sql.aggregates import find_aggregates
+from dbspark.frontends.sql.exprs import ExprCompiler
+from dbspark.frontends.sql.joins import FromPlanner, columns_of, conjuncts, has_subquery
+from dbspark.frontends.sql.relops import add_columns, cast_to, drop_to, semi_rows
+from dbspark.frontends.sql.scope import CorrelatedReference, Field, Rel, Scope, canonical
+from dbspark.frontends.sql.types import common_type
+from dbspark.ir import expr as ir
+
+if TYPE_CHECKING:
+    from dbspark.circuit.stream import Stream
+    from dbspark.frontends.sql.compiler import Compiler
+
+COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+STRICT = (exp.Column, exp.Literal, exp.Paren, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Cast,
+          exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Median, exp.Mode, exp.Stddev, exp.StddevSamp, exp.StddevPop,
+          exp.Variance, exp.VariancePop)
+
+
+class SubqueryLowering:
+    def __init__(self, compiler: Compiler, outer: Scope | None) -> None:
+        self.c = compiler
+        self.src = compiler.src
+        self.outer = outer
+
+    def scope(self, rel: Rel, like: Scope | None = None) -> Scope:
+        if like is None:
+            return Scope(rel.fields, self.src, outer=self.outer)
+        return Scope(rel.fields, self.src, computed=dict(like.computed), outer=like.outer, grouped=like.grouped)
+
+    # ---- conditions -----------------------------------------------------------------------------
+    def condition(self, rel: Rel, cond: exp.Expression, scope: Scope | None = None) -> Rel:
+        """Rows of `rel` for which the condition (a conjunct with a subquery) is TRUE."""
+        scope = scope or self.scope(rel)
+        negate = False
+        node = cond.unnest() if isinstance(cond, exp.Paren) else cond
+        if isinstance(node, exp.Not):
+            negate, node = True, node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
+        if isinstance(node, exp.Exists):
+            return self.exists(rel, node.this, scope, negate)
+        if isinstance(node, exp.In) and node.args.get("query") is not None:
+            return self.in_query(rel, node, scope, negate)
+        rel, scope = self.scalars(rel, cond, scope, direct=_direct_operands(cond))
+        return Rel(rel.stream.filter(ExprCompiler(scope)(cond)), rel.fields)
+
+    def exists(self, rel: Rel, sub: exp.Expression, scope: Scope, negate: bool,
+               extra: exp.Expression | None = None) -> Rel:
+        sel = sub.this if isinstance(sub, exp.Subquery) else sub
+        if not isinstance(sel, exp.Select):
+            self.src.unsupported("EXISTS over a set operation", sub)
+        inner, eqs, residual = self.decorrelate(sel, scope, extra)
+        if not eqs and not residual:  # uncorrelated: every outer row, or none
+            n = self.c.names.fresh()
+            cnt = inner.stream.stream_aggregate(**{n: "count"})
+            flag = cnt.filter(ir.Col(n).eq(0) if negate else ir.Col(n) > 0).map((self.c.names.fresh(), ir.Lit(1)))
+            s = rel.stream.stream_product(flag)
+            return Rel(drop_to(s, list(rel.stream.schema)), rel.fields)
+        rel2, okeys = self.outer_keys(rel, scope, [o for o, _ in eqs])
+        ikeys = [i for _, i in eqs]
+        outer_s, inner_s = self.align(rel2.stream, okeys, inner.stream, ikeys)
+        base = list(rel.stream.schema)
+        if not residual:
+            s = outer_s.stream_antijoin(inner_s, left_on=okeys, right_on=ikeys) if negate else \
+                outer_s.stream_semijoin(inner_s, left_on=okeys, right_on=ikeys)
+            return Rel(drop_to(s, base), rel.fields)
+        j = outer_s.stream_join(inner_s, left_on=okeys, right_on=ikeys) if okeys else \
+            outer_s.stream_product(inner_s)
+        combined = Scope(inner.fields, self.src, outer=Scope(rel.fields, self.src, computed=scope.computed),
+                         correlated=[])
+        comp = ExprCompiler(combined)
+        pred: ir.Expr | None = None
+        for r in residual:
+            e = comp(r)
+            pred = e if pred is None else ir.Binary("and", pred, e)
+        matched = drop_to(j.filter(pred), base)  # type: ignore[arg-type]
+        return semi_rows(rel, matched, base, self.c.names, anti=negate)
+
+    def in_query(self, rel: Rel, node: exp.In, scope: Scope, negate: bool) -> Rel:
+        sub = node.args["query"]
+        sel = sub.this if isinstance(sub, exp.Subquery) else sub
+        try:
+            r = self.c.query(sel, scope)
+        except CorrelatedReference:
+            if negate:
+                self.src.unsupported("a correlated subquery in NOT IN", sub)
+            if not isinstance(sel, exp.Select) or len(sel.expressions) != 1:
+                self.src.schema_error("an IN subquery must return one column", sub)
+            item = sel.expressions[0]
+            item = item.this if isinstance(item, exp.Alias) else item
+            return self.exists(rel, sel, scope, False, extra=exp.EQ(this=node.this.copy(), expression=item.copy()))
+        if len(r.visible()) != 1:
+            self.src.schema_error(f"an IN subquery must return one column, this one returns {len(r.visible())}", sub)
+        rel2, (xcol,) = self.outer_keys(rel, scope, [node.this])
+        rcol = r.visible()[0].col
+        outer_s, inner_s = self.align(rel2.stream, [xcol], drop_to(r.stream, [rcol]), [rcol])
+        base = list(rel.stream.schema)
+        if not negate:
+            return Rel(drop_to(outer_s.stream_semijoin(inner_s, left_on=xcol, right_on=rcol), base), rel.fields)
+        anti = outer_s.stream_antijoin(inner_s, left_on=xcol, right_on=rcol)
+        n, nn = self.c.names.fresh(), self.c.names.fresh()
+        stats = inner_s.stream_aggregate(**{n: "count", nn: ("count", rcol)})
+        ok = ir.Binary("or", ir.Col(n).eq(0), ir.Binary("and", ir.Col(nn).eq(ir.Col(n)), ir.Col(xcol).is_not_null()))
+        s = anti.stream_product(stats).filter(ok)
+        return Rel(drop_to(s, base), rel.fields)
+
+    # ---- decorrelation --------------------------------------------------------------------------
+    def decorrelate(self, sel: exp.Select, scope: Scope, extra: exp.Expression | None = None
+                    ) -> tuple[Rel, list[tuple[exp.Expression, str]], list[exp.Expression]]:
+        """q's FROM with its local conditions; the correlation equalities as (outer expression, inner
+        column); the other correlated conditions."""
+        for key in ("group", "having", "limit", "offset", "with_"):
+            if sel.args.get(key) is not None:
+                self.src.unsupported(f"{key.upper().rstrip('_')} in a correlated subquery", sel.args[key])
+        where = conjuncts(sel.args["where"].this) if sel.args.get("where") else []
+        if extra is not None:
+            where.append(extra)
+        planner = FromPlanner(self.c, None)
+        probe, _ = planner.plan(sel, [])
+        fields = probe.fields
+        local: list[exp.Expression] = []
+        eq_nodes: list[tuple[exp.Expression, exp.Expression]] = []
+        residual: list[exp.Expression] = []
+        inner_scope = Scope(fields, self.src)
+        for cnd in where:
+            sides = {self.side(col, inner_scope, scope) for col in columns_of(cnd)}
+            if "outer" not in sides:
+                local.append(cnd)
+                continue
+            if isinstance(cnd, exp.EQ):
+                ls = {self.side(col, inner_scope, scope) for col in columns_of(cnd.this)}
+                rs = {self.side(col, inner_scope, scope) for col in columns_of(cnd.expression)}
+                if ls == {"outer"} and rs == {"inner"}:
+                    eq_nodes.append((cnd.this, cnd.expression))
+                    continue
+                if ls == {"inner"} and rs == {"outer"}:
+                    eq_nodes.append((cnd.expression, cnd.this))
+                    continue
+            if has_subquery(cnd):
+                self.src.unsupported("a subquery in a correlated condition", cnd)
+            residual.append(cnd)
+        inner, rest = planner.plan(sel, [c for c in local if not has_subquery(c)])
+        inner = planner.filter(inner, [c for c in rest if not has_subquery(c)])
+        nested = SubqueryLowering(self.c, None)
+        for cnd in local:
+            if has_subquery(cnd):
+                inner = nested.condition(inner, cnd)
+        comp = ExprCompiler(Scope(inner.fields, self.src))
+        items = []
+        eqs: list[tuple[exp.Expression, str]] = []
+        for o, i in eq_nodes:
+            col = self.c.names.fresh("k")
+            items.append((col, comp(i)))
+            eqs.append((o, col))
+        return add_columns(inner, items), eqs, residual
+
+    def side(self, col: exp.Column, inner: Scope, outer: Scope) -> str:
+        if inner.find(col) is not None:
+            return "inner"
+        if outer.resolves(col):
+            return "outer"
+        self.src.unknown(f"unknown column {col.sql(dialect='duckdb')}", col)
+
+    def outer_keys(self, rel: Rel, scope: Scope, nodes: list[exp.Expression]) -> tuple[Rel, list[str]]:
+        comp = ExprCompiler(scope)
+        items, cols = [], []
+        for n in nodes:
+            e = comp(n)
+            if isinstance(e, ir.Col):
+                cols.append(e.name)
+            else:
+                col = self.c.names.fresh("k")
+                items.append((col, e))
+                cols.append(col)
+        return add_columns(rel, items), cols
+
+    def align(self, a: Stream, ak: list[str], b: Stream, bk: list[str]) -> tuple[Stream, Stream]:
+        """Cast join keys of both sides to their common types."""
+        ta, tb = {}, {}
+        for x, y in zip(ak, bk, strict=True):
+            if a.schema[x] != b.schema[y]:
+                t = common_type(a.schema[x], b.schema[y])
+                if t is None:
+                    self.src.schema_error(f"cannot compare {a.schema[x]} with {b.schema[y]} (subquery)", None)
+                ta[x], tb[y] = t, t
+        return cast_to(a, ta), cast_to(b, tb)
+
+    # ---- scalar subqueries ----------------------------------------------------------------------
+    def scalars(self, rel: Rel, e: exp.Expression, scope: Scope, direct: set[int] | None = None
+                ) -> tuple[Rel, Scope]:
+        """`rel` with a column per scalar subquery of `e`, found by `scope.computed`."""
+        for sub in _scalar_subqueries(e):
+            if canonical(sub) in scope.computed:
+                continue
+            rel, col = self.scalar(rel, sub, scope, inner_ok=direct is not None and id(sub) in direct)
+            scope = self.scope(rel, scope)
+            scope.computed[canonical(sub)] = col
+        return rel, scope
+
+    def scalar(self, rel: Rel, sub: exp.Subquery, scope: Scope, inner_ok: bool) -> tuple[Rel, str]:
+        sel = sub.this
+        try:
+            r = self.c.query(sel, scope)
+        except CorrelatedReference:
+            return self.correlated_scalar(rel, sel, scope, inner_ok)
+        if len(r.visible()) != 1:
+            self.src.schema_error(f"a scalar subquery must return one column, this one returns {len(r.visible())}",
+                                  sub)
+        if not _one_row(sel):
+            self.src.unsupported("a scalar subquery that may return several rows (use an aggregate without GROUP "
+                                 "BY)", sub)
+        v = r.visible()[0].col
+        col = self.c.names.fresh("s")
+        one = r.stream.map((col, ir.Col(v)))
+        s = rel.stream.stream_product(one)
+        if sel.args.get("having") is not None:  # zero or one row: NULL when there is none
+            n = self.c.names.fresh()
+            none = one.stream_aggregate(**{n: "count"}).filter(ir.Col(n).eq(0))
+            none = none.map((col, ir.Cast(ir.Lit(None), one.schema[col])))
+            s = s + rel.stream.stream_product(none)
+        return Rel(s, rel.fields), col
+
+    def correlated_scalar(self, rel: Rel, sel: exp.Expression, scope: Scope, inner_ok: bool) -> tuple[Rel, str]:
+        if not isinstance(sel, exp.Select) or len(sel.expressions) != 1:
+            self.src.schema_error("a scalar subquery must return one column", sel)
+        item = sel.expressions[0]
+        item = item.this if isinstance(item, exp.Alias) else item
+        if not find_aggregates([item]):
+            self.src.unsupported("a correlated scalar subquery without an aggregate", sel)
+        inner, eqs, residual = self.decorrelate(sel, scope)
+        if residual or not eqs:
+            self.src.unsupported("a correlated scalar subquery whose correlation is not column equalities",
+                                 residual[0] if residual else sel)
+        from dbspark.frontends.sql.aggregates import aggregate as group
+
+        keys = [i for _, i in eqs]
+        # GROUP BY the correlation columns: a SELECT node with those keys
+        inner_scope = Scope(inner.fields + [Field(k, k, "__corr") for k in keys], self.src)
+        inner = Rel(inner.stream, inner_scope.fields)
+        fake = exp.Select(expressions=[item.copy()])
+        fake.set("group", exp.Group(expressions=[exp.column(k, "__corr", quoted=True) for k in keys]))
+        agg_rel, post, _ = group(self.c, fake, inner, inner_scope, [("v", item)])
+        value = self.c.names.fresh("s")
+        gcols = [post.computed[canonical(exp.column(k, "__corr", quoted=True))] for k in keys]
+        grouped = agg_rel.stream.map(*gcols, (value, ExprCompiler(post)(item)))
+        rel2, okeys = self.outer_keys(rel, scope, [o for o, _ in eqs])
+        outer_s, grouped = self.align(rel2.stream, okeys, grouped, gcols)
+        base = list(rel2.stream.schema)
+        matched = outer_s.stream_join(grouped.map(*gcols, value), left_on=okeys, right_on=gcols)
+        matched = drop_to(matched, base + [value])
+        if inner_ok and _strict(item):
+            return Rel(matched, rel.fields), value
+        # rows without a group: the subquery's value over no rows
+        empty = Rel(inner.stream.filter(ir.Lit(False)), inner.fields)
+        fake_all = exp.Select(expressions=[item.copy()])
+        e_rel, e_post, _ = group(self.c, fake_all, empty, Scope(empty.fields, self.src), [("v", item)])
+        none = e_rel.stream.map((value, ExprCompiler(e_post)(item)))
+        none = cast_to(none, {value: matched.schema[value]})
+        rest = outer_s.stream_antijoin(grouped, left_on=okeys, right_on=gcols)
+        unmatched = drop_to(rest, base).stream_product(none)
+        return Rel(matched + drop_to(unmatched, base + [value]), rel.fields), value
+
+
+def _scalar_subqueries(e: exp.Expression) -> list[exp.Subquery]:
+    out = []
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, exp.Subquery):
+            out.append(n)
+            continue
+        if isinstance(n, (exp.Exists, exp.Select)) or (isinstance(n, exp.In) and n.args.get("query")):
+            continue
+        stack.extend(n.iter_expressions())
+    return out
+
+
+def _strict(e: exp.Expression) -> bool:
+    """NULL over no rows and NULL-propagating: arithmetic over aggregates other than COUNT."""
+    if isinstance(e, (exp.Column, exp.Literal)):
+        return True
+    if not isinstance(e, STRICT):
+        return False
+    if isinstance(e, exp.Cast):
+        return _strict(e.this)
+    return all(_strict(x) for x in e.iter_expressions())
+
+
+def _direct_operands(cond: exp.Expression) -> set[int]:
+    """Scalar subqueries that are a direct operand of a top-level comparison (a NULL fails the row)."""
+    node = cond.unnest() if isinstance(cond, exp.Paren) else cond
+    if isinstance(node, COMPARISONS):
+        return {id(x) for x in (node.this, node.expression) if isinstance(x, exp.Subquery)}
+    return set()
+
+
+def _one_row(sel: Any) -> bool:
+    """Whether a query returns at most one row (a global aggregate, or SELECT without FROM)."""
+    if not isinstance(sel, exp.Select) or sel.args.get("group") is not None:
+        return False
+    items = [i.this if isinstance(i, exp.Alias) else i for i in sel.expressions]
+    return bool(find_aggregates(items)) or sel.args.get("from_") is None
