@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from dbspark.frontends.sql.aggregates import aggregate
 from dbspark.frontends.sql.exprs import ExprCompiler
-from dbspark.frontends.sql.joins import FromPlanner, conjuncts, has_subquery
+from dbspark.frontends.sql.joins import FromPlanner, conjuncts, factor_common, has_subquery
 from dbspark.frontends.sql.parse import Source, name_of
 from dbspark.frontends.sql.relops import cast_to, drop_to
 from dbspark.frontends.sql.scope import Field, Names, Rel, Scope, canonical, rel_from_stream
@@ -113,7 +113,7 @@ class Compiler:
             self.src.unsupported("window functions (OVER)", next(node.find_all(exp.Window)))
         if isinstance(node.args.get("distinct"), exp.Distinct) and node.args["distinct"].args.get("on"):
             self.src.unsupported("DISTINCT ON", node.args["distinct"])
-        where = conjuncts(node.args["where"].this) if node.args.get("where") else []
+        where = factor_common(conjuncts(node.args["where"].this)) if node.args.get("where") else []
         planner = FromPlanner(self, outer)
         rel, rest = planner.plan(node, where)
         sub = SubqueryLowering(self, outer)

@@ -110,7 +110,7 @@ class ExprCompiler:
         return ir.Binary(op, self.compile(left), self.compile(right))
 
     def func(self, name: str, args: list[exp.Expression], node: exp.Expression) -> ir.Expr:
-        from dbspark.ir.functions import FUNCTIONS as REGISTRY
+        from dbspark.ir.functions import REGISTRY
 
         if name not in REGISTRY:
             self.src.unsupported(f"function {name}()", node)

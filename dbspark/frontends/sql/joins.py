@@ -36,6 +36,41 @@ def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     return [node]
 
 
+def disjuncts(node: exp.Expression) -> list[exp.Expression]:
+    node = node.unnest() if isinstance(node, exp.Paren) else node
+    if isinstance(node, exp.Or):
+        return disjuncts(node.this) + disjuncts(node.expression)
+    return [node]
+
+
+def factor_common(conds: list[exp.Expression]) -> list[exp.Expression]:
+    """Conditions with the conjuncts common to every branch of an OR pulled out of it:
+    (a AND b) OR (a AND c) is a AND (b OR c), so that `a` can be a join condition (TPC-H Q19)."""
+    from dbspark.frontends.sql.scope import canonical
+
+    out: list[exp.Expression] = []
+    for cond in conds:
+        branches = disjuncts(cond)
+        if len(branches) < 2:
+            out.append(cond)
+            continue
+        parts = [conjuncts(b) for b in branches]
+        common = [c for c in parts[0] if all(canonical(c) in {canonical(x) for x in p} for p in parts[1:])]
+        if not common:
+            out.append(cond)
+            continue
+        keys = {canonical(c) for c in common}
+        rest = [[x for x in p if canonical(x) not in keys] for p in parts]
+        out += [c.copy() for c in common]
+        if all(rest):  # otherwise one branch is just the common part: the OR is TRUE
+            ors = [exp.and_(*[x.copy() for x in r]) if len(r) > 1 else r[0].copy() for r in rest]
+            node = ors[0]
+            for o in ors[1:]:
+                node = exp.Or(this=node, expression=o)
+            out.append(exp.Paren(this=node))
+    return out
+
+
 def has_subquery(node: exp.Expression) -> bool:
     return any(isinstance(n, SUBQUERIES) or (isinstance(n, exp.In) and n.args.get("query"))
                for n in node.walk())
