@@ -58,7 +58,7 @@ def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
     fields: list[Field] = []
     for k in keys:
         col = c.names.fresh("g")
-        pre.append((col, comp(k)))
+        pre.append((col, comp(k, rel.stream.schema)))
         key_cols.append(col)
         computed[canonical(k)] = col
         if isinstance(k, exp.Column):
@@ -86,7 +86,7 @@ def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
         if a.args.get("expressions") and not isinstance(a, exp.Count):
             src.unsupported(f"{func.upper()} with several arguments", a)
         acol = c.names.fresh("x")
-        pre.append((acol, comp(arg)))
+        pre.append((acol, comp(arg, rel.stream.schema)))
         if distinct:
             distinct_calls.append((out, func, acol))
         else:

@@ -133,7 +133,7 @@ class Compiler:
                         rel = sub.condition(rel, c, scope)
                         scope = Scope(rel.fields, self.src, computed=scope.computed, grouped=True)
                     else:
-                        rel = Rel(rel.stream.filter(ExprCompiler(scope)(c)), rel.fields)
+                        rel = Rel(rel.stream.filter(ExprCompiler(scope)(c, rel.stream.schema)), rel.fields)
         elif node.args.get("having") is not None:
             self.src.schema_error("HAVING without GROUP BY or aggregates", node.args["having"])
         # scalar subqueries in the SELECT list
@@ -173,7 +173,7 @@ class Compiler:
         fields: list[Field] = []
         for name, e in items:
             col = self.names.fresh()
-            proj.append((col, comp(e)))
+            proj.append((col, comp(e, rel.stream.schema)))
             fields.append(Field(name, col))
         distinct = node.args.get("distinct") is not None
         order_items = self.order_extras(node, items, scope, distinct)

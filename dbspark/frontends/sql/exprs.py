@@ -70,8 +70,13 @@ class ExprCompiler:
         self.scope = scope
         self.src: Source = scope.src
 
-    def __call__(self, node: exp.Expression) -> ir.Expr:
-        return self.compile(node)
+    def __call__(self, node: exp.Expression, schema: pl.Schema | None = None) -> ir.Expr:
+        """The IR of `node`; with the schema of the relation it runs on, also type-checked, so that a
+        type error names the expression's line and column."""
+        e = self.compile(node)
+        if schema is not None:
+            typecheck(e, schema, node, self.src)
+        return e
 
     def compile(self, node: exp.Expression) -> ir.Expr:
         key = canonical(node)
@@ -130,6 +135,15 @@ class ExprCompiler:
         if isinstance(base, ir.Lit) and isinstance(base.value, dt.date) and not isinstance(base.value, dt.datetime):
             return ir.Lit(add_months(base.value, months) + dt.timedelta(days=days))
         return ir.Func("date_add", (base, ir.Lit(months), ir.Lit(days), ir.Lit(0)))
+
+
+def typecheck(e: ir.Expr, schema: pl.Schema, node: exp.Expression, src: Source) -> pl.DataType:
+    from dbspark.errors import SchemaError
+
+    try:
+        return e.dtype(schema)
+    except SchemaError as err:
+        src.schema_error(f"type error in {node.sql(dialect='duckdb')[:80]}: {err}", node)
 
 
 def _args(node: exp.Expression, keys: tuple[str, ...]) -> list[exp.Expression]:

@@ -18,7 +18,7 @@ from sqlglot import exp
 from dbspark.frontends.sql.exprs import SUBQUERIES, ExprCompiler
 from dbspark.frontends.sql.parse import name_of
 from dbspark.frontends.sql.relops import cast_to, drop_to, pad_nulls, semi_rows
-from dbspark.frontends.sql.scope import Field, Rel, Scope
+from dbspark.frontends.sql.scope import Field, Rel, Scope, field_ref
 from dbspark.frontends.sql.types import common_type
 from dbspark.ir import expr as ir
 
@@ -171,7 +171,7 @@ class FromPlanner:
             rf = [f for f in right.visible() if f.name == name]
             if len(lf) != 1 or len(rf) != 1:
                 self.src.schema_error(f"USING column {name} must occur once on each side of the join", node)
-            conds.append(exp.EQ(this=_ref(lf[0]), expression=_ref(rf[0])))
+            conds.append(exp.EQ(this=field_ref(lf[0]), expression=field_ref(rf[0])))
         return conds
 
     # ---- inner joins ----------------------------------------------------------------------------
@@ -267,7 +267,7 @@ class FromPlanner:
         comp = ExprCompiler(scope)
         pred: ir.Expr | None = None
         for c in conds:
-            e = comp(c)
+            e = comp(c, rel.stream.schema)
             pred = e if pred is None else ir.Binary("and", pred, e)
         return rel if pred is None else Rel(rel.stream.filter(pred), rel.fields)
 
@@ -333,10 +333,3 @@ class FromPlanner:
         padded = pad_nulls(rest, pad.stream.schema)
         return padded
 
-
-def _ref(f: Field) -> exp.Column:
-    """A column node that resolves to exactly field `f` (through a unique internal qualifier)."""
-    col = exp.Column(this=exp.to_identifier(f.name, quoted=True))
-    if f.qualifier is not None:
-        col.set("table", exp.to_identifier(f.qualifier, quoted=True))
-    return col

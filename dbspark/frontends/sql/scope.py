@@ -23,6 +23,14 @@ if TYPE_CHECKING:
     from dbspark.circuit.stream import Stream
 
 
+INTERNAL = "__field__"
+
+
+def field_ref(f: Field) -> exp.Column:
+    """A column node that resolves to exactly the field `f` (by its internal column)."""
+    return exp.Column(this=exp.to_identifier(f.col, quoted=True), table=exp.to_identifier(INTERNAL, quoted=True))
+
+
 class CorrelatedReference(UnsupportedError):
     """A subquery reads a column of its enclosing query where that cannot be decorrelated (raised while
     compiling a subquery as if uncorrelated; the caller then decorrelates it)."""
@@ -113,7 +121,9 @@ class Scope:
     def find(self, node: exp.Column) -> str | None:
         name = name_of(node.this)
         table = name_of(node.args["table"]) if node.args.get("table") else None
-        if table is not None:
+        if table == INTERNAL:  # a reference made by the compiler to one field exactly
+            hits = [f for f in self.fields if f.col == node.this.this]
+        elif table is not None:
             hits = [f for f in self.fields if f.name == name and f.qualifier == table]
             if not hits and not any(f.qualifier == table for f in self.fields):
                 key = f"{table}.{name}"

@@ -59,7 +59,7 @@ class SubqueryLowering:
         if isinstance(node, exp.In) and node.args.get("query") is not None:
             return self.in_query(rel, node, scope, negate)
         rel, scope = self.scalars(rel, cond, scope, direct=_direct_operands(cond))
-        return Rel(rel.stream.filter(ExprCompiler(scope)(cond)), rel.fields)
+        return Rel(rel.stream.filter(ExprCompiler(scope)(cond, rel.stream.schema)), rel.fields)
 
     def exists(self, rel: Rel, sub: exp.Expression, scope: Scope, negate: bool,
                extra: exp.Expression | None = None) -> Rel:

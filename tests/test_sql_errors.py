@@ -1,0 +1,82 @@
+"""SQL front-end errors: each names the fault and its line and column, and declares nothing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import dbspark
+from dbspark.errors import DbsparkError, ParseError, SchemaError, UnknownNameError, UnsupportedError
+
+DDL = """CREATE TABLE t (a BIGINT, b VARCHAR, c DOUBLE, d DATE);
+CREATE TABLE u (a BIGINT PRIMARY KEY, e DECIMAL(10, 2));"""
+
+CASES = [
+    # (query on line 2, error class, message fragment, text at the fault's position: its first occurrence
+    # in the query, or with a leading ^ its last)
+    ("SELECT a FROM t WHERE (b", ParseError, "Expecting )", None),
+    ("SELECT a FROM nowhere", UnknownNameError, "unknown table or view nowhere", "nowhere"),
+    ("SELECT x FROM t", UnknownNameError, "unknown column x", "x"),
+    ("SELECT t.x FROM t", UnknownNameError, "unknown column t.x", "t.x"),
+    ("SELECT a FROM t, u", SchemaError, "column reference a is ambiguous", "a"),
+    ("SELECT a FROM t WHERE b + 1 > 2", SchemaError, "arithmetic '+' on non-numeric type", "b +"),
+    ("SELECT upper(a) FROM t", SchemaError, "upper", "upper"),
+    ("SELECT a, count(*) FROM t GROUP BY b", SchemaError, "must appear in the GROUP BY clause", "a"),
+    ("SELECT a FROM t WHERE sum(c) > 1", SchemaError, "aggregate SUM(c) is not allowed here", "sum"),
+    ("SELECT foo(a) FROM t", UnsupportedError, "function foo()", "foo"),
+    ("SELECT sum(a) OVER () FROM t", UnsupportedError, "window functions", "sum"),
+    ("SELECT a FROM t INTERSECT ALL SELECT a FROM u", UnsupportedError, "INTERSECT ALL", "a"),
+    ("SELECT a FROM t EXCEPT ALL SELECT a FROM u", UnsupportedError, "EXCEPT ALL", "a"),
+    ("SELECT a FROM t UNION SELECT a, e FROM u", SchemaError, "UNION of 1 and 2 columns", "a"),
+    ("SELECT a FROM t LIMIT a", UnsupportedError, "LIMIT that is not a constant", "^a"),
+    ("SELECT a FROM t WHERE a = (SELECT a FROM u)", UnsupportedError, "may return several rows", "a FROM u"),
+    ("SELECT a FROM t ORDER BY 3 LIMIT 1", SchemaError, "ORDER BY position 3", "3"),
+    ("SELECT CAST('x' AS DATE) FROM t", dbspark.DataError, "cannot cast 'x'", "'x'"),
+    ("SELECT a FROM t WHERE d > DATE '2020-01-01' + INTERVAL 1 FORTNIGHT", DbsparkError, "", None),
+]
+
+
+@pytest.mark.parametrize(("query", "cls", "fragment", "at"), CASES, ids=[c[0][:40] for c in CASES])
+def test_sql_errors_name_the_fault_and_its_position(query, cls, fragment, at):
+    p = dbspark.Pipeline(engine="local")
+    p.sql(DDL)
+    with pytest.raises(cls) as info:
+        p.sql("CREATE VIEW ok AS SELECT a FROM t;\nCREATE VIEW v AS " + query)
+    msg = str(info.value)
+    assert fragment in msg
+    if at is not None:
+        m = re.search(r"line (\d+), column (\d+)", msg)
+        assert m is not None, msg
+        # the view statement is on line 2, after "CREATE VIEW v AS " (17 characters)
+        q = query.lower()
+        col = 17 + (q.rindex(at[1:].lower()) if at.startswith("^") else q.index(at.lower())) + 1
+        assert (int(m.group(1)), int(m.group(2))) == (2, col), msg
+    # nothing of the failed text was declared: not even the view before the faulty one
+    assert p.views == [] and sorted(p.tables) == ["t", "u"]
+    p.sql("CREATE VIEW ok AS SELECT a FROM t")  # the names are still free
+
+
+def test_unsupported_statements_and_types():
+    p = dbspark.Pipeline(engine="local")
+    with pytest.raises(UnsupportedError, match="statement INSERT"):
+        p.sql("INSERT INTO t VALUES (1)")
+    with pytest.raises(UnsupportedError, match="column type"):
+        p.sql("CREATE TABLE w (a INTERVAL)")
+    with pytest.raises(SchemaError, match="declared twice"):
+        p.sql("CREATE TABLE w (a BIGINT, a BIGINT)")
+    with pytest.raises(UnknownNameError, match="primary key column z"):
+        p.sql("CREATE TABLE w (a BIGINT, PRIMARY KEY (z))")
+    p.sql("CREATE TABLE w (a BIGINT)")
+    with pytest.raises(SchemaError, match="already declared"):
+        p.sql("CREATE TABLE w (b BIGINT)")
+    with pytest.raises(SchemaError, match="already declared"):
+        p.sql("CREATE VIEW w AS SELECT 1 AS x FROM w")
+
+
+def test_syntax_error_position_on_a_later_line():
+    p = dbspark.Pipeline(engine="local")
+    with pytest.raises(ParseError) as info:
+        p.sql("CREATE TABLE t (a BIGINT);\n\nCREATE VIEW v AS SELECT a FROM t WHERE a IN (1, 2")
+    assert info.value.line == 3
+    assert p.tables == []

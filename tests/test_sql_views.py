@@ -1,0 +1,112 @@
+"""SQL views through a pipeline, on both engines, each step checked against DuckDB (`SqlOracle`):
+joins of every kind, subqueries, set operations, top-k, recursion, with deletes, NULLs, duplicates
+and primary-key updates."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+import dbspark
+from dbspark.testing.sql_oracle import SqlOracle
+
+DDL = """
+CREATE TABLE emp (id BIGINT PRIMARY KEY, name VARCHAR NOT NULL, dept BIGINT, salary DECIMAL(10, 2),
+                  hired DATE, boss BIGINT);
+CREATE TABLE dept (id BIGINT PRIMARY KEY, title VARCHAR, budget DOUBLE);
+CREATE TABLE sale (emp BIGINT, amount BIGINT, day DATE);
+"""
+
+VIEWS = """
+CREATE VIEW by_dept AS SELECT d.title, count(*) AS n, sum(e.salary) AS total, avg(e.salary) AS mean,
+  min(e.hired) AS first, max(e.name) AS last, count(DISTINCT e.boss) AS bosses
+  FROM emp e JOIN dept d ON e.dept = d.id GROUP BY d.title HAVING count(*) >= 1;
+CREATE VIEW everyone AS SELECT e.name, d.title FROM emp e LEFT JOIN dept d ON e.dept = d.id AND d.budget > 10;
+CREATE VIEW all_depts AS SELECT e.name, d.title FROM emp e RIGHT JOIN dept d ON e.dept = d.id;
+CREATE VIEW full_outer AS SELECT e.name, d.title, coalesce(e.dept, d.id) AS k FROM emp e FULL JOIN dept d ON e.dept = d.id;
+CREATE VIEW using_join AS SELECT * FROM sale JOIN (SELECT id AS emp, name FROM emp) USING (emp);
+CREATE VIEW sellers AS SELECT name FROM emp WHERE EXISTS (SELECT * FROM sale WHERE sale.emp = emp.id);
+CREATE VIEW idle AS SELECT name FROM emp WHERE NOT EXISTS (SELECT * FROM sale WHERE sale.emp = emp.id AND amount > 0);
+CREATE VIEW not_in AS SELECT name FROM emp WHERE dept NOT IN (SELECT id FROM dept WHERE budget < 100);
+CREATE VIEW in_sub AS SELECT name FROM emp WHERE id IN (SELECT emp FROM sale GROUP BY emp HAVING sum(amount) > 5);
+CREATE VIEW n_sales AS SELECT name, (SELECT count(*) FROM sale WHERE sale.emp = emp.id) AS n FROM emp;
+CREATE VIEW above_avg AS SELECT name FROM emp WHERE salary > (SELECT avg(salary) FROM emp);
+CREATE VIEW names AS SELECT name FROM emp UNION SELECT title FROM dept;
+CREATE VIEW names_all AS SELECT name FROM emp UNION ALL SELECT title FROM dept;
+CREATE VIEW both_ AS SELECT dept FROM emp INTERSECT SELECT id FROM dept;
+CREATE VIEW only_emp AS SELECT dept FROM emp EXCEPT SELECT id FROM dept;
+CREATE VIEW top2 AS SELECT name, salary FROM emp ORDER BY salary DESC, name LIMIT 2;
+CREATE VIEW page AS SELECT amount, day FROM sale ORDER BY amount, day LIMIT 3 OFFSET 1;
+CREATE VIEW chain AS WITH RECURSIVE up(id, top) AS (
+    SELECT id, boss FROM emp WHERE boss IS NOT NULL
+    UNION SELECT up.id, emp.boss FROM up JOIN emp ON up.top = emp.id WHERE emp.boss IS NOT NULL)
+  SELECT * FROM up;
+CREATE VIEW exprs AS SELECT upper(name) AS u, CASE WHEN salary > 100 THEN 'high' ELSE 'low' END AS band,
+  extract(year FROM hired) AS y, hired + INTERVAL 1 MONTH AS later, name LIKE 'a%' AS a_name,
+  CAST(salary AS DOUBLE) / 2 AS half FROM emp WHERE hired BETWEEN DATE '2020-01-01' AND DATE '2023-12-31';
+CREATE VIEW distinct_days AS SELECT DISTINCT day FROM sale;
+CREATE VIEW stats AS SELECT count(*) AS n, sum(amount) AS s, median(amount) AS med, stddev(amount) AS sd FROM sale;
+"""
+
+D = dt.date
+STEPS = [
+    {"insert": {
+        "emp": [(1, "ann", 10, Decimal("120.50"), D(2020, 3, 1), None), (2, "bob", 10, Decimal("90"), D(2021, 5, 31), 1),
+                (3, "cy", 20, Decimal("150"), D(2022, 1, 31), 2), (4, "al", None, None, None, 3)],
+        "dept": [(10, "eng", 50.0), (20, "ops", 5.0), (30, "hr", None)],
+        "sale": [(1, 5, D(2024, 1, 1)), (1, 5, D(2024, 1, 1)), (2, 0, D(2024, 1, 2)), (None, 3, None)],
+    }},
+    {"delete": {"sale": [(1, 5, D(2024, 1, 1))]}, "insert": {"sale": [(3, 7, D(2024, 1, 3))]}},
+    # primary-key updates: bob moves to ops with a raise, ann leaves, a new boss appears
+    {"insert": {"emp": [(2, "bob", 20, Decimal("200"), D(2021, 5, 31), 1), (5, "ed", 30, Decimal("80"), D(2023, 2, 28), 2)]},
+     "delete": {"emp": [(1, "ann", 10, Decimal("120.50"), D(2020, 3, 1), None)]}},  # by key: only the key counts
+    {"delete": {"dept": [(20, "ops", 5.0)], "sale": [(None, 3, None)]}},
+    {},  # an empty step
+    {"insert": {"dept": [(20, "ops", 500.0)], "emp": [(1, "ann", 10, Decimal("120.50"), D(2020, 3, 1), 5)]}},
+]
+
+
+@pytest.fixture(params=["local", "spark"])
+def pipeline(request):
+    if request.param == "spark":
+        spark = request.getfixturevalue("spark_session")
+        p = dbspark.Pipeline(engine="spark", spark=spark)
+    else:
+        p = dbspark.Pipeline(engine="local")
+    yield p
+    p.close()
+
+
+def test_sql_views_equal_duckdb_after_every_step(pipeline):
+    oracle = SqlOracle(DDL + VIEWS)
+    pipeline.sql(DDL + VIEWS)
+    for i, step in enumerate(STEPS):
+        for table, rows in step.get("delete", {}).items():
+            pipeline.delete(table, rows)
+            oracle.delete(table, rows)
+        for table, rows in step.get("insert", {}).items():
+            pipeline.insert(table, rows)
+            oracle.insert(table, rows)
+        pipeline.step()
+        oracle.check(pipeline, what=f"after step {i}")
+
+
+def test_a_rejected_step_changes_nothing(pipeline):
+    oracle = SqlOracle(DDL + VIEWS)
+    pipeline.sql(DDL + VIEWS)
+    for table, rows in STEPS[0]["insert"].items():
+        pipeline.insert(table, rows)
+        oracle.insert(table, rows)
+    pipeline.step()
+    pipeline.insert("sale", [(9, 9, D(2024, 2, 2))])
+    pipeline.delete("sale", [(7, 7, D(2024, 1, 9))])  # not there: a bag's delete must match
+    with pytest.raises(dbspark.NegativeStateError, match="sale"):
+        pipeline.step()
+    oracle.check(pipeline, what="after the rejected step")
+    pipeline.delete("emp", [(42,)])  # an absent key
+    with pytest.raises(dbspark.DbsparkError, match="emp"):
+        pipeline.step()
+    oracle.check(pipeline, what="after the second rejected step")
+    assert pipeline.steps == 1
