@@ -18,7 +18,7 @@ from dbspark.frontends.sql.exprs import ExprCompiler
 from dbspark.frontends.sql.joins import FromPlanner, conjuncts, factor_common, has_subquery
 from dbspark.frontends.sql.parse import Source, name_of
 from dbspark.frontends.sql.relops import cast_to, drop_to
-from dbspark.frontends.sql.scope import Field, Names, Rel, Scope, canonical, rel_from_stream
+from dbspark.frontends.sql.scope import Field, Names, Rel, Scope, canonical
 from dbspark.frontends.sql.subqueries import SubqueryLowering
 from dbspark.frontends.sql.types import common_type
 from dbspark.ir import expr as ir
@@ -46,7 +46,20 @@ class Compiler:
         if name not in self.p.relations:
             self.src.unknown(f"unknown table or view {name}; the pipeline has {sorted(self.p.relations)}", node)
         s = self.p.relations[name]
-        return rel_from_stream(s, list(s.schema), name, self.names)
+        # the table's own stream and column names: the same table read by several views (or twice by
+        # one) is one node, so incrementalization builds its integrals once (the circuit cache);
+        # joins rename a side's clashing columns (`disjoint`)
+        return Rel(s, [Field(c, c, name) for c in s.schema])
+
+    def disjoint(self, taken: Any, rel: Rel) -> Rel:
+        """`rel` with the internal columns that clash with `taken` renamed to fresh ones."""
+        taken = set(taken)
+        clash = [c for c in rel.stream.schema if c in taken]
+        if not clash:
+            return rel
+        new = {c: self.names.fresh() for c in clash}
+        s = rel.stream.map(*[(new.get(c, c), ir.Col(c)) for c in rel.stream.schema])
+        return Rel(s, [Field(f.name, new.get(f.col, f.col), f.qualifier, f.hidden) for f in rel.fields])
 
     def one_row(self) -> Rel:
         """The relation of one row and no columns (SELECT without FROM): a constant stream."""

@@ -206,7 +206,8 @@ class FromPlanner:
                     break
             if pick is None:
                 pick = 0
-            r = rest.pop(pick)
+            r = self.c.disjoint(cur.stream.schema, rest.pop(pick))
+            keys = self.equi_keys(cur, r, pending)
             used = [k[0] for k in keys]
             cur = self.join(cur, r, [(a, b) for _, a, b in keys])
             pending = [c for c in pending if c not in used]
@@ -279,6 +280,7 @@ class FromPlanner:
             lcols = set(left.stream.schema)
             return Rel(out.stream, [f for f in out.fields if f.col in lcols] +
                        [f for f in out.fields if f.col not in lcols])
+        right = self.c.disjoint(left.stream.schema, right)
         conds = conjuncts(on) if on is not None else []
         if using:
             conds += self.using_conditions([left], right, using, node)

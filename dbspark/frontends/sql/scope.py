@@ -147,10 +147,3 @@ def canonical(node: Any) -> str:
     return node.sql(dialect="duckdb", normalize=True, identify=False).lower() if isinstance(node, exp.Expression) \
         else str(node)
 
-
-def rel_from_stream(stream: Stream, names: list[str], qualifier: str | None, fresh: Names) -> Rel:
-    """A Rel over a catalog stream whose columns are `names`: columns renamed to fresh internal names."""
-    cols = list(stream.schema)
-    items = [(fresh.fresh(), c) for c in cols]
-    s = stream.map(*[(new, old) for new, old in items])
-    return Rel(s, [Field(n, new, qualifier) for n, (new, _) in zip(names, items, strict=True)])

@@ -74,7 +74,9 @@ class SubqueryLowering:
             s = rel.stream.stream_product(flag)
             return Rel(drop_to(s, list(rel.stream.schema)), rel.fields)
         rel2, okeys = self.outer_keys(rel, scope, [o for o, _ in eqs])
-        ikeys = [i for _, i in eqs]
+        renamed = self.c.disjoint(rel2.stream.schema, inner)
+        ikeys = [dict(zip(inner.stream.schema, renamed.stream.schema, strict=True))[i] for _, i in eqs]
+        inner = renamed
         outer_s, inner_s = self.align(rel2.stream, okeys, inner.stream, ikeys)
         base = list(rel.stream.schema)
         if not residual:
