@@ -27,6 +27,8 @@ CREATE VIEW everyone AS SELECT e.name, d.title FROM emp e LEFT JOIN dept d ON e.
 CREATE VIEW all_depts AS SELECT e.name, d.title FROM emp e RIGHT JOIN dept d ON e.dept = d.id;
 CREATE VIEW full_outer AS SELECT e.name, d.title, coalesce(e.dept, d.id) AS k FROM emp e FULL JOIN dept d ON e.dept = d.id;
 CREATE VIEW using_join AS SELECT * FROM sale JOIN (SELECT id AS emp, name FROM emp) USING (emp);
+CREATE VIEW self_using AS SELECT emp, s.amount, t.day FROM sale s JOIN sale t USING (emp);
+CREATE VIEW natural_ AS SELECT * FROM emp NATURAL JOIN (SELECT id, title AS name FROM dept);
 CREATE VIEW sellers AS SELECT name FROM emp WHERE EXISTS (SELECT * FROM sale WHERE sale.emp = emp.id);
 CREATE VIEW idle AS SELECT name FROM emp WHERE NOT EXISTS (SELECT * FROM sale WHERE sale.emp = emp.id AND amount > 0);
 CREATE VIEW not_in AS SELECT name FROM emp WHERE dept NOT IN (SELECT id FROM dept WHERE budget < 100);

@@ -143,7 +143,8 @@ class FromPlanner:
             kind = (j.args.get("kind") or "").upper()
             if kind in ("SEMI", "ANTI", "ASOF") or j.args.get("method") not in (None, "", "NATURAL"):
                 self.src.unsupported(f"{kind or j.args.get('method')} JOIN", j)
-            right = self.item(j.this)
+            taken = [c for r in pool.rels for c in r.stream.schema]
+            right = self.c.disjoint(taken, self.item(j.this))  # before USING refers to its fields
             on = j.args.get("on")
             using = [name_of(u) for u in j.args.get("using") or []]
             if str(j.args.get("method") or "").upper() == "NATURAL":
