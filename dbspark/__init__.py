@@ -20,6 +20,7 @@ from dbspark.errors import (
     IncrementalizationError,
     NegativeStateError,
     ParseError,
+    RecursionLimitError,
     SchemaError,
     UnknownNameError,
     UnsupportedError,
@@ -33,6 +34,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Cast", "Circuit", "CircuitError", "DataError", "DbsparkError", "Feedback", "IncrementalizationError", "IndexedZSet",
-    "NegativeStateError", "ParseError", "Pipeline", "Runtime", "SchemaError", "Stream", "UnknownNameError", "UnsupportedError",
+    "NegativeStateError", "ParseError", "Pipeline", "RecursionLimitError", "Runtime", "SchemaError", "Stream", "UnknownNameError", "UnsupportedError",
     "UserAggregate", "WeightError", "ZSet", "col", "lit",
 ]

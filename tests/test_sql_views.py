@@ -112,3 +112,21 @@ def test_a_rejected_step_changes_nothing(pipeline):
         pipeline.step()
     oracle.check(pipeline, what="after the second rejected step")
     assert pipeline.steps == 1
+
+
+def test_runaway_recursion_stops_at_the_limit_and_rejects_the_step():
+    p = dbspark.Pipeline(engine="local", recursion_limit=50)
+    p.sql("""CREATE TABLE s (n BIGINT);
+             CREATE VIEW nums AS WITH RECURSIVE r(n) AS (SELECT n FROM s UNION SELECT n + 1 FROM r WHERE n < 100)
+             SELECT count(*) AS c FROM r""")
+    p.insert("s", [(90,)])
+    p.step()
+    assert p.view("nums").to_dict() == {(11,): 1}
+    p.insert("s", [(1,)])  # needs 99 iterations
+    with pytest.raises(dbspark.RecursionLimitError, match="view nums: WITH RECURSIVE r"):
+        p.step()
+    assert p.steps == 1 and p.view("nums").to_dict() == {(11,): 1}
+    p.delete("s", [(90,)])
+    p.insert("s", [(95,)])
+    p.step()
+    assert p.view("nums").to_dict() == {(6,): 1}

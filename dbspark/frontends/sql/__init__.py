@@ -121,6 +121,7 @@ def create_view(pipeline: Pipeline, compiler: Compiler, src: Source, st: exp.Cre
     name = name_of(target.this)
     if name in pipeline.relations:
         src.schema_error(f"{name} is already declared", target)
+    compiler.view = name
     rel = compiler.query(st.expression)
     pipeline.create_view(name, view_stream(compiler, rel, cols, st))
     return name

@@ -37,6 +37,7 @@ class Compiler:
         self.src = src
         self.names = Names()
         self.ctes: list[dict[str, Rel]] = []
+        self.view = ""  # the view being compiled (named by errors raised while it runs)
 
     # ---- names ----------------------------------------------------------------------------------
     def table_rel(self, name: str, node: Any) -> Rel:

@@ -65,7 +65,7 @@ def recursive_cte(c: Compiler, name: str, cols: list[str], body: exp.Expression,
         return total.stream_distinct() if distinct else total
 
     out = c.p.circuit.recursive(scope_body, [base_s, *[r.stream for r in imported]], [base_s.schema],
-                                name=f"WITH RECURSIVE {name}", max_iterations=limit)
+                                name=f"view {c.view}: WITH RECURSIVE {name}", max_iterations=limit)
     stream = out[0] if isinstance(out, (list, tuple)) else out
     return Rel(stream, [Field(n, rc, name) for n, rc in zip(names, rcols, strict=True)])
 
