@@ -130,3 +130,30 @@ def test_runaway_recursion_stops_at_the_limit_and_rejects_the_step():
     p.insert("s", [(95,)])
     p.step()
     assert p.view("nums").to_dict() == {(6,): 1}
+
+
+def _parity(nodes: set[int]) -> set[tuple[str, int]]:
+    """The oracle: even/odd distance from 0 along the chain 0, 1, 2, ... of present nodes."""
+    out = set()
+    n = 0
+    while n in nodes:
+        out.add(("even" if n % 2 == 0 else "odd", n))
+        n += 1
+    return out
+
+
+def test_mutually_recursive_ctes_are_one_scope_maintained_with_deletes():
+    p = dbspark.Pipeline(engine="local")
+    p.sql("""CREATE TABLE e (a BIGINT);
+      CREATE VIEW parity AS WITH RECURSIVE
+        even(n) AS (SELECT a FROM e WHERE a = 0 UNION SELECT o.n + 1 FROM odd o JOIN e ON e.a = o.n + 1),
+        odd(n) AS (SELECT a FROM e WHERE a < 0 UNION SELECT v.n + 1 FROM even v JOIN e ON e.a = v.n + 1)
+      SELECT 'even' AS k, n FROM even UNION ALL SELECT 'odd', n FROM odd""")
+    nodes: set[int] = set()
+    for add, remove in [(range(8), ()), ((), (3,)), ((3, 9, 10), (0,)), ((0, 8), (5,)), ((5,), ())]:
+        p.insert("e", [(a,) for a in add])
+        p.delete("e", [(a,) for a in remove])
+        nodes |= set(add)
+        nodes -= set(remove)
+        p.step()
+        assert p.view("parity").to_dict() == {r: 1 for r in _parity(nodes)}

@@ -98,18 +98,22 @@ class Compiler:
         return rel
 
     def with_clause(self, with_: exp.With, outer: Scope | None) -> None:
-        from dbspark.frontends.sql.recursion import recursive_cte
+        from dbspark.frontends.sql.recursion import Member, components, is_recursive, recursive_component
 
-        for cte in with_.expressions:
-            name = name_of(cte.args["alias"].this)
-            cols = [name_of(c) for c in cte.args["alias"].args.get("columns") or []]
-            if with_.args.get("recursive") and _references(cte.this, name):
-                rel = recursive_cte(self, name, cols, cte.this, cte)
-            else:
-                rel = self.query(cte.this, outer)
-                if cols:
-                    rel = self.rename(rel, cols, cte)
-            self.ctes[-1][name] = rel.requalify(name)
+        members = [Member(name_of(cte.args["alias"].this),
+                          [name_of(c) for c in cte.args["alias"].args.get("columns") or []], cte.this, cte)
+                   for cte in with_.expressions]
+        groups = components(members) if with_.args.get("recursive") else [[m] for m in members]
+        for comp in groups:
+            if with_.args.get("recursive") and is_recursive(comp):
+                for name, rel in recursive_component(self, comp).items():
+                    self.ctes[-1][name] = rel
+                continue
+            m = comp[0]
+            rel = self.query(m.body, outer)
+            if m.cols:
+                rel = self.rename(rel, m.cols, m.node)
+            self.ctes[-1][m.name] = rel.requalify(m.name)
 
     def rename(self, rel: Rel, cols: list[str], node: Any) -> Rel:
         vis = rel.visible()
@@ -292,10 +296,6 @@ class Compiler:
 
         da = Rel(sa.stream_distinct(), fields)
         return semi_rows(da, sb, cols, self.names, anti=isinstance(node, exp.Except))
-
-
-def _references(node: exp.Expression, name: str) -> bool:
-    return any(isinstance(t, exp.Table) and name_of(t.this) == name for t in node.find_all(exp.Table))
 
 
 def _has_window(node: exp.Select) -> bool:

@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from dbspark.frontends.sql.exprs import SUBQUERIES, ExprCompiler
 from dbspark.frontends.sql.parse import name_of
-from dbspark.frontends.sql.relops import cast_to, drop_to, pad_nulls, semi_rows
+from dbspark.frontends.sql.relops import add_columns, cast_to, drop_to, pad_nulls, semi_rows
 from dbspark.frontends.sql.scope import Field, Rel, Scope, field_ref
 from dbspark.frontends.sql.types import common_type
 from dbspark.ir import expr as ir
@@ -210,7 +210,8 @@ class FromPlanner:
             r = self.c.disjoint(cur.stream.schema, rest.pop(pick))
             keys = self.equi_keys(cur, r, pending)
             used = [k[0] for k in keys]
-            cur = self.join(cur, r, [(a, b) for _, a, b in keys])
+            cur, r, pairs = self.keyed_join(cur, r, keys)
+            cur = self.join(cur, r, pairs)
             pending = [c for c in pending if c not in used]
             ready = [c for c in pending if self.local_to(c, cur.fields)]
             if ready:
@@ -235,20 +236,56 @@ class FromPlanner:
                     out.add(i)
         return out
 
-    def equi_keys(self, a: Rel, b: Rel, conds: list[exp.Expression]) -> list[tuple[exp.Expression, str, str]]:
-        """Conditions `x = y` with x a column of a and y of b (or the other way round)."""
-        sa, sb = Scope(a.fields, self.src), Scope(b.fields, self.src)
+    def equi_keys(self, a: Rel, b: Rel, conds: list[exp.Expression]
+                  ) -> list[tuple[exp.Expression, exp.Expression, exp.Expression]]:
+        """Conditions `x = y` with x an expression over a's columns only and y over b's (or the other way
+        round): (condition, x, y)."""
         keys = []
         for c in conds:
-            if not isinstance(c, exp.EQ) or not isinstance(c.this, exp.Column) or \
-                    not isinstance(c.expression, exp.Column):
+            if not isinstance(c, exp.EQ) or has_subquery(c):
                 continue
             x, y = c.this, c.expression
-            if sa.find(x) and sb.find(y) and not sb.find(x) and not sa.find(y):
-                keys.append((c, sa.find(x), sb.find(y)))
-            elif sa.find(y) and sb.find(x) and not sb.find(y) and not sa.find(x):
-                keys.append((c, sa.find(y), sb.find(x)))
-        return keys  # type: ignore[return-value]
+            sx, sy = self.sides(x, a, b), self.sides(y, a, b)
+            if sx == "a" and sy == "b":
+                keys.append((c, x, y))
+            elif sx == "b" and sy == "a":
+                keys.append((c, y, x))
+        return keys
+
+    def sides(self, node: exp.Expression, a: Rel, b: Rel) -> str | None:
+        """'a' or 'b' if every column of `node` (at least one) is a column of only that relation."""
+        cols = columns_of(node)
+        if not cols:
+            return None
+        sa, sb = Scope(a.fields, self.src), Scope(b.fields, self.src)
+        ina = [sa.find(col) is not None for col in cols]
+        inb = [sb.find(col) is not None for col in cols]
+        if all(ina) and not any(inb):
+            return "a"
+        if all(inb) and not any(ina):
+            return "b"
+        return None
+
+    def key_columns(self, rel: Rel, nodes: list[exp.Expression]) -> tuple[Rel, list[str]]:
+        """Internal columns holding the key expressions (computed where a key is not a plain column)."""
+        comp = ExprCompiler(Scope(rel.fields, self.src))
+        items, cols = [], []
+        for n in nodes:
+            e = comp(n, rel.stream.schema)
+            if isinstance(e, ir.Col):
+                cols.append(e.name)
+            else:
+                col = self.c.names.fresh("k")
+                items.append((col, e))
+                cols.append(col)
+        return add_columns(rel, items), cols
+
+    def keyed_join(self, a: Rel, b: Rel, keys: list[tuple[exp.Expression, exp.Expression, exp.Expression]]
+                   ) -> tuple[Rel, Rel, list[tuple[str, str]]]:
+        """a and b with their key columns, and the (a column, b column) pairs to join on."""
+        a, ka = self.key_columns(a, [k[1] for k in keys])
+        b, kb = self.key_columns(b, [k[2] for k in keys])
+        return a, b, list(zip(ka, kb, strict=True))
 
     def join(self, a: Rel, b: Rel, keys: list[tuple[str, str]]) -> Rel:
         if not keys:
@@ -294,15 +331,15 @@ class FromPlanner:
         right_only = [c for c in residual if self.local_to(c, right.fields)]
         residual = [c for c in residual if c not in right_only]
         right = self.filter(right, right_only)
-        inner = self.join(left, right, [(a, b) for _, a, b in keys])
+        left, right, pairs = self.keyed_join(left, right, keys)
+        inner = self.join(left, right, pairs)
         inner = self.filter(inner, residual)
         cols = list(inner.stream.schema)
         lcols, rcols = list(left.stream.schema), list(right.stream.schema)
         parts = [inner.stream]
-        parts.append(self.unmatched(left, inner, lcols, keys, residual, side="left", pad=right))
+        parts.append(self.unmatched(left, inner, lcols, pairs, residual, pad=right))
         if side == "FULL":
-            parts.append(self.unmatched(right, inner, rcols, [(k[0], k[2], k[1]) for k in keys], residual,
-                                        side="right", pad=left))
+            parts.append(self.unmatched(right, inner, rcols, [(b, a) for a, b in pairs], residual, pad=left))
         total = parts[0]
         for p in parts[1:]:
             total = total + drop_to(p, cols)
@@ -322,17 +359,12 @@ class FromPlanner:
                       for f in fields]
         return Rel(total, fields)
 
-    def unmatched(self, keep: Rel, inner: Rel, keep_cols: list[str], keys: list[Any], residual: list[Any],
-                  side: str, pad: Rel) -> Any:
+    def unmatched(self, keep: Rel, inner: Rel, keep_cols: list[str], pairs: list[tuple[str, str]],
+                  residual: list[Any], pad: Rel) -> Any:
         """Rows of `keep` without a partner in the inner join, padded with NULLs for `pad`'s columns."""
-        if not residual and keys:
-            other = pad.stream
-            kk = [k[1] for k in keys]
-            ok = [k[2] for k in keys]
-            rest = keep.stream.stream_antijoin(other, left_on=kk, right_on=ok) if keys else keep.stream
+        if not residual and pairs:
+            rest = keep.stream.stream_antijoin(pad.stream, left_on=[a for a, _ in pairs], right_on=[b for _, b in pairs])
         else:
             matched = drop_to(inner.stream, keep_cols)
             rest = semi_rows(keep, matched, keep_cols, self.c.names, anti=True).stream
-        padded = pad_nulls(rest, pad.stream.schema)
-        return padded
-
+        return pad_nulls(rest, pad.stream.schema)

@@ -1,14 +1,18 @@
 """WITH RECURSIVE as a recursive scope (`dbsp-paper.txt` §5; the core's `Circuit.recursive`).
 
-`WITH RECURSIVE r(cols) AS (base UNION [ALL] step)`: the scope imports `base` and every relation the
-step reads; its body is `distinct(base + step(r))` for UNION (set semantics, the Datalog fixpoint) or
-`base + step(r)` for UNION ALL. Incrementalization turns the naive fixpoint into semi-naive evaluation
-and maintains it across changes, deletions included (§6). The pipeline's `recursion_limit` bounds the
-iterations of one step (an error naming the view, the step rejected whole).
+The CTEs of a WITH RECURSIVE clause that read each other (a strongly connected component of their
+dependency graph: one self-recursive CTE, or mutually recursive ones) become one scope. Each is
+`base UNION [ALL] step`, its base reading no CTE of the component (it gives the relation's columns and
+types). The scope imports every relation the component reads from outside; one iteration evaluates
+every member's whole query on the members' values of the previous iteration (UNION: a set, the
+Datalog fixpoint; UNION ALL: a bag). Incrementalization turns the naive fixpoint into semi-naive
+evaluation and maintains it across changes, deletions included (§6). The pipeline's
+`recursion_limit` bounds the iterations of one step (an error naming the view; the step is rejected).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -21,54 +25,111 @@ from dbspark.ir import expr as ir
 if TYPE_CHECKING:
     from dbspark.frontends.sql.compiler import Compiler
 
-DEFAULT_LIMIT = 10_000
+
+@dataclass
+class Member:
+    """One CTE of a recursive component."""
+
+    name: str
+    cols: list[str]
+    body: exp.Expression
+    node: Any
 
 
-def recursive_cte(c: Compiler, name: str, cols: list[str], body: exp.Expression, node: Any) -> Rel:
-    if not isinstance(body, exp.Union):
-        c.src.unsupported(f"recursive CTE {name} that is not base UNION [ALL] step", body)
-    base_q, step_q = body.this, body.expression
-    if _reads(base_q, name):
-        c.src.unsupported(f"recursive CTE {name} whose first UNION term reads {name}", base_q)
-    for key in ("order", "limit", "offset"):
-        if body.args.get(key) is not None:
-            c.src.unsupported(f"{key.upper()} in recursive CTE {name}", body.args[key])
-    base = c.query(base_q)
-    vis = base.visible()
-    names = cols or [f.name for f in vis]
-    if len(names) != len(vis):
-        c.src.schema_error(f"recursive CTE {name}: {len(names)} column names for {len(vis)} columns", node)
-    rcols = [c.names.fresh("r") for _ in vis]
-    base_s = base.stream.map(*[(rc, ir.Col(f.col)) for rc, f in zip(rcols, vis, strict=True)])
-    types = dict(base_s.schema)
-    # relations the step reads (besides the CTE itself), imported into the scope
-    reads = sorted({name_of(t.this) for t in step_q.find_all(exp.Table)} - {name})
-    imported = [c.table_rel(r, step_q) for r in reads]
-    distinct = bool(body.args.get("distinct"))
-    limit = getattr(c.p, "recursion_limit", DEFAULT_LIMIT)
+def reads(q: exp.Expression) -> set[str]:
+    return {name_of(t.this) for t in q.find_all(exp.Table)}
+
+
+def components(members: list[Member]) -> list[list[Member]]:
+    """The CTEs grouped into strongly connected components, each after the ones it reads (Tarjan)."""
+    names = {m.name: m for m in members}
+    graph = {m.name: [r for r in reads(m.body) if r in names] for m in members}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[Member]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(names[w])
+                if w == v:
+                    break
+            out.append(sorted(comp, key=members.index))
+
+    for m in members:
+        if m.name not in index:
+            visit(m.name)
+    return out
+
+
+def is_recursive(comp: list[Member]) -> bool:
+    return len(comp) > 1 or comp[0].name in reads(comp[0].body)
+
+
+def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
+    """The relations of a recursive component, computed by one recursive scope."""
+    names = {m.name for m in comp}
+    bases: list[Any] = []
+    fields: list[list[Field]] = []
+    for m in comp:
+        body = m.body
+        if not isinstance(body, exp.Union):
+            c.src.unsupported(f"recursive CTE {m.name} that is not base UNION [ALL] step", body)
+        if reads(body.this) & names:
+            c.src.unsupported(f"recursive CTE {m.name} whose first UNION term reads {sorted(reads(body.this) & names)}",
+                              body.this)
+        for key in ("order", "limit", "offset"):
+            if body.args.get(key) is not None:
+                c.src.unsupported(f"{key.upper()} in recursive CTE {m.name}", body.args[key])
+        base = c.query(body.this)
+        vis = base.visible()
+        cols = m.cols or [f.name for f in vis]
+        if len(cols) != len(vis):
+            c.src.schema_error(f"recursive CTE {m.name}: {len(cols)} column names for {len(vis)} columns", m.node)
+        rcols = [c.names.fresh("r") for _ in vis]
+        bases.append(base.stream.map(*[(rc, ir.Col(f.col)) for rc, f in zip(rcols, vis, strict=True)]))
+        fields.append([Field(n, rc, m.name) for n, rc in zip(cols, rcols, strict=True)])
+    outside = sorted(set().union(*(reads(m.body) for m in comp)) - names)
+    imported = [c.table_rel(r, comp[0].body) for r in outside]
+
+    inputs = [r.stream for r in imported] or [bases[0]]  # a scope imports at least one stream
 
     def scope_body(*streams: Any) -> Any:
-        base_in, *ins, prev = streams
-        frame = {r: Rel(s, rel.fields) for r, s, rel in zip(reads, ins, imported, strict=True)}
-        frame[name] = Rel(prev, [Field(n, rc, name) for n, rc in zip(names, rcols, strict=True)])
+        ins, prevs = streams[:len(imported)], streams[len(inputs):]
+        frame = {r: Rel(s, rel.fields) for r, s, rel in zip(outside, ins, imported, strict=True)}
+        for m, prev, fs in zip(comp, prevs, fields, strict=True):
+            frame[m.name] = Rel(prev, fs)
         c.ctes.append(frame)
         try:
-            step = c.query(step_q)
+            results = []
+            for m, base, fs in zip(comp, bases, fields, strict=True):
+                rel = c.query(m.body)
+                vis = rel.visible()
+                if len(vis) != len(fs):
+                    c.src.schema_error(f"recursive CTE {m.name}: the step returns {len(vis)} columns, the base "
+                                       f"{len(fs)}", m.body.expression)
+                s = rel.stream.map(*[(f.col, ir.Col(v.col)) for f, v in zip(fs, vis, strict=True)])
+                results.append(cast_to(s, dict(base.schema)))
         finally:
             c.ctes.pop()
-        svis = step.visible()
-        if len(svis) != len(rcols):
-            c.src.schema_error(f"recursive CTE {name}: the step returns {len(svis)} columns, the base {len(rcols)}",
-                               step_q)
-        s = step.stream.map(*[(rc, ir.Col(f.col)) for rc, f in zip(rcols, svis, strict=True)])
-        total = base_in + cast_to(s, types)
-        return total.stream_distinct() if distinct else total
+        return results
 
-    out = c.p.circuit.recursive(scope_body, [base_s, *[r.stream for r in imported]], [base_s.schema],
-                                name=f"view {c.view}: WITH RECURSIVE {name}", max_iterations=limit)
-    stream = out[0] if isinstance(out, (list, tuple)) else out
-    return Rel(stream, [Field(n, rc, name) for n, rc in zip(names, rcols, strict=True)])
-
-
-def _reads(q: exp.Expression, name: str) -> bool:
-    return any(name_of(t.this) == name for t in q.find_all(exp.Table))
+    label = f"view {c.view}: WITH RECURSIVE {', '.join(m.name for m in comp)}"
+    out = c.p.circuit.recursive(scope_body, inputs,
+                                [b.schema for b in bases], name=label, max_iterations=c.p.recursion_limit)
+    streams = list(out) if isinstance(out, (list, tuple)) else [out]
+    return {m.name: Rel(s, fs) for m, s, fs in zip(comp, streams, fields, strict=True)}
