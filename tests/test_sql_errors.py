@@ -26,8 +26,6 @@ CASES = [
     ("SELECT a FROM t WHERE sum(c) > 1", SchemaError, "aggregate SUM(c) is not allowed here", "sum"),
     ("SELECT foo(a) FROM t", UnsupportedError, "function foo()", "foo"),
     ("SELECT sum(a) OVER () FROM t", UnsupportedError, "window functions", "sum"),
-    ("SELECT a FROM t INTERSECT ALL SELECT a FROM u", UnsupportedError, "INTERSECT ALL", "a"),
-    ("SELECT a FROM t EXCEPT ALL SELECT a FROM u", UnsupportedError, "EXCEPT ALL", "a"),
     ("SELECT a FROM t UNION SELECT a, e FROM u", SchemaError, "UNION of 1 and 2 columns", "a"),
     ("SELECT a FROM t LIMIT a", UnsupportedError, "LIMIT that is not a constant", "^a"),
     ("SELECT a FROM t WHERE a = (SELECT a FROM u)", UnsupportedError, "may return several rows", "a FROM u"),

@@ -39,6 +39,8 @@ CREATE VIEW names AS SELECT name FROM emp UNION SELECT title FROM dept;
 CREATE VIEW names_all AS SELECT name FROM emp UNION ALL SELECT title FROM dept;
 CREATE VIEW both_ AS SELECT dept FROM emp INTERSECT SELECT id FROM dept;
 CREATE VIEW only_emp AS SELECT dept FROM emp EXCEPT SELECT id FROM dept;
+CREATE VIEW both_all AS SELECT amount FROM sale INTERSECT ALL SELECT amount + 5 FROM sale;
+CREATE VIEW only_all AS SELECT emp, amount FROM sale EXCEPT ALL SELECT id, 5 FROM emp;
 CREATE VIEW top2 AS SELECT name, salary FROM emp ORDER BY salary DESC, name LIMIT 2;
 CREATE VIEW page AS SELECT amount, day FROM sale ORDER BY amount, day LIMIT 3 OFFSET 1;
 CREATE VIEW chain AS WITH RECURSIVE up(id, top) AS (

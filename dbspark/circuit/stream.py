@@ -21,7 +21,7 @@ from dbspark.operators.aggregate import Aggregate, StreamAggregate
 from dbspark.operators.base import Shape
 from dbspark.operators.distinct import DistinctH, StreamDistinct
 from dbspark.operators.join import StreamJoin, StreamProduct, right_columns
-from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus
+from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus, Weigh
 from dbspark.operators.time import Delay, Differentiate, Integrate
 
 if TYPE_CHECKING:
@@ -82,6 +82,10 @@ class Stream:
     def flat_map(self, fn: Callable[[dict], Any], schema: Mapping[str, Any]) -> Stream:
         """Each row (as a dict) becomes the rows `fn` yields (tuples in `schema` order, or dicts)."""
         return self.circuit.add(FlatMap(fn, to_schema(schema)), self)
+
+    def weigh(self, column: str) -> Stream:
+        """Multiply each row's weight by its (integer) value in `column`, dropping the column."""
+        return self.circuit.add(Weigh(column), self)
 
     def index(self, keys: str | Sequence[str]) -> Stream:
         """Group by key columns (§7.3): an indexed Z-set, the input of joins and aggregates."""

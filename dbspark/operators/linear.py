@@ -146,3 +146,28 @@ class Neg(Operator):
 
     def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.neg(inputs[0])
+
+
+@dataclass(frozen=True)
+class Weigh(Operator):
+    """Move an integer column into the weight: each row's weight is multiplied by its value in `column`,
+    which is dropped (a row with 0 disappears). Linear: it acts on each row alone, and multiplying
+    weights distributes over Z-set addition. SQL's INTERSECT ALL uses it to turn a count into copies."""
+
+    column: str
+    name = "weigh"
+    kind = LINEAR
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        s = ins[0].schema
+        if self.column not in s:
+            raise UnknownNameError(f"weigh: unknown column {self.column!r}; the stream has {list(s)}")
+        if not s[self.column].is_integer():
+            raise SchemaError(f"weigh: column {self.column!r} is {s[self.column]}, not an integer")
+        return Shape(pl.Schema([(c, t) for c, t in s.items() if c != self.column]))
+
+    def label(self) -> str:
+        return f"weigh[{self.column}]"
+
+    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+        return kernel.weigh(inputs[0], self.column)

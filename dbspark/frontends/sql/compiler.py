@@ -290,10 +290,16 @@ class Compiler:
         if isinstance(node, exp.Union):
             s = sa + sb
             return Rel(s.stream_distinct() if distinct else s, fields)
-        if not distinct:
-            self.src.unsupported(f"{type(node).__name__.upper()} ALL", node)
-        from dbspark.frontends.sql.relops import semi_rows
+        from dbspark.frontends.sql.relops import null_safe_keys, semi_rows
 
+        if not distinct:  # bags: min(m_a, m_b) copies of a row in both, max(m_a - m_b, 0) in a only
+            n, m, k = self.names.fresh(), self.names.fresh(), self.names.fresh()
+            ca, ka = null_safe_keys(sa.stream_aggregate(cols, **{n: "count"}), cols, self.names)
+            cb, kb = null_safe_keys(sb.stream_aggregate(cols, **{m: "count"}), cols, self.names)
+            both = ca.stream_join(cb.map(*kb, m), left_on=ka, right_on=kb)
+            least = ir.Case(((ir.Binary("lt", ir.Col(n), ir.Col(m)), ir.Col(n)),), ir.Col(m))
+            common = both.map(*cols, (k, least)).weigh(k)
+            return Rel(common if isinstance(node, exp.Intersect) else sa - common, fields)
         da = Rel(sa.stream_distinct(), fields)
         return semi_rows(da, sb, cols, self.names, anti=isinstance(node, exp.Except))
 
