@@ -159,3 +159,26 @@ def test_mutually_recursive_ctes_are_one_scope_maintained_with_deletes():
         nodes -= set(remove)
         p.step()
         assert p.view("parity").to_dict() == {r: 1 for r in _parity(nodes)}
+
+
+def test_subqueries_as_values_under_or_and_in_the_select_list():
+    ddl = """CREATE TABLE t0 (k BIGINT, c0 BIGINT); CREATE TABLE t1 (k BIGINT, c0 BIGINT);
+    CREATE VIEW v0 AS SELECT k FROM t0 AS x WHERE x.k IN (SELECT y.k FROM t1 AS y) OR x.c0 = 0;
+    CREATE VIEW v1 AS SELECT k FROM t0 AS x WHERE EXISTS (SELECT 1 FROM t1 AS y WHERE y.k = x.k) OR x.c0 = 0;
+    CREATE VIEW v2 AS SELECT k, k IN (SELECT c0 FROM t1) AS f,
+                      EXISTS (SELECT * FROM t1 WHERE t1.k = t0.k AND t1.c0 > t0.c0) AS g FROM t0;
+    CREATE VIEW v3 AS SELECT k FROM t0 WHERE NOT (k IN (SELECT c0 FROM t1)) OR c0 IS NULL;"""
+    p = dbspark.Pipeline(engine="local")
+    p.sql(ddl)
+    o = SqlOracle(ddl)
+    steps = [([(1, 0), (2, 5), (None, 1), (3, None)], [(1, 9), (2, None)], [], []),
+             ([(4, 4)], [(None, 4)], [], [(2, None)]),
+             ([], [], [(1, 0)], [(1, 9)])]
+    for ins0, ins1, del0, del1 in steps:
+        for t, rows, f in (("t0", ins0, "insert"), ("t1", ins1, "insert"), ("t0", del0, "delete"),
+                           ("t1", del1, "delete")):
+            if rows:
+                getattr(p, f)(t, rows)
+                getattr(o, f)(t, rows)
+        p.step()
+        o.check(p)

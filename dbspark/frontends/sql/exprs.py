@@ -92,8 +92,7 @@ class ExprCompiler:
             self.src.schema_error(f"aggregate {node.sql(dialect='duckdb')} is not allowed here", node)
         if isinstance(node, SUBQUERIES) or (isinstance(node, exp.In) and node.args.get("query")):
             self.src.unsupported(f"subquery {node.sql(dialect='duckdb')[:60]} in this position (subqueries are "
-                                 "supported as WHERE/HAVING conditions combined with AND, and as scalar values)",
-                                 node)
+                                 "supported in WHERE and HAVING conditions and in the SELECT list)", node)
         handler = _HANDLERS.get(type(node))
         if handler is not None:
             return handler(self, node)

@@ -96,32 +96,67 @@ class SubqueryLowering:
         return semi_rows(rel, matched, base, self.c.names, anti=negate)
 
     def in_query(self, rel: Rel, node: exp.In, scope: Scope, negate: bool) -> Rel:
-        sub = node.args["query"]
-        sel = sub.this if isinstance(sub, exp.Subquery) else sub
-        try:
-            r = self.c.query(sel, scope)
-        except CorrelatedReference:
-            if negate:
-                self.src.unsupported("a correlated subquery in NOT IN", sub)
-            if not isinstance(sel, exp.Select) or len(sel.expressions) != 1:
-                self.src.schema_error("an IN subquery must return one column", sub)
+        parts = self.in_parts(rel, node, scope, correlated_ok=not negate)
+        if parts is None:  # correlated: EXISTS with the equality of x and the item
+            sel = _select_of(node)
             item = sel.expressions[0]
             item = item.this if isinstance(item, exp.Alias) else item
             return self.exists(rel, sel, scope, False, extra=exp.EQ(this=node.this.copy(), expression=item.copy()))
+        outer_s, inner_s, xcol, rcol = parts
+        base = list(rel.stream.schema)
+        if not negate:
+            return Rel(drop_to(outer_s.stream_semijoin(inner_s, left_on=xcol, right_on=rcol), base), rel.fields)
+        anti = outer_s.stream_antijoin(inner_s, left_on=xcol, right_on=rcol)
+        stats, n, nn = self.null_stats(inner_s, rcol)
+        ok = ir.Binary("or", ir.Col(n).eq(0), ir.Binary("and", ir.Col(nn).eq(ir.Col(n)), ir.Col(xcol).is_not_null()))
+        return Rel(drop_to(anti.stream_product(stats).filter(ok), base), rel.fields)
+
+    def in_parts(self, rel: Rel, node: exp.In, scope: Scope, correlated_ok: bool) -> Any:
+        """(outer stream with x's column, the subquery's one column, x's column, the subquery's column),
+        with the key types aligned; None for a correlated subquery (when `correlated_ok`)."""
+        sub = node.args["query"]
+        sel = _select_of(node)
+        try:
+            r = self.c.query(sel, scope)
+        except CorrelatedReference:
+            if not correlated_ok:
+                self.src.unsupported("a correlated subquery in NOT IN, or in IN used as a value (NULLs)", sub)
+            if not isinstance(sel, exp.Select) or len(sel.expressions) != 1:
+                self.src.schema_error("an IN subquery must return one column", sub)
+            return None
         if len(r.visible()) != 1:
             self.src.schema_error(f"an IN subquery must return one column, this one returns {len(r.visible())}", sub)
         rel2, (xcol,) = self.outer_keys(rel, scope, [node.this])
         rcol = r.visible()[0].col
         outer_s, inner_s = self.align(rel2.stream, [xcol], drop_to(r.stream, [rcol]), [rcol])
-        base = list(rel.stream.schema)
-        if not negate:
-            return Rel(drop_to(outer_s.stream_semijoin(inner_s, left_on=xcol, right_on=rcol), base), rel.fields)
-        anti = outer_s.stream_antijoin(inner_s, left_on=xcol, right_on=rcol)
+        return outer_s, inner_s, xcol, rcol
+
+    def null_stats(self, inner: Stream, col: str) -> tuple[Stream, str, str]:
+        """One row: the number of rows of `inner` and of its non-NULL values in `col`."""
         n, nn = self.c.names.fresh(), self.c.names.fresh()
-        stats = inner_s.stream_aggregate(**{n: "count", nn: ("count", rcol)})
-        ok = ir.Binary("or", ir.Col(n).eq(0), ir.Binary("and", ir.Col(nn).eq(ir.Col(n)), ir.Col(xcol).is_not_null()))
-        s = anti.stream_product(stats).filter(ok)
-        return Rel(drop_to(s, base), rel.fields)
+        return inner.stream_aggregate(**{n: "count", nn: ("count", col)}), n, nn
+
+    # ---- subqueries as boolean values (mark joins) ----------------------------------------------
+    def mark(self, rel: Rel, node: exp.Expression, scope: Scope) -> tuple[Rel, str]:
+        """`rel` with a boolean column holding EXISTS (q) or x IN (q) for each row (three-valued)."""
+        base = list(rel.stream.schema)
+        col = self.c.names.fresh("m")
+        if isinstance(node, exp.Exists):
+            matched = self.exists(rel, node.this, scope, False).stream
+            yes = matched.map(*base, (col, ir.Lit(True)))
+            no = (rel.stream - matched).map(*base, (col, ir.Lit(False)))
+            return Rel(yes + no, rel.fields), col
+        parts = self.in_parts(rel, node, scope, correlated_ok=False)
+        outer_s, inner_s, xcol, rcol = parts
+        cols = list(outer_s.schema)
+        matched = outer_s.stream_semijoin(inner_s, left_on=xcol, right_on=rcol)
+        yes = matched.map(*base, (col, ir.Lit(True)))
+        stats, n, nn = self.null_stats(inner_s, rcol)
+        # no equal value: FALSE if q is empty, else NULL if x is NULL or q holds a NULL, else FALSE
+        unknown = ir.Binary("and", ir.Col(n) > 0, ir.Binary("or", ir.Col(xcol).is_null(), ir.Col(nn) < ir.Col(n)))
+        value = ir.Case(((unknown, ir.Cast(ir.Lit(None), ir.Lit(True).dtype(outer_s.schema))),), ir.Lit(False))
+        no = drop_to(outer_s - matched, cols).stream_product(stats).map(*base, (col, value))
+        return Rel(yes + no, rel.fields), col
 
     # ---- decorrelation --------------------------------------------------------------------------
     def decorrelate(self, sel: exp.Select, scope: Scope, extra: exp.Expression | None = None
@@ -211,7 +246,10 @@ class SubqueryLowering:
         for sub in _scalar_subqueries(e):
             if canonical(sub) in scope.computed:
                 continue
-            rel, col = self.scalar(rel, sub, scope, inner_ok=direct is not None and id(sub) in direct)
+            if isinstance(sub, (exp.Exists, exp.In)):
+                rel, col = self.mark(rel, sub, scope)
+            else:
+                rel, col = self.scalar(rel, sub, scope, inner_ok=direct is not None and id(sub) in direct)
             scope = self.scope(rel, scope)
             scope.computed[canonical(sub)] = col
         return rel, scope
@@ -280,15 +318,21 @@ class SubqueryLowering:
         return Rel(matched + drop_to(unmatched, base + [value]), rel.fields), value
 
 
-def _scalar_subqueries(e: exp.Expression) -> list[exp.Subquery]:
+def _select_of(node: exp.In) -> Any:
+    sub = node.args["query"]
+    return sub.this if isinstance(sub, exp.Subquery) else sub
+
+
+def _scalar_subqueries(e: exp.Expression) -> list[Any]:
+    """Subqueries used as values in `e` (scalar subqueries, EXISTS, IN), outside nested subqueries."""
     out = []
     stack = [e]
     while stack:
         n = stack.pop()
-        if isinstance(n, exp.Subquery):
+        if isinstance(n, (exp.Subquery, exp.Exists)) or (isinstance(n, exp.In) and n.args.get("query")):
             out.append(n)
             continue
-        if isinstance(n, (exp.Exists, exp.Select)) or (isinstance(n, exp.In) and n.args.get("query")):
+        if isinstance(n, exp.Select):
             continue
         stack.extend(n.iter_expressions())
     return out
