@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,11 @@ class Pipeline:
     """Tables, views and the runtime that keeps the views up to date."""
 
     def __init__(self, directory: str | Path | None = None, *, engine: str = "spark", spark: Any = None,
-                 master: str | None = None, **options: Any) -> None:
+                 master: str | None = None, recursion_limit: int = 10_000, **options: Any) -> None:
         if engine not in ("spark", "local"):
             raise UnknownNameError(f"unknown engine {engine!r}; the engines are 'spark' and 'local'")
         self.engine = engine
+        self.recursion_limit = recursion_limit  # iterations of a recursive view per step (SQL and Datalog)
         self.directory = Path(directory) if directory is not None else None
         self._options = dict(options)
         if engine == "spark":
@@ -44,19 +45,59 @@ class Pipeline:
             if self.directory is not None:
                 self._options["directory"] = self.directory / "state"
         self.circuit = Circuit()
+        self.relations: dict[str, Stream] = {}  # the catalog: tables and views by name (SQL and Datalog share it)
         self.runtime: Runtime | None = None
         self._pending: list[tuple[str, Any, Any]] = []
 
     # ---- declaring ----------------------------------------------------------------------------
-    def table(self, name: str, schema: Mapping[str, Any], kind: str = "bag") -> Stream:
-        """A base table: a bag by default (deletes must match rows that are there), or 'set' / 'zset'."""
+    def table(self, name: str, schema: Mapping[str, Any], kind: str = "bag",
+              primary_key: str | Sequence[str] | None = None, not_null: Sequence[str] = ()) -> Stream:
+        """A base table: a bag by default (deletes must match rows that are there), or 'set' / 'zset'.
+
+        Pushed rows are coerced to the column types as a SQL INSERT does (`engines.local.coerce`);
+        `not_null` columns reject NULLs. With a `primary_key` (a column or columns) an insert of a key
+        that is there replaces its row (within a step, the last write of a key wins) and a delete is by
+        key: give full rows (only their key is used) or just the key columns; a delete of an absent key
+        rejects the step."""
         self._not_started("declare a table")
-        return self.circuit.input(name, schema, kind=kind)
+        self._new_name(name)
+        s = self.circuit.input(name, schema, kind=kind, primary_key=primary_key, not_null=not_null)
+        self.relations[name] = s
+        return s
 
     def create_view(self, name: str, stream: Stream) -> None:
         """Maintain `stream` (built from tables with the non-incremental operators) as view `name`."""
         self._not_started("declare a view")
+        self._new_name(name)
         self.circuit.output(name, stream)
+        self.relations[name] = stream
+
+    def relation(self, name: str) -> Stream:
+        """The stream of a table or view (to build further views on it)."""
+        if name not in self.relations:
+            raise UnknownNameError(f"unknown table or view {name!r}; the pipeline has {sorted(self.relations)}")
+        return self.relations[name]
+
+    def _new_name(self, name: str) -> None:
+        if name in self.relations:
+            what = "table" if name in self.circuit.inputs else "view"
+            raise CircuitError(f"{name!r} is already declared (as a {what})")
+
+    def sql(self, text: str) -> list[str]:
+        """Declare tables and views in SQL (CREATE TABLE / CREATE VIEW statements); returns the names
+        declared. See `dbspark.frontends.sql`."""
+        from dbspark.frontends.sql import load
+
+        self._not_started("declare SQL tables and views")
+        return load(self, text)
+
+    def datalog(self, text: str) -> list[str]:
+        """Add a Datalog program: its input relations become tables, its output relations views;
+        returns the names declared. See `dbspark.frontends.datalog`."""
+        from dbspark.frontends.datalog import load
+
+        self._not_started("add a Datalog program")
+        return load(self, text, max_iterations=self.recursion_limit)
 
     @property
     def tables(self) -> list[str]:
@@ -78,6 +119,7 @@ class Pipeline:
         if not self.circuit.outputs:
             raise CircuitError("the pipeline has no views; declare one with create_view (or sql/datalog)")
         rt = self.circuit.incrementalize().run(self.engine, **self._options)
+        rt.input_noun = "table"
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
             ckpt = self.directory / CHECKPOINT
@@ -86,6 +128,10 @@ class Pipeline:
             sweep = getattr(rt.kernel, "storage", None)
             if sweep is not None:
                 sweep.sweep_uncommitted(rt.time)
+        if rt.time == 0:  # initial loads (Datalog facts and fact files) go into the first step
+            for table, rows, weights in self._pending:
+                rt.push(table, rows, weights)
+        self._pending.clear()
         self.runtime = rt
         return rt
 

@@ -9,7 +9,7 @@ gives the delayed stream `fb.stream` to use, and `fb.connect(s)` closes the loop
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -98,14 +98,29 @@ class Circuit:
 
         return Stream(self, node_id)
 
-    def input(self, name: str, schema: Mapping[str, Any] | pl.Schema, kind: str = "zset") -> Stream:
+    def input(self, name: str, schema: Mapping[str, Any] | pl.Schema, kind: str = "zset",
+              primary_key: str | Sequence[str] | None = None, not_null: Sequence[str] = ()) -> Stream:
         """A named input of the given schema. kind: 'zset' (any weights), 'bag' (its integral must stay
-        non-negative: a delete of an absent row is rejected) or 'set' (weights of the integral 0 or 1)."""
+        non-negative: a delete of an absent row is rejected) or 'set' (weights of the integral 0 or 1).
+
+        `primary_key` (a column or columns; kind 'bag' or 'set') makes it a keyed table: an insert of a
+        key that is there replaces its row, a delete is by key; `not_null` columns reject NULLs."""
         if name in self.inputs:
             raise CircuitError(f"input {name!r} is already declared")
         if kind not in ("zset", "bag", "set"):
             raise CircuitError(f"input kind must be 'zset', 'bag' or 'set', not {kind!r}")
-        s = self.add(Input(name, to_schema(schema), kind))
+        sch = to_schema(schema)
+        key = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key or ())
+        nn = (not_null,) if isinstance(not_null, str) else tuple(not_null)
+        for what, cols in (("primary key", key), ("NOT NULL", nn)):
+            unknown = [c for c in cols if c not in sch]
+            if unknown:
+                raise UnknownNameError(f"input {name!r}: {what} column(s) {unknown} are not in its columns {list(sch)}")
+            if len(set(cols)) != len(cols):
+                raise CircuitError(f"input {name!r}: {what} columns {list(cols)} repeat a name")
+        if key and kind == "zset":
+            raise CircuitError(f"input {name!r}: a table with a primary key is a 'bag' or 'set', not a 'zset'")
+        s = self.add(Input(name, sch, kind, key, tuple(c for c in sch if c in nn)))
         self.inputs[name] = s.node_id
         return s
 

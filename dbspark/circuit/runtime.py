@@ -49,13 +49,14 @@ class Runtime:
         for name, nid in circuit.inputs.items():
             op = nodes[nid].op
             assert isinstance(op, Input)
-            if op.positive and not snapshots:
-                self._input_traces[name] = kernel.new_trace(op.schema, tuple(op.schema))
+            if op.positive and not snapshots:  # a keyed table's integral is looked up by its key
+                self._input_traces[name] = kernel.new_trace(op.schema, op.primary_key or tuple(op.schema))
         self._views = {
             name: kernel.new_trace(nodes[nid].shape.schema, tuple(nodes[nid].shape.schema))
             for name, nid in circuit.outputs.items()
         }
         self._last: dict[str, ZSet] = {}
+        self.input_noun = "input"  # how messages name an input ("table" in a Pipeline)
 
     # ---- inputs -------------------------------------------------------------------------------
     def _input(self, name: str) -> Input:
@@ -66,9 +67,18 @@ class Runtime:
         return op
 
     def push(self, name: str, rows: Any, weights: Sequence[int] | np.ndarray | int | None = None) -> None:
-        """Queue rows with weights for the next step (a frame may carry a `weight` column instead)."""
+        """Queue rows with weights for the next step (a frame may carry a `weight` column instead).
+
+        The rows are coerced to the input's column types and checked (width, NULLs in NOT NULL columns;
+        for a keyed input, weights 1 / -1) before anything is queued: a bad push raises and queues nothing.
+        A Spark DataFrame stays lazy and is checked when the step runs (a bad value rejects the step)."""
         op = self._input(name)
-        self._pending[name].append(self.kernel.input_batch(rows, op.schema, weights, f"input {name!r}"))
+        key = op.primary_key or None
+        self._pending[name].append(
+            self.kernel.input_batch(rows, op.schema, weights, self._where(name), op.required, key))
+
+    def _where(self, name: str) -> str:
+        return f"{self.input_noun} {name!r}"
 
     def insert(self, name: str, rows: Any) -> None:
         self.push(name, rows, 1)
@@ -118,16 +128,18 @@ class Runtime:
     def _input_value(self, op: Input, batches: list[Any], undo: list) -> Any:
         if not batches:
             return self.kernel.empty(op.schema)
+        trace = self._input_traces.get(op.name_)
+        if op.primary_key and trace is not None:  # upserts and deletes by key, in push order
+            return self.kernel.keyed_change(trace, batches, op.primary_key, self._where(op.name_), undo)
         z = batches[0]
         for b in batches[1:]:
             z = self.kernel.plus(z, b)
         if op.positive:  # the kind checks need each row once; operators consolidate where they must
             z = self.kernel.consolidate(z)
-        trace = self._input_traces.get(op.name_)
         if trace is not None:
-            self.kernel.insert_checked(trace, z, op.kind_, f"input {op.name_!r}", undo)
+            self.kernel.insert_checked(trace, z, op.kind_, self._where(op.name_), undo)
         elif op.positive and self.snapshots:  # each step's value is the relation itself
-            self.kernel.check_input(None, z, op.kind_, f"input {op.name_!r}")
+            self.kernel.check_input(None, z, op.kind_, self._where(op.name_))
         return z
 
     # ---- reading ------------------------------------------------------------------------------

@@ -7,14 +7,22 @@ Types follow SQL: comparisons are three-valued (NULL propagates), `&`/`|` are Kl
 
 from __future__ import annotations
 
+import datetime as _dt
+import decimal as _decimal
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from dbspark.errors import SchemaError, UnknownNameError
+from dbspark.ir import functions as fn
 
-ARITH = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%"}
+# truediv / floordiv / mod are Python's (Polars') operators; sql_div / int_div / sql_mod are DuckDB's
+# `/` (always DOUBLE), `//` and `%` (truncating, sign of the dividend); add / sub / mul / neg / abs
+# raise DataError on integer overflow (SQL), in the result's width.
+ARITH = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+         "sql_div": "/", "int_div": "//", "sql_mod": "%"}
+SQL_ARITH = ("add", "sub", "mul", "sql_div", "int_div", "sql_mod")
 COMPARE = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 LOGIC = {"and": "AND", "or": "OR"}
 UNARY = {"neg": "-", "not": "NOT", "is_null": "IS NULL", "is_not_null": "IS NOT NULL", "abs": "abs"}
@@ -108,6 +116,12 @@ class Lit(Expr):
             return pl.Float64()
         if isinstance(v, str):
             return pl.String()
+        if isinstance(v, _decimal.Decimal):
+            return decimal_literal_type(v)
+        if isinstance(v, _dt.datetime):
+            return pl.Datetime("us")
+        if isinstance(v, _dt.date):
+            return pl.Date()
         return pl.Series([v]).dtype
 
     def __repr__(self) -> str:
@@ -125,8 +139,15 @@ class Binary(Expr):
 
     def dtype(self, schema: pl.Schema) -> pl.DataType:
         lt, rt = self.left.dtype(schema), self.right.dtype(schema)
-        if self.op in COMPARE or self.op in LOGIC:
+        if self.op in COMPARE:
+            fn.check_comparable(lt, rt, repr(self))
             return pl.Boolean()
+        if self.op in LOGIC:
+            return pl.Boolean()
+        if self.op in SQL_ARITH:
+            return fn.arith_type(self.op, lt, rt, ARITH[self.op])
+        if self.op not in ARITH:
+            raise SchemaError(f"unknown binary operator {self.op!r}")
         if self.op == "truediv":
             return pl.Float64()
         for t in (lt, rt):
@@ -157,9 +178,9 @@ class Unary(Expr):
 
     def dtype(self, schema: pl.Schema) -> pl.DataType:
         t = self.arg.dtype(schema)
-        if self.op in ("not", "is_null", "is_not_null"):
-            return pl.Boolean()
-        return t
+        if self.op not in UNARY:
+            raise SchemaError(f"unknown unary operator {self.op!r}")
+        return fn.unary_type(self.op, t)
 
     def __repr__(self) -> str:
         if self.op in ("is_null", "is_not_null"):
@@ -176,10 +197,94 @@ class Cast(Expr):
         return self.arg.columns()
 
     def dtype(self, schema: pl.Schema) -> pl.DataType:
+        fn.check_cast(self.arg.dtype(schema), self.to)
         return self.to
 
     def __repr__(self) -> str:
         return f"CAST({self.arg!r} AS {self.to})"
+
+
+@dataclass(frozen=True, eq=True)
+class Func(Expr):
+    """A SQL function call by its DuckDB name (`dbspark.ir.functions.REGISTRY`)."""
+
+    name: str
+    args: tuple[Expr, ...]
+
+    def columns(self) -> set[str]:
+        return set().union(*(a.columns() for a in self.args)) if self.args else set()
+
+    def dtype(self, schema: pl.Schema) -> pl.DataType:
+        return fn.typed(self.name, [a.dtype(schema) for a in self.args], self.args)
+
+    def __repr__(self) -> str:
+        return f"{self.name}({', '.join(repr(a) for a in self.args)})"
+
+
+@dataclass(frozen=True, eq=True)
+class Case(Expr):
+    """Searched CASE WHEN c1 THEN v1 ... ELSE otherwise END (NULL when `otherwise` is None); branches
+    are evaluated only on the rows that reach them (an error in a branch no row takes is no error)."""
+
+    whens: tuple[tuple[Expr, Expr], ...]
+    otherwise: Expr | None = None
+
+    def columns(self) -> set[str]:
+        out: set[str] = set() if self.otherwise is None else self.otherwise.columns()
+        for c, v in self.whens:
+            out |= c.columns() | v.columns()
+        return out
+
+    def dtype(self, schema: pl.Schema) -> pl.DataType:
+        if not self.whens:
+            raise SchemaError("CASE needs at least one WHEN")
+        for c, _ in self.whens:
+            t = c.dtype(schema)
+            if t not in (pl.Boolean(), pl.Null()):
+                raise SchemaError(f"CASE condition {c!r} has type {fn.sql_name(t)}, not BOOLEAN")
+        vals = [v for _, v in self.whens] + ([] if self.otherwise is None else [self.otherwise])
+        return fn.supertype([v.dtype(schema) for v in vals], "CASE")
+
+    def __repr__(self) -> str:
+        body = " ".join(f"WHEN {c!r} THEN {v!r}" for c, v in self.whens)
+        tail = "" if self.otherwise is None else f" ELSE {self.otherwise!r}"
+        return f"CASE {body}{tail} END"
+
+
+@dataclass(frozen=True, eq=True)
+class InList(Expr):
+    """arg IN (items...): TRUE on a match, else NULL if arg or an item is NULL, else FALSE."""
+
+    arg: Expr
+    items: tuple[Expr, ...]
+
+    def columns(self) -> set[str]:
+        return self.arg.columns().union(*(i.columns() for i in self.items))
+
+    def dtype(self, schema: pl.Schema) -> pl.DataType:
+        if not self.items:
+            raise SchemaError("IN needs at least one item")
+        t = self.arg.dtype(schema)
+        for i in self.items:
+            fn.check_comparable(t, i.dtype(schema), repr(self))
+        fn.supertype([t, *(i.dtype(schema) for i in self.items)], repr(self))
+        return pl.Boolean()
+
+    def __repr__(self) -> str:
+        return f"({self.arg!r} IN ({', '.join(repr(i) for i in self.items)}))"
+
+
+def decimal_literal_type(v: _decimal.Decimal) -> pl.Decimal:
+    """DECIMAL(p, s) of a decimal constant: its digits and its exponent (as DuckDB types 1.50)."""
+    sign, digits, exp = v.as_tuple()
+    s = max(0, -int(exp))
+    p = max(len(digits) + max(0, int(exp)), s, 1)
+    return pl.Decimal(min(max(p, s), 38), s)
+
+
+def func(name: str, *args: Any) -> Func:
+    """A SQL function call; arguments that are not expressions are constants (a str is a constant too)."""
+    return Func(name, tuple(a if isinstance(a, Expr) else Lit(a) for a in args))
 
 
 def col(name: str) -> Col:

@@ -11,26 +11,38 @@ from dbspark.operators.base import SOURCE, Operator, Shape
 
 @dataclass(frozen=True)
 class Input(Operator):
-    """A named input. `kind` is 'zset' (any weights), 'bag' (its integral stays non-negative) or 'set'."""
+    """A named input. `kind` is 'zset' (any weights), 'bag' (its integral stays non-negative) or 'set'.
+
+    A `primary_key` (column names) makes it a keyed table: an insert of a key that is there updates the
+    row, a delete is by key (`Runtime._input_value`). `not_null` columns (and the key's) reject NULLs."""
 
     name_: str
     schema: pl.Schema
     kind_: str = "zset"
+    primary_key: tuple[str, ...] = ()
+    not_null: tuple[str, ...] = ()
 
     name = "input"
     kind = SOURCE
     arity = 0
 
     def __hash__(self) -> int:
-        return hash((self.name_, tuple(self.schema.items()), self.kind_))
+        return hash((self.name_, tuple(self.schema.items()), self.kind_, self.primary_key, self.not_null))
 
     def shape(self, ins: list[Shape]) -> Shape:
         return Shape(self.schema)
 
     def label(self) -> str:
         cols = ", ".join(f"{c}: {t}" for c, t in self.schema.items())
-        return f"input {self.name_}({cols})" + ("" if self.kind_ == "zset" else f" [{self.kind_}]")
+        key = f", key ({', '.join(self.primary_key)})" if self.primary_key else ""
+        return f"input {self.name_}({cols})" + ("" if self.kind_ == "zset" and not key else f" [{self.kind_}{key}]")
 
     @property
     def positive(self) -> bool:
         return self.kind_ in ("bag", "set")
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """The columns that may not be NULL: the primary key's and the NOT NULL ones, in schema order."""
+        req = set(self.primary_key) | set(self.not_null)
+        return tuple(c for c in self.schema if c in req)

@@ -1,65 +1,317 @@
-"""Compile scalar expression IR (`dbspark.ir.expr`) to Polars expressions."""
+"""Compile scalar expression IR (`dbspark.ir.expr`) to Polars expressions, with SQL (DuckDB) semantics.
+
+Errors SQL raises at run time (integer overflow, a failed CAST, sqrt of a negative number) are checked
+vectorized: `checked` wraps a value with a mask of the rows at fault and raises `DataError` naming the
+operation and the first faulty operands. A check only counts the rows where the expression is really
+evaluated: the compiler threads a *guard* (the rows that reach a CASE branch, or a COALESCE argument
+after a NULL, the right side of AND / OR where the left does not decide), so
+`CASE WHEN x < 10 THEN x * 1e18 END` is no error for x >= 10, as in DuckDB. AND / OR short-circuit
+from left to right as in DuckDB's WHERE and in Spark (DuckDB's projections evaluate both sides).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import singledispatch
+from typing import Any
 
 import polars as pl
 
-from dbspark.errors import UnsupportedError
-from dbspark.ir.expr import Binary, Cast, Col, Expr, Lit, Unary
+from dbspark.errors import DataError, UnsupportedError
+from dbspark.ir import functions as fn
+from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary
 
-_BIN: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
+Guard = pl.Expr | None
+_PY_BIN: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
     "truediv": lambda a, b: a.cast(pl.Float64) / b.cast(pl.Float64),
     "floordiv": lambda a, b: a // b,
     "mod": lambda a, b: a % b,
-    "eq": lambda a, b: a == b,
-    "ne": lambda a, b: a != b,
-    "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= b,
-    "gt": lambda a, b: a > b,
-    "ge": lambda a, b: a >= b,
-    "and": lambda a, b: a & b,
-    "or": lambda a, b: a | b,
 }
-_UN: dict[str, Callable[[pl.Expr], pl.Expr]] = {
-    "neg": lambda a: -a,
-    "not": lambda a: ~a,
-    "is_null": lambda a: a.is_null(),
-    "is_not_null": lambda a: a.is_not_null(),
-    "abs": lambda a: a.abs(),
+_CMP: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
 }
+INT_RANGE = {pl.Int8(): (-(2**7), 2**7 - 1), pl.Int16(): (-(2**15), 2**15 - 1),
+             pl.Int32(): (-(2**31), 2**31 - 1), pl.Int64(): (-(2**63), 2**63 - 1)}
 
 
-@singledispatch
-def to_polars(e: Expr) -> pl.Expr:
-    raise UnsupportedError(f"the local engine cannot evaluate expression {e!r} ({type(e).__name__})")
+def to_polars(e: Expr, schema: pl.Schema | None = None) -> pl.Expr:
+    """The Polars expression computing `e` over a frame with `schema` (types pick the SQL semantics)."""
+    return Compiler(pl.Schema() if schema is None else schema).c(e, None)
 
 
-@to_polars.register
-def _(e: Col) -> pl.Expr:
-    return pl.col(e.name)
+def evaluate(run: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+    """Run a Polars evaluation of compiled expressions; a DataError raised inside keeps its own message
+    (without the expression dump Polars appends)."""
+    try:
+        return run()
+    except DataError as e:
+        raise DataError(str(e).split("\n\nThis error occurred")[0].strip()) from None
 
 
-@to_polars.register
-def _(e: Lit) -> pl.Expr:
-    return pl.lit(e.value)
+Build = Callable[[list[pl.Expr]], "tuple[pl.Expr, pl.Expr | None]"]
 
 
-@to_polars.register
-def _(e: Binary) -> pl.Expr:
-    return _BIN[e.op](to_polars(e.left), to_polars(e.right))
+def _simple(x: pl.Expr) -> bool:
+    return x.meta.is_column() or x.meta.is_literal()
 
 
-@to_polars.register
-def _(e: Unary) -> pl.Expr:
-    return _UN[e.op](to_polars(e.arg))
+def checked(inputs: list[pl.Expr], build: Build, dtype: pl.DataType, guard: Guard = None,
+            message: str = "") -> pl.Expr:
+    """The value `build` computes from `inputs`, raising DataError(message) if its mask of faulty rows
+    holds on any row the guard admits. `build` gets placeholders for the inputs and returns (value,
+    bad or None); each input is evaluated once (a Polars UDF over whole batches), so expressions that
+    use an operand several times stay linear in size."""
+    if all(_simple(x) for x in inputs):
+        value, bad = build(inputs)
+        if bad is None:
+            return value
+    names = [f"_{k}" for k in range(len(inputs))]
+    value, bad = build([pl.col(n) for n in names])
+    g = [] if bad is None or guard is None else [guard]
+
+    def run(series: list[pl.Series]) -> pl.Series:
+        n = next((len(x) for x in series if len(x) != 1), 1)
+        cols = [x if len(x) == n else x.new_from_index(0, n) for x in series]
+        df = pl.DataFrame(dict(zip(names, cols[: len(names)], strict=True)))
+        if bad is None:
+            return df.select(value.cast(dtype)).to_series()
+        out = df.select(value.cast(dtype).alias("v"), bad.fill_null(False).alias("b"))
+        b = out["b"] if not g else out["b"] & cols[-1].fill_null(False)
+        if b.any():
+            i = int(b.arg_true()[0])
+            vals = ", ".join(repr(c[i]) for c in cols[: len(names)])
+            raise DataError(f"{message} (operands {vals})")
+        return out["v"]
+
+    return pl.map_batches([*inputs, *g], run, return_dtype=dtype)
 
 
-@to_polars.register
-def _(e: Cast) -> pl.Expr:
-    return to_polars(e.arg).cast(e.to)
+def and_guard(g: Guard, c: pl.Expr) -> pl.Expr:
+    c = c.fill_null(False)
+    return c if g is None else g & c
+
+
+def wide(t: pl.DataType) -> pl.DataType:
+    """An integer type wide enough to hold any +, -, * of two values of integer type `t`."""
+    return pl.Int128() if t == pl.Int64() else pl.Int64()
+
+
+def int_in_range(r: pl.Expr, t: pl.DataType) -> pl.Expr:
+    lo, hi = INT_RANGE[fn.norm_int(t)]
+    return (r >= lo) & (r <= hi)
+
+
+def dec_lit(v: Any, p: int, s: int) -> pl.Expr:
+    import decimal
+
+    return pl.lit(decimal.Decimal(v), dtype=pl.Decimal(p, s))
+
+
+def unscaled(x: pl.Expr, s: int) -> pl.Expr:
+    """The Int128 unscaled value of a decimal expression at scale `s` (exact: rescales up first)."""
+    return x.cast(pl.Decimal(38, s)).to_physical()
+
+
+def from_unscaled(u: pl.Expr, p: int, s: int) -> pl.Expr:
+    """The DECIMAL(p, s) whose unscaled value is the integer `u` (exact)."""
+    import decimal
+
+    one = pl.lit(decimal.Decimal(1).scaleb(-s), dtype=pl.Decimal(38, s))
+    return (u.cast(pl.Int128).cast(pl.Decimal(38, 0)) * one).cast(pl.Decimal(p, s), strict=False)
+
+
+def dec_fits(u: pl.Expr, p: int) -> pl.Expr:
+    """An unscaled Int128 value has at most p digits."""
+    return u.abs() < pl.lit(10**p, dtype=pl.Int128) if p < 38 else pl.lit(True)
+
+
+class Compiler:
+    """Compiles one expression tree against a schema; `c(e, guard)` is the Polars expression of `e`."""
+
+    def __init__(self, schema: pl.Schema) -> None:
+        self.schema = schema
+        self._types: dict[int, pl.DataType] = {}
+
+    def t(self, e: Expr) -> pl.DataType:
+        k = id(e)
+        if k not in self._types:
+            self._types[k] = e.dtype(self.schema)
+        return self._types[k]
+
+    def c(self, e: Expr, g: Guard) -> pl.Expr:
+        out = self._c(e, g)
+        # a constant subexpression is a scalar, which Polars broadcasts (a checked one is a UDF)
+        return out.first() if not isinstance(e, Lit) and not e.columns() else out
+
+    def _c(self, e: Expr, g: Guard) -> pl.Expr:
+        if isinstance(e, Col):
+            return pl.col(e.name)
+        if isinstance(e, Lit):
+            return self.lit(e)
+        if isinstance(e, Binary):
+            return self.binary(e, g)
+        if isinstance(e, Unary):
+            return self.unary(e, g)
+        if isinstance(e, Cast):
+            from dbspark.engines.local.casts import cast
+
+            return cast(self, self.c(e.arg, g), self.t(e.arg), e.to, g)
+        if isinstance(e, Case):
+            return self.case(e, g)
+        if isinstance(e, InList):
+            return self.in_list(e, g)
+        if isinstance(e, Func):
+            from dbspark.engines.local.sqlfuncs import compile_func
+
+            self.t(e)  # type-checks the call
+            return compile_func(self, e, g)
+        raise UnsupportedError(f"the local engine cannot evaluate expression {e!r} ({type(e).__name__})")
+
+    def lit(self, e: Lit) -> pl.Expr:
+        t = self.t(e)
+        if e.value is None:
+            return pl.lit(None)
+        return pl.lit(e.value, dtype=t)
+
+    def coerce(self, x: pl.Expr, src: pl.DataType, to: pl.DataType) -> pl.Expr:
+        """A value of type `src` as the (wider, lossless) type `to`."""
+        if src == to or src == fn.NULL:
+            return x if src == to else x.cast(to)
+        return x.cast(to)
+
+    def operands(self, a: Expr, b: Expr, g: Guard, to: pl.DataType | None = None) -> tuple[pl.Expr, pl.Expr]:
+        ta, tb = self.t(a), self.t(b)
+        st = to if to is not None else fn.supertype2(ta, tb, "operands")
+        return self.coerce(self.c(a, g), ta, st), self.coerce(self.c(b, g), tb, st)
+
+    # ---- operators ---------------------------------------------------------------------------------------
+    def binary(self, e: Binary, g: Guard) -> pl.Expr:
+        if e.op in _PY_BIN:
+            return _PY_BIN[e.op](self.c(e.left, g), self.c(e.right, g))
+        if e.op in _CMP:
+            a, b = self.operands(e.left, e.right, g)
+            return _CMP[e.op](a, b)
+        if e.op in ("and", "or"):  # Kleene logic; the right side runs where the left does not decide
+            a = self.c(e.left, g)
+            if e.op == "and":
+                return a & self.c(e.right, and_guard(g, a.fill_null(True)))
+            return a | self.c(e.right, and_guard(g, ~a.fill_null(False)))
+        return self.arith(e, g)
+
+    def arith(self, e: Binary, g: Guard) -> pl.Expr:
+        rt, ta, tb = self.t(e), self.t(e.left), self.t(e.right)
+        sym, op = ARITH[e.op], e.op
+        if rt == fn.NULL:
+            return pl.lit(None)
+        if rt == pl.Date() or (op == "sub" and ta == pl.Date()):
+            a, b = self.c(e.left, g), self.c(e.right, g)
+            if ta == pl.Date() and tb == pl.Date():
+                return (a - b).dt.total_days().cast(pl.Int64)
+            d, n = (a, b) if ta == pl.Date() else (b, a)
+
+            def add_days(x: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr]:
+                days = pl.duration(days=x[1].cast(pl.Int64))
+                return ((x[0] - days) if op == "sub" else (x[0] + days)), ~int_in_range(x[1], pl.Int32())
+            # DuckDB adds an INTEGER number of days to a DATE
+            return checked([d, n], add_days, pl.Date(), g, f"DATE {sym} integer: days out of INTEGER range")
+        if op == "sql_div" or rt.is_float():
+            a, b = self.operands(e.left, e.right, g, pl.Float64())
+            if op == "sql_div":
+                return a / b
+            if op == "int_div":  # DuckDB: // on floats divides, and is NULL for a zero divisor
+                return checked([a, b], lambda x: (pl.when(x[1] == 0).then(None).otherwise(x[0] / x[1]), None),
+                               pl.Float64())
+            if op == "sql_mod":  # fmod: the sign of the dividend
+                return checked([a, b], lambda x: (pl.when(x[1].is_infinite() & x[0].is_finite()).then(x[0])
+                                                  .otherwise((x[0].abs() % x[1].abs()) * x[0].sign()), None),
+                               pl.Float64())
+            return {"add": a + b, "sub": a - b, "mul": a * b}[op]
+        if fn.is_int(rt):
+            return self.int_arith(op, sym, rt, self.c(e.left, g), self.c(e.right, g), g)
+        return self.dec_arith(op, sym, rt, e, g)
+
+    def int_arith(self, op: str, sym: str, rt: pl.DataType, a: pl.Expr, b: pl.Expr, g: Guard) -> pl.Expr:
+        w = wide(rt)
+        message = f"integer overflow in {sym!r} ({fn.sql_name(rt)})"
+
+        def build(x: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr]:
+            wa, wb = x[0].cast(w), x[1].cast(w)
+            if op in ("int_div", "sql_mod"):  # truncating division; NULL for a zero divisor
+                zero = wb == 0
+                safe = pl.when(zero).then(1).otherwise(wb)
+                q = (wa.abs() // safe.abs()) * wa.sign() * safe.sign()
+                out = q if op == "int_div" else wa - q * safe
+                bad = (wa == INT_RANGE[rt][0]) & (wb == -1)  # DuckDB: MIN // -1 and MIN % -1 overflow
+                return pl.when(zero).then(None).otherwise(out).cast(rt, strict=False), bad
+            r = {"add": wa + wb, "sub": wa - wb, "mul": wa * wb}[op]
+            return r.cast(rt, strict=False), ~int_in_range(r, rt)
+
+        return checked([a, b], build, rt, g, message)
+
+    def dec_arith(self, op: str, sym: str, rt: pl.DataType, e: Binary, g: Guard) -> pl.Expr:
+        (p, s) = fn.dec_of(rt)
+        ta, tb = self.t(e.left), self.t(e.right)
+        if ta == fn.NULL or tb == fn.NULL:
+            return pl.lit(None, dtype=rt)
+        sa, sb = fn.dec_of(ta)[1], fn.dec_of(tb)[1]
+
+        def build(x: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr]:
+            big: pl.Expr = pl.lit(False)
+            if op in ("add", "sub", "sql_mod"):
+                ua, ub = unscaled(x[0], s), unscaled(x[1], s)
+                if op == "sql_mod":
+                    zero = ub == 0
+                    safe = pl.when(zero).then(1).otherwise(ub)
+                    u = pl.when(zero).then(None).otherwise((ua.abs() % safe.abs()) * ua.sign())
+                else:
+                    u = ua + ub if op == "add" else ua - ub
+            else:  # mul: the exact product of the unscaled values, at scale sa + sb
+                ua, ub = unscaled(x[0], sa), unscaled(x[1], sb)
+                u = ua * ub
+                # a product beyond Int128 is beyond 38 digits: caught before it could wrap
+                big = (ua.cast(pl.Float64) * ub.cast(pl.Float64)).abs() >= 1e38
+            return from_unscaled(u, p, s), ~dec_fits(u, p) | big
+
+        return checked([self.c(e.left, g), self.c(e.right, g)], build, rt, g,
+                       f"DECIMAL overflow in {sym!r} (result {fn.sql_name(rt)})")
+
+    def unary(self, e: Unary, g: Guard) -> pl.Expr:
+        a = self.c(e.arg, g)
+        if e.op == "not":
+            return ~a
+        if e.op == "is_null":
+            return a.is_null()
+        if e.op == "is_not_null":
+            return a.is_not_null()
+        t = self.t(e)
+        if fn.is_int(t):
+            def build(x: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr]:
+                w = x[0].cast(wide(t))
+                r = (pl.lit(0, dtype=wide(t)) - w) if e.op == "neg" else w.abs()
+                return r.cast(t, strict=False), ~int_in_range(r, t)
+            what = "-" if e.op == "neg" else "abs"
+            return checked([a], build, t, g, f"integer overflow in {what!r} ({fn.sql_name(t)})")
+        return -a if e.op == "neg" else a.abs()
+
+    def case(self, e: Case, g: Guard) -> pl.Expr:
+        rt = self.t(e)
+        rest = g
+        out: Any = None
+        for cond, val in e.whens:
+            c = self.c(cond, rest).fill_null(False)
+            branch = self.coerce(self.c(val, and_guard(rest, c)), self.t(val), rt)
+            out = pl.when(c).then(branch) if out is None else out.when(c).then(branch)
+            rest = and_guard(rest, ~c)
+        if e.otherwise is None:
+            return out.otherwise(pl.lit(None, dtype=rt if rt != fn.NULL else None))
+        return out.otherwise(self.coerce(self.c(e.otherwise, rest), self.t(e.otherwise), rt))
+
+    def in_list(self, e: InList, g: Guard) -> pl.Expr:
+        st = fn.supertype([self.t(e.arg), *(self.t(i) for i in e.items)], "IN")
+        x = self.coerce(self.c(e.arg, g), self.t(e.arg), st)
+        hit: pl.Expr | None = None
+        for i in e.items:
+            eq = x == self.coerce(self.c(i, g), self.t(i), st)
+            hit = eq if hit is None else hit | eq  # Kleene OR: TRUE on a match, else NULL if any NULL
+        assert hit is not None
+        return hit

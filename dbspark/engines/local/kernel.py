@@ -15,8 +15,9 @@ import polars as pl
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
 from dbspark.engines.local import aggregate as agg
-from dbspark.engines.local.convert import check_kind, rows_to_frame, split_weight_column, with_weights
-from dbspark.engines.local.exprs import to_polars
+from dbspark.engines.local.convert import check_kind, input_frame
+from dbspark.engines.local.exprs import evaluate, to_polars
+from dbspark.engines.local.keyed import SEQ, keyed_change
 from dbspark.errors import SchemaError
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Expr
@@ -65,11 +66,11 @@ class LocalKernel:
     def is_empty(self, a: Value) -> bool:
         return len(a) == 0 if isinstance(a, TraceSnapshot) else a.df.height == 0
 
-    def input_batch(self, rows: Any, schema: pl.Schema, weights: Any, where: str) -> ZSet:
-        """Checked, typed rows with weights (a frame may carry its own `weight` column)."""
-        if weights is None:
-            rows, weights = split_weight_column(rows)
-        return ZSet(with_weights(rows_to_frame(rows, schema, where), weights, where))
+    def input_batch(self, rows: Any, schema: pl.Schema, weights: Any, where: str, not_null: Sequence[str] = (),
+                    key: Sequence[str] | None = None) -> ZSet:
+        """Checked rows coerced to `schema`, with weights (a frame may carry its own `weight` column);
+        see `convert.input_frame` for `not_null` and a primary `key`."""
+        return ZSet(input_frame(rows, schema, weights, where, not_null, key))
 
     def check_input(self, trace: Spine | None, z: ZSet, kind: str, where: str) -> None:
         """Reject a change that would make a bag negative or a set exceed 1 (before anything changes).
@@ -84,15 +85,25 @@ class LocalKernel:
             self.check_input(trace, z, kind, where)
             self.trace_insert(trace, z, undo)
 
+    def keyed_change(self, trace: Spine, batches: Sequence[ZSet], key: Sequence[str], where: str,
+                     undo: list) -> ZSet:
+        """One step's pushes to a table with a primary `key` (upserts and deletes by key, in push order)
+        as a change of the table, added to its integral `trace` (`engines.local.keyed`)."""
+        ops = pl.concat([b.df for b in batches], how="vertical").with_row_index(SEQ)
+        schema = pl.Schema([(c, t) for c, t in trace.schema.items() if c != WEIGHT])
+        z = ZSet(keyed_change(trace.snapshot(), ops, schema, key, where), True)
+        self.trace_insert(trace, z, undo)
+        return z
+
     # ---- linear operators ---------------------------------------------------------------------
     def filter(self, a: Value, pred: Expr) -> ZSet:
         z = self.as_zset(a)
-        return z.with_df(z.df.filter(to_polars(pred)))
+        return z.with_df(evaluate(lambda: z.df.filter(to_polars(pred, z.df.schema))))
 
     def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> ZSet:
         z = self.as_zset(a)
-        sel = [to_polars(e).cast(schema[n]).alias(n) for n, e in exprs]
-        return ZSet(z.df.select(*sel, pl.col(WEIGHT)))
+        sel = [to_polars(e, z.df.schema).cast(schema[n]).alias(n) for n, e in exprs]
+        return ZSet(evaluate(lambda: z.df.select(*sel, pl.col(WEIGHT))))
 
     def flat_map(self, a: Value, fn: Callable[[dict], Any], schema: pl.Schema) -> ZSet:
         z = self.as_zset(a)
@@ -242,3 +253,18 @@ class LocalKernel:
 
     def close(self) -> None:
         pass
+
+    def weigh(self, a: Value, column: str) -> ZSet:
+        """Each row's weight times its value in `column` (dropped); overflow is a WeightError."""
+        z = self.as_zset(a)
+        df = z.df.filter(pl.col(column).is_not_null() & (pl.col(column) != 0))
+        w = checked_mul(df[WEIGHT].to_numpy(), df[column].cast(pl.Int64).to_numpy())
+        return ZSet(df.drop(column).with_columns(pl.Series(WEIGHT, w, pl.Int64)))
+
+    # ---- top-k ----------------------------------------------------------------------------------
+    def topk(self, a: Value, order: Any, limit: int | None, offset: int) -> ZSet:
+        """Rows [offset, offset + limit) of `a` in `order` (see `operators.topk`)."""
+        from dbspark.operators.topk import topk_frame
+
+        z = self.as_zset(a).consolidate()
+        return ZSet(topk_frame(z.df, order, limit, offset), True)

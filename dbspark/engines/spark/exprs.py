@@ -1,27 +1,54 @@
 """Compile scalar expression IR (`dbspark.ir.expr`) to Spark Columns, with the local engine's semantics.
 
-Differences between Spark's and Polars' operators are bridged here so that both engines agree:
-integer `//` and `%` floor (Python/Polars), not truncate (Spark `div`, `%`); division by zero gives
-NULL for integers and ±inf/NaN for floats (as Polars), not an ANSI error.
+Python's operators (ops truediv, floordiv, mod) are bridged to Polars' semantics: integer `//` and `%`
+floor, division by zero gives NULL for integers and ±inf/NaN for floats, not an ANSI error. SQL
+operators and functions follow DuckDB, as on the local engine (`engines/local/exprs.py`): errors
+(integer overflow, a failed CAST) are raised by `raise_error` with a `DBSPARK[DataError]` tag inside a
+CASE, so they fire only for the rows that are evaluated; Spark's CASE, COALESCE, AND and OR evaluate
+lazily, as the local engine's guards do. Spark's own ANSI errors are never relied on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import singledispatch
 from typing import Any
 
 import polars as pl
 
 from dbspark.engines.spark.convert import spark_type
 from dbspark.errors import UnsupportedError
-from dbspark.ir.expr import Binary, Cast, Col, Expr, Lit, Unary
+from dbspark.ir import functions as fn
+from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary
+
+INT_RANGE = {pl.Int8(): (-(2**7), 2**7 - 1), pl.Int16(): (-(2**15), 2**15 - 1),
+             pl.Int32(): (-(2**31), 2**31 - 1), pl.Int64(): (-(2**63), 2**63 - 1)}
 
 
 def _F() -> Any:
     from pyspark.sql import functions as F
 
     return F
+
+
+def fail(message: Any) -> Any:
+    """A Column raising DataError(message) when evaluated (the kernel's `act` maps the tag)."""
+    F = _F()
+    m = F.lit(message) if isinstance(message, str) else message
+    return F.raise_error(F.concat(F.lit("DBSPARK[DataError] "), m))
+
+
+def checked(value: Any, bad: Any, message: str, operands: tuple[Any, ...] = ()) -> Any:
+    """`value`, raising DataError(message, with the operands) on the rows where `bad` holds."""
+    F = _F()
+    if operands:
+        shown = [F.coalesce(o.cast("string"), F.lit("None")) for o in operands]
+        parts: list[Any] = [F.lit(f"{message} (operands ")]
+        for k, s in enumerate(shown):
+            parts += ([F.lit(", ")] if k else []) + [s]
+        msg = F.concat(*parts, F.lit(")"))
+    else:
+        msg = F.lit(message)
+    return F.when(bad, fail(msg)).otherwise(value)
 
 
 def _truediv(a: Any, b: Any) -> Any:
@@ -48,75 +75,170 @@ def _floordiv(a: Any, b: Any, floating: bool) -> Any:
         # Spark's FLOOR returns a BIGINT (an ANSI overflow for ±inf, NaN or |q| >= 2**63); a double of
         # magnitude >= 2**52 is already integral, and NaN/±inf are their own floor (as in Polars)
         q = _truediv(a, b)
-        return F.when(F.abs(q) < F.lit(2.0**52), F.floor(q).cast("double")).otherwise(q)
+        return float_floor(q)
     return F.when(b == 0, None).otherwise(F.call_function("div", a - _mod(a, b, False), b).cast("long"))
 
 
+def float_floor(q: Any, ceil: bool = False) -> Any:
+    F = _F()
+    f = F.ceil(q) if ceil else F.floor(q)
+    return F.when(F.abs(q) < F.lit(2.0**52), f.cast("double")).otherwise(q)
+
+
 _CMP: dict[str, Callable[[Any, Any], Any]] = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "eq": lambda a, b: a == b,
-    "ne": lambda a, b: a != b,
-    "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= b,
-    "gt": lambda a, b: a > b,
-    "ge": lambda a, b: a >= b,
-    "and": lambda a, b: a & b,
-    "or": lambda a, b: a | b,
-}
-_UN: dict[str, Callable[[Any], Any]] = {
-    "neg": lambda a: -a,
-    "not": lambda a: ~a,
-    "is_null": lambda a: a.isNull(),
-    "is_not_null": lambda a: a.isNotNull(),
-    "abs": lambda a: _F().abs(a),
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
 }
 
 
 def to_spark_column(e: Expr, schema: pl.Schema) -> Any:
-    """The Spark Column computing `e` over a frame with `schema` (its types decide integer vs float ops)."""
-    return _compile(e, schema)
+    """The Spark Column computing `e` over a frame with `schema` (its types decide the semantics)."""
+    return SparkCompiler(schema).c(e)
 
 
-@singledispatch
-def _compile(e: Expr, schema: pl.Schema) -> Any:
-    raise UnsupportedError(f"the spark engine cannot evaluate expression {e!r} ({type(e).__name__})")
+class SparkCompiler:
+    def __init__(self, schema: pl.Schema) -> None:
+        self.schema = schema
+        self._types: dict[int, pl.DataType] = {}
 
+    def t(self, e: Expr) -> pl.DataType:
+        k = id(e)
+        if k not in self._types:
+            self._types[k] = e.dtype(self.schema)
+        return self._types[k]
 
-@_compile.register
-def _(e: Col, schema: pl.Schema) -> Any:
-    return _F().col(e.name)
+    def coerce(self, x: Any, src: pl.DataType, to: pl.DataType) -> Any:
+        if src == to or to == fn.NULL:
+            return x
+        return x.cast(spark_type(to))
 
+    def c(self, e: Expr) -> Any:
+        F = _F()
+        if isinstance(e, Col):
+            return F.col(e.name)
+        if isinstance(e, Lit):
+            t = self.t(e)
+            if e.value is None:
+                return F.lit(None)
+            if isinstance(t, pl.Decimal):
+                return F.lit(str(e.value)).cast(spark_type(t))
+            return F.lit(e.value).cast(spark_type(t))
+        if isinstance(e, Binary):
+            return self.binary(e)
+        if isinstance(e, Unary):
+            return self.unary(e)
+        if isinstance(e, Cast):
+            from dbspark.engines.spark.casts import cast
 
-@_compile.register
-def _(e: Lit, schema: pl.Schema) -> Any:
-    F = _F()
-    t = e.dtype(schema)
-    if e.value is None:
-        return F.lit(None)
-    return F.lit(e.value).cast(spark_type(t)) if t != pl.Null() else F.lit(e.value)
+            return cast(self.c(e.arg), self.t(e.arg), e.to)
+        if isinstance(e, Case):
+            rt = self.t(e)
+            out = None
+            for cond, val in e.whens:
+                v = self.coerce(self.c(val), self.t(val), rt)
+                out = F.when(self.c(cond), v) if out is None else out.when(self.c(cond), v)
+            assert out is not None
+            if e.otherwise is not None:
+                out = out.otherwise(self.coerce(self.c(e.otherwise), self.t(e.otherwise), rt))
+            return out if rt == fn.NULL else out.cast(spark_type(rt))
+        if isinstance(e, InList):
+            st = fn.supertype([self.t(e.arg), *(self.t(i) for i in e.items)], "IN")
+            x = self.coerce(self.c(e.arg), self.t(e.arg), st)
+            hit = None
+            for i in e.items:
+                eq = x == self.coerce(self.c(i), self.t(i), st)
+                hit = eq if hit is None else hit | eq
+            return hit
+        if isinstance(e, Func):
+            from dbspark.engines.spark.sqlfuncs import compile_func
 
+            self.t(e)
+            return compile_func(self, e)
+        raise UnsupportedError(f"the spark engine cannot evaluate expression {e!r} ({type(e).__name__})")
 
-@_compile.register
-def _(e: Binary, schema: pl.Schema) -> Any:
-    a, b = _compile(e.left, schema), _compile(e.right, schema)
-    if e.op == "truediv":
-        return _truediv(a, b)
-    if e.op in ("floordiv", "mod"):
-        floating = e.dtype(schema).is_float()
-        return _floordiv(a, b, floating) if e.op == "floordiv" else _mod(a, b, floating)
-    return _CMP[e.op](a, b)
+    def operands(self, a: Expr, b: Expr) -> tuple[Any, Any]:
+        ta, tb = self.t(a), self.t(b)
+        st = fn.supertype2(ta, tb, "operands")
+        return self.coerce(self.c(a), ta, st), self.coerce(self.c(b), tb, st)
 
+    def binary(self, e: Binary) -> Any:
+        if e.op in ("truediv", "floordiv", "mod"):
+            a, b = self.c(e.left), self.c(e.right)
+            if e.op == "truediv":
+                return _truediv(a, b)
+            floating = e.dtype(self.schema).is_float()
+            return _floordiv(a, b, floating) if e.op == "floordiv" else _mod(a, b, floating)
+        if e.op in _CMP:
+            a, b = self.operands(e.left, e.right)
+            return _CMP[e.op](a, b)
+        if e.op == "and":
+            return self.c(e.left) & self.c(e.right)
+        if e.op == "or":
+            return self.c(e.left) | self.c(e.right)
+        return self.arith(e)
 
-@_compile.register
-def _(e: Unary, schema: pl.Schema) -> Any:
-    return _UN[e.op](_compile(e.arg, schema))
+    def arith(self, e: Binary) -> Any:
+        F = _F()
+        rt, ta, tb = self.t(e), self.t(e.left), self.t(e.right)
+        op, sym = e.op, ARITH[e.op]
+        if rt == fn.NULL:
+            return F.lit(None)
+        a, b = self.c(e.left), self.c(e.right)
+        if rt == pl.Date() or (op == "sub" and ta == pl.Date()):
+            if ta == pl.Date() and tb == pl.Date():
+                return F.datediff(a, b).cast("long")
+            d, n = (a, b) if ta == pl.Date() else (b, a)
+            lo, hi = INT_RANGE[pl.Int32()]
+            n32 = F.when((n >= lo) & (n <= hi), n).cast("int")
+            out = F.date_sub(d, n32) if op == "sub" else F.date_add(d, n32)
+            return checked(out, (n < lo) | (n > hi), f"DATE {sym} integer: days out of INTEGER range", (n,))
+        if op == "sql_div" or rt.is_float():
+            a, b = a.cast("double"), b.cast("double")
+            if op == "sql_div":
+                return _truediv(a, b)
+            if op == "int_div":
+                return F.when(b == 0, None).otherwise(_truediv(a, b))
+            if op == "sql_mod":  # Java's % on doubles is fmod: the sign of the dividend
+                return F.when(b == 0, F.when(a.isNotNull(), F.lit(float("nan")))).otherwise(F.try_mod(a, b))
+            return {"add": a + b, "sub": a - b, "mul": a * b}[op]
+        if fn.is_int(rt):
+            return self.int_arith(op, sym, rt, a, b)
+        from dbspark.engines.spark.casts import dec_arith
 
+        return dec_arith(op, sym, rt, a, b, ta, tb)
 
-@_compile.register
-def _(e: Cast, schema: pl.Schema) -> Any:
-    return _compile(e.arg, schema).cast(spark_type(e.to))
+    def int_arith(self, op: str, sym: str, rt: pl.DataType, a: Any, b: Any) -> Any:
+        F = _F()
+        lo, hi = INT_RANGE[rt]
+        la, lb = a.cast("long"), b.cast("long")
+        msg = f"integer overflow in {sym!r} ({fn.sql_name(rt)})"
+        if op in ("int_div", "sql_mod"):
+            q = F.call_function("div", la, lb) if op == "int_div" else F.try_mod(la, lb)
+            over = (la == lo) & (lb == -1)
+            q = F.when((lb == 0) | over, None).otherwise(q)
+            return checked(q.cast(spark_type(rt)), over, msg, (a, b))
+        r = {"add": F.try_add, "sub": F.try_subtract, "mul": F.try_multiply}[op](la, lb)
+        bad = (r.isNull() & la.isNotNull() & lb.isNotNull()) | (r < lo) | (r > hi)
+        return checked(F.when(~bad, r).cast(spark_type(rt)), bad, msg, (a, b))
+
+    def unary(self, e: Unary) -> Any:
+        F = _F()
+        a = self.c(e.arg)
+        if e.op == "not":
+            return ~a
+        if e.op == "is_null":
+            return a.isNull()
+        if e.op == "is_not_null":
+            return a.isNotNull()
+        t = self.t(e)
+        if fn.is_int(t):
+            lo = INT_RANGE[t][0]
+            what = "-" if e.op == "neg" else "abs"
+            v = -a if e.op == "neg" else F.abs(a)
+            return checked(F.when(a != lo, v), a == lo, f"integer overflow in {what!r} ({fn.sql_name(t)})", (a,))
+        if t == fn.NULL:
+            return F.lit(None)
+        return -a if e.op == "neg" else F.abs(a)
 
 
 def py_repr(e: Any, t: pl.DataType) -> Any:

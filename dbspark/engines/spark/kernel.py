@@ -21,14 +21,13 @@ import polars as pl
 
 from dbspark import errors
 from dbspark.algebra.zset import WEIGHT, ZSet
-from dbspark.engines.local.convert import check_kind, rows_to_frame, split_weight_column, with_weights
+from dbspark.engines.local.convert import check_kind, input_frame
 from dbspark.engines.spark import aggregate as agg
 from dbspark.engines.spark.convert import from_spark, spark_type
 from dbspark.engines.spark.exprs import py_tuple, to_spark_column
 from dbspark.engines.spark.session import SessionHandle, get_session
 from dbspark.engines.spark.trace import Batch, SparkSnapshot, SparkTrace, Storage, parquet_rows
 from dbspark.engines.spark.values import SparkZSet
-from dbspark.errors import SchemaError
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Expr
 
@@ -233,29 +232,15 @@ class SparkKernel:
             return self.read(rest[1], rest[0])
         return rest[0]
 
-    def input_batch(self, rows: Any, schema: pl.Schema, weights: Any, where: str) -> SparkZSet:
-        """Checked, typed rows with weights; a Spark DataFrame stays on Spark (cast to the schema)."""
+    def input_batch(self, rows: Any, schema: pl.Schema, weights: Any, where: str, not_null: Sequence[str] = (),
+                    key: Sequence[str] | None = None) -> SparkZSet:
+        """Checked rows coerced to `schema`, with weights; a Spark DataFrame stays on Spark, coerced and
+        checked inside the plan (`engines.spark.coerce`), other rows as on the local engine."""
         if _is_spark_frame(rows):
-            return self._spark_input(rows, schema, weights, where)
-        if weights is None:
-            rows, weights = split_weight_column(rows)
-        z = ZSet(with_weights(rows_to_frame(rows, schema, where), weights, where))
-        return SparkZSet(self.spark, schema, local=z)
+            from dbspark.engines.spark.coerce import coerce_frame
 
-    def _spark_input(self, df: Any, schema: pl.Schema, weights: Any, where: str) -> SparkZSet:
-        cols = [c for c in df.columns if c != "weight"]
-        if set(cols) != set(schema):
-            raise SchemaError(f"{where}: DataFrame columns {df.columns} do not match the schema columns {list(schema)}")
-        if "weight" in df.columns and weights is not None:
-            raise SchemaError(f"{where}: rows carry a weight column and weights were given too")
-        if "weight" in df.columns:
-            w = F().col("weight").cast("long")
-        else:
-            if not isinstance(weights, int):
-                raise SchemaError(f"{where}: a Spark DataFrame takes one integer weight (or a `weight` column)")
-            w = F().lit(weights).cast("long")
-        sel = [F().col(c).cast(spark_type(t)).alias(c) for c, t in schema.items()]
-        return self._z(schema, df.select(*sel, w.alias(WEIGHT)).filter(F().col(WEIGHT) != 0))
+            return self._z(schema, coerce_frame(rows, schema, weights, where, not_null, key))
+        return SparkZSet(self.spark, schema, local=ZSet(input_frame(rows, schema, weights, where, not_null, key)))
 
     def check_input(self, trace: SparkTrace | None, z: SparkZSet, kind: str, where: str) -> None:
         """Reject a change that would make a bag negative or a set exceed 1 (one Spark action)."""
@@ -278,11 +263,14 @@ class SparkKernel:
             return
         z = self.consolidate(z)
         cols = list(z.schema)
-        if trace.batches:
+        if trace.batches:  # one GROUP BY over the change and the integral's rows with the change's keys
             snap = self.as_zset(trace.snapshot()).frame
             old = ns_join(snap, F().broadcast(z.frame.select(*cols)), cols, "left_semi")
-            old = old.groupBy(*cols).agg(F().sum(WEIGHT).alias("__old"))
-            j = ns_join(z.frame, old, cols, "left").withColumn("__old", F().coalesce(F().col("__old"), F().lit(0)))
+            zero = F().lit(0).cast("long")
+            rows = z.frame.select(*cols, F().col(WEIGHT).alias("__d"), zero.alias("__old")).unionByName(
+                old.select(*cols, zero.alias("__d"), F().col(WEIGHT).alias("__old")))
+            j = rows.groupBy(*cols).agg(F().sum("__d").alias(WEIGHT), F().sum("__old").alias("__old")).filter(
+                F().col(WEIGHT) != 0)
         else:
             j = z.frame.withColumn("__old", F().lit(0).cast("long"))
         old, w = F().col("__old"), F().col(WEIGHT)
@@ -297,6 +285,21 @@ class SparkKernel:
                 F().lit(f"{where} is a set: row "), row, F().lit(" would occur "), new.cast("string"),
                 F().lit(" times"))))
         trace.append(j.select(*cols, checked.otherwise(w).alias(WEIGHT)), undo, consolidated=True)
+
+    def keyed_change(self, trace: SparkTrace, batches: Sequence[SparkZSet], key: Sequence[str], where: str,
+                     undo: list) -> SparkZSet:
+        """One step's pushes to a table with a primary `key` as a change of the table, appended to its
+        integral `trace` in one write that also checks it (`engines.spark.keyed`)."""
+        from dbspark.engines.spark.keyed import keyed_change
+
+        schema = trace.schema
+        if all(b.known_empty for b in batches):
+            return self.empty(schema)
+        snap = self.as_zset(trace.snapshot()).frame if trace.batches else None
+        df = keyed_change(self.spark, snap, batches, schema, key, where)
+        z = self._z(schema, df, consolidated=True)
+        self.trace_insert(trace, z, undo)
+        return z
 
     # ---- linear operators ---------------------------------------------------------------------
     def filter(self, a: Value, pred: Expr) -> SparkZSet:
@@ -373,15 +376,20 @@ class SparkKernel:
 
     def distinct_delta(self, prev: SparkSnapshot, delta: Value) -> SparkZSet:
         """H(i, d) of `dbsp-paper.txt` Prop 4.7, looking up only the rows of d in the trace of i."""
-        d = self.consolidate(delta)
+        d = self.as_zset(delta)
         if d.known_empty:
             return d
         cols = list(d.schema)
         if not prev.batches:
             return self.distinct(d)
+        # one GROUP BY over the change's rows and the trace's rows with the change's keys: per row, the
+        # change (consolidated here) and the integral i before it
         old = ns_join(self.as_zset(prev).frame, F().broadcast(d.frame.select(*cols)), cols, "left_semi")
-        old = old.groupBy(*cols).agg(F().sum(WEIGHT).alias("__i"))
-        j = ns_join(d.frame, old, cols, "left").withColumn("__i", F().coalesce(F().col("__i"), F().lit(0)))
+        zero = F().lit(0).cast("long")
+        rows = d.frame.select(*cols, F().col(WEIGHT).alias("__d"), zero.alias("__i")).unionByName(
+            old.select(*cols, zero.alias("__d"), F().col(WEIGHT).alias("__i")))
+        j = rows.groupBy(*cols).agg(F().sum("__d").alias(WEIGHT), F().sum("__i").alias("__i")).filter(
+            F().col(WEIGHT) != 0)
         i, new = F().col("__i"), F().col("__i") + F().col(WEIGHT)
         w = F().when((i > 0) & (new <= 0), -1).when((i <= 0) & (new > 0), 1).otherwise(0).cast("long")
         out = j.select(*cols, w.alias(WEIGHT)).filter(F().col(WEIGHT) != 0)
@@ -425,6 +433,38 @@ class SparkKernel:
         trace.add(Batch(path, 0, owned=False, rows=parquet_rows(path)), undo)
         return self.read(path, z.schema)
 
+    def weigh(self, a: Value, column: str) -> SparkZSet:
+        """Each row's weight times its value in `column` (dropped); ANSI: overflow is an error."""
+        z = self.as_zset(a)
+        schema = pl.Schema([(c, t) for c, t in z.schema.items() if c != column])
+        if z.known_empty:
+            return self.empty(schema)
+        c = F().col(column)
+        df = z.frame.filter(c.isNotNull() & (c != 0))
+        return self._z(schema, df.select(*schema, (F().col(WEIGHT) * c.cast("long")).alias(WEIGHT)))
+
+    # ---- top-k ----------------------------------------------------------------------------------
+    def topk(self, a: Value, order: Any, limit: int | None, offset: int) -> SparkZSet:
+        """Rows [offset, offset + limit) of `a` in `order` (see `operators.topk`): the first
+        offset + limit rows by Spark's take-ordered (no full sort), weights resolved in the driver."""
+        from dbspark.operators.topk import full_order, topk_frame
+
+        z = self.consolidate(a)
+        if z.known_empty:
+            return z
+        cols = []
+        for k in full_order(tuple(order), list(z.schema)):
+            c = F().col(k.column)
+            if k.descending:
+                cols.append(c.desc_nulls_first() if k.nulls_first else c.desc_nulls_last())
+            else:
+                cols.append(c.asc_nulls_first() if k.nulls_first else c.asc_nulls_last())
+        df = z.frame.filter(F().col(WEIGHT) > 0).orderBy(*cols)
+        if limit is not None:
+            df = df.limit(offset + limit)
+        local = self.act(lambda: from_spark(df, z.schema))
+        return self.from_local(ZSet(topk_frame(local.df, tuple(order), limit, offset), True))
+
 
 def _data(a: Value) -> pl.Schema:
     return a.schema
@@ -433,3 +473,4 @@ def _data(a: Value) -> pl.Schema:
 def _is_spark_frame(x: Any) -> bool:
     mod = type(x).__module__
     return mod.startswith("pyspark.sql") and type(x).__name__ == "DataFrame"
+

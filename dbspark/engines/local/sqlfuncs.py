@@ -1,0 +1,350 @@
+"""The SQL functions of `dbspark.ir.functions.REGISTRY` on the local engine (Polars), DuckDB semantics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from dbspark.engines.local.casts import cast
+from dbspark.engines.local.exprs import INT_RANGE, and_guard, checked, from_unscaled, unscaled
+from dbspark.errors import SchemaError
+from dbspark.ir import functions as fn
+from dbspark.ir.expr import Expr, Func
+
+if TYPE_CHECKING:
+    from dbspark.engines.local.exprs import Compiler, Guard
+
+Impl = Callable[["Compiler", Func, "Guard"], pl.Expr]
+POLARS: dict[str, Impl] = {}
+
+
+def compile_func(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    return POLARS[e.name](comp, e, g)
+
+
+def _impl(*names: str) -> Callable[[Impl], Impl]:
+    def deco(f: Impl) -> Impl:
+        for n in names:
+            POLARS[n] = f
+        return f
+    return deco
+
+
+def _args(comp: Compiler, e: Func, g: Guard, to: pl.DataType | None = None) -> list[pl.Expr]:
+    """The arguments compiled (and coerced to `to`, if given)."""
+    out = []
+    varying = any(a.columns() for a in e.args)
+    for a in e.args:
+        x = comp.c(a, g)
+        if varying and not a.columns():  # Polars' string kernels do not all broadcast a constant
+            x = pl.repeat(x.first(), pl.len())
+        out.append(x if to is None else comp.coerce(x, comp.t(a), to))
+    return out
+
+
+def _lit(e: Func, i: int) -> object:
+    return fn.literal_value(e.name, e.args[i], "argument")
+
+
+# ---- NULL handling --------------------------------------------------------------------------------------
+@_impl("coalesce", "ifnull")
+def _coalesce(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    rt, rest, vals = comp.t(e), g, []
+    for a in e.args:  # lazy, as DuckDB: an argument is evaluated only where the ones before are NULL
+        v = comp.coerce(comp.c(a, rest), comp.t(a), rt)
+        vals.append(v)
+        rest = and_guard(rest, v.is_null())
+    return pl.coalesce(vals) if rt != fn.NULL else pl.lit(None)
+
+
+@_impl("nullif")
+def _nullif(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    st = fn.supertype2(comp.t(e.args[0]), comp.t(e.args[1]), "nullif")
+    a, b = comp.c(e.args[0], g), comp.c(e.args[1], g)
+    ta, tb = comp.t(e.args[0]), comp.t(e.args[1])
+    return checked([a, b], lambda x: (pl.when(comp.coerce(x[0], ta, st) == comp.coerce(x[1], tb, st))
+                                      .then(None).otherwise(x[0]), None), comp.t(e))
+
+
+@_impl("greatest", "least")
+def _greatest(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    xs, rt = _args(comp, e, g, comp.t(e)), comp.t(e)
+    if not rt.is_float():
+        return pl.max_horizontal(xs) if e.name == "greatest" else pl.min_horizontal(xs)
+
+    def build(c: list[pl.Expr]) -> tuple[pl.Expr, None]:  # NaN is the largest value (DuckDB)
+        nan = pl.any_horizontal([x.is_nan() for x in c])
+        plain = [x.fill_nan(None) for x in c]
+        if e.name == "greatest":
+            return pl.when(nan).then(float("nan")).otherwise(pl.max_horizontal(plain)), None
+        m = pl.min_horizontal(plain)
+        return pl.when(m.is_null() & nan).then(float("nan")).otherwise(m), None
+
+    return checked(xs, build, rt)
+
+
+@_impl("is_distinct_from", "is_not_distinct_from")
+def _distinct(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    a, b = comp.operands(e.args[0], e.args[1], g)
+    return a.ne_missing(b) if e.name == "is_distinct_from" else a.eq_missing(b)
+
+
+# ---- strings --------------------------------------------------------------------------------------------
+def substring_bounds(n: pl.Expr, off: pl.Expr, ln: pl.Expr | None) -> tuple[pl.Expr, pl.Expr]:
+    """DuckDB's SubstringStartEnd: 0-based [start, end) of substring(s, off, ln) in a string of n chars."""
+    start = pl.when(off > 0).then(off - 1).when(off < 0).then(n + off).otherwise(0)
+    if ln is None:
+        end = n
+    else:
+        ln = pl.when(off == 0).then(ln - 1).otherwise(ln)
+        end = pl.when(ln > 0).then(start + ln).otherwise(start)
+        start = pl.when(ln > 0).then(start).otherwise(start + ln)
+        start = pl.when(ln == 0).then(0).otherwise(start)
+        end = pl.when(ln == 0).then(0).otherwise(end)
+    start = pl.min_horizontal(pl.max_horizontal(start, 0), n)
+    end = pl.min_horizontal(pl.max_horizontal(end, 0), n)
+    return start, pl.max_horizontal(end - start, 0)
+
+
+@_impl("substring")
+def _substring(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    def build(xs: list[pl.Expr]) -> tuple[pl.Expr, None]:
+        s = xs[0]
+        n = s.str.len_chars().cast(pl.Int64)
+        start, ln = substring_bounds(n, xs[1].cast(pl.Int64), xs[2].cast(pl.Int64) if len(xs) > 2 else None)
+        out = s.str.slice(start, ln)
+        return (out if len(xs) == 2 else pl.when(xs[2].is_null()).then(None).otherwise(out)), None
+
+    return checked(_args(comp, e, g), build, pl.String())
+
+
+@_impl("left", "right")
+def _left(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    def build(x: list[pl.Expr]) -> tuple[pl.Expr, None]:
+        s, k = x[0], x[1].cast(pl.Int64)
+        n = s.str.len_chars().cast(pl.Int64)
+        take = pl.min_horizontal(pl.when(k >= 0).then(k).otherwise(pl.max_horizontal(n + k, 0)), n)
+        out = s.str.slice(0, take) if e.name == "left" else s.str.slice(n - take, take)
+        return pl.when(k.is_null()).then(None).otherwise(out), None
+
+    return checked(_args(comp, e, g), build, pl.String())
+
+
+@_impl("upper", "lower", "length", "reverse")
+def _simple(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    (s,) = _args(comp, e, g)
+    return {"upper": lambda: s.str.to_uppercase(), "lower": lambda: s.str.to_lowercase(),
+            "length": lambda: s.str.len_chars().cast(pl.Int64), "reverse": lambda: s.str.reverse()}[e.name]()
+
+
+@_impl("trim", "ltrim", "rtrim")
+def _trim(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    xs = _args(comp, e, g)
+    chars = xs[1] if len(xs) > 1 else pl.lit(" ")
+    f = {"trim": "strip_chars", "ltrim": "strip_chars_start", "rtrim": "strip_chars_end"}[e.name]
+    return getattr(xs[0].str, f)(chars)
+
+
+def _as_strings(comp: Compiler, e: Func, g: Guard) -> list[pl.Expr]:
+    return [cast(comp, comp.c(a, g), comp.t(a), pl.String(), g) if comp.t(a) != fn.NULL
+            else pl.lit(None, dtype=pl.String) for a in e.args]
+
+
+@_impl("concat")
+def _concat(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    return pl.concat_str(_as_strings(comp, e, g), ignore_nulls=True)
+
+
+@_impl("concat_op")
+def _concat_op(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    return pl.concat_str(_as_strings(comp, e, g))
+
+
+@_impl("replace")
+def _replace(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    s, _, to = _args(comp, e, g)
+    frm = _lit(e, 1)
+    if frm is None:
+        return pl.lit(None, dtype=pl.String)
+    assert isinstance(frm, str)
+    out = s if frm == "" else s.str.replace_all(frm, to.fill_null(""), literal=True)
+    return pl.when(to.is_null()).then(None).otherwise(out)
+
+
+@_impl("strpos")
+def _strpos(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    def build(x: list[pl.Expr]) -> tuple[pl.Expr, None]:
+        s, sub = x
+        before = s.str.split(sub).list.first().str.len_chars().cast(pl.Int64)
+        found = s.str.contains(sub, literal=True)
+        pos = pl.when(sub == "").then(1).when(found).then(before + 1).otherwise(0)
+        return pl.when(s.is_null() | sub.is_null()).then(None).otherwise(pos.cast(pl.Int64)), None
+
+    return checked(_args(comp, e, g), build, pl.Int64())
+
+
+@_impl("starts_with", "ends_with", "contains")
+def _prefix(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    s, p = _args(comp, e, g)
+    if e.name == "contains":
+        return s.str.contains(p, literal=True)
+    return s.str.starts_with(p) if e.name == "starts_with" else s.str.ends_with(p)
+
+
+def like_regex(name: str, pattern: str, escape: str | None) -> str:
+    """The anchored regular expression of a LIKE pattern (`%` any run, `_` one character); every other
+    character is written as `\\x{hex}`, which Rust's and Java's regex engines read alike."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if escape and ch == escape:
+            if i + 1 >= len(pattern):
+                raise SchemaError(f"{name}: the pattern {pattern!r} ends with its escape character")
+            ch = pattern[i + 1]
+            out.append(f"\\x{{{ord(ch):x}}}")
+            i += 2
+            continue
+        out.append(".*" if ch == "%" else "." if ch == "_" else
+                   ch if ch.isascii() and ch.isalnum() else f"\\x{{{ord(ch):x}}}")
+        i += 1
+    return ("(?si)" if name == "ilike" else "(?s)") + "^" + "".join(out) + "$"
+
+
+def like_parts(e: Func) -> tuple[str | None, str | None]:
+    pattern = fn.literal_value(e.name, e.args[1], "the pattern")
+    escape = fn.literal_value(e.name, e.args[2], "the escape") if len(e.args) > 2 else None
+    return pattern, escape  # type: ignore[return-value]
+
+
+@_impl("like", "ilike")
+def _like(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    s = comp.c(e.args[0], g)
+    pattern, escape = like_parts(e)
+    if pattern is None:
+        return pl.lit(None, dtype=pl.Boolean)
+    return s.str.contains(like_regex(e.name, pattern, escape or None))
+
+
+# ---- numbers --------------------------------------------------------------------------------------------
+@_impl("abs")
+def _abs(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    return comp.c(e.args[0].abs(), g)
+
+
+def round_half_away(y: pl.Expr) -> pl.Expr:
+    return y.round(0, mode="half_away_from_zero")
+
+
+@_impl("round")
+def _round(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    x, t, rt = comp.c(e.args[0], g), comp.t(e.args[0]), comp.t(e)
+    n = int(_lit(e, 1)) if len(e.args) > 1 else 0  # type: ignore[arg-type]
+    if t == fn.NULL:
+        return pl.lit(None)
+    if t.is_float():  # DuckDB's RoundOperatorPrecision, operation for operation
+        def build_f(c: list[pl.Expr]) -> tuple[pl.Expr, None]:
+            v = c[0]
+            if n >= 0:
+                m = float(10**n)
+                r = round_half_away(v * m) / m
+                return pl.when(r.is_finite()).then(r).otherwise(v), None
+            m = float(10**-n)
+            r = round_half_away(v / m) * m
+            return pl.when(r.is_finite() | r.is_null()).then(r).otherwise(0.0), None
+        return checked([x], build_f, pl.Float64())
+    if n >= 0 and fn.is_int(t):
+        return x
+    (p, s) = fn.dec_of(t)
+    if n >= 0:
+        return x.round(n, mode="half_away_from_zero").cast(rt, strict=False) if n < s else x
+    k = 10 ** (s - n)  # round the unscaled value to a multiple of k, half away from zero
+
+    def build(c: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr]:
+        u = unscaled(c[0], s) if fn.is_dec(t) else c[0].cast(pl.Int128)
+        q = ((u.abs() + k // 2) // k) * k * u.sign()
+        if fn.is_dec(t):
+            q = q // 10**s  # exact: q is a multiple of 10**s
+            return from_unscaled(q, p, 0).cast(rt, strict=False), ~(q.abs() < 10 ** min(p, 38))
+        lo, hi = INT_RANGE[rt]
+        return q.cast(rt, strict=False), (q < lo) | (q > hi)
+
+    return checked([x], build, rt, g, f"overflow in round({fn.sql_name(t)}, {n})")
+
+
+@_impl("floor", "ceil")
+def _floor(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    x, t, rt = comp.c(e.args[0], g), comp.t(e.args[0]), comp.t(e)
+    if fn.is_dec(t):
+        return (x.floor() if e.name == "floor" else x.ceil()).cast(rt)
+    x = x.cast(pl.Float64)
+    return x.floor() if e.name == "floor" else x.ceil()
+
+
+@_impl("sqrt", "ln", "log10", "exp")
+def _math(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    x = comp.c(e.args[0], g).cast(pl.Float64)
+    if e.name == "exp":
+        return x.exp()
+    if e.name == "sqrt":
+        return checked([x], lambda c: (c[0].sqrt(), c[0] < 0), pl.Float64(), g,
+                       "cannot take square root of a negative number")
+    return checked([x], lambda c: (c[0].log() if e.name == "ln" else c[0].log10(), c[0] <= 0), pl.Float64(), g,
+                   f"{e.name}: cannot take logarithm of zero or a negative number")
+
+
+@_impl("power")
+def _power(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    a, b = (x.cast(pl.Float64) for x in _args(comp, e, g))
+    return a.pow(b)
+
+
+@_impl("sign")
+def _sign(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    x = comp.c(e.args[0], g)
+    t = comp.t(e.args[0])
+    if fn.is_dec(t):
+        return checked([x], lambda c: (pl.when(c[0] > 0).then(1).when(c[0] < 0).then(-1)
+                                       .when(c[0] == 0).then(0).cast(pl.Int8), None), pl.Int8())
+    return checked([x.cast(pl.Float64)], lambda c: (pl.when(c[0].is_nan()).then(0).otherwise(c[0].sign())
+                                                    .cast(pl.Int8), None), pl.Int8())
+
+
+# ---- dates ----------------------------------------------------------------------------------------------
+_TRUNC = {"year": "1y", "quarter": "1q", "month": "1mo", "week": "1w", "day": "1d", "hour": "1h",
+          "minute": "1m", "second": "1s"}
+
+
+def _datetime(comp: Compiler, a: Expr, g: Guard) -> pl.Expr:
+    x = comp.c(a, g)
+    return x.cast(pl.Datetime("us")) if comp.t(a) != pl.Datetime("us") else x
+
+
+@_impl("extract")
+def _extract(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    part = str(_lit(e, 0)).lower()
+    x = _datetime(comp, e.args[1], g)
+    dt = x.dt
+    f = {"year": dt.year, "quarter": dt.quarter, "month": dt.month, "day": dt.day,
+         "dayofweek": lambda: dt.weekday() % 7, "dow": lambda: dt.weekday() % 7,
+         "dayofyear": dt.ordinal_day, "doy": dt.ordinal_day, "week": dt.week, "hour": dt.hour,
+         "minute": dt.minute, "second": dt.second}
+    if part == "epoch":
+        return dt.epoch("us").cast(pl.Float64) / 1e6
+    return f[part]().cast(pl.Int64)
+
+
+@_impl("date_trunc")
+def _date_trunc(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    part = str(_lit(e, 0)).lower()
+    return _datetime(comp, e.args[1], g).dt.truncate(_TRUNC[part])
+
+
+@_impl("date_add")
+def _date_add(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    """d + INTERVAL: months first (the day clipped to the month's end), then days, then microseconds."""
+    x = _datetime(comp, e.args[0], g)
+    months, days, micros = (comp.c(a, g).cast(pl.Int64) for a in e.args[1:])
+    shifted = x.dt.offset_by(pl.format("{}mo", months))
+    return shifted + pl.duration(days=days, microseconds=micros)

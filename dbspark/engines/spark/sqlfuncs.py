@@ -1,0 +1,293 @@
+"""The SQL functions of `dbspark.ir.functions.REGISTRY` on the Spark engine, as on the local engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from dbspark.engines.local.sqlfuncs import like_parts, like_regex
+from dbspark.engines.spark.casts import cast, dec_bound, dec_type
+from dbspark.engines.spark.convert import spark_type
+from dbspark.engines.spark.exprs import INT_RANGE, _F, checked, float_floor
+from dbspark.ir import functions as fn
+from dbspark.ir.expr import Func
+
+if TYPE_CHECKING:
+    from dbspark.engines.spark.exprs import SparkCompiler
+
+Impl = Callable[["SparkCompiler", Func], Any]
+SPARK: dict[str, Impl] = {}
+
+
+def compile_func(comp: SparkCompiler, e: Func) -> Any:
+    return SPARK[e.name](comp, e)
+
+
+def _impl(*names: str) -> Callable[[Impl], Impl]:
+    def deco(f: Impl) -> Impl:
+        for n in names:
+            SPARK[n] = f
+        return f
+    return deco
+
+
+def _args(comp: SparkCompiler, e: Func, to: pl.DataType | None = None) -> list[Any]:
+    out = []
+    for a in e.args:
+        x = comp.c(a)
+        out.append(x if to is None else comp.coerce(x, comp.t(a), to))
+    return out
+
+
+def _lit(e: Func, i: int) -> object:
+    return fn.literal_value(e.name, e.args[i], "argument")
+
+
+@_impl("coalesce", "ifnull")
+def _coalesce(comp: SparkCompiler, e: Func) -> Any:
+    rt = comp.t(e)
+    if rt == fn.NULL:
+        return _F().lit(None)
+    return _F().coalesce(*_args(comp, e, rt))
+
+
+@_impl("nullif")
+def _nullif(comp: SparkCompiler, e: Func) -> Any:
+    a, b = comp.operands(e.args[0], e.args[1])
+    return _F().when(a == b, None).otherwise(comp.c(e.args[0]))
+
+
+@_impl("greatest", "least")
+def _greatest(comp: SparkCompiler, e: Func) -> Any:
+    xs = _args(comp, e, comp.t(e))  # Spark skips NULLs and orders NaN above every number, as DuckDB
+    if len(xs) == 1:
+        return xs[0]
+    return _F().greatest(*xs) if e.name == "greatest" else _F().least(*xs)
+
+
+@_impl("is_distinct_from", "is_not_distinct_from")
+def _distinct(comp: SparkCompiler, e: Func) -> Any:
+    a, b = comp.operands(e.args[0], e.args[1])
+    return ~a.eqNullSafe(b) if e.name == "is_distinct_from" else a.eqNullSafe(b)
+
+
+def _slice(s: Any, start: Any, length: Any) -> Any:
+    """s[start:start+length] by characters, 0-based start >= 0, length >= 0."""
+    return _F().substring(s, start + 1, length)
+
+
+@_impl("substring")
+def _substring(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    xs = _args(comp, e)
+    s, off = xs[0], xs[1].cast("long")
+    n = F.char_length(s).cast("long")
+    start = F.when(off > 0, off - 1).when(off < 0, n + off).otherwise(0)
+    if len(xs) == 2:
+        end = n
+    else:
+        ln = xs[2].cast("long")
+        ln = F.when(off == 0, ln - 1).otherwise(ln)
+        end = F.when(ln > 0, start + ln).otherwise(start)
+        start = F.when(ln > 0, start).otherwise(start + ln)
+        start = F.when(ln == 0, 0).otherwise(start)
+        end = F.when(ln == 0, 0).otherwise(end)
+    start = F.least(F.greatest(start, F.lit(0)), n)
+    end = F.least(F.greatest(end, F.lit(0)), n)
+    out = _slice(s, start.cast("int"), F.greatest(end - start, F.lit(0)).cast("int"))
+    return out if len(xs) == 2 else F.when(xs[2].isNull(), None).otherwise(out)
+
+
+@_impl("left", "right")
+def _left(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    s, k = _args(comp, e)
+    k = k.cast("long")
+    n = F.char_length(s).cast("long")
+    take = F.least(F.when(k >= 0, k).otherwise(F.greatest(n + k, F.lit(0))), n)
+    start = F.lit(0) if e.name == "left" else n - take
+    return F.when(k.isNull(), None).otherwise(_slice(s, start.cast("int"), take.cast("int")))
+
+
+@_impl("upper", "lower", "length", "reverse")
+def _simple(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    (s,) = _args(comp, e)
+    return {"upper": F.upper, "lower": F.lower, "reverse": F.reverse,
+            "length": lambda x: F.char_length(x).cast("long")}[e.name](s)
+
+
+@_impl("trim", "ltrim", "rtrim")
+def _trim(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    xs = _args(comp, e)
+    chars = xs[1] if len(xs) > 1 else F.lit(" ")
+    f = {"trim": "btrim", "ltrim": "ltrim", "rtrim": "rtrim"}[e.name]
+    return F.call_function(f, xs[0], chars)
+
+
+def _as_strings(comp: SparkCompiler, e: Func) -> list[Any]:
+    return [cast(comp.c(a), comp.t(a), pl.String()) if comp.t(a) != fn.NULL
+            else _F().lit(None).cast("string") for a in e.args]
+
+
+@_impl("concat")
+def _concat(comp: SparkCompiler, e: Func) -> Any:
+    return _F().concat_ws("", *_as_strings(comp, e))
+
+
+@_impl("concat_op")
+def _concat_op(comp: SparkCompiler, e: Func) -> Any:
+    return _F().concat(*_as_strings(comp, e))
+
+
+@_impl("replace")
+def _replace(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    s, _, to = _args(comp, e)
+    frm = _lit(e, 1)
+    if frm is None:
+        return F.lit(None).cast("string")
+    out = s if frm == "" else F.replace(s, F.lit(frm), to)
+    return F.when(to.isNull(), None).otherwise(out)
+
+
+@_impl("strpos")
+def _strpos(comp: SparkCompiler, e: Func) -> Any:
+    s, sub = _args(comp, e)
+    return _F().call_function("instr", s, sub).cast("long")
+
+
+@_impl("starts_with", "ends_with", "contains")
+def _prefix(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    s, p = _args(comp, e)
+    return {"starts_with": F.startswith, "ends_with": F.endswith, "contains": F.contains}[e.name](s, p)
+
+
+@_impl("like", "ilike")
+def _like(comp: SparkCompiler, e: Func) -> Any:
+    s = comp.c(e.args[0])
+    pattern, escape = like_parts(e)
+    if pattern is None:
+        return _F().lit(None).cast("boolean")
+    return s.rlike(like_regex(e.name, pattern, escape or None))
+
+
+@_impl("abs")
+def _abs(comp: SparkCompiler, e: Func) -> Any:
+    return comp.c(e.args[0].abs())
+
+
+@_impl("round")
+def _round(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    x, t, rt = comp.c(e.args[0]), comp.t(e.args[0]), comp.t(e)
+    n = int(_lit(e, 1)) if len(e.args) > 1 else 0  # type: ignore[arg-type]
+    if t == fn.NULL:
+        return F.lit(None)
+    if t.is_float():  # DuckDB: round(x * 10^n) / 10^n, x itself when that is not finite
+        x = x.cast("double")
+        if n >= 0:
+            m = float(10**n)
+            r = F.round(x * m, 0) / m
+            return F.when(F.isnan(r) | (F.abs(r) == float("inf")), x).otherwise(r)
+        m = float(10**-n)
+        r = F.round(x / m, 0) * m
+        return F.when(F.isnan(r) | (F.abs(r) == float("inf")), 0.0).otherwise(r)
+    if n >= 0 and fn.is_int(t):
+        return x
+    p, s = fn.dec_of(t)
+    if n >= 0:
+        return F.round(x, n).cast(spark_type(rt)) if n < s else x
+    v = F.round(x.cast(dec_type(min(p + 1, 38), s)), n)  # HALF_UP: away from zero
+    if fn.is_int(rt):
+        lo, hi = INT_RANGE[rt]
+        ok = (v >= F.lit(str(lo)).cast(dec_type(38, 0))) & (v <= F.lit(str(hi)).cast(dec_type(38, 0)))
+    else:
+        ok = dec_bound(v, p, 0)
+    return checked(F.when(ok, v).cast(spark_type(rt)), ~ok, f"overflow in round({fn.sql_name(t)}, {n})", (x,))
+
+
+@_impl("floor", "ceil")
+def _floor(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    x, t, rt = comp.c(e.args[0]), comp.t(e.args[0]), comp.t(e)
+    if fn.is_dec(t):
+        return (F.floor(x) if e.name == "floor" else F.ceil(x)).cast(spark_type(rt))
+    return float_floor(x.cast("double"), ceil=e.name == "ceil")
+
+
+@_impl("sqrt", "ln", "log10", "exp")
+def _math(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    x = comp.c(e.args[0]).cast("double")
+    if e.name == "exp":
+        return F.exp(x)
+    if e.name == "sqrt":
+        return checked(F.when(x >= 0, F.sqrt(x)).otherwise(x), x < 0,
+                       "cannot take square root of a negative number", (x,))
+    v = F.log(x) if e.name == "ln" else F.log10(x)
+    return checked(F.when(x > 0, v).otherwise(x), x <= 0,
+                   f"{e.name}: cannot take logarithm of zero or a negative number", (x,))
+
+
+@_impl("power")
+def _power(comp: SparkCompiler, e: Func) -> Any:
+    a, b = (x.cast("double") for x in _args(comp, e))
+    return _F().pow(a, b)
+
+
+@_impl("sign")
+def _sign(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    x = comp.c(e.args[0])
+    if fn.is_dec(comp.t(e.args[0])):
+        return F.when(x > 0, 1).when(x < 0, -1).when(x == 0, 0).cast("byte")
+    x = x.cast("double")
+    return F.when(F.isnan(x), 0).otherwise(F.signum(x)).cast("byte")
+
+
+def _ts(comp: SparkCompiler, a: Any) -> Any:
+    x = comp.c(a)
+    return x if comp.t(a) == pl.Datetime("us") else x.cast(spark_type(pl.Datetime("us")))
+
+
+@_impl("extract")
+def _extract(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    part = str(_lit(e, 0)).lower()
+    x = _ts(comp, e.args[1])
+    if part == "epoch":
+        days = F.datediff(F.to_date(x), F.lit("1970-01-01").cast("date")).cast("long")
+        micros = (days * 86_400_000_000 + F.hour(x).cast("long") * 3_600_000_000
+                  + F.minute(x).cast("long") * 60_000_000 + F.second(x).cast("long") * 1_000_000
+                  + F.date_format(x, "SSSSSS").cast("long"))
+        return micros.cast("double") / 1e6
+    f = {"year": F.year, "quarter": F.quarter, "month": F.month, "day": F.dayofmonth,
+         "dayofweek": lambda v: F.dayofweek(v) - 1, "dow": lambda v: F.dayofweek(v) - 1,
+         "dayofyear": F.dayofyear, "doy": F.dayofyear, "week": F.weekofyear, "hour": F.hour,
+         "minute": F.minute, "second": F.second}
+    return f[part](x).cast("long")
+
+
+@_impl("date_trunc")
+def _date_trunc(comp: SparkCompiler, e: Func) -> Any:
+    F = _F()
+    part = str(_lit(e, 0)).lower()
+    x = _ts(comp, e.args[1])
+    return F.date_trunc(part, x).cast(spark_type(pl.Datetime("us")))
+
+
+@_impl("date_add")
+def _date_add(comp: SparkCompiler, e: Func) -> Any:
+    """d + INTERVAL: months first (the day clipped to the month's end), then days, then microseconds."""
+    F = _F()
+    x = _ts(comp, e.args[0])
+    months, days, micros = (comp.c(a).cast("long") for a in e.args[1:])
+    secs = micros.cast(dec_type(38, 0)) / F.lit(1_000_000).cast(dec_type(7, 0))
+    iv = F.make_interval(F.lit(0), months.cast("int"), F.lit(0), days.cast("int"), F.lit(0), F.lit(0),
+                         secs.cast(dec_type(18, 6)))
+    return x + iv
