@@ -220,3 +220,31 @@ def test_the_sql_example_with_the_cli_equals_duckdb(tmp_path):
         data = [c for c in total.columns if c != "weight"]
         summed = total.group_by(data).agg(pl.col("weight").sum()).filter(pl.col("weight") != 0)
         assert sorted(summed.rows()) == sorted(p.view(view).to_polars().rows()), view
+
+
+CORRELATED = """CREATE TABLE t0 (k BIGINT, c0 BIGINT); CREATE TABLE t1 (k BIGINT, c0 BIGINT);
+CREATE VIEW not_in_corr AS SELECT k FROM t0 AS x WHERE x.c0 NOT IN (SELECT y.c0 FROM t1 AS y WHERE y.k = x.k);
+CREATE VIEW in_value AS SELECT k, x.c0 IN (SELECT y.c0 FROM t1 AS y WHERE y.k = x.k) AS sq FROM t0 AS x;
+CREATE VIEW count_ne AS SELECT k, (SELECT count(*) FROM t1 AS y WHERE y.k <> x.k) AS sq FROM t0 AS x;
+CREATE VIEW sum_lt AS SELECT k, (SELECT sum(y.c0) FROM t1 AS y WHERE y.k = x.k AND y.c0 < x.c0) AS sq FROM t0 AS x;
+CREATE VIEW max_or AS SELECT k FROM t0 AS x WHERE x.c0 < (SELECT max(c0) FROM t1 y WHERE y.k >= x.k OR x.k IS NULL);
+CREATE VIEW full_right_only AS SELECT x.k AS a, y.k AS b FROM t0 AS x FULL JOIN t1 AS y ON x.k = y.k AND y.c0 = 2;
+"""
+
+
+def test_correlated_subqueries_beyond_equalities_and_full_joins_with_one_sided_conditions():
+    p = dbspark.Pipeline(engine="local")
+    p.sql(CORRELATED)
+    o = SqlOracle(CORRELATED)
+    steps = [([(1, 5), (1, 5), (2, None), (None, 3), (3, 1), (4, 4)],
+              [(1, 2), (1, 5), (2, 1), (None, 9), (3, None), (1, 2), (2, 2)], [], []),
+             ([(5, 3)], [(4, 1)], [(1, 5)], [(1, 5)]),
+             ([], [], [(4, 4), (None, 3)], [(3, None), (2, 2)])]
+    for ins0, ins1, del0, del1 in steps:
+        for t, rows, f in (("t0", ins0, "insert"), ("t1", ins1, "insert"), ("t0", del0, "delete"),
+                           ("t1", del1, "delete")):
+            if rows:
+                getattr(p, f)(t, rows)
+                getattr(o, f)(t, rows)
+        p.step()
+        o.check(p)

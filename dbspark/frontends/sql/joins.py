@@ -327,19 +327,21 @@ class FromPlanner:
                 self.src.unsupported("a subquery in an outer JOIN condition", c)
         keys = self.equi_keys(left, right, conds)
         residual = [c for c in conds if c not in [k[0] for k in keys]]
-        # ON conditions on the right side alone filter the right side before the join
+        # ON conditions on the right side alone filter the right side before the join (for a FULL join
+        # the unfiltered right side is still preserved: its unmatched rows are found whole)
         right_only = [c for c in residual if self.local_to(c, right.fields)]
         residual = [c for c in residual if c not in right_only]
-        right = self.filter(right, right_only)
         left, right, pairs = self.keyed_join(left, right, keys)
-        inner = self.join(left, right, pairs)
+        right_matchable = self.filter(right, right_only)
+        inner = self.join(left, right_matchable, pairs)
         inner = self.filter(inner, residual)
         cols = list(inner.stream.schema)
         lcols, rcols = list(left.stream.schema), list(right.stream.schema)
         parts = [inner.stream]
-        parts.append(self.unmatched(left, inner, lcols, pairs, residual, pad=right))
+        parts.append(self.unmatched(left, inner, lcols, pairs, residual, pad=right_matchable))
         if side == "FULL":
-            parts.append(self.unmatched(right, inner, rcols, [(b, a) for a, b in pairs], residual, pad=left))
+            parts.append(self.unmatched(right, inner, rcols, [(b, a) for a, b in pairs], residual + right_only,
+                                        pad=left))
         total = parts[0]
         for p in parts[1:]:
             total = total + drop_to(p, cols)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 from sqlglot import exp
 
 from dbspark.frontends.sql.aggregates import find_aggregates
@@ -96,7 +97,11 @@ class SubqueryLowering:
         return semi_rows(rel, matched, base, self.c.names, anti=negate)
 
     def in_query(self, rel: Rel, node: exp.In, scope: Scope, negate: bool) -> Rel:
-        parts = self.in_parts(rel, node, scope, correlated_ok=not negate)
+        parts = self.in_parts(rel, node, scope, correlated_ok=True)
+        if parts is None and negate:  # correlated NOT IN: NOT of the three-valued IN
+            marked, col = self.mark(rel, node, scope)
+            kept = marked.stream.filter(ir.Unary("not", ir.Col(col)))
+            return Rel(drop_to(kept, list(rel.stream.schema)), rel.fields)
         if parts is None:  # correlated: EXISTS with the equality of x and the item
             sel = _select_of(node)
             item = sel.expressions[0]
@@ -120,7 +125,7 @@ class SubqueryLowering:
             r = self.c.query(sel, scope)
         except CorrelatedReference:
             if not correlated_ok:
-                self.src.unsupported("a correlated subquery in NOT IN, or in IN used as a value (NULLs)", sub)
+                self.src.unsupported("a correlated IN subquery here", sub)
             if not isinstance(sel, exp.Select) or len(sel.expressions) != 1:
                 self.src.schema_error("an IN subquery must return one column", sub)
             return None
@@ -146,7 +151,9 @@ class SubqueryLowering:
             yes = matched.map(*base, (col, ir.Lit(True)))
             no = (rel.stream - matched).map(*base, (col, ir.Lit(False)))
             return Rel(yes + no, rel.fields), col
-        parts = self.in_parts(rel, node, scope, correlated_ok=False)
+        parts = self.in_parts(rel, node, scope, correlated_ok=True)
+        if parts is None:
+            return self.mark_correlated_in(rel, node, scope, col)
         outer_s, inner_s, xcol, rcol = parts
         cols = list(outer_s.schema)
         matched = outer_s.stream_semijoin(inner_s, left_on=xcol, right_on=rcol)
@@ -157,6 +164,37 @@ class SubqueryLowering:
         value = ir.Case(((unknown, ir.Cast(ir.Lit(None), ir.Lit(True).dtype(outer_s.schema))),), ir.Lit(False))
         no = drop_to(outer_s - matched, cols).stream_product(stats).map(*base, (col, value))
         return Rel(yes + no, rel.fields), col
+
+    def mark_correlated_in(self, rel: Rel, node: exp.In, scope: Scope, col: str) -> tuple[Rel, str]:
+        """x IN (q) for a q correlated by equalities: per outer row, TRUE if its group of q's rows holds x;
+        else NULL if the group is not empty and x is NULL or the group holds a NULL; else FALSE."""
+        sel = _select_of(node)
+        item = sel.expressions[0]
+        item = item.this if isinstance(item, exp.Alias) else item
+        inner, eqs, residual = self.decorrelate(sel, scope)
+        if residual or not eqs:
+            self.src.unsupported("an IN subquery used as a value and correlated by other than equalities",
+                                 residual[0] if residual else sel)
+        ycol = self.c.names.fresh("y")
+        inner = add_columns(inner, [(ycol, ExprCompiler(Scope(inner.fields, self.src))(item, inner.stream.schema))])
+        base = list(rel.stream.schema)
+        rel2, okeys = self.outer_keys(rel, scope, [o for o, _ in eqs] + [node.this])
+        renamed = self.c.disjoint(rel2.stream.schema, inner)
+        rename = dict(zip(inner.stream.schema, renamed.stream.schema, strict=True))
+        ikeys = [rename[i] for _, i in eqs] + [rename[ycol]]
+        outer_s, inner_s = self.align(rel2.stream, okeys, renamed.stream, ikeys)
+        cols = list(outer_s.schema)
+        matched = outer_s.stream_semijoin(inner_s, left_on=okeys, right_on=ikeys)
+        yes = matched.map(*base, (col, ir.Lit(True)))
+        n, nn = self.c.names.fresh(), self.c.names.fresh()
+        stats = inner_s.stream_aggregate(ikeys[:-1], **{n: "count", nn: ("count", ikeys[-1])})
+        rest = drop_to(outer_s - matched, cols)
+        grouped = rest.stream_join(stats, left_on=okeys[:-1], right_on=ikeys[:-1])
+        unknown = ir.Binary("or", ir.Col(okeys[-1]).is_null(), ir.Col(nn) < ir.Col(n))
+        value = ir.Case(((unknown, ir.Cast(ir.Lit(None), pl.Boolean())),), ir.Lit(False))
+        some = grouped.map(*base, (col, value))
+        none = rest.stream_antijoin(stats, left_on=okeys[:-1], right_on=ikeys[:-1]).map(*base, (col, ir.Lit(False)))
+        return Rel(yes + some + none, rel.fields), col
 
     # ---- decorrelation --------------------------------------------------------------------------
     def decorrelate(self, sel: exp.Select, scope: Scope, extra: exp.Expression | None = None
@@ -286,8 +324,7 @@ class SubqueryLowering:
             self.src.unsupported("a correlated scalar subquery without an aggregate", sel)
         inner, eqs, residual = self.decorrelate(sel, scope)
         if residual or not eqs:
-            self.src.unsupported("a correlated scalar subquery whose correlation is not column equalities",
-                                 residual[0] if residual else sel)
+            return self.correlated_scalar_general(rel, item, scope, inner, eqs, residual)
         from dbspark.frontends.sql.aggregates import aggregate as group
 
         keys = [i for _, i in eqs]
@@ -316,6 +353,52 @@ class SubqueryLowering:
         rest = outer_s.stream_antijoin(grouped, left_on=okeys, right_on=gcols)
         unmatched = drop_to(rest, base).stream_product(none)
         return Rel(matched + drop_to(unmatched, base + [value]), rel.fields), value
+
+
+    def correlated_scalar_general(self, rel: Rel, item: exp.Expression, scope: Scope, inner: Rel,
+                                  eqs: list[tuple[exp.Expression, str]], residual: list[exp.Expression]
+                                  ) -> tuple[Rel, str]:
+        """A scalar subquery correlated by any condition: evaluated once per distinct outer row (the
+        outer rows' distinct values joined with the subquery's rows under the correlated conditions,
+        grouped by the outer values), joined back NULL-safely; outer rows without a group get the
+        subquery's value over no rows."""
+        from dbspark.frontends.sql.aggregates import aggregate as group
+        from dbspark.frontends.sql.relops import null_safe_keys
+        from dbspark.frontends.sql.scope import field_ref
+
+        base = list(rel.stream.schema)
+        dist = rel.stream.stream_distinct()
+        renamed = self.c.disjoint(base, inner)
+        rename = dict(zip(inner.stream.schema, renamed.stream.schema, strict=True))
+        key_fields = [Field(rename[i], rename[i], hidden=True) for _, i in eqs]
+        conds = list(residual) + [exp.EQ(this=o.copy(), expression=field_ref(f)) for (o, _), f in
+                                  zip(eqs, key_fields, strict=True)]
+        outer_fields = rel.fields + [Field(c, c, hidden=True) for c in base]
+        combined = Scope(renamed.fields + key_fields, self.src,
+                         outer=Scope(outer_fields, self.src, computed=scope.computed), correlated=[])
+        comp = ExprCompiler(combined)
+        j = dist.stream_product(renamed.stream)
+        pred: ir.Expr | None = None
+        for cnd in conds:
+            e = comp(cnd, j.schema)
+            pred = e if pred is None else ir.Binary("and", pred, e)
+        j = j.filter(pred)  # type: ignore[arg-type]
+        fields = renamed.fields + key_fields + [Field(c, c, hidden=True) for c in base]
+        fake = exp.Select(expressions=[item.copy()])
+        fake.set("group", exp.Group(expressions=[field_ref(Field(c, c)) for c in base]))
+        agg_rel, post, _ = group(self.c, fake, Rel(j, fields), Scope(fields, self.src), [("v", item)])
+        value = self.c.names.fresh("s")
+        gcols = [post.computed[canonical(field_ref(Field(c, c)))] for c in base]
+        per_row = agg_rel.stream.map(*gcols, (value, ExprCompiler(post)(item)))
+        left, lk = null_safe_keys(rel.stream, base, self.c.names)
+        right, rk = null_safe_keys(per_row, gcols, self.c.names)
+        matched = drop_to(left.stream_join(right.map(*rk, value), left_on=lk, right_on=rk), base + [value])
+        empty = Rel(renamed.stream.filter(ir.Lit(False)), renamed.fields)
+        e_rel, e_post, _ = group(self.c, exp.Select(expressions=[item.copy()]), empty, Scope(empty.fields, self.src),
+                                 [("v", item)])
+        none = cast_to(e_rel.stream.map((value, ExprCompiler(e_post)(item))), {value: matched.schema[value]})
+        rest = drop_to(left.stream_antijoin(right, left_on=lk, right_on=rk), base)
+        return Rel(matched + drop_to(rest.stream_product(none), base + [value]), rel.fields), value
 
 
 def _select_of(node: exp.In) -> Any:
