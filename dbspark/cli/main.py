@@ -34,8 +34,16 @@ err = Console(stderr=True)
 
 def load_pipeline(path: Path, p: Pipeline) -> None:
     """Declare the tables and views of the pipeline file `path` on `p`."""
+    if path.suffix == ".dl":  # a Datalog program; its fact files are looked up next to it
+        from dbspark.frontends.datalog import load
+
+        load(p, path.read_text(), base_dir=path.parent, max_iterations=p.recursion_limit)
+        return
+    if path.suffix == ".sql":
+        p.sql(path.read_text())
+        return
     if path.suffix != ".py":
-        raise DbsparkError(f"{path}: a pipeline file is a Python file with define(p) (SQL and Datalog: not yet)")
+        raise DbsparkError(f"{path}: a pipeline file is a Python file with define(p), a .sql or a .dl file")
     spec = importlib.util.spec_from_file_location(f"dbspark_pipeline_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise DbsparkError(f"cannot load pipeline file {path}")

@@ -1,0 +1,404 @@
+"""datalog: Datalog programs through `Pipeline.datalog`, from scratch and under edge inserts + deletes.
+
+    path(x, y) :- edge(x, y).                reach(x) :- root(x).
+    path(x, y) :- path(x, z), edge(z, y).    reach(y) :- reach(x), edge(x, y).
+
+1. Transitive closure from scratch on a random graph (the issue's size is 5,000 nodes / 20,000 edges,
+   about 24M pairs; sizes are given with `--sizes`, smaller ones first): dbspark local (the Datalog
+   program, one pipeline step) vs DuckDB's recursive CTE with UNION on the same edges, in the same run.
+2. On that pipeline, batches of 100 edge inserts + 100 edge deletes: per-batch time of the incremental
+   step vs recomputing from scratch on the same engine (a fresh pipeline fed the whole edge set).
+3. Reachability on Spark (`Pipeline(engine="spark")`), a random graph with cycles of `--spark-edges`
+   edges: per-batch update vs recompute; Spark SQL's own `WITH RECURSIVE` is tried on the same data.
+
+Every system runs in its own subprocess (`python -m bench.datalog --worker ...`) whose RSS is watched
+(`DL_RSS_LIMIT_GIB`, default 6: the worker stops itself above it; the machine is shared). Results
+are checked: closure and reach sizes + sha256 digests must agree between the systems (`Mismatch`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import harness as h
+from bench.tc import Clock, digest, edges_at, make_graph, peak_gib, rss_now_gib
+
+ROOT = Path(__file__).resolve().parents[1]
+CHANGE = 100
+RSS_LIMIT_GIB = float(os.environ.get("DL_RSS_LIMIT_GIB", 6))
+QUICK_SIZES = [(300, 1200)]
+FULL_SIZES = [(500, 2000), (1000, 4000)]
+
+TC = """
+.decl edge(x: number, y: number)
+.input edge
+.decl path(x: number, y: number)
+.output path
+path(x, y) :- edge(x, y).
+path(x, y) :- path(x, z), edge(z, y).
+"""
+REACH = """
+.decl edge(x: number, y: number)
+.decl root(x: number)
+.input edge, root
+.decl reach(x: number)
+.output reach
+reach(x) :- root(x).
+reach(y) :- reach(x), edge(x, y).
+"""
+DUCK_TC = ("WITH RECURSIVE path(x, y) AS (SELECT x, y FROM edge UNION SELECT path.x, edge.y FROM path "
+           "JOIN edge ON path.y = edge.x) SELECT x, y FROM path")
+SPARK_REACH = ("WITH RECURSIVE reach(x) AS (SELECT x FROM root UNION SELECT edge.y FROM reach JOIN edge "
+               "ON reach.x = edge.x) SELECT count(*) FROM reach")
+
+
+# ---- workers (one per system, in a subprocess) -----------------------------------------------------------
+def _watchdog() -> None:
+    def watch() -> None:
+        while True:
+            if rss_now_gib() > RSS_LIMIT_GIB:
+                print(json.dumps({"error": f"stopped: RSS above {RSS_LIMIT_GIB} GiB"}), flush=True)
+                os._exit(3)
+            time.sleep(0.1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _frame(pairs: list, cols: tuple[str, ...] = ("x", "y")) -> Any:
+    import polars as pl
+
+    arr = np.asarray(pairs, dtype=np.int64).reshape(-1, len(cols))
+    return pl.DataFrame({c: arr[:, i] for i, c in enumerate(cols)})
+
+
+def _tc_pipeline(edges: list, engine: str = "local", spark: Any = None) -> tuple[Any, Clock]:
+    import dbspark
+
+    p = dbspark.Pipeline(engine=engine, spark=spark) if engine == "spark" else dbspark.Pipeline(engine="local")
+    p.datalog(TC)
+    p.insert("edge", _frame(edges))
+    with Clock() as c:
+        p.step()
+    return p, c
+
+
+def _digest_view(p: Any, view: str, n: int) -> dict:
+    df = p.view(view).to_zset().df if hasattr(p.view(view), "to_zset") else p.view(view).df
+    if view == "path":
+        return digest(df["x"].to_numpy(), df["y"].to_numpy(), n)
+    return digest(np.zeros(df.height, dtype=np.int64), df["x"].to_numpy(), n)
+
+
+def worker_tc_inc(n: int, m: int, nb: int) -> dict:
+    init, batches = make_graph(n, m, nb, CHANGE)
+    p, c = _tc_pipeline(init)
+    out: dict[str, Any] = {"scratch": {"wall": c.wall, "cpu": c.cpu}, "scratch_digest": _digest_view(p, "path", n),
+                           "batches": []}
+    for i, (ins, dels) in enumerate(batches, start=1):
+        p.insert("edge", _frame(ins))
+        p.delete("edge", _frame(dels))
+        with Clock() as c:
+            ch = p.step()
+        out["batches"].append({"b": i, "wall": c.wall, "cpu": c.cpu, "out_rows": ch["path"].to_zset().df.height})
+    out["final_digest"] = _digest_view(p, "path", n)
+    return out
+
+
+def worker_tc_recompute(n: int, m: int, nb: int, measure: list[int]) -> dict:
+    init, batches = make_graph(n, m, nb, CHANGE)
+    out: dict[str, Any] = {"batches": []}
+    for b in measure:
+        p, c = _tc_pipeline(edges_at(init, batches, b))
+        out["batches"].append({"b": b, "wall": c.wall, "cpu": c.cpu})
+        if b == nb:
+            out["final_digest"] = _digest_view(p, "path", n)
+        p.close()
+    return out
+
+
+def worker_duckdb(n: int, m: int, nb: int, measure: list[int]) -> dict:
+    import duckdb
+
+    init, batches = make_graph(n, m, nb, CHANGE)
+    con = duckdb.connect()
+    con.execute(f"SET threads = {os.cpu_count() or 1}")
+    out: dict[str, Any] = {"batches": []}
+    for b in [0, *measure]:
+        ed = _frame(edges_at(init, batches, b))  # noqa: F841 - read by DuckDB's replacement scan
+        con.execute("CREATE OR REPLACE TABLE edge AS SELECT * FROM ed")
+        with Clock() as c:
+            res = con.execute(DUCK_TC).pl()
+        d = digest(res["x"].to_numpy(), res["y"].to_numpy(), n)
+        if b == 0:
+            out["scratch"], out["scratch_digest"] = {"wall": c.wall, "cpu": c.cpu}, d
+        else:
+            out["batches"].append({"b": b, "wall": c.wall, "cpu": c.cpu})
+            if b == nb:
+                out["final_digest"] = d
+    return out
+
+
+def _spark() -> Any:
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.master("local[2]").appName("dbspark-bench-datalog")
+    for k, v in {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "2g",
+                 "spark.sql.adaptive.enabled": "false", "spark.log.level": "ERROR"}.items():
+        b = b.config(k, v)
+    s = b.getOrCreate()
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+def _reach_graph(n: int, m: int, nb: int) -> tuple[list, list, list]:
+    init, batches = make_graph(n, m, nb, CHANGE, seed=7)
+    roots = [(i,) for i in range(0, n, max(1, n // 10))][:10]
+    return init, batches, roots
+
+
+def _reach_pipeline(spark: Any, edges: list, roots: list) -> tuple[Any, Clock]:
+    import dbspark
+
+    p = dbspark.Pipeline(engine="spark", spark=spark) if spark is not None else dbspark.Pipeline(engine="local")
+    p.datalog(REACH)
+    p.insert("edge", _frame(edges))
+    p.insert("root", _frame(roots, ("x",)))
+    with Clock() as c:
+        p.step()
+    return p, c
+
+
+def worker_spark_inc(n: int, m: int, nb: int, local: bool = False) -> dict:
+    spark = None if local else _spark()
+    init, batches, roots = _reach_graph(n, m, nb)
+    p, c = _reach_pipeline(spark, init, roots)
+    out: dict[str, Any] = {"scratch": {"wall": c.wall, "cpu": c.cpu}, "scratch_digest": _digest_view(p, "reach", n),
+                           "batches": []}
+    for i, (ins, dels) in enumerate(batches, start=1):
+        p.insert("edge", _frame(ins))
+        p.delete("edge", _frame(dels))
+        with Clock() as c:
+            ch = p.step()
+        out["batches"].append({"b": i, "wall": c.wall, "cpu": c.cpu, "out_rows": ch["reach"].to_zset().df.height})
+    out["final_digest"] = _digest_view(p, "reach", n)
+    return out
+
+
+def worker_spark_recompute(n: int, m: int, nb: int, measure: list[int], local: bool = False) -> dict:
+    spark = None if local else _spark()
+    init, batches, roots = _reach_graph(n, m, nb)
+    out: dict[str, Any] = {"batches": []}
+    for b in measure:
+        p, c = _reach_pipeline(spark, edges_at(init, batches, b), roots)
+        out["batches"].append({"b": b, "wall": c.wall, "cpu": c.cpu})
+        if b == nb:
+            out["final_digest"] = _digest_view(p, "reach", n)
+        p.close()
+    return out
+
+
+def worker_spark_cte(n: int, m: int, nb: int) -> dict:
+    spark = _spark()
+    init, _, roots = _reach_graph(n, m, nb)
+    spark.createDataFrame(_frame(init).to_pandas()).createOrReplaceTempView("edge")
+    spark.createDataFrame(_frame(roots, ("x",)).to_pandas()).createOrReplaceTempView("root")
+    with Clock() as c:
+        try:
+            rows = spark.sql(SPARK_REACH).collect()
+            return {"scratch": {"wall": c.wall, "cpu": c.cpu}, "count": rows[0][0]}
+        except Exception as e:  # noqa: BLE001 - report what Spark says
+            first = str(e).strip().splitlines()[0][:300]
+            return {"error": f"{type(e).__name__}: {first}"}
+
+
+WORKERS = {"tc-inc": worker_tc_inc, "tc-recompute": worker_tc_recompute, "duckdb": worker_duckdb,
+           "reach-local-inc": lambda n, m, nb: worker_spark_inc(n, m, nb, local=True),
+           "reach-local-recompute": lambda n, m, nb, ms: worker_spark_recompute(n, m, nb, ms, local=True),
+           "spark-inc": worker_spark_inc, "spark-recompute": worker_spark_recompute, "spark-cte": worker_spark_cte}
+
+
+def worker_main(argv: list[str]) -> None:
+    _watchdog()
+    name, n, m, nb, *rest = argv
+    args: list[Any] = [int(n), int(m), int(nb)]
+    if rest:
+        args.append([int(x) for x in rest[0].split(",")])
+    res = WORKERS[name](*args)
+    res["peak_rss_gib"] = peak_gib()
+    print(json.dumps(res, default=h._json_default), flush=True)
+
+
+def spawn(name: str, n: int, m: int, nb: int, timeout: float, measure: list[int] | None = None) -> dict:
+    cmd = [sys.executable, "-m", "bench.datalog", "--worker", name, str(n), str(m), str(nb)]
+    if measure:
+        cmd.append(",".join(map(str, measure)))
+    print(f"  {name} {n}/{m} ...", file=sys.stderr, flush=True)
+    try:
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"error": f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] or ''}"}
+    return json.loads(lines[-1])
+
+
+# ---- the workload ------------------------------------------------------------------------------------------
+def _med(bs: list[dict], k: str) -> float | None:
+    return statistics.median(b[k] for b in bs) if bs else None
+
+
+def _agree(what: str, a: dict, b: dict, key: str) -> bool:
+    if key not in a or key not in b:
+        return False
+    if a[key] != b[key]:
+        raise h.Mismatch(f"{what}: {a[key]} != {b[key]}")
+    return True
+
+
+def _pair(r: dict | None) -> str:
+    return f"{h.fmt_s(r['wall'])} ({h.fmt_s(r['cpu'])} cpu)" if r else "-"
+
+
+def _med_pair(bs: list[dict]) -> str:
+    return f"{h.fmt_s(_med(bs, 'wall'))} ({h.fmt_s(_med(bs, 'cpu'))} cpu)" if bs else "-"
+
+
+def render(res: dict) -> str:
+    """The result tables (wall time, with the process's CPU time: the machine is shared, so CPU time is the
+    steadier measure for the in-process systems; Spark's work is in its JVM, so only wall counts there)."""
+    tc_rows, ratio_rows = [], []
+    for z in res["sizes"]:
+        inc, rec, duck = z["incremental"], z["recompute"], z["duckdb"]
+        tag = f"{z['n']:,}/{z['m']:,}"
+        size = inc.get("scratch_digest", duck.get("scratch_digest", {})).get("size")
+        both = "scratch" in inc and "scratch" in duck
+        tc_rows.append([tag, f"{size:,}" if size else "-", _pair(inc.get("scratch")), _pair(duck.get("scratch")),
+                        h.fmt_x(h.ratio(duck["scratch"]["wall"], inc["scratch"]["wall"])) if both else "-",
+                        h.fmt_x(h.ratio(duck["scratch"]["cpu"], inc["scratch"]["cpu"])) if both else "-",
+                        f"{inc.get('peak_rss_gib', float('nan')):.2f} GiB"])
+        ib, rb, db = inc.get("batches", []), rec.get("batches", []), duck.get("batches", [])
+        ratio = lambda a, b, k: h.fmt_x(h.ratio(_med(a, k), _med(b, k))) if a and b else "-"  # noqa: E731
+        ratio_rows.append([tag, _med_pair(ib), _med_pair(rb), _med_pair(db), ratio(rb, ib, "wall"),
+                           ratio(rb, ib, "cpu"), ratio(db, ib, "cpu"),
+                           f"{statistics.median(b['out_rows'] for b in ib):,.0f}" if ib else "-"])
+    text = ""
+    if res["sizes"]:
+        text += h.table("datalog tc from scratch: dbspark local (Datalog pipeline) vs DuckDB recursive CTE (UNION)",
+                        ["nodes/edges", "closure", "dbspark", "duckdb", "duckdb/dbspark wall", "duckdb/dbspark cpu",
+                         "dbspark peak RSS"], tc_rows)
+        text += h.table(f"datalog tc: per batch of {CHANGE} edge inserts + {CHANGE} deletes (median)",
+                        ["nodes/edges", "incremental step", "dbspark recompute", "duckdb recompute",
+                         "recompute/inc wall", "recompute/inc cpu (goal >= 100x)", "duckdb/inc cpu",
+                         "|Δpath| per batch"], ratio_rows)
+    sp = res.get("spark")
+    if sp:
+        sinc, srec, scte = sp["incremental"], sp["recompute"], sp["spark_cte"]
+        iw, rw = _med(sinc.get("batches", []), "wall"), _med(srec.get("batches", []), "wall")
+        text += h.table(f"datalog reach on Spark (local[2]): {sp['n']:,} nodes / {sp['m']:,} edges with cycles, "
+                        f"10 roots, batches of {CHANGE} + {CHANGE} edge changes (wall)",
+                        ["system", "from scratch", "per batch (median)", "recompute / incremental"],
+                        [["dbspark spark incremental", h.fmt_s(sinc.get("scratch", {}).get("wall")), h.fmt_s(iw),
+                          h.fmt_x(h.ratio(rw, iw)) if iw and rw else "-"],
+                         ["dbspark spark recompute", "-", h.fmt_s(rw), "-"],
+                         ["Spark SQL WITH RECURSIVE (UNION)", h.fmt_s(scte.get("scratch", {}).get("wall")),
+                          scte.get("error", "-")[:120], "-"]])
+    lr = res.get("local_reach")
+    if lr:
+        ib, rb = lr["incremental"].get("batches", []), lr["recompute"].get("batches", [])
+        text += h.table(f"datalog reach on the local engine: {lr['n']:,} nodes / {lr['m']:,} edges, 10 roots, "
+                        f"batches of {CHANGE} + {CHANGE}",
+                        ["system", "from scratch", "per batch (median)", "recompute / inc wall", "recompute / inc cpu"],
+                        [["dbspark local incremental", _pair(lr["incremental"].get("scratch")), _med_pair(ib),
+                          h.fmt_x(h.ratio(_med(rb, "wall"), _med(ib, "wall"))) if ib and rb else "-",
+                          h.fmt_x(h.ratio(_med(rb, "cpu"), _med(ib, "cpu"))) if ib and rb else "-"],
+                         ["dbspark local recompute", "-", _med_pair(rb), "-", "-"]])
+    return text
+
+
+def run(quick: bool, sizes: list[tuple[int, int]] | None = None, nb: int | None = None,
+        spark_edges: int | None = None, timeout: float = 1800, reach_edges: int | None = None) -> dict:
+    sizes = sizes if sizes is not None else (QUICK_SIZES if quick else FULL_SIZES)
+    nb = nb or (3 if quick else 5)
+    out_sizes, notes = [], []
+    for n, m in sizes:
+        measure = sorted({1, nb})
+        inc = spawn("tc-inc", n, m, nb, timeout)
+        rec = spawn("tc-recompute", n, m, nb, timeout, measure)
+        duck = spawn("duckdb", n, m, nb, timeout, measure)
+        for k, r in (("dbspark incremental", inc), ("dbspark recompute", rec), ("duckdb", duck)):
+            if "error" in r:
+                notes.append(f"{n}/{m} {k}: {r['error']}")
+        v0 = _agree(f"tc {n}/{m} from scratch", inc, duck, "scratch_digest")
+        v1 = _agree(f"tc {n}/{m} after batch {nb}", inc, duck, "final_digest") and \
+            _agree(f"tc {n}/{m} recompute", rec, duck, "final_digest")
+        out_sizes.append({"n": n, "m": m, "batches": nb, "incremental": inc, "recompute": rec, "duckdb": duck,
+                          "verified": {"scratch": v0, "final": v1}})
+    spark_res = None
+    if spark_edges:
+        sm = spark_edges
+        sn = sm // 2
+        snb = 3
+        sinc = spawn("spark-inc", sn, sm, snb, timeout)
+        srec = spawn("spark-recompute", sn, sm, snb, timeout, [snb])
+        scte = spawn("spark-cte", sn, sm, snb, 900)
+        sv = _agree("spark reach final", sinc, srec, "final_digest")
+        if "count" in scte and "scratch_digest" in sinc and scte["count"] != sinc["scratch_digest"]["size"]:
+            raise h.Mismatch(f"spark reach: CTE {scte['count']} != dbspark {sinc['scratch_digest']['size']}")
+        spark_res = {"n": sn, "m": sm, "batches": snb, "incremental": sinc, "recompute": srec, "spark_cte": scte,
+                     "verified": sv}
+    local_reach = None
+    if reach_edges:
+        rn, rnb = reach_edges // 2, 5
+        linc = spawn("reach-local-inc", rn, reach_edges, rnb, timeout)
+        lrec = spawn("reach-local-recompute", rn, reach_edges, rnb, timeout, [1, rnb])
+        local_reach = {"n": rn, "m": reach_edges, "batches": rnb, "incremental": linc, "recompute": lrec,
+                       "verified": _agree("local reach final", linc, lrec, "final_digest")}
+    res = {"params": {"change": CHANGE, "batches": nb, "sizes": sizes, "spark_edges": spark_edges,
+                      "reach_edges": reach_edges},
+           "sizes": out_sizes, "spark": spark_res, "local_reach": local_reach, "notes": notes, "verified": True}
+    res["table"] = render(res)
+    res["plot"] = [{"title": f"tc {z['n']:,}/{z['m']:,}", "xlabel": "batch", "ylabel": "CPU time per batch (s)",
+                    "series": {k: ([b["b"] for b in z[k].get("batches", [])], [b["cpu"] for b in z[k].get("batches", [])])
+                               for k in ("incremental", "recompute", "duckdb") if z[k].get("batches")}}
+                   for z in out_sizes] or [{"title": "no TC size ran", "series": {}}]
+    res["plot_title"] = f"datalog: CPU time per batch of {CHANGE} + {CHANGE} edge changes"
+    return res
+
+
+if __name__ == "__main__":
+    if "--worker" in sys.argv:
+        worker_main(sys.argv[sys.argv.index("--worker") + 1:])
+    elif "--render" in sys.argv:  # re-print the tables of a result JSON
+        print(render(json.loads(Path(sys.argv[sys.argv.index("--render") + 1]).read_text())))
+    else:
+        ap = argparse.ArgumentParser(prog="python -m bench.datalog")
+        ap.add_argument("--quick", action="store_true")
+        ap.add_argument("--sizes", help="e.g. 500x2000,1000x4000 ('none': only the Spark part)")
+        ap.add_argument("--batches", type=int)
+        ap.add_argument("--spark-edges", type=int, default=0)
+        ap.add_argument("--reach-edges", type=int, default=0, help="reachability on the local engine")
+        a = ap.parse_args()
+        sz = None
+        if a.sizes == "none":
+            sz = []
+        elif a.sizes:
+            sz = [tuple(int(v) for v in s.split("x")) for s in a.sizes.split(",")]
+        res = run(a.quick, sz, a.batches, a.spark_edges, reach_edges=a.reach_edges)  # type: ignore[arg-type]
+        del res["plot"], res["plot_title"]  # `python -m bench datalog` draws them
+        print(res["table"])
+        for note in res["notes"]:
+            print("note:", note)
+        tag = "datalog" if res["sizes"] else "datalog-spark" if res["spark"] else "datalog-reach"
+        print("written:", h.write_json(tag, a.quick, res))

@@ -1,0 +1,316 @@
+"""Lowering a checked, stratified program into circuit streams (`dbsp-paper.txt` §5-§6).
+
+Each rule becomes a relational expression over streams whose columns are the rule's variables:
+positive atoms are selections (constants, repeated variables) and projections of their relation,
+joined on shared variables (`stream_join`; a product is a join on a constant key); comparisons are
+filters, `v = expr` a map, `!q(...)` an anti-join on the bound variables (§7.5), an aggregate a GROUP BY
+on its group variables joined back (count and sum of an empty group are 0, as in Soufflé: each group
+asked about adds a 0 to its sum), a groupby literal (`incremental-aggregation-monotonic-programs.txt`
+§3.1) a GROUP BY joined like an atom. The head is a map to the relation's columns. A relation is the `stream_distinct` of the sum of its rules (set
+semantics). A recursive component becomes one nested scope `circuit.recursive(body, imports)`, all
+its mutually recursive relations together; the pipeline's incrementalization turns every scope into
+the doubly-incremental circuit of §6, so an input change updates all derived relations.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from dbspark.circuit.stream import Stream
+from dbspark.errors import UnsupportedError
+from dbspark.frontends.datalog.ast import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Const,
+    Constraint,
+    GroupBy,
+    Literal,
+    Neg,
+    Negation,
+    Rule,
+    Term,
+    Var,
+)
+from dbspark.frontends.datalog.check import DTYPES, Relation, group_vars, outside_vars, plan
+from dbspark.frontends.datalog.stratify import Component
+from dbspark.frontends.datalog.types import check_types
+from dbspark.ir.expr import Binary, Cast, Col, Expr, Unary, col, lit
+
+AGG_FUNCS = {"count": "count", "sum": "sum", "min": "min", "max": "max", "mean": "avg"}
+Env = dict[str, Stream]
+
+
+def _and(conds: list[Expr]) -> Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out
+
+
+class RuleLowering:
+    """Lowers one rule against `env` (relation name -> stream with the relation's columns)."""
+
+    def __init__(self, rule: Rule, rels: dict[str, Relation], env: Env, unit: Callable[[], Stream]) -> None:
+        self.rule = rule
+        self.rels = rels
+        self.env = env
+        self.unit = unit
+        self.types = check_types(rule, rels)
+        self.cols: dict[str, str] = {}
+        self.n = itertools.count()
+
+    def col_of(self, v: str) -> str:
+        if v not in self.cols:
+            self.cols[v] = f"v{len(self.cols)}"
+        return self.cols[v]
+
+    def tmp(self, what: str) -> str:
+        return f"{what}{next(self.n)}"
+
+    # ---- expressions
+    def expr(self, t: Term) -> Expr:
+        if isinstance(t, Var):
+            return col(self.col_of(t.name))
+        if isinstance(t, Const):
+            return lit(t.value)
+        if isinstance(t, Neg):
+            return Unary("neg", self.expr(t.arg))
+        assert isinstance(t, BinOp)
+        a, b = self.expr(t.left), self.expr(t.right)
+        if t.op == "/":
+            return Binary("truediv" if self._is_float(t) else "floordiv", a, b)
+        op = {"+": "add", "-": "sub", "*": "mul", "%": "mod"}[t.op]
+        return Binary(op, a, b)
+
+    def _is_float(self, t: Term) -> bool:
+        if isinstance(t, Var):
+            return self.types.get(t.name) == "float"
+        if isinstance(t, Const):
+            return t.type == "float"
+        if isinstance(t, Neg):
+            return self._is_float(t.arg)
+        if isinstance(t, BinOp):
+            return self._is_float(t.left) or self._is_float(t.right)
+        return False
+
+    def _cmp(self, c: Constraint) -> Expr:
+        a, b = self.expr(c.left), self.expr(c.right)
+        return Binary({"=": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}[c.op], a, b)
+
+    # ---- atoms
+    def atom(self, a: Atom) -> Stream:
+        """The atom's relation filtered by its constants and repeated variables, one column per variable."""
+        s = self.env[a.pred]
+        rel_cols = s.columns
+        conds: list[Expr] = []
+        first: dict[str, str] = {}
+        for i, t in enumerate(a.args):
+            c = rel_cols[i]
+            if isinstance(t, Var):
+                if t.name in first:
+                    conds.append(col(c).eq(col(first[t.name])))
+                else:
+                    first[t.name] = c
+            elif isinstance(t, Const):
+                conds.append(col(c).eq(lit(t.value)))
+        if conds:
+            s = s.filter(_and(conds))
+        items: list[tuple[str, Expr]] = []
+        for v, c in first.items():
+            e: Expr = Col(c)
+            dt = s.schema[c]
+            if dt.is_integer() and dt != pl.Int64():
+                e = Cast(e, pl.Int64())
+            elif dt.is_float() and dt != pl.Float64():
+                e = Cast(e, pl.Float64())
+            items.append((self.col_of(v), e))
+        if not items:
+            items = [(self.tmp("u"), lit(0))]
+        return s.map(*items)
+
+    def join(self, cur: Stream | None, s: Stream) -> Stream:
+        if cur is None:
+            return s
+        shared = [c for c in s.columns if c in cur.schema]
+        if shared:
+            return cur.stream_join(s, on=shared)
+        # a product, as a join on a constant key (recursive scopes support joins, not products)
+        j = self.tmp("j")
+        both = cur.map(*cur.columns, (j, lit(0))).stream_join(s.map(*s.columns, (j, lit(0))), on=j)
+        return both.map(*cur.columns, *s.columns)
+
+    # ---- bodies
+    def body(self, body: tuple[Literal, ...], start: Stream | None, bound: set[str]) -> Stream:
+        cur = start
+        for step, lit_ in plan(body, bound, self.rule):
+            if step == "atom":
+                assert isinstance(lit_, Atom)
+                cur = self.join(cur, self.atom(lit_))
+            elif step == "groupby":
+                assert isinstance(lit_, GroupBy)
+                cur = self.join(cur, self.groupby(lit_))
+            else:
+                if cur is None:
+                    cur = self.unit().map((self.tmp("u"), lit(0)))
+                cur = self.other(step, lit_, cur)
+        if cur is None:
+            cur = self.unit().map((self.tmp("u"), lit(0)))
+        return cur
+
+    def other(self, step: str, lit_: Literal, cur: Stream) -> Stream:
+        if step == "filter":
+            assert isinstance(lit_, Constraint)
+            return cur.filter(self._cmp(lit_))
+        if step == "assign":
+            assert isinstance(lit_, Constraint)
+            free = lit_.vars() - {v for v, c in self.cols.items() if c in cur.schema}
+            target, e = (lit_.left, lit_.right) if isinstance(lit_.left, Var) and lit_.left.name in free \
+                else (lit_.right, lit_.left)
+            assert isinstance(target, Var)
+            return cur.map(*cur.columns, (self.col_of(target.name), self.expr(e)))
+        if step == "negation":
+            assert isinstance(lit_, Negation)
+            neg = self.atom(lit_.atom)
+            keys = [c for c in neg.columns if c in cur.schema]
+            if not keys:
+                k = neg.columns[0]
+                return cur.map(*cur.columns, (k, lit(0))).stream_antijoin(neg, on=k).map(*cur.columns)
+            return cur.stream_antijoin(neg, on=keys)
+        assert isinstance(lit_, Aggregate)
+        return self.aggregate(lit_, cur)
+
+    def _agg_value(self, s: Stream, keys: list[str], func: str, e: Term | None, var: str) -> Stream:
+        """GROUP BY `keys` of `s` computing func(e) into the column of `var`, cast to its Datalog type."""
+        if e is not None:
+            s = s.map(*keys, ("a", self.expr(e)))
+        spec: Any = "count" if func == "count" else (AGG_FUNCS[func], "a")
+        agg = s.stream_aggregate(by=keys, r=spec)
+        t = self.types.get(var)
+        out: Expr = Cast(col("r"), DTYPES[t]) if t in DTYPES else col("r")
+        return agg.map(*keys, (self.col_of(var), out))
+
+    def groupby(self, g: GroupBy) -> Stream:
+        if g.func not in AGG_FUNCS:
+            raise UnsupportedError(f"unknown aggregate {g.func!r} in {g} ({g.pos}); known: {sorted(AGG_FUNCS)}")
+        s = self.atom(g.atom)
+        k = self.tmp("k")
+        keys = [self.col_of(v) for v in g.keys]
+        s = s.map(*s.columns, (k, lit(0)))  # a constant group key: no row for an empty relation
+        return self._agg_value(s, [*keys, k], g.func, g.expr, g.var).map(*keys, self.col_of(g.var))
+
+    def aggregate(self, a: Aggregate, cur: Stream) -> Stream:
+        gv = group_vars(a, outside_vars(self.rule, a))
+        gcols = [self.col_of(v) for v in gv]
+        k = self.tmp("k")
+        keyed = cur.map(*cur.columns, (k, lit(0)))
+        seeds = keyed.map(*gcols, k).stream_distinct()  # the groups the rule asks about
+        inner = self.body(a.body, seeds, set(gv))
+        var = a.var
+        already = var in self.cols and self.cols[var] in cur.schema
+        res = self.tmp("r") if already else self.col_of(var)
+        if already:
+            saved, self.cols[var] = self.cols[var], res
+        on = [*gcols, k]
+        if a.func in ("count", "sum"):
+            # an empty group counts 0 and sums to 0 (Soufflé): every asked-for group contributes a 0 row, so
+            # one GROUP BY-sum gives every group's value and one join attaches it (no anti-join branch)
+            dt = DTYPES.get(self.types.get(var, "number"), pl.Int64())
+            val: Expr = lit(1) if a.func == "count" or a.expr is None else self.expr(a.expr)
+            contrib = inner.map(*on, ("a", Cast(val, dt))) + seeds.map(*on, ("a", Cast(lit(0), dt)))
+            agg = contrib.stream_aggregate(by=on, r=("sum", "a")).map(*on, (self.col_of(var), Cast(col("r"), dt)))
+        else:
+            agg = self._agg_value(inner, on, a.func, a.expr, var)
+        if already:
+            self.cols[var] = saved
+        out = keyed.stream_join(agg, on=on)
+        if already:
+            return out.filter(col(res).eq(col(self.cols[var]))).map(*cur.columns)
+        return out.map(*cur.columns, res)
+
+    def head(self, s: Stream) -> Stream:
+        rel = self.rels[self.rule.head.pred]
+        items: list[tuple[str, Expr]] = []
+        for c, t, a in zip(rel.columns, rel.types, self.rule.head.args, strict=True):
+            e = self.expr(a)
+            want = DTYPES[t]
+            if not (isinstance(e, Col) and s.schema[e.name] == want):
+                e = Cast(e, want)
+            items.append((c, e))
+        return s.map(*items)
+
+    def lower(self) -> Stream:
+        return self.head(self.body(self.rule.body, None, set()))
+
+
+def relation_stream(parts: list[Stream]) -> Stream:
+    """The set union of a relation's parts (its rules, input table, facts)."""
+    s = parts[0]
+    for p in parts[1:]:
+        s = s + p
+    return s.stream_distinct()
+
+
+def lower_component(comp: Component, rels: dict[str, Relation], env: Env, base: dict[str, list[str]],
+                    unit: Callable[[], Stream], max_iterations: int) -> dict[str, Stream]:
+    """The streams of one component's relations. `env` has the streams of earlier components and of
+    the hidden tables (keys in `base[pred]`: an input table, a facts table)."""
+    if not comp.recursive:
+        (p,) = comp.preds
+        parts = [env[k] for k in base.get(p, [])]
+        if len(parts) == 1 and not comp.rules and rels[p].origin == "input":
+            return {p: parts[0]}  # an input table is a set already
+        parts += [RuleLowering(r, rels, env, unit).lower() for r in comp.rules]
+        return {p: relation_stream(parts)}
+
+    preds = comp.preds
+    reads: list[str] = []
+    for r in comp.rules:
+        for name in _reads(r.body):
+            if name not in preds and name not in reads:
+                reads.append(name)
+    for p in preds:
+        reads += [k for k in base.get(p, []) if k not in reads]
+    uses_unit = any(_needs_unit(r.body) for r in comp.rules)
+    if uses_unit or not reads:
+        unit()  # make sure the unit table exists before it is imported
+        reads.append("@unit")
+    imports = [env[k] for k in reads]
+
+    def body(*streams: Stream) -> tuple[Stream, ...]:
+        inner: Env = dict(zip(reads, streams[: len(reads)], strict=True))
+        inner.update(zip(preds, streams[len(reads):], strict=True))
+        out = []
+        for p in preds:
+            parts = [inner[k] for k in base.get(p, [])]
+            parts += [RuleLowering(r, rels, inner, lambda: inner["@unit"]).lower()
+                      for r in comp.rules if r.head.pred == p]
+            out.append(relation_stream(parts))
+        return tuple(out)
+
+    name = "datalog_" + "_".join(preds)
+    result = env[reads[0]].circuit.recursive(body, imports, schemas=[rels[p].schema for p in preds], name=name,
+                                             max_iterations=max_iterations)
+    results = result if isinstance(result, tuple) else (result,)
+    return dict(zip(preds, results, strict=True))
+
+
+def _reads(body: tuple[Literal, ...]) -> list[str]:
+    out: list[str] = []
+    for lit_ in body:
+        if isinstance(lit_, Atom):
+            out.append(lit_.pred)
+        elif isinstance(lit_, (Negation, GroupBy)):
+            out.append(lit_.atom.pred)
+        elif isinstance(lit_, Aggregate):
+            out += _reads(lit_.body)
+    return out
+
+
+def _needs_unit(body: tuple[Literal, ...]) -> bool:
+    """Whether a body has no positive atom or groupby literal (then it starts from the one-row unit)."""
+    return not any(isinstance(x, (Atom, GroupBy)) for x in body)

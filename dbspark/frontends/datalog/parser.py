@@ -1,0 +1,324 @@
+"""Parsing the Soufflé-style Datalog dialect with lark (LALR) into `ast` nodes.
+
+    .decl edge(x: number, y: number)      .type Node <: number
+    .input edge                           .input edge(IO=file, filename="edges.csv", delimiter=",")
+    .output path
+    path(x, y) :- edge(x, y).
+    path(x, y) :- path(x, z), edge(z, y).
+    a(x), b(x) :- c(x) ; d(x).            // several heads, several bodies (disjunction)
+    deg(x, n) :- node(x), n = count : { edge(x, _) }.
+    total(x, s) :- groupby(q(x, _, y), [x], s = sum<y>).
+
+Comments are `//` to the end of the line and `/* ... */`. Syntax errors raise
+`dbspark.errors.ParseError` with the 1-based line and column of the offending token.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lark import Lark, Token, Transformer, Tree, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from dbspark.errors import ParseError
+from dbspark.frontends.datalog.ast import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Const,
+    Constraint,
+    Decl,
+    Directive,
+    GroupBy,
+    Neg,
+    Negation,
+    Pos,
+    Program,
+    Rule,
+    TypeDecl,
+    Var,
+    Wild,
+)
+
+GRAMMAR = r"""
+start: item*
+
+?item: decl | type_decl | directive | clause
+
+decl: ".decl" NAME "(" [attr ("," attr)*] ")"
+attr: NAME ":" NAME
+type_decl: ".type" NAME ("<:" | "=") NAME
+directive: DIRECTIVE NAME ("," NAME)* [params]
+params: "(" [param ("," param)*] ")"
+param: NAME "=" pvalue
+?pvalue: STRING -> pstring
+       | NAME   -> pname
+       | INT    -> pint
+
+clause: heads [":-" body] "."
+heads: atom ("," atom)*
+body: conj (";" conj)*
+conj: literal ("," literal)*
+
+?literal: atom
+        | "!" atom                                        -> negation
+        | expr CMP expr                                   -> constraint
+        | expr CMP AGG [expr] ":" agg_body                -> aggregate
+        | "groupby" "(" atom "," "[" [NAME ("," NAME)*] "]" "," NAME CMP AGG "<" [expr] ">" ")" -> groupby
+
+agg_body: "{" conj "}" | atom
+
+atom: NAME "(" [expr ("," expr)*] ")"
+
+?expr: sum
+?sum: product
+    | sum "+" product -> add
+    | sum "-" product -> sub
+?product: unary
+    | product "*" unary -> mul
+    | product "/" unary -> div
+    | product "%" unary -> mod
+?unary: primary
+    | "-" unary -> neg
+?primary: NAME           -> var
+        | INT            -> intlit
+        | FLOAT          -> floatlit
+        | STRING         -> stringlit
+        | "(" expr ")"
+
+AGG.2: "count" | "sum" | "min" | "max" | "mean"
+DIRECTIVE.2: ".input" | ".output" | ".printsize"
+CMP: "!=" | "<=" | ">=" | "=" | "<" | ">"
+NAME: /[A-Za-z_][A-Za-z0-9_]*/
+FLOAT: /[0-9]+\.[0-9]+([eE][-+]?[0-9]+)?/
+INT: /[0-9]+/
+STRING: /"([^"\\\n]|\\.)*"/
+
+COMMENT: /\/\/[^\n]*/
+BLOCK_COMMENT: /\/\*(.|\n)*?\*\//
+%import common.WS
+%ignore WS
+%ignore COMMENT
+%ignore BLOCK_COMMENT
+"""
+
+_parser = Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+_NICE = {t.name: repr(t.pattern.value) for t in _parser.terminals if t.pattern.type == "str"}
+_NICE.update({"NAME": "a name", "INT": "an integer", "FLOAT": "a float", "STRING": "a string",
+              "CMP": "a comparison", "AGG": "an aggregate", "$END": "the end of the program",
+              "DIRECTIVE": "a directive"})
+
+
+def _pos(node: Any) -> Pos:
+    if isinstance(node, Token):
+        return Pos(node.line or 0, node.column or 0)
+    meta = getattr(node, "meta", None)
+    if meta is not None and not getattr(meta, "empty", True):
+        return Pos(meta.line, meta.column)
+    return Pos(0, 0)
+
+
+def _unescape(s: str) -> str:
+    body = s[1:-1]
+    return body.encode("utf-8").decode("unicode_escape") if "\\" in body else body
+
+
+def _need_eq(tok: Token) -> None:
+    if str(tok) != "=":
+        raise ParseError(f"Datalog syntax error: an aggregate is bound with '=', not {str(tok)!r}", tok.line, tok.column)
+
+
+class _Build(Transformer):
+    """Tree -> ast. Methods get the children; `v_args(meta=True)` gives the position."""
+
+    # ---- terms
+    @v_args(meta=True)
+    def var(self, meta: Any, ch: list) -> Any:
+        name = str(ch[0])
+        p = Pos(ch[0].line, ch[0].column)
+        return Wild(p) if name == "_" else Var(name, p)
+
+    def intlit(self, ch: list) -> Const:
+        return Const(int(ch[0]), "number", _pos(ch[0]))
+
+    def floatlit(self, ch: list) -> Const:
+        return Const(float(ch[0]), "float", _pos(ch[0]))
+
+    def stringlit(self, ch: list) -> Const:
+        return Const(_unescape(str(ch[0])), "symbol", _pos(ch[0]))
+
+    def _bin(self, op: str, meta: Any, ch: list) -> BinOp:
+        return BinOp(op, ch[0], ch[1], Pos(meta.line, meta.column))
+
+    @v_args(meta=True)
+    def add(self, meta: Any, ch: list) -> BinOp:
+        return self._bin("+", meta, ch)
+
+    @v_args(meta=True)
+    def sub(self, meta: Any, ch: list) -> BinOp:
+        return self._bin("-", meta, ch)
+
+    @v_args(meta=True)
+    def mul(self, meta: Any, ch: list) -> BinOp:
+        return self._bin("*", meta, ch)
+
+    @v_args(meta=True)
+    def div(self, meta: Any, ch: list) -> BinOp:
+        return self._bin("/", meta, ch)
+
+    @v_args(meta=True)
+    def mod(self, meta: Any, ch: list) -> BinOp:
+        return self._bin("%", meta, ch)
+
+    @v_args(meta=True)
+    def neg(self, meta: Any, ch: list) -> Any:
+        a = ch[0]
+        if isinstance(a, Const) and a.type != "symbol":  # fold -3 into a constant
+            return Const(-a.value, a.type, Pos(meta.line, meta.column))
+        return Neg(a, Pos(meta.line, meta.column))
+
+    # ---- literals
+    @v_args(meta=True)
+    def atom(self, meta: Any, ch: list) -> Atom:
+        args = tuple(a for a in ch[1:] if a is not None)
+        return Atom(str(ch[0]), args, Pos(meta.line, meta.column))
+
+    @v_args(meta=True)
+    def negation(self, meta: Any, ch: list) -> Negation:
+        return Negation(ch[0], Pos(meta.line, meta.column))
+
+    @v_args(meta=True)
+    def constraint(self, meta: Any, ch: list) -> Constraint:
+        return Constraint(str(ch[1]), ch[0], ch[2], Pos(meta.line, meta.column))
+
+    def agg_body(self, ch: list) -> tuple:
+        return tuple(ch[0]) if isinstance(ch[0], list) else (ch[0],)
+
+    @v_args(meta=True)
+    def aggregate(self, meta: Any, ch: list) -> Aggregate:
+        var, eq, func, expr, body = ch
+        _need_eq(eq)
+        if not isinstance(var, Var):
+            raise ParseError(f"Datalog syntax error: an aggregate's result must be bound to a variable, not {var}",
+                             meta.line, meta.column)
+        return Aggregate(var.name, str(func), expr, body, Pos(meta.line, meta.column))
+
+    @v_args(meta=True)
+    def groupby(self, meta: Any, ch: list) -> GroupBy:
+        atom, *rest = ch
+        expr = rest[-1]
+        func = str(rest[-2])
+        _need_eq(rest[-3])
+        var = str(rest[-4])
+        keys = tuple(str(k) for k in rest[:-4] if k is not None)
+        return GroupBy(atom, keys, var, func, expr, Pos(meta.line, meta.column))
+
+    def conj(self, ch: list) -> list:
+        return list(ch)
+
+    def body(self, ch: list) -> list:
+        return list(ch)
+
+    def heads(self, ch: list) -> list:
+        return list(ch)
+
+    @v_args(meta=True)
+    def clause(self, meta: Any, ch: list) -> list[Rule]:
+        heads, bodies = ch[0], ch[1]
+        p = Pos(meta.line, meta.column)
+        if bodies is None:
+            return [Rule(h, (), p) for h in heads]
+        return [Rule(h, tuple(b), p) for h in heads for b in bodies]
+
+    # ---- declarations
+    def attr(self, ch: list) -> tuple[str, str, Pos]:
+        return (str(ch[0]), str(ch[1]), _pos(ch[1]))
+
+    @v_args(meta=True)
+    def decl(self, meta: Any, ch: list) -> Decl:
+        attrs = [a for a in ch[1:] if a is not None]
+        d = Decl(str(ch[0]), tuple((a, t) for a, t, _ in attrs), Pos(meta.line, meta.column))
+        object.__setattr__(d, "_type_pos", {a: p for a, _, p in attrs})
+        return d
+
+    @v_args(meta=True)
+    def type_decl(self, meta: Any, ch: list) -> TypeDecl:
+        return TypeDecl(str(ch[0]), str(ch[1]), Pos(meta.line, meta.column))
+
+    def pstring(self, ch: list) -> str:
+        return _unescape(str(ch[0]))
+
+    def pname(self, ch: list) -> str:
+        return str(ch[0])
+
+    def pint(self, ch: list) -> int:
+        return int(ch[0])
+
+    def param(self, ch: list) -> tuple[str, Any]:
+        return (str(ch[0]), ch[1])
+
+    def params(self, ch: list) -> tuple:
+        return tuple(p for p in ch if p is not None)
+
+    @v_args(meta=True)
+    def directive(self, meta: Any, ch: list) -> list[Directive]:
+        kind = str(ch[0])[1:]
+        params = ch[-1] if isinstance(ch[-1], tuple) else ()
+        names = [str(n) for n in ch[1:] if isinstance(n, Token)]
+        return [Directive(kind, n, params or (), Pos(meta.line, meta.column)) for n in names]
+
+    def start(self, ch: list) -> Program:
+        prog = Program()
+        for item in ch:
+            if isinstance(item, Decl):
+                prog.decls.append(item)
+            elif isinstance(item, TypeDecl):
+                prog.types.append(item)
+            elif isinstance(item, list) and item and isinstance(item[0], Directive):
+                prog.directives.extend(item)
+            elif isinstance(item, list):
+                prog.rules.extend(item)
+        return prog
+
+
+def _expected(e: UnexpectedInput) -> str:
+    exp = sorted(getattr(e, "expected", None) or getattr(e, "allowed", None) or [])
+    names = [_NICE.get(x, repr(x.strip('"')) if x.startswith('"') else x) for x in exp][:8]
+    return f"; expected {', '.join(names)}" if names else ""
+
+
+def _end(text: str) -> tuple[int, int]:
+    """The position just after the last non-blank character."""
+    body = text.rstrip()
+    lines = body.split("\n")
+    return len(lines), len(lines[-1]) + 1
+
+
+def parse(text: str) -> Program:
+    """Parse a program; a syntax error raises `ParseError(message, line, column)`."""
+    try:
+        tree: Tree = _parser.parse(text)
+    except UnexpectedCharacters as e:
+        at = e.pos_in_stream
+        ch = text[at] if at is not None and at < len(text) else ""
+        raise ParseError(f"Datalog syntax error: unexpected character {ch!r}{_expected(e)}", e.line, e.column) from None
+    except UnexpectedEOF as e:
+        raise ParseError(f"Datalog syntax error: the program ends too early (a clause must end with '.')"
+                         f"{_expected(e)}", *_end(text)) from None
+    except UnexpectedToken as e:
+        tok = e.token
+        if tok.type == "$END":
+            raise ParseError(f"Datalog syntax error: unexpected the end of the program{_expected(e)}",
+                             *_end(text)) from None
+        if str(tok) == "." and tok.start_pos is not None:
+            m = re.match(r"\.(\w+)", text[tok.start_pos:])
+            if m and m.group(1) not in ("decl", "type", "input", "output", "printsize"):
+                raise ParseError(f"Datalog syntax error: unknown directive .{m.group(1)} (the directives are .decl, "
+                                 ".type, .input, .output)", e.line, e.column) from None
+        raise ParseError(f"Datalog syntax error: unexpected {str(tok)!r}{_expected(e)}", e.line, e.column) from None
+    try:
+        return _Build().transform(tree)
+    except VisitError as e:
+        raise e.orig_exc from None

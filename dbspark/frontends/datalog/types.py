@@ -1,0 +1,170 @@
+"""Type checking of rules: number, unsigned, float and symbol (`.decl`), plus the column types of
+relations declared outside the program ("other:<dtype>", usable only where the same type is expected).
+
+An integer literal fits number, unsigned (if not negative) and float; a float literal fits float; a
+string fits symbol. Arithmetic needs two operands of one numeric type; comparisons need one type.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dbspark.errors import SchemaError
+from dbspark.frontends.datalog.ast import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Const,
+    Constraint,
+    GroupBy,
+    Literal,
+    Neg,
+    Negation,
+    Rule,
+    Term,
+    Var,
+    Wild,
+)
+from dbspark.frontends.datalog.check import at
+
+if TYPE_CHECKING:
+    from dbspark.frontends.datalog.check import Relation
+
+INT_LIT = "integer literal"
+NUMERIC = ("number", "unsigned", "float")
+
+
+def fits(value_type: str, want: str) -> bool:
+    return value_type == want or (value_type == INT_LIT and want in NUMERIC)
+
+
+def unify(a: str | None, b: str | None) -> str | None:
+    if a is None or a == INT_LIT:
+        return b if b is not None else a
+    return a
+
+
+def fact_values(head: Atom, rel: Relation) -> tuple:
+    """The Python values of a ground fact `p(1, "a", 2.5)`, checked against the relation's types."""
+    out = []
+    for i, (a, t) in enumerate(zip(head.args, rel.types, strict=True)):
+        assert isinstance(a, Const)
+        vt = INT_LIT if a.type == "number" else a.type
+        if not fits(vt, t):
+            raise at(SchemaError, f"type mismatch: argument {i + 1} of fact {head} is a {a.type}, column "
+                     f"{rel.name}.{rel.columns[i]} is {t}", a.pos)
+        if t == "unsigned" and a.value < 0:
+            raise at(SchemaError, f"fact {head}: {a.value} is negative, column {rel.name}.{rel.columns[i]} is unsigned",
+                     a.pos)
+        out.append(float(a.value) if t == "float" else a.value)
+    return tuple(out)
+
+
+class _Types:
+    def __init__(self, rule: Rule, rels: dict[str, Relation]) -> None:
+        self.rule = rule
+        self.rels = rels
+        self.env: dict[str, str] = {}
+        self.where: dict[str, str] = {}
+
+    def bind(self, v: str, t: str, where: str, lit: object) -> None:
+        old = self.env.get(v)
+        if old is None or old == INT_LIT:
+            self.env[v] = t
+            self.where[v] = where
+        elif t != old and t != INT_LIT:
+            raise at(SchemaError, f"type mismatch in rule {self.rule}: variable {v} is {old} ({self.where[v]}) and "
+                     f"{t} ({where})", getattr(lit, "pos", self.rule.pos))
+
+    def atom(self, a: Atom, positive: bool) -> None:
+        rel = self.rels[a.pred]
+        for i, (t, ct) in enumerate(zip(a.args, rel.types, strict=True)):
+            where = f"argument {i + 1} of {a}"
+            if isinstance(t, Var):
+                if positive or t.name not in self.env:
+                    self.bind(t.name, ct, where, a)
+                elif not fits(self.env[t.name], ct):
+                    raise at(SchemaError, f"type mismatch in rule {self.rule}: variable {t.name} is "
+                             f"{self.env[t.name]} ({self.where[t.name]}), {where} is {ct}", a.pos)
+            elif isinstance(t, Const):
+                vt = INT_LIT if t.type == "number" else t.type
+                if not fits(vt, ct):
+                    raise at(SchemaError, f"type mismatch: {where} is the {t.type} {t}, column "
+                             f"{rel.name}.{rel.columns[i]} is {ct}", t.pos)
+
+    def expr(self, t: Term) -> str | None:
+        if isinstance(t, Var):
+            return self.env.get(t.name)
+        if isinstance(t, Const):
+            return INT_LIT if t.type == "number" else t.type
+        if isinstance(t, Wild):
+            return None
+        if isinstance(t, Neg):
+            a = self.expr(t.arg)
+            if a is not None and a not in (*NUMERIC, INT_LIT):
+                raise at(SchemaError, f"type mismatch: '-' on {a} in {t}", t.pos)
+            return a
+        assert isinstance(t, BinOp)
+        a, b = self.expr(t.left), self.expr(t.right)
+        for x in (a, b):
+            if x is not None and x not in (*NUMERIC, INT_LIT):
+                raise at(SchemaError, f"type mismatch: arithmetic '{t.op}' on {x} in {t}", t.pos)
+        if a is not None and b is not None and a != b and INT_LIT not in (a, b):
+            raise at(SchemaError, f"type mismatch: '{t.op}' on {a} and {b} in {t} (convert explicitly)", t.pos)
+        return unify(a, b)
+
+    def literal(self, lit: Literal) -> None:
+        if isinstance(lit, Atom):
+            self.atom(lit, True)
+        elif isinstance(lit, Negation):
+            self.atom(lit.atom, False)
+        elif isinstance(lit, GroupBy):
+            self.atom(lit.atom, True)
+            self.bind(lit.var, self.agg_type(lit.func, lit.expr, lit), f"the result of {lit}", lit)
+        elif isinstance(lit, Aggregate):
+            for inner in lit.body:
+                self.literal(inner)
+            self.bind(lit.var, self.agg_type(lit.func, lit.expr, lit), f"the result of {lit}", lit)
+        elif isinstance(lit, Constraint):
+            a, b = self.expr(lit.left), self.expr(lit.right)
+            if lit.op == "=" and isinstance(lit.left, Var) and a is None and b is not None:
+                self.bind(lit.left.name, b, f"assigned {lit.right}", lit)
+            elif lit.op == "=" and isinstance(lit.right, Var) and b is None and a is not None:
+                self.bind(lit.right.name, a, f"assigned {lit.left}", lit)
+            elif a is not None and b is not None and a != b and INT_LIT not in (a, b):
+                raise at(SchemaError, f"type mismatch: {lit} compares {a} with {b}", lit.pos)
+            elif lit.op not in ("=", "!=") and any(t is not None and t.startswith("other:") for t in (a, b)):
+                raise at(SchemaError, f"{lit}: '{lit.op}' on values of type {a or b}", lit.pos)
+
+    def agg_type(self, func: str, expr: Term | None, lit: object) -> str:
+        if func == "count":
+            return "number"
+        if expr is None:
+            raise at(SchemaError, f"{lit}: {func} needs a value to aggregate", getattr(lit, "pos", self.rule.pos))
+        t = self.expr(expr)
+        if t is None:
+            return "number"
+        if t == INT_LIT:
+            t = "number"
+        if func in ("sum", "mean") and t not in NUMERIC:
+            raise at(SchemaError, f"type mismatch: {func} of {t} in {lit}", getattr(lit, "pos", self.rule.pos))
+        return "float" if func == "mean" else t
+
+
+def check_types(rule: Rule, rels: dict[str, Relation]) -> dict[str, str]:
+    """Check a (safe, normalised) rule's types; returns each variable's type."""
+    ts = _Types(rule, rels)
+    for _ in range(2):  # assignments may depend on each other's order; two passes settle them
+        for lit in rule.body:
+            if isinstance(lit, (Atom, GroupBy)):
+                ts.literal(lit)
+        for lit in rule.body:
+            if not isinstance(lit, (Atom, GroupBy)):
+                ts.literal(lit)
+    head = rels[rule.head.pred]
+    for i, (a, ct) in enumerate(zip(rule.head.args, head.types, strict=True)):
+        t = ts.expr(a)
+        if t is not None and not fits(t, ct):
+            raise at(SchemaError, f"type mismatch: argument {i + 1} of the head {rule.head} is {t}, column "
+                     f"{head.name}.{head.columns[i]} is {ct}", rule.head.pos)
+    return ts.env

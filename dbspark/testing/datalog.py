@@ -1,0 +1,371 @@
+"""A naive bottom-up Datalog evaluator (the oracle of the Datalog front end) and hypothesis strategies
+for random stratified programs and change streams.
+
+`evaluate(text, inputs)` computes every relation of a program from scratch with plain Python sets:
+strata by a simple relaxation (a relation sits at least as high as what it reads positively, and
+strictly higher than what it negates or aggregates), then, stratum by stratum, every rule is applied
+to the current relations until nothing changes (naive iteration, no semi-naive tricks). Rule bodies
+are evaluated by extending a list of variable bindings literal by literal. It shares only the parser
+with `dbspark.frontends.datalog`, not the checks, stratification or lowering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+from dbspark.frontends.datalog.ast import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Const,
+    Constraint,
+    GroupBy,
+    Literal,
+    Neg,
+    Negation,
+    Program,
+    Rule,
+    Term,
+    Var,
+    Wild,
+    outer_vars,
+    term_vars,
+)
+from dbspark.frontends.datalog.parser import parse
+
+Rel = set[tuple]
+Binding = dict[str, Any]
+
+
+# ---- the evaluator -----------------------------------------------------------------------------------
+def _value(t: Term, b: Binding, floats: bool = False) -> Any:
+    if isinstance(t, Var):
+        return b[t.name]
+    if isinstance(t, Const):
+        return t.value
+    if isinstance(t, Neg):
+        return -_value(t.arg, b)
+    assert isinstance(t, BinOp)
+    x, y = _value(t.left, b), _value(t.right, b)
+    if t.op == "+":
+        return x + y
+    if t.op == "-":
+        return x - y
+    if t.op == "*":
+        return x * y
+    if t.op == "/":
+        return x / y if isinstance(x, float) or isinstance(y, float) else x // y
+    return x % y
+
+
+def _bound(t: Term, b: Binding) -> bool:
+    return term_vars(t) <= set(b)
+
+
+def _match(a: Atom, row: tuple, b: Binding) -> Binding | None:
+    out = dict(b)
+    for t, v in zip(a.args, row, strict=True):
+        if isinstance(t, Wild):
+            continue
+        if isinstance(t, Var) and t.name not in out:
+            out[t.name] = v
+        elif _value(t, out) != v:
+            return None
+    return out
+
+
+CMP = {"=": lambda x, y: x == y, "!=": lambda x, y: x != y, "<": lambda x, y: x < y,
+       "<=": lambda x, y: x <= y, ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}
+
+
+class _Eval:
+    def __init__(self, rels: dict[str, Rel]) -> None:
+        self.rels = rels
+
+    def body(self, rule: Rule, body: tuple[Literal, ...], start: list[Binding]) -> list[Binding]:
+        """All bindings (a bag: one per combination of matched tuples) that satisfy `body`."""
+        bs = start
+        rest = []
+        for lit in body:
+            if isinstance(lit, Atom):
+                bs = [m for b in bs for row in self.rels[lit.pred] if (m := _match(lit, row, b)) is not None]
+            elif isinstance(lit, GroupBy):
+                bs = [m for b in bs for m in self.groupby(lit, b)]
+            else:
+                rest.append(lit)
+        while rest:
+            for i, lit in enumerate(rest):
+                done = self.other(rule, lit, bs)
+                if done is not None:
+                    bs = done
+                    del rest[i]
+                    break
+            else:
+                raise AssertionError(f"oracle: cannot order {rest} in {rule}")
+        return bs
+
+    def other(self, rule: Rule, lit: Literal, bs: list[Binding]) -> list[Binding] | None:
+        if not bs:
+            return bs
+        known = set(bs[0])
+        if isinstance(lit, Constraint):
+            if lit.vars() <= known:
+                return [b for b in bs if CMP[lit.op](_value(lit.left, b), _value(lit.right, b))]
+            if lit.op == "=":
+                for v, e in ((lit.left, lit.right), (lit.right, lit.left)):
+                    if isinstance(v, Var) and v.name not in known and term_vars(e) <= known:
+                        return [{**b, v.name: _value(e, b)} for b in bs]
+            return None
+        if isinstance(lit, Negation):
+            if not lit.vars() <= known:
+                return None
+            return [b for b in bs if not any(_match(lit.atom, row, b) is not None for row in self.rels[lit.atom.pred])]
+        assert isinstance(lit, Aggregate)
+        outside = set(rule.head.vars())
+        for o in rule.body:
+            if o is not lit:
+                outside |= outer_vars(o)
+        group = (lit.inner_vars() - {lit.var}) & outside
+        if not group <= known:
+            return None
+        out = []
+        for b in bs:
+            inner = self.body(rule, lit.body, [{g: b[g] for g in group}])
+            vals = [_value(lit.expr, ib) for ib in inner] if lit.expr is not None else [1] * len(inner)
+            r = _aggregate(lit.func, vals)
+            if r is None:
+                continue
+            if lit.var in b:
+                if b[lit.var] == r:
+                    out.append(b)
+            else:
+                out.append({**b, lit.var: r})
+        return out
+
+    def groupby(self, g: GroupBy, b: Binding) -> list[Binding]:
+        groups: dict[tuple, list] = {}
+        for row in self.rels[g.atom.pred]:
+            m = _match(g.atom, row, {})
+            if m is None:
+                continue
+            key = tuple(m[k] for k in g.keys)
+            groups.setdefault(key, []).append(_value(g.expr, m) if g.expr is not None else 1)
+        out = []
+        for key, vals in groups.items():
+            cand = dict(zip(g.keys, key, strict=True))
+            r = _aggregate(g.func, vals)
+            if r is None or any(k in b and b[k] != v for k, v in cand.items()):
+                continue
+            if g.var in b and b[g.var] != r:
+                continue
+            out.append({**b, **cand, g.var: r})
+        return out
+
+
+def _aggregate(func: str, vals: list) -> Any:
+    if func == "count":
+        return len(vals)
+    if func == "sum":
+        return sum(vals)
+    if not vals:
+        return None
+    if func == "min":
+        return min(vals)
+    if func == "max":
+        return max(vals)
+    return sum(vals) / len(vals)  # mean
+
+
+def _reads(body: Iterable[Literal], negative: bool) -> list[tuple[str, bool]]:
+    out = []
+    for lit in body:
+        if isinstance(lit, Atom):
+            out.append((lit.pred, negative))
+        elif isinstance(lit, Negation):
+            out.append((lit.atom.pred, True))
+        elif isinstance(lit, GroupBy):
+            out.append((lit.atom.pred, True))
+        elif isinstance(lit, Aggregate):
+            out += _reads(lit.body, True)
+    return out
+
+
+def strata(prog: Program) -> dict[str, int]:
+    """Stratum numbers by relaxation; raises ValueError if the program is not stratifiable."""
+    preds = {d.name for d in prog.decls} | {r.head.pred for r in prog.rules}
+    s = dict.fromkeys(preds, 0)
+    for _ in range(len(preds) + 2):
+        changed = False
+        for r in prog.rules:
+            for q, neg in _reads(r.body, False):
+                need = s.get(q, 0) + (1 if neg else 0)
+                if s[r.head.pred] < need:
+                    s[r.head.pred] = need
+                    changed = True
+        if not changed:
+            return s
+    raise ValueError("not stratifiable")
+
+
+def evaluate(text: str | Program, inputs: Mapping[str, Iterable[tuple]],
+             external: Mapping[str, Iterable[tuple]] | None = None, max_rounds: int = 10_000) -> dict[str, Rel]:
+    """Every relation of the program, from scratch: `inputs` are the `.input` relations' facts,
+    `external` the relations of the pipeline the program reads."""
+    prog = parse(text) if isinstance(text, str) else text
+    types = {d.name: [t for _, t in d.attrs] for d in prog.decls}
+    rels: dict[str, Rel] = {d.name: set() for d in prog.decls}
+    for k, v in {**(external or {}), **inputs}.items():
+        rels[k] = set(map(tuple, v))
+    level = strata(prog)
+    ev = _Eval(rels)
+    for stratum in sorted(set(level.values())):
+        rules = [r for r in prog.rules if level[r.head.pred] == stratum]
+        for _ in range(max_rounds):
+            new = False
+            for r in rules:
+                for b in ev.body(r, r.body, [{}]):
+                    row = tuple(float(x) if t == "float" else x
+                                for x, t in zip((_value(a, b) for a in r.head.args), types[r.head.pred], strict=True))
+                    if row not in rels[r.head.pred]:
+                        rels[r.head.pred].add(row)
+                        new = True
+            if not new:
+                break
+        else:
+            raise RuntimeError(f"oracle: stratum {stratum} did not converge")
+    return rels
+
+
+# ---- strategies ----------------------------------------------------------------------------------------
+DOMAIN = 4
+EDB = {"a": 2, "b": 2, "u": 1}  # input relations: name -> arity (all number, values 0..DOMAIN-1)
+VARS = ("X", "Y", "Z", "W")
+
+
+@dataclass
+class GenProgram:
+    text: str
+    inputs: dict[str, int]  # name -> arity
+    outputs: list[str]
+
+    def __repr__(self) -> str:
+        return f"GenProgram(\n{self.text})"
+
+
+@st.composite
+def _rule(draw: st.DrawFn, head: str, arity: int, lower: list[tuple[str, int]], same: list[tuple[str, int]]) -> str:
+    """One safe rule for `head`: positive atoms over `lower` and `same` (recursion), optional
+    comparison, assignment (modulo DOMAIN, so recursion stays finite), negation and aggregate over
+    `lower` only (stratified)."""
+    pos_pool = lower + same
+    atoms = []
+    bound: list[str] = []
+
+    def arg(allow_new: bool = True) -> str:
+        kind = draw(st.sampled_from(["var", "var", "var", "const", "wild"]))
+        if kind == "const":
+            return str(draw(st.integers(0, DOMAIN - 1)))
+        if kind == "wild":
+            return "_"
+        return draw(st.sampled_from(VARS[:3]))
+
+    for _ in range(draw(st.integers(1, 3))):
+        name, ar = draw(st.sampled_from(pos_pool))
+        args = [arg() for _ in range(ar)]
+        atoms.append(f"{name}({', '.join(args)})")
+        bound += [x for x in args if x in VARS]
+    bound = sorted(set(bound))
+    extras: list[str] = []
+    if draw(st.booleans()) and bound:
+        x = draw(st.sampled_from(bound))
+        y = draw(st.sampled_from([*bound, str(draw(st.integers(0, DOMAIN - 1)))]))
+        extras.append(f"{x} {draw(st.sampled_from(['<', '<=', '!=', '=', '>']))} {y}")
+    if bound and draw(st.integers(0, 3)) == 0:
+        x = draw(st.sampled_from(bound))
+        extras.append(f"W = ({x} + {draw(st.integers(1, 3))}) % {DOMAIN}")
+        bound = [*bound, "W"]
+    if bound and lower and draw(st.integers(0, 2)) == 0:
+        name, ar = draw(st.sampled_from(lower))
+        args = [draw(st.sampled_from([*bound, "_", "0", "1"])) for _ in range(ar)]
+        extras.append(f"!{name}({', '.join(args)})")
+    if lower and "W" not in bound and draw(st.integers(0, 2)) == 0:
+        name, ar = draw(st.sampled_from(lower))
+        kind = draw(st.sampled_from(["count", "sum", "min", "max", "groupby"]))
+        g = draw(st.sampled_from(bound)) if bound else None
+        inner = [g if g is not None and i == 0 else "Q" for i in range(ar)] if ar > 1 or g is None else [g]
+        if ar == 1 and g is not None:
+            inner = [g]
+        if kind == "groupby":
+            keys = [x for x in inner if x != "Q"][:1]
+            val = "Q" if "Q" in inner else (keys[0] if keys else None)
+            fn = draw(st.sampled_from(["count", "sum", "min", "max"]))
+            agg_inner = [x if x in keys or x == val else "_" for x in inner]
+            extras.append(f"groupby({name}({', '.join(agg_inner)}), [{', '.join(keys)}], W = {fn}<{val if fn != 'count' else ''}>)")
+        elif kind == "count":
+            extras.append(f"W = count : {{ {name}({', '.join(x if x != 'Q' else '_' for x in inner)}) }}")
+        else:
+            val = "Q" if "Q" in inner else inner[0]
+            extras.append(f"W = {kind} {val} : {{ {name}({', '.join(inner)}) }}")
+        bound = [*bound, "W"]
+    if not bound:
+        bound_pool = [str(draw(st.integers(0, DOMAIN - 1)))]
+    else:
+        bound_pool = bound
+    head_args = [draw(st.sampled_from(bound_pool)) for _ in range(arity)]
+    body = ", ".join(atoms + extras)
+    return f"{head}({', '.join(head_args)}) :- {body}."
+
+
+@st.composite
+def programs(draw: st.DrawFn, max_relations: int = 4) -> GenProgram:
+    """A random stratified program over the inputs a(2), b(2), u(1) (u sometimes extended by rules):
+    relations r0..rk, level i // 2 (two relations on a level may be mutually recursive); negation and
+    aggregates read lower levels."""
+    n = draw(st.integers(1, max_relations))
+    arities = [draw(st.integers(1, 2)) for _ in range(n)]
+    lines = [f".decl {k}({', '.join(f'c{i}: number' for i in range(ar))})\n.input {k}" for k, ar in EDB.items()]
+    rules = []
+    for i in range(n):
+        lines.append(f".decl r{i}({', '.join(f'c{j}: number' for j in range(arities[i]))})\n.output r{i}")
+        lower = [*EDB.items(), *[(f"r{j}", arities[j]) for j in range(n) if j // 2 < i // 2]]
+        same = [(f"r{j}", arities[j]) for j in range(n) if j // 2 == i // 2]
+        for _ in range(draw(st.integers(1, 3))):
+            rules.append(draw(_rule(f"r{i}", arities[i], lower, same)))
+        if draw(st.integers(0, 4)) == 0:
+            rules.append(f"r{i}({', '.join(str(draw(st.integers(0, DOMAIN - 1))) for _ in range(arities[i]))}).")
+    if draw(st.integers(0, 2)) == 0:  # an input relation that rules extend (here: recursively)
+        rules.append(draw(st.sampled_from(["u(Y) :- u(X), a(X, Y).", "u(X) :- b(X, X).", "u(Y) :- u(X), b(X, Y), !a(X, Y)."])))
+    return GenProgram("\n".join(lines + rules) + "\n", dict(EDB), [f"r{i}" for i in range(n)])
+
+
+@st.composite
+def change_streams(draw: st.DrawFn, inputs: Mapping[str, int], max_steps: int = 4,
+                   domain: int = DOMAIN) -> list[tuple[dict[str, list[tuple]], dict[str, list[tuple]]]]:
+    """Steps of (inserts, deletes) per input relation: inserts of absent facts, deletes of present ones;
+    later steps delete more, and the stream may end by deleting everything."""
+    import itertools
+
+    state: dict[str, set[tuple]] = {k: set() for k in inputs}
+    steps = []
+    for t in range(draw(st.integers(1, max_steps))):
+        ins: dict[str, list[tuple]] = {}
+        dels: dict[str, list[tuple]] = {}
+        for k, ar in inputs.items():
+            universe = sorted(itertools.product(range(domain), repeat=ar))
+            absent = [r for r in universe if r not in state[k]]
+            present = sorted(state[k])
+            i = draw(st.lists(st.sampled_from(absent), max_size=6 if t == 0 else 3, unique=True)) if absent else []
+            d = draw(st.lists(st.sampled_from(present), max_size=3, unique=True)) if present and t else []
+            state[k] = (state[k] - set(d)) | set(i)
+            if i:
+                ins[k] = i
+            if d:
+                dels[k] = d
+        steps.append((ins, dels))
+    if draw(st.booleans()):
+        steps.append(({}, {k: sorted(v) for k, v in state.items() if v}))
+    return steps
