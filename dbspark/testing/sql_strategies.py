@@ -1,0 +1,621 @@
+"""Hypothesis strategies for the SQL oracle suite (`tests/test_sql_oracle.py`): random schemas, queries
+as SQL text (DuckDB dialect, read alike by dbspark and DuckDB) and change streams with deletes.
+
+* `schemas()`: 2-3 tables `t0, t1, t2`, each with a BIGINT join key `k` and a few columns drawn from a
+  shared pool (a name has one type in every table, so USING / NATURAL joins and set operations find
+  common columns): BIGINT, DOUBLE (dyadic values: sums are exact), DECIMAL(p,s), VARCHAR (a few values,
+  '%' and '_' among them), DATE, BOOLEAN; every column may hold NULL.
+* `QueryGen`: typed scalar expressions and predicates (CASE, CAST, COALESCE, arithmetic, comparison,
+  LIKE, string functions, DATE / INTERVAL / EXTRACT) and one query builder per family of the coverage
+  list (`FAMILIES`); each query is a `View` with the text dbspark gets and the text DuckDB runs (they
+  differ only for ORDER BY ... LIMIT, where DuckDB's order is made total as the front end's is: ties
+  broken by all output columns ascending, NULLS LAST).
+* `change_streams(schema)`: steps of inserts and deletes per table; deletes are of rows present
+  (duplicates among them), inserts repeat present rows often, and some steps are empty.
+* `cases(family)`: a `Case` (schema, 1-3 views of the family, change stream).
+
+Values come from small domains so that joins match, groups collide and duplicates are frequent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from hypothesis import strategies as st
+
+KINDS = ("int", "float", "dec", "str", "date", "bool")
+NUMERIC = ("int", "float", "dec")
+INT_VALUES = (-2, -1, 0, 1, 2, 3, 5)
+KEY_VALUES = (0, 1, 2, 3)
+BIG_VALUES = (1, 3, 2**62, -(2**62), 2**63 - 1)  # the overflow family's column `a`
+FLOAT_VALUES = (-1.5, -0.25, 0.0, 0.5, 1.0, 2.75, 3.0)
+DEC_UNITS = (-150, -1, 0, 1, 25, 100, 999)  # times 10**-scale
+STR_VALUES = ("", "a", "b", "ab", "A", "a%", "_b", "%", "abc", "b_a")
+DATE_VALUES = (dt.date(2020, 1, 31), dt.date(2020, 2, 29), dt.date(2021, 12, 31), dt.date(2022, 6, 15),
+               dt.date(2023, 3, 1))
+LIKE_PATTERNS = ("'a%'", "'%b'", "'_'", "'%a%'", "'a_'", "'%!%%' ESCAPE '!'", "'!_%' ESCAPE '!'", "'%'", "''")
+STR_LITS = ("''", "'a'", "'b'", "'ab'", "'%'", "'_b'")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str
+    sql: str  # its SQL type
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+
+    def ddl(self) -> str:
+        return f"CREATE TABLE {self.name} ({', '.join(f'{c.name} {c.sql}' for c in self.columns)});"
+
+
+@dataclass(frozen=True)
+class Schema:
+    tables: tuple[Table, ...]
+    dec: tuple[int, int] = (9, 2)
+
+    def ddl(self) -> str:
+        return "\n".join(t.ddl() for t in self.tables)
+
+    def table(self, name: str) -> Table:
+        return next(t for t in self.tables if t.name == name)
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    sql: str  # what dbspark gets
+    oracle: str = ""  # what DuckDB runs (default: the same text)
+    mode: str = ""  # MODE views: DuckDB query of the allowed (key..., value) pairs; see the tests
+
+    @property
+    def duck(self) -> str:
+        return self.oracle or self.sql
+
+
+@dataclass(frozen=True)
+class Step:
+    deletes: dict[str, list[tuple]]
+    inserts: dict[str, list[tuple]]
+
+
+@dataclass(frozen=True)
+class Case:
+    schema: Schema
+    views: tuple[View, ...]
+    steps: tuple[Step, ...]
+
+    def ddl(self, oracle: bool = False) -> str:
+        views = [f"CREATE VIEW {v.name} AS {v.duck if oracle else v.sql};" for v in self.views
+                 if not (oracle and v.mode)]
+        return "\n".join([self.schema.ddl(), *views])
+
+
+# ---- schemas and rows ------------------------------------------------------------------------------------
+def _sql_type(kind: str, dec: tuple[int, int]) -> str:
+    return {"int": "BIGINT", "float": "DOUBLE", "dec": f"DECIMAL({dec[0]},{dec[1]})", "str": "VARCHAR",
+            "date": "DATE", "bool": "BOOLEAN"}[kind]
+
+
+@st.composite
+def schemas(draw: st.DrawFn, min_tables: int = 2, max_tables: int = 3) -> Schema:
+    dec = draw(st.sampled_from([(5, 2), (9, 3), (12, 0), (15, 2), (18, 4)]))
+    kinds = draw(st.lists(st.sampled_from(KINDS), min_size=3, max_size=5))
+    pool = [Column("k", "int", "BIGINT")] + [Column(f"c{i}", kd, _sql_type(kd, dec)) for i, kd in enumerate(kinds)]
+    n = draw(st.integers(min_tables, max_tables))
+    tables = []
+    for i in range(n):
+        chosen = draw(st.sets(st.integers(1, len(pool) - 1), min_size=1, max_size=min(4, len(pool) - 1)))
+        tables.append(Table(f"t{i}", tuple([pool[0]] + [pool[j] for j in sorted(chosen)])))
+    return Schema(tuple(tables), dec)
+
+
+def values(col: Column, dec: tuple[int, int]) -> tuple[Any, ...]:
+    if col.name == "k":
+        return KEY_VALUES
+    if col.name == "a" and col.kind == "int":
+        return BIG_VALUES
+    if col.name in ("src", "dst"):
+        return (0, 1, 2, 3, 4)
+    if col.kind == "dec":
+        p, s = dec
+        return tuple(Decimal(u).scaleb(-s) for u in DEC_UNITS if abs(u) < 10 ** p)
+    return {"int": INT_VALUES, "float": FLOAT_VALUES, "str": STR_VALUES, "date": DATE_VALUES,
+            "bool": (True, False)}[col.kind]
+
+
+def rows(table: Table, dec: tuple[int, int], min_size: int = 0, max_size: int = 5) -> st.SearchStrategy[list[tuple]]:
+    cells = [st.one_of(st.none(), st.sampled_from(values(c, dec))) if c.name not in ("src", "dst")
+             else st.sampled_from(values(c, dec)) for c in table.columns]
+    return st.lists(st.tuples(*cells), min_size=min_size, max_size=max_size)
+
+
+@st.composite
+def change_streams(draw: st.DrawFn, schema: Schema, max_steps: int = 4) -> tuple[Step, ...]:
+    """Steps of deletes (of present rows, duplicates included) and inserts (often repeating present rows)."""
+    present: dict[str, Counter] = {t.name: Counter() for t in schema.tables}
+    steps = []
+    for i in range(draw(st.integers(1, max_steps))):
+        ins: dict[str, list[tuple]] = {}
+        dels: dict[str, list[tuple]] = {}
+        if i == 0 or draw(st.integers(0, 5)) > 0:  # else an empty step
+            for t in schema.tables:
+                bag = sorted(present[t.name].elements(), key=repr)
+                if bag and draw(st.booleans()):
+                    idx = draw(st.lists(st.integers(0, len(bag) - 1), unique=True, max_size=3))
+                    dels[t.name] = [bag[i] for i in idx]
+                new = draw(rows(t, schema.dec, min_size=2 if i == 0 else 0))
+                if bag and draw(st.booleans()):
+                    new += [bag[i] for i in draw(st.lists(st.integers(0, len(bag) - 1), max_size=2))]
+                if new:
+                    ins[t.name] = new
+            for t, rs in dels.items():
+                present[t].subtract(rs)
+            for t, rs in ins.items():
+                present[t].update(rs)
+        steps.append(Step(dels, ins))
+    return tuple(steps)
+
+
+# ---- scalar expressions ------------------------------------------------------------------------------
+Ref = tuple[str, str]  # (SQL text of a column reference, kind)
+
+
+def lit(draw: st.DrawFn, kind: str) -> str:
+    if kind == "int":
+        return str(draw(st.sampled_from((0, 1, 2, 3, -1))))
+    if kind == "float":
+        return f"CAST({draw(st.sampled_from((0.5, -1.5, 2.0, 0.25)))} AS DOUBLE)"
+    if kind == "dec":
+        return draw(st.sampled_from(("1.25", "0.5", "-3", "2.00", "0.125")))
+    if kind == "str":
+        return draw(st.sampled_from(STR_LITS))
+    if kind == "date":
+        return f"DATE '{draw(st.sampled_from(DATE_VALUES)).isoformat()}'"
+    return draw(st.sampled_from(("TRUE", "FALSE")))
+
+
+class QueryGen:
+    """Typed SQL expressions over column references, and queries of each family."""
+
+    def __init__(self, draw: st.DrawFn, schema: Schema) -> None:
+        self.draw = draw
+        self.schema = schema
+
+    # ---- expressions ----
+    def expr(self, kind: str, refs: list[Ref], depth: int = 2) -> str:
+        d = self.draw
+        cols = [r for r, k in refs if k == kind]
+        if depth <= 0 or d(st.integers(0, 2)) == 0:
+            return d(st.sampled_from(cols)) if cols and d(st.integers(0, 3)) else lit(d, kind)
+        sub = lambda k=kind: self.expr(k, refs, depth - 1)  # noqa: E731
+        forms = {
+            "int": [lambda: f"({sub()} + {sub()})", lambda: f"({sub()} - {sub()})", lambda: f"({sub()} * {lit(d, 'int')})",
+                    lambda: f"abs({sub()})", lambda: f"({sub()} % 3)", lambda: f"(- {sub()})",
+                    lambda: f"length({sub('str')})", lambda: f"CAST({sub('dec')} AS BIGINT)",
+                    lambda: f"CAST({sub('float')} AS BIGINT)", lambda: f"({sub()} // 2)",
+                    lambda: f"extract({d(st.sampled_from(('year', 'month', 'day')))} FROM {sub('date')})"],
+            "float": [lambda: f"({sub()} + {sub()})", lambda: f"({sub()} * {lit(d, 'float')})",
+                      lambda: f"CAST({sub('int')} AS DOUBLE)", lambda: f"({sub('int')} / 4)", lambda: f"abs({sub()})"],
+            "dec": [lambda: f"({sub()} + {sub()})", lambda: f"({sub()} - {lit(d, 'dec')})", lambda: f"({sub()} * 2)",
+                    lambda: f"CAST({sub('int')} AS DECIMAL(10,2))", lambda: f"(- {sub()})", lambda: f"round({sub()}, 1)"],
+            "str": [lambda: f"upper({sub()})", lambda: f"lower({sub()})", lambda: f"substring({sub()}, 1, 2)",
+                    lambda: f"({sub()} || {lit(d, 'str')})", lambda: f"concat({sub()}, {sub()})",
+                    lambda: f"replace({sub()}, 'a', 'x')", lambda: f"left({sub()}, 1)", lambda: f"reverse({sub()})",
+                    lambda: f"CAST({sub('int')} AS VARCHAR)"],
+            "date": [lambda: f"CAST({sub()} + INTERVAL {d(st.integers(1, 40))} DAY AS DATE)",
+                     lambda: f"CAST({sub()} - INTERVAL {d(st.integers(1, 14))} MONTH AS DATE)",
+                     lambda: f"CAST({sub()} + INTERVAL 1 YEAR AS DATE)", lambda: f"({sub()} + {d(st.integers(-3, 30))})"],
+            "bool": [lambda: self.pred(refs, depth - 1)],
+        }[kind] + [
+            lambda: f"CASE WHEN {self.pred(refs, depth - 1)} THEN {sub()} ELSE {sub()} END",
+            lambda: f"COALESCE({sub()}, {lit(d, kind)})",
+        ]
+        return d(st.sampled_from(forms))()
+
+    def pred(self, refs: list[Ref], depth: int = 2) -> str:
+        d = self.draw
+        kinds = sorted({k for _, k in refs}) or ["int"]
+        kind = d(st.sampled_from(kinds))
+        sub = lambda k=kind: self.expr(k, refs, max(depth - 1, 0))  # noqa: E731
+        other = d(st.sampled_from(NUMERIC)) if kind in NUMERIC else kind
+        forms = [
+            lambda: f"({sub()} {d(st.sampled_from(('=', '<>', '<', '<=', '>', '>=')))} {sub(other)})",
+            lambda: f"({sub()} {d(st.sampled_from(('=', '<', '>=')))} {lit(d, other)})",
+            lambda: f"({sub()} IS {d(st.sampled_from(('', 'NOT ')))}NULL)",
+            lambda: f"({sub()} BETWEEN {lit(d, kind)} AND {lit(d, kind)})",
+            lambda: f"({sub()} {d(st.sampled_from(('', 'NOT ')))}IN ({lit(d, kind)}, {lit(d, kind)}))",
+            lambda: f"({sub()} IS DISTINCT FROM {sub()})",
+        ]
+        if "str" in kinds:
+            s = lambda: self.expr("str", refs, 0)  # noqa: E731
+            forms += [lambda: f"({s()} {d(st.sampled_from(('LIKE', 'NOT LIKE', 'ILIKE')))} {d(st.sampled_from(LIKE_PATTERNS))})",
+                      lambda: f"starts_with({s()}, 'a')"]
+        if "bool" in kinds:
+            forms.append(lambda: d(st.sampled_from([r for r, k in refs if k == "bool"])))
+        if depth > 0:
+            forms += [lambda: f"({self.pred(refs, depth - 1)} {d(st.sampled_from(('AND', 'OR')))} {self.pred(refs, depth - 1)})",
+                      lambda: f"NOT ({self.pred(refs, depth - 1)})"]
+        return d(st.sampled_from(forms))()
+
+    # ---- helpers ----
+    def table(self) -> Table:
+        return self.draw(st.sampled_from(self.schema.tables))
+
+    def two_tables(self) -> tuple[Table, Table]:
+        a, b = self.draw(st.permutations(self.schema.tables))[:2]
+        return a, b
+
+    @staticmethod
+    def refs(t: Table, alias: str | None = None, qualify: bool = False) -> list[Ref]:
+        q = f"{alias or t.name}." if qualify or alias else ""
+        return [(f"{q}{c.name}", c.kind) for c in t.columns]
+
+    def items(self, refs: list[Ref], n_max: int = 3, kinds: tuple[str, ...] = KINDS,
+              depth: tuple[int, int] = (0, 2)) -> list[tuple[str, str]]:
+        """SELECT items (text, kind), aliased o1, o2, ..."""
+        out = []
+        for i in range(self.draw(st.integers(1, n_max))):
+            kind = self.draw(st.sampled_from(sorted({k for _, k in refs if k in kinds}) or ["int"]))
+            out.append((f"{self.expr(kind, refs, self.draw(st.integers(*depth)))} AS o{i + 1}", kind))
+        return out
+
+    def where(self, refs: list[Ref]) -> str:
+        return f" WHERE {self.pred(refs)}" if self.draw(st.booleans()) else ""
+
+    # ---- families ----
+    def select(self, deep: bool = False) -> str:
+        t = self.table()
+        refs = self.refs(t)
+        if deep:  # the expressions family: deeper expressions in SELECT and WHERE
+            items = ", ".join(i for i, _ in self.items(refs, 4, depth=(2, 3)))
+            dates = [r for r, k in refs if k == "date"]
+            if dates and self.draw(st.booleans()):  # DATE +/- INTERVAL is a TIMESTAMP (DuckDB)
+                n, unit = self.draw(st.integers(1, 13)), self.draw(st.sampled_from(["DAY", "MONTH", "YEAR", "WEEK"]))
+                items += f", {self.draw(st.sampled_from(dates))} {self.draw(st.sampled_from('+-'))} INTERVAL {n} {unit} AS ts"
+            where = f" WHERE {self.pred(refs, 3)}" if self.draw(st.booleans()) else ""
+            return f"SELECT {items} FROM {t.name}{where}"
+        distinct = "DISTINCT " if self.draw(st.integers(0, 2)) == 0 else ""
+        if not distinct and self.draw(st.integers(0, 4)) == 0:
+            return f"SELECT * FROM {t.name}{self.where(refs)}"
+        items = ", ".join(i for i, _ in self.items(refs, depth=(0, 1)))
+        return f"SELECT {distinct}{items} FROM {t.name}{self.where(refs)}"
+
+    def aggregate_call(self, refs: list[Ref], exact: bool = False) -> str:
+        d = self.draw
+        funcs = ["count", "sum", "min", "max"] + ([] if exact else ["avg", "stddev", "variance", "median",
+                                                                     "median", "stddev_pop", "var_pop"])
+        f = d(st.sampled_from(funcs + ["count_star", "count_distinct"]))
+        if f == "count_star":
+            return "count(*)"
+        ordered = ("int", "dec", "str", "date", "float")
+        kinds = NUMERIC if f in ("sum", "avg", "stddev", "variance", "stddev_pop", "var_pop") else \
+            ordered if f in ("min", "max", "median") else KINDS
+        if exact and f == "sum":
+            kinds = ("int", "dec")
+        kind = d(st.sampled_from(sorted({k for _, k in refs if k in kinds}) or ["int"]))
+        arg = self.expr(kind, refs, d(st.integers(0, 1)))
+        if f == "count_distinct":
+            return f"count(DISTINCT {arg})"
+        if f in ("sum", "min", "max") and d(st.integers(0, 4)) == 0:
+            return f"{f}(DISTINCT {arg})"
+        return f"{f}({arg})"
+
+    def group_by(self, exact: bool = False, refs: list[Ref] | None = None, source: str = "") -> str:
+        d = self.draw
+        if refs is None:
+            t = self.table()
+            refs, source = self.refs(t), t.name
+        kref = next(r for r in refs if r[0].split(".")[-1] == "k")
+        shape = d(st.sampled_from(["k", "k", "none", "any"]))  # groups of several rows are what aggregates test
+        keys = [kref] if shape == "k" else [] if shape == "none" else \
+            d(st.lists(st.sampled_from(refs), unique=True, max_size=2))
+        if keys and d(st.integers(0, 3)) == 0:  # a computed key (not a bare integer: that is a position)
+            kind = keys[0][1]
+            key = self.expr(kind, refs, 1)
+            keys[0] = (key, kind) if not key.lstrip("-").isdigit() else keys[0]
+        sel = [f"{k} AS g{i + 1}" for i, (k, _) in enumerate(keys)]
+        sel += [f"{self.aggregate_call(refs, exact)} AS a{i + 1}" for i in range(d(st.integers(1, 3)))]
+        group = f" GROUP BY {', '.join(k for k, _ in keys)}" if keys else ""
+        having = ""
+        if d(st.integers(0, 2)) == 0:
+            kref = kref[0]
+            having = " HAVING " + d(st.sampled_from(["count(*) > 1", "count(*) <= 2", f"min({kref}) >= 1",
+                                                     f"max({kref}) < 3", f"sum({kref}) > 2"]))
+        return f"SELECT {', '.join(sel)} FROM {source}{self.where(refs)}{group}{having}"
+
+    def join(self) -> str:
+        d = self.draw
+        a, b = self.two_tables()
+        shared = [c.name for c in a.columns if c in b.columns]
+        kind = d(st.sampled_from(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "CROSS JOIN", "USING", "NATURAL",
+                                  "COMMA"]))
+        ra, rb = self.refs(a, "x"), self.refs(b, "y")
+        refs = ra + rb
+        if kind == "NATURAL":
+            how = d(st.sampled_from(["", "LEFT ", "FULL "]))
+            src = f"{a.name} AS x NATURAL {how}JOIN {b.name} AS y"
+            refs = [(c.name, c.kind) for c in a.columns if c.name in shared] + \
+                [r for r in refs if r[0].split(".")[1] not in shared]
+        elif kind == "USING":
+            how = d(st.sampled_from(["", "LEFT ", "RIGHT ", "FULL "]))
+            using = d(st.lists(st.sampled_from(shared), unique=True, min_size=1))
+            src = f"{a.name} AS x {how}JOIN {b.name} AS y USING ({', '.join(using)})"
+            refs = [(u, _kind_of(a, u)) for u in using] + refs
+        elif kind in ("CROSS JOIN", "COMMA"):
+            sep = ", " if kind == "COMMA" else " CROSS JOIN "
+            src = f"{a.name} AS x{sep}{b.name} AS y"
+        else:
+            on = "x.k = y.k"
+            if d(st.booleans()):
+                on += f" AND {self.pred(refs, 0)}"
+            src = f"{a.name} AS x {kind} {b.name} AS y ON {on}"
+        if len(self.schema.tables) > 2 and d(st.integers(0, 2)) == 0:  # a third table
+            c = next(t for t in self.schema.tables if t not in (a, b))
+            how = d(st.sampled_from(["JOIN", "LEFT JOIN", "FULL JOIN"]))
+            # y.k after a comma join (x is not visible in the ON of the join binding tighter); never a bare
+            # USING column (DuckDB takes it, PostgreSQL and dbspark call it ambiguous with z.k)
+            src += f" {how} {c.name} AS z ON z.k = {'y.k' if kind == 'COMMA' else 'x.k'}"
+            # the USING / NATURAL columns unqualified are ambiguous with z.k now (PostgreSQL, dbspark)
+            refs = [r for r in refs if "." in r[0]] + self.refs(c, "z")
+        if d(st.integers(0, 3)) == 0:
+            return self.group_by(refs=refs, source=src)
+        if kind == "NATURAL" and "z" not in src.split() and d(st.integers(0, 2)) == 0:
+            return f"SELECT * FROM {src}{self.where(refs)}"  # the shared columns once, then the others
+        items = ", ".join(i for i, _ in self.items(refs, 4))
+        return f"SELECT {items} FROM {src}{self.where(refs)}"
+
+    def subquery(self, variant: str = "basic") -> str:
+        """A subquery condition in WHERE (combined with AND; with variant "or", with OR) or a value in SELECT.
+
+        "basic": uncorrelated, or correlated by key equality (NOT IN and IN as a value uncorrelated);
+        "hard": correlated by non-equalities, or a correlated NOT IN / IN as a value; "or": anything."""
+        d = self.draw
+        a, b = self.two_tables()
+        ra, rb = self.refs(a, "x"), self.refs(b, "y")
+        equi = ["y.k = x.k", "y.k IS NOT DISTINCT FROM x.k"]
+        non_equi = ["y.k <> x.k", "y.k < x.k", "y.k = x.k AND y.k + x.k > 1"]
+        form = d(st.sampled_from(["in", "exists", "scalar_where", "scalar_select", "in_select", "mixed"]))
+        negated = d(st.booleans())
+        if variant == "hard":
+            corr = d(st.sampled_from(non_equi)) if form not in ("in", "in_select") or d(st.booleans()) else \
+                d(st.sampled_from(equi))
+            negated = negated or form == "in"  # a correlated NOT IN (IN as a value: either)
+        elif variant == "basic":
+            corr = d(st.sampled_from(equi)) if d(st.booleans()) else None
+            if corr and (form == "in_select" or (form == "in" and negated)):
+                corr = None
+        else:
+            form = d(st.sampled_from(["in", "exists", "scalar_where", "mixed"]))
+            corr = d(st.sampled_from(equi + non_equi)) if d(st.booleans()) else None
+        inner_where = [self.pred(rb, 0)] if d(st.booleans()) else []
+        if corr:
+            inner_where.append(corr)
+        iw = f" WHERE {' AND '.join(inner_where)}" if inner_where else ""
+        if form in ("in", "in_select"):
+            kind = d(st.sampled_from(sorted({k for _, k in ra} & {k for _, k in rb})))
+            lhs, rhs = self.expr(kind, ra, 0), self.expr(kind, rb, 0)
+            cond = f"{lhs} {'NOT IN' if negated else 'IN'} (SELECT {rhs} FROM {b.name} AS y{iw})"
+        elif form in ("exists", "mixed"):
+            cond = f"{'NOT EXISTS' if negated else 'EXISTS'} (SELECT 1 FROM {b.name} AS y{iw})"
+        else:
+            agg = self.aggregate_call(rb, exact=True) if form == "scalar_select" else \
+                d(st.sampled_from(["count(*)", "sum(y.k)", "max(y.k)", "min(y.k) + 1", f"count({rb[-1][0]})"]))
+            cond = f"(SELECT {agg} FROM {b.name} AS y{iw})"
+        items = [i for i, _ in self.items(ra, 2)]
+        if form in ("scalar_select", "in_select"):
+            items.append(f"{cond} AS sq")
+            where = self.where(ra)
+        else:
+            if form == "scalar_where":
+                cond = f"x.k {d(st.sampled_from(['=', '<', '>=']))} {cond}"
+            where = f" WHERE {cond}"
+            if variant == "or":
+                where += f" OR {self.pred(ra, 1)}"
+            elif form == "mixed" or d(st.integers(0, 2)) == 0:
+                where += f" AND {self.pred(ra, 1)}"
+        return f"SELECT {', '.join(items)} FROM {a.name} AS x{where}"
+
+    def setop(self) -> str:
+        d = self.draw
+        n = d(st.integers(1, 2))
+        kinds = [d(st.sampled_from(KINDS)) for _ in range(n)]
+
+        def side() -> str:
+            t = self.table()
+            refs = self.refs(t)
+            items = ", ".join(f"{self.expr(k, refs, d(st.integers(0, 1)))} AS o{i + 1}" for i, k in enumerate(kinds))
+            return f"SELECT {items} FROM {t.name}{self.where(refs)}"
+
+        out = side()
+        for i in range(d(st.integers(1, 2))):
+            op = d(st.sampled_from(["UNION", "UNION ALL", "INTERSECT", "EXCEPT", "INTERSECT ALL", "EXCEPT ALL"]))
+            out = f"({out}) {op} ({side()})" if i else f"{out} {op} {side()}"
+        return out
+
+    def topk(self) -> tuple[str, str]:
+        d = self.draw
+        base = d(st.sampled_from(["select", "group", "join", "setop"]))
+        if base == "group":
+            q = self.group_by(exact=True)
+        elif base == "join":
+            a, b = self.two_tables()
+            refs = self.refs(a, "x") + self.refs(b, "y")
+            items = [f"{self.expr(k, refs, 0)} AS o{i + 1}" for i, k in
+                     enumerate(d(st.lists(st.sampled_from(("int", "str", "dec", "date")), min_size=1, max_size=3)))]
+            how = d(st.sampled_from(["JOIN", "LEFT JOIN", "FULL JOIN"]))
+            q = f"SELECT {', '.join(items)} FROM {a.name} AS x {how} {b.name} AS y ON x.k = y.k"
+        elif base == "setop":
+            q = f"({self.setop().replace(' ALL', '')})"
+        else:
+            t = self.table()
+            refs = self.refs(t)
+            items = ", ".join(i for i, _ in self.items(refs, 3, kinds=("int", "dec", "str", "date", "bool", "float")))
+            q = f"SELECT {'DISTINCT ' if d(st.booleans()) else ''}{items} FROM {t.name}{self.where(refs)}"
+        outs = _outputs(q)
+        keys = d(st.lists(st.sampled_from(outs), unique=True, min_size=1, max_size=2))
+        order = ", ".join(f"{k} {d(st.sampled_from(['', 'ASC', 'DESC']))}"
+                          f"{d(st.sampled_from(['', '', ' NULLS FIRST', ' NULLS LAST']))}".strip() for k in keys)
+        limit = f" LIMIT {d(st.integers(0, 4))}" if d(st.integers(0, 3)) else ""
+        offset = f" OFFSET {d(st.integers(1, 3))}" if d(st.integers(0, 2)) == 0 or not limit else ""
+        ties = ", ".join(f"{o} ASC NULLS LAST" for o in outs)
+        if base == "setop":
+            return (f"SELECT * FROM {q} AS s ORDER BY {order}{limit}{offset}",
+                    f"SELECT * FROM {q} AS s ORDER BY {order}, {ties}{limit}{offset}")
+        return f"{q} ORDER BY {order}{limit}{offset}", f"{q} ORDER BY {order}, {ties}{limit}{offset}"
+
+    def cte(self) -> str:
+        d = self.draw
+        t, u = self.two_tables()
+        refs = self.refs(t)
+        form = d(st.sampled_from(["twice", "filter_join", "agg_join", "chain"]))
+        if form == "twice":
+            inner = self.group_by(exact=True, refs=refs, source=t.name)
+            c0 = _outputs(inner)[0]
+            return f"WITH c AS ({inner}) SELECT c.{c0} AS o1, d.{c0} AS o2 FROM c JOIN c AS d ON c.{c0} = d.{c0}"
+        if form == "filter_join":
+            inner = f"SELECT * FROM {t.name}{self.where(refs)}"
+            items = ", ".join(i for i, _ in self.items(self.refs(t, "c") + self.refs(u, "u"), 3))
+            how = d(st.sampled_from(["JOIN", "LEFT JOIN", "FULL JOIN"]))
+            return f"WITH c AS ({inner}) SELECT {items} FROM c {how} {u.name} AS u ON u.k = c.k"
+        if form == "agg_join":
+            inner = f"SELECT k, count(*) AS n, {self.aggregate_call(refs, exact=True)} AS s FROM {t.name} GROUP BY k"
+            items = ", ".join(i for i, _ in self.items(self.refs(u, "u"), 2))
+            return f"WITH c AS ({inner}) SELECT c.k AS ck, c.n AS cn, c.s AS cs, {items} FROM c JOIN {u.name} AS u ON u.k = c.k"
+        return (f"WITH c AS (SELECT * FROM {t.name}{self.where(refs)}), e AS (SELECT k, count(*) AS n FROM c GROUP BY k) "
+                f"SELECT e.k AS o1, e.n AS o2 FROM e WHERE e.n {d(st.sampled_from(['>', '<=']))} {d(st.integers(0, 2))}")
+
+    def recursive(self) -> str:
+        d = self.draw
+        form = d(st.sampled_from(["closure", "from_node", "bounded_all", "closure_agg", "two_hop"]))
+        if form == "closure":
+            return ("WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM e UNION SELECT r.a, e.dst FROM r JOIN e "
+                    "ON r.b = e.src) SELECT a, b FROM r")
+        if form == "closure_agg":
+            return ("WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM e UNION SELECT r.a, e.dst FROM r JOIN e "
+                    "ON r.b = e.src) SELECT a, count(*) AS n, max(b) AS mx FROM r GROUP BY a")
+        if form == "from_node":
+            start = d(st.integers(0, 2))
+            return (f"WITH RECURSIVE r(x) AS (SELECT src FROM e WHERE src = {start} UNION SELECT e.dst FROM r JOIN e "
+                    f"ON e.src = r.x) SELECT x FROM r")
+        if form == "two_hop":
+            return ("WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM e WHERE w UNION SELECT r.a, e.dst FROM r, e "
+                    "WHERE r.b = e.src AND e.w) SELECT a, b FROM r WHERE a <> b")
+        depth = d(st.integers(1, 3))
+        return (f"WITH RECURSIVE p(a, b, len) AS (SELECT src, dst, 1 FROM e UNION ALL SELECT p.a, e.dst, p.len + 1 "
+                f"FROM p JOIN e ON p.b = e.src WHERE p.len < {depth}) SELECT a, b, len FROM p")
+
+    def mode(self) -> tuple[str, str, str]:
+        """(the view, DuckDB's query of its other columns, DuckDB's allowed (key, MODE) pairs: the values of
+        greatest count per group). DuckDB picks any of tied values; so may dbspark."""
+        t = self.table()
+        refs = self.refs(t)
+        kind = self.draw(st.sampled_from(sorted({k for _, k in refs})))
+        x = self.draw(st.sampled_from([r for r, k in refs if k == kind]))
+        grouped = self.draw(st.integers(0, 3)) > 0
+        base = f"SELECT {'k' if grouped else '0'} AS g, {x} AS x FROM {t.name}{self.where(refs)}"
+        view = f"WITH b AS ({base}) SELECT {'g, ' if grouped else ''}mode(x) AS mo, count(*) AS n FROM b" + \
+            (" GROUP BY g" if grouped else "")
+        rest = f"WITH b AS ({base}) SELECT {'g, ' if grouped else ''}count(*) AS n FROM b" + \
+            (" GROUP BY g" if grouped else "")
+        allowed = (f"WITH b AS ({base}), c AS (SELECT g, x, count(*) AS n FROM b WHERE x IS NOT NULL GROUP BY g, x), "
+                   "m AS (SELECT g, max(n) AS mx FROM c GROUP BY g) "
+                   "SELECT c.g, c.x FROM c JOIN m ON c.g IS NOT DISTINCT FROM m.g AND c.n = m.mx")
+        return view, rest, allowed
+
+    def overflow(self) -> str:
+        d = self.draw
+        t = self.table()
+        form = d(st.sampled_from(["add", "mul", "neg", "sum", "where", "agg_expr"]))
+        if form == "add":
+            return f"SELECT k, a + {d(st.sampled_from(['a', '1', 'k']))} AS x FROM {t.name}"
+        if form == "mul":
+            return f"SELECT a * {d(st.sampled_from(['2', 'k', '-1']))} AS x FROM {t.name}"
+        if form == "neg":
+            return f"SELECT k, - a AS x, a - 1 AS y FROM {t.name} WHERE k >= 1"
+        if form == "sum":
+            return f"SELECT k, sum(a) AS s FROM {t.name} GROUP BY k"
+        if form == "agg_expr":
+            return f"SELECT k, max(a) + 1 AS s, min(a) - 1 AS m FROM {t.name} GROUP BY k"
+        # not `a * 2 > 0`: DuckDB rewrites a comparison of an expression with a constant (no overflow then)
+        return f"SELECT k, a FROM {t.name} WHERE a * 2 > k"
+
+
+def _kind_of(t: Table, name: str) -> str:
+    c = next((c for c in t.columns if c.name == name), None)
+    return c.kind if c is not None else "int"
+
+
+def _outputs(query: str) -> list[str]:
+    """The output column names of a generated query (its aliases o1.., g1.., a1.., sq)."""
+    import re
+
+    top = query
+    if query.startswith("("):  # a set operation: its first operand names the columns
+        top = query[1:]
+    names: list[str] = []
+    depth = 0
+    i = top.find("SELECT") + len("SELECT")
+    j = i
+    while j < len(top):  # the first SELECT list, up to its FROM at depth 0
+        ch = top[j]
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and top.startswith(" FROM ", j):
+            break
+        j += 1
+    for m in re.finditer(r" AS ([a-z][a-z0-9]*)(?=,|$)", top[i:j]):
+        names.append(m.group(1))
+    return names
+
+
+# ---- cases -----------------------------------------------------------------------------------------------
+FAMILIES = ("select", "expressions", "aggregates", "joins", "subqueries", "setops", "topk", "ctes", "recursive",
+            "mode", "overflow", "subqueries_or", "subqueries_hard")
+
+EDGES = Schema((Table("e", (Column("src", "int", "BIGINT"), Column("dst", "int", "BIGINT"),
+                            Column("w", "bool", "BOOLEAN"))),))
+
+
+BIG = Schema((Table("t0", (Column("k", "int", "BIGINT"), Column("a", "int", "BIGINT"))),
+              Table("t1", (Column("k", "int", "BIGINT"), Column("a", "int", "BIGINT")))))
+
+
+@st.composite
+def cases(draw: st.DrawFn, family: str, max_views: int = 3, max_steps: int = 4) -> Case:
+    if family == "recursive":
+        schema = EDGES
+    elif family == "overflow":
+        schema = BIG
+    else:
+        schema = draw(schemas())
+    g = QueryGen(draw, schema)
+    views = []
+    for i in range(draw(st.integers(1, max_views))):
+        fam = draw(st.sampled_from(FAMILIES[:8] + ("mode",))) if family == "mix" else family
+        name = f"v{i}"
+        if fam == "topk":
+            q, o = g.topk()
+            views.append(View(name, q, o))
+        elif fam == "mode":
+            q, rest, allowed = g.mode()
+            views.append(View(name, q, rest, mode=allowed))
+        else:
+            build = {"select": g.select, "expressions": lambda: g.select(deep=True), "aggregates": g.group_by, "joins": g.join,
+                     "subqueries": g.subquery, "subqueries_or": lambda: g.subquery("or"),
+                     "subqueries_hard": lambda: g.subquery("hard"), "setops": g.setop, "ctes": g.cte, "recursive": g.recursive,
+                     "overflow": g.overflow}[fam]
+            views.append(View(name, build()))
+    return Case(schema, tuple(views), draw(change_streams(schema, max_steps)))
+
+
+__all__ = ["Case", "Column", "FAMILIES", "QueryGen", "Schema", "Step", "Table", "View", "cases", "change_streams",
+           "schemas"]
