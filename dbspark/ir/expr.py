@@ -275,11 +275,12 @@ class InList(Expr):
 
 
 def decimal_literal_type(v: _decimal.Decimal) -> pl.Decimal:
-    """DECIMAL(p, s) of a decimal constant: its digits and its exponent (as DuckDB types 1.50)."""
-    sign, digits, exp = v.as_tuple()
+    """DECIMAL(p, s) of a decimal constant as DuckDB types the literal: 1.50 is DECIMAL(3,2), 0.5 is
+    DECIMAL(2,1) (the zero before the point counts), 1E+3 is DECIMAL(4,0)."""
+    _, digits, exp = v.as_tuple()
     s = max(0, -int(exp))
-    p = max(len(digits) + max(0, int(exp)), s, 1)
-    return pl.Decimal(min(max(p, s), 38), s)
+    p = max(len(digits) + max(0, int(exp)), s + 1 if s else 1)
+    return pl.Decimal(min(p, 38), min(s, 38))
 
 
 def func(name: str, *args: Any) -> Func:

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from dbspark.ir.expr import Expr
 
 NULL = pl.Null()
-INT_ORDER = [pl.Int8(), pl.Int16(), pl.Int32(), pl.Int64()]
-INT_DIGITS = {pl.Int8(): 3, pl.Int16(): 5, pl.Int32(): 10, pl.Int64(): 19}
+INT_ORDER: list[pl.DataType] = [pl.Int8(), pl.Int16(), pl.Int32(), pl.Int64()]
+INT_DIGITS: dict[pl.DataType, int] = {pl.Int8(): 3, pl.Int16(): 5, pl.Int32(): 10, pl.Int64(): 19}
 SQL_NAMES = {pl.Int8(): "TINYINT", pl.Int16(): "SMALLINT", pl.Int32(): "INTEGER", pl.Int64(): "BIGINT",
              pl.Float64(): "DOUBLE", pl.Float32(): "FLOAT", pl.String(): "VARCHAR", pl.Boolean(): "BOOLEAN",
              pl.Date(): "DATE"}
@@ -49,7 +49,8 @@ def norm_int(t: pl.DataType) -> pl.DataType:
     """Signed integer of a Polars integer type (unsigned types widen: UInt32 -> Int64)."""
     if t in INT_DIGITS:
         return t
-    return {pl.UInt8(): pl.Int16(), pl.UInt16(): pl.Int32()}.get(t, pl.Int64())
+    widen: dict[pl.DataType, pl.DataType] = {pl.UInt8(): pl.Int16(), pl.UInt16(): pl.Int32()}
+    return widen.get(t, pl.Int64())
 
 
 def is_int(t: pl.DataType) -> bool:
@@ -287,7 +288,7 @@ def _nullif(ts, args):
 
 
 for _n in ("greatest", "least"):
-    _reg(_n, 1, None)(lambda ts, args, _n=_n: supertype(ts, _n))
+    _reg(_n, 1, None)(lambda ts, args, _n=_n: supertype(ts, _n))  # type: ignore[misc]
 
 
 def _string_fn(name: str, lo: int, hi: int, sig: str) -> None:

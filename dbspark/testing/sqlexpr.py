@@ -48,7 +48,7 @@ def lit_sql(v: object) -> str:
     if isinstance(v, str):
         return quote(v)
     if isinstance(v, decimal.Decimal):
-        return f"CAST('{v}' AS {type_sql(decimal_literal_type(v))})"
+        return f"CAST('{v:f}' AS {type_sql(decimal_literal_type(v))})"
     if isinstance(v, dt.datetime):
         return f"TIMESTAMP '{v.isoformat(sep=' ')}'"
     if isinstance(v, dt.date):
@@ -123,5 +123,5 @@ class _Printer:
         if n == "date_add":
             return f"({a[0]} + (to_months({a[1]}) + to_days({a[2]}) + to_microseconds({a[3]})))"
         if n == "round" and len(a) > 1:
-            return f"round({a[0]}, {int(fn.literal_value(n, e.args[1], 'the precision'))})"  # type: ignore[arg-type]
+            return f"round({a[0]}, {fn.literal_value(n, e.args[1], 'the precision')})"
         return f"{n}({', '.join(a)})"

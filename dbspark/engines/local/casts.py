@@ -2,10 +2,11 @@
 
 Rounding follows DuckDB: DECIMAL -> integer or a smaller scale rounds half away from zero; DOUBLE ->
 integer rounds half to even (nearbyint); DOUBLE -> DECIMAL rounds x * 10^s half away from zero.
-Strings parse with a fixed grammar (the same on the Spark engine, `engines/spark/casts.py`):
-integers and decimals `[+-]digits[.digits]` with surrounding spaces (a fraction rounds), dates
-`YYYY-M-D` and timestamps `YYYY-M-D[( |T)H:M[:S[.f]]]` (a DATE may carry a valid time); forms DuckDB accepts beyond these ('1e3', '0x10')
-are errors here, never a different value.
+Strings parse with a fixed grammar, the same on the Spark engine (`engines/spark/casts.py`): integers
+and decimals `[+-]digits[.digits]` with surrounding spaces (a fraction rounds), doubles also with an
+exponent (no 'inf' or 'nan'), booleans true/t/yes/y/1 and false/f/no/n/0, timestamps
+`YYYY-M-D[( |T)H:M[:S[.f]]]` and dates of the same form (a time part must be valid and is dropped).
+Forms DuckDB accepts beyond these ('1e3' or '0x10' as an integer) are errors, never a different value.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ if TYPE_CHECKING:
     from dbspark.engines.local.exprs import Compiler, Guard
 
 NUM_RE = r"^\s*([+-]?)(\d*)(?:\.(\d*))?\s*$"
+FLOAT_RE = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
 TS_RE = r"^\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6})\d*)?)?)?\s*$"
-BOOL_TRUE = ["true", "t", "1", "yes", "y", "on"]
-BOOL_FALSE = ["false", "f", "0", "no", "n", "off"]
+BOOL_TRUE = ["true", "t", "1", "yes", "y"]
+BOOL_FALSE = ["false", "f", "0", "no", "n"]
 
 
 def parse_number(x: pl.Expr, s: int) -> tuple[pl.Expr, pl.Expr]:
@@ -117,7 +119,7 @@ def _body(x: pl.Expr, src: pl.DataType, to: pl.DataType) -> tuple[pl.Expr, pl.Ex
     if kt == "float":
         if ks == "string":
             v = x.str.strip_chars(" ").cast(pl.Float64, strict=False)
-            return v, v.is_null()
+            return v, v.is_null() | ~x.str.contains(FLOAT_RE)  # no 'inf' / 'nan' (as on Spark)
         return x.cast(pl.Float64), None
     if kt == "string":
         if ks == "bool":

@@ -11,7 +11,7 @@ from left to right as in DuckDB's WHERE and in Spark (DuckDB's projections evalu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import polars as pl
@@ -30,7 +30,7 @@ _CMP: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
     "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
     "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
 }
-INT_RANGE = {pl.Int8(): (-(2**7), 2**7 - 1), pl.Int16(): (-(2**15), 2**15 - 1),
+INT_RANGE: dict[pl.DataType, tuple[int, int]] = {pl.Int8(): (-(2**7), 2**7 - 1), pl.Int16(): (-(2**15), 2**15 - 1),
              pl.Int32(): (-(2**31), 2**31 - 1), pl.Int64(): (-(2**63), 2**63 - 1)}
 
 
@@ -69,7 +69,7 @@ def checked(inputs: list[pl.Expr], build: Build, dtype: pl.DataType, guard: Guar
     value, bad = build([pl.col(n) for n in names])
     g = [] if bad is None or guard is None else [guard]
 
-    def run(series: list[pl.Series]) -> pl.Series:
+    def run(series: Sequence[pl.Series]) -> pl.Series:
         n = next((len(x) for x in series if len(x) != 1), 1)
         cols = [x if len(x) == n else x.new_from_index(0, n) for x in series]
         df = pl.DataFrame(dict(zip(names, cols[: len(names)], strict=True)))
@@ -84,6 +84,16 @@ def checked(inputs: list[pl.Expr], build: Build, dtype: pl.DataType, guard: Guar
         return out["v"]
 
     return pl.map_batches([*inputs, *g], run, return_dtype=dtype)
+
+
+def _fmod(series: Sequence[pl.Series]) -> pl.Series:
+    import numpy as np
+
+    n = next((len(x) for x in series if len(x) != 1), 1)
+    a, b = (x if len(x) == n else x.new_from_index(0, n) for x in series)
+    with np.errstate(all="ignore"):
+        r = np.fmod(a.cast(pl.Float64).to_numpy(), b.cast(pl.Float64).to_numpy())
+    return pl.Series(a.name, r, dtype=pl.Float64).set(a.is_null() | b.is_null(), None)
 
 
 def and_guard(g: Guard, c: pl.Expr) -> pl.Expr:
@@ -221,10 +231,8 @@ class Compiler:
             if op == "int_div":  # DuckDB: // on floats divides, and is NULL for a zero divisor
                 return checked([a, b], lambda x: (pl.when(x[1] == 0).then(None).otherwise(x[0] / x[1]), None),
                                pl.Float64())
-            if op == "sql_mod":  # fmod: the sign of the dividend
-                return checked([a, b], lambda x: (pl.when(x[1].is_infinite() & x[0].is_finite()).then(x[0])
-                                                  .otherwise((x[0].abs() % x[1].abs()) * x[0].sign()), None),
-                               pl.Float64())
+            if op == "sql_mod":  # C's fmod (exact; the sign of the dividend), as DuckDB and Java
+                return pl.map_batches([a, b], _fmod, return_dtype=pl.Float64())
             return {"add": a + b, "sub": a - b, "mul": a * b}[op]
         if fn.is_int(rt):
             return self.int_arith(op, sym, rt, self.c(e.left, g), self.c(e.right, g), g)

@@ -240,7 +240,7 @@ def round_half_away(y: pl.Expr) -> pl.Expr:
 @_impl("round")
 def _round(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     x, t, rt = comp.c(e.args[0], g), comp.t(e.args[0]), comp.t(e)
-    n = int(_lit(e, 1)) if len(e.args) > 1 else 0  # type: ignore[arg-type]
+    n = int(_lit(e, 1)) if len(e.args) > 1 else 0  # type: ignore[call-overload]
     if t == fn.NULL:
         return pl.lit(None)
     if t.is_float():  # DuckDB's RoundOperatorPrecision, operation for operation

@@ -12,13 +12,11 @@ from typing import Any
 
 import polars as pl
 
-from dbspark.engines.local.casts import BOOL_FALSE, BOOL_TRUE, NUM_RE, TS_RE
+from dbspark.engines.local.casts import BOOL_FALSE, BOOL_TRUE, FLOAT_RE, NUM_RE, TS_RE
 from dbspark.engines.spark.convert import spark_type
-from dbspark.engines.spark.exprs import INT_RANGE, _F, checked
+from dbspark.engines.spark.exprs import _F, INT_RANGE, checked
 from dbspark.errors import UnsupportedError
 from dbspark.ir import functions as fn
-
-FLOAT_RE = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
 
 
 def dec_type(p: int, s: int) -> Any:
@@ -46,7 +44,8 @@ def from_unscaled(u: Any, p: int, s: int) -> Any:
     F = _F()
     if s == 0:
         return u.cast(dec_type(p, 0))
-    digits = F.lpad(F.abs(u).cast("string"), s + 1, "0")
+    plain = F.abs(u).cast("string")
+    digits = F.when(F.length(plain) <= s, F.lpad(plain, s + 1, "0")).otherwise(plain)  # lpad truncates
     n = F.length(digits)
     text = F.concat(F.when(u < 0, F.lit("-")).otherwise(F.lit("")), F.substring(digits, F.lit(1), n - s),
                     F.lit("."), F.substring(digits, n - s + 1, F.lit(s)))
@@ -107,7 +106,8 @@ def parse_timestamp(x: Any) -> tuple[Any, Any]:
     us = F.when(g[6] == "", 0).otherwise(F.rpad(g[6], 6, "0").cast("int"))
     ok = (x.rlike(TS_RE) & (mo >= 1) & (mo <= 12) & (d >= 1) & (d <= days_in_month(y, mo)) & (y >= 1)
           & (h < 24) & (mi < 60) & (sec < 60))
-    secs = (sec.cast(dec_type(8, 6)) + us.cast(dec_type(8, 6)) / F.lit(1000000).cast(dec_type(7, 0)))
+    micros = (sec.cast("long") * 1_000_000 + us.cast("long")).cast(dec_type(14, 0))
+    secs = micros / F.lit(1_000_000).cast(dec_type(7, 0))  # exact: DECIMAL(22, 8)
     v = F.when(ok, F.make_timestamp_ntz(y, mo, d, h, mi, secs.cast(dec_type(8, 6))))
     return v, ok
 

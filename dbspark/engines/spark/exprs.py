@@ -20,7 +20,7 @@ from dbspark.errors import UnsupportedError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary
 
-INT_RANGE = {pl.Int8(): (-(2**7), 2**7 - 1), pl.Int16(): (-(2**15), 2**15 - 1),
+INT_RANGE: dict[pl.DataType, tuple[int, int]] = {pl.Int8(): (-(2**7), 2**7 - 1), pl.Int16(): (-(2**15), 2**15 - 1),
              pl.Int32(): (-(2**31), 2**31 - 1), pl.Int64(): (-(2**63), 2**63 - 1)}
 
 
@@ -89,6 +89,40 @@ _CMP: dict[str, Callable[[Any, Any], Any]] = {
     "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
     "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
 }
+
+
+def may_raise(e: Expr) -> bool:
+    """Whether evaluating `e` can raise a DataError (conservative: any SQL integer or DECIMAL
+    arithmetic, CAST, or checked function in it)."""
+    if isinstance(e, Binary) and e.op in ("add", "sub", "mul", "int_div", "sql_mod"):
+        return True
+    if isinstance(e, Unary) and e.op in ("neg", "abs"):
+        return True
+    if isinstance(e, Cast) or (isinstance(e, Func) and e.name in ("sqrt", "ln", "log10", "round", "abs")):
+        return True
+    children: list[Expr] = []
+    if isinstance(e, Binary):
+        children = [e.left, e.right]
+    elif isinstance(e, Unary):
+        children = [e.arg]
+    elif isinstance(e, Func):
+        children = list(e.args)
+    elif isinstance(e, InList):
+        children = [e.arg, *e.items]
+    elif isinstance(e, Case):
+        children = [x for w in e.whens for x in w] + ([e.otherwise] if e.otherwise is not None else [])
+    return any(may_raise(c) for c in children)
+
+
+def eager(result: Any, later: list[tuple[Expr, Any]]) -> Any:
+    """`result` of a NULL-propagating operation, evaluating each later operand that may raise even when
+    an earlier one is NULL (Spark skips the rest of a null-intolerant expression at the first NULL;
+    DuckDB and the local engine evaluate every operand)."""
+    F = _F()
+    for e, x in later:
+        if may_raise(e):
+            result = F.when(x.isNull(), None).otherwise(result)
+    return result
 
 
 def to_spark_column(e: Expr, schema: pl.Schema) -> Any:
@@ -170,7 +204,7 @@ class SparkCompiler:
             return _floordiv(a, b, floating) if e.op == "floordiv" else _mod(a, b, floating)
         if e.op in _CMP:
             a, b = self.operands(e.left, e.right)
-            return _CMP[e.op](a, b)
+            return eager(_CMP[e.op](a, b), [(e.right, b)])
         if e.op == "and":
             return self.c(e.left) & self.c(e.right)
         if e.op == "or":
@@ -184,6 +218,10 @@ class SparkCompiler:
         if rt == fn.NULL:
             return F.lit(None)
         a, b = self.c(e.left), self.c(e.right)
+        return eager(self._arith(op, sym, rt, ta, tb, a, b), [(e.right, b)])
+
+    def _arith(self, op: str, sym: str, rt: pl.DataType, ta: pl.DataType, tb: pl.DataType, a: Any, b: Any) -> Any:
+        F = _F()
         if rt == pl.Date() or (op == "sub" and ta == pl.Date()):
             if ta == pl.Date() and tb == pl.Date():
                 return F.datediff(a, b).cast("long")

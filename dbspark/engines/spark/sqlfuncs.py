@@ -10,7 +10,7 @@ import polars as pl
 from dbspark.engines.local.sqlfuncs import like_parts, like_regex
 from dbspark.engines.spark.casts import cast, dec_bound, dec_type
 from dbspark.engines.spark.convert import spark_type
-from dbspark.engines.spark.exprs import INT_RANGE, _F, checked, float_floor
+from dbspark.engines.spark.exprs import _F, INT_RANGE, checked, eager, float_floor, may_raise
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import Func
 
@@ -21,8 +21,16 @@ Impl = Callable[["SparkCompiler", Func], Any]
 SPARK: dict[str, Impl] = {}
 
 
+# functions whose value is NULL when any argument is: Spark may skip the later arguments at a NULL
+NULL_PROPAGATING = {"substring", "left", "right", "trim", "ltrim", "rtrim", "replace", "strpos", "starts_with",
+                    "ends_with", "contains", "power", "date_add", "concat_op"}
+
+
 def compile_func(comp: SparkCompiler, e: Func) -> Any:
-    return SPARK[e.name](comp, e)
+    out = SPARK[e.name](comp, e)
+    if e.name in NULL_PROPAGATING and any(may_raise(a) for a in e.args[1:]):
+        out = eager(out, [(a, comp.c(a)) for a in e.args[1:]])
+    return out
 
 
 def _impl(*names: str) -> Callable[[Impl], Impl]:
@@ -55,8 +63,8 @@ def _coalesce(comp: SparkCompiler, e: Func) -> Any:
 
 @_impl("nullif")
 def _nullif(comp: SparkCompiler, e: Func) -> Any:
-    a, b = comp.operands(e.args[0], e.args[1])
-    return _F().when(a == b, None).otherwise(comp.c(e.args[0]))
+    a, b = comp.operands(e.args[0], e.args[1])  # <=> evaluates both sides (== skips b at a NULL a)
+    return _F().when(a.eqNullSafe(b) & a.isNotNull(), None).otherwise(comp.c(e.args[0]))
 
 
 @_impl("greatest", "least")
@@ -124,8 +132,7 @@ def _trim(comp: SparkCompiler, e: Func) -> Any:
     F = _F()
     xs = _args(comp, e)
     chars = xs[1] if len(xs) > 1 else F.lit(" ")
-    f = {"trim": "btrim", "ltrim": "ltrim", "rtrim": "rtrim"}[e.name]
-    return F.call_function(f, xs[0], chars)
+    return {"trim": F.btrim, "ltrim": F.ltrim, "rtrim": F.rtrim}[e.name](xs[0], chars)
 
 
 def _as_strings(comp: SparkCompiler, e: Func) -> list[Any]:
@@ -185,7 +192,7 @@ def _abs(comp: SparkCompiler, e: Func) -> Any:
 def _round(comp: SparkCompiler, e: Func) -> Any:
     F = _F()
     x, t, rt = comp.c(e.args[0]), comp.t(e.args[0]), comp.t(e)
-    n = int(_lit(e, 1)) if len(e.args) > 1 else 0  # type: ignore[arg-type]
+    n = int(_lit(e, 1)) if len(e.args) > 1 else 0  # type: ignore[call-overload]
     if t == fn.NULL:
         return F.lit(None)
     if t.is_float():  # DuckDB: round(x * 10^n) / 10^n, x itself when that is not finite
