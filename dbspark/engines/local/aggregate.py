@@ -67,8 +67,8 @@ def _check_int_sums(acc: pl.DataFrame, spec: AggSpec) -> None:
     for i, c in enumerate(spec.calls):
         if c.kind == "linear" and c.func == "sum" and _int_sum(c, spec) and acc.height:
             s = acc[f"__s{i}"]
-            if not (-INT64_MAX <= s.min() and s.max() <= INT64_MAX):  # type: ignore[operator]
-                bad = s.filter((s > INT64_MAX) | (s < -INT64_MAX))[0]
+            if not (-INT64_MAX - 1 <= s.min() and s.max() <= INT64_MAX):  # type: ignore[operator]
+                bad = s.filter((s > INT64_MAX) | (s < -INT64_MAX - 1))[0]
                 raise WeightError(f"aggregate {c.name!r}: SUM({c.arg}) = {bad} does not fit in a 64-bit integer")
 
 

@@ -84,6 +84,27 @@ class Pool:
     conds: list[exp.Expression] = field(default_factory=list)
 
 
+def using_in_place(fields: list[Field], left: list[Field], names: list[str]) -> list[Field]:
+    """SELECT * order after an outer join USING (names), as DuckDB has it: the visible column of each
+    USING name (the right one, or COALESCE of both) where the left side's column of that name is."""
+    out = list(fields)
+    left_cols = {f.col for f in left}
+    for n in names:
+        vis = [i for i, f in enumerate(out) if f.name == n and not f.hidden]
+        anchor = [i for i, f in enumerate(out) if f.name == n and f.col in left_cols]
+        if len(vis) != 1 or not anchor or out[vis[0]].col in left_cols:
+            continue
+        f = out.pop(vis[0])
+        at = next(i for i, g in enumerate(out) if g.name == n and g.col in left_cols)
+        out.insert(at, f)
+    return out
+
+
+def _is_comma(j: exp.Join) -> bool:
+    """A comma in a FROM list (sqlglot: a join without side, kind, condition or method)."""
+    return not any(j.args.get(k) for k in ("side", "kind", "on", "using", "method"))
+
+
 def columns_of(node: exp.Expression) -> list[exp.Column]:
     """Column references of a condition outside its subqueries."""
     out: list[exp.Column] = []
@@ -132,19 +153,40 @@ class FromPlanner:
 
     # ---- the FROM clause ------------------------------------------------------------------------
     def plan(self, select: exp.Select, where: list[exp.Expression]) -> tuple[Rel, list[exp.Expression]]:
-        """The FROM clause's relation, and the WHERE conditions it did not consume."""
+        """The FROM clause's relation, and the WHERE conditions it did not consume.
+
+        `FROM a, b JOIN c ON ...` is `a, (b JOIN c ON ...)`: explicit joins bind tighter than commas, so
+        an outer join's left side is the comma item it belongs to. Inner joins of all items are pooled."""
         frm = select.args.get("from_")
         if frm is None:  # SELECT without FROM: one empty row
             return self.c.one_row(), where
-        pool = Pool([self.item(frm.this)])
-        remaining = list(where)
+        items: list[tuple[Any, list[Any]]] = [(frm.this, [])]
         for j in select.args.get("joins") or []:
+            if _is_comma(j):
+                items.append((j.this, []))
+            else:
+                items[-1][1].append(j)
+        pool = Pool()
+        remaining = list(where)
+        for first, joins in items:
+            taken = [c for r in pool.rels for c in r.stream.schema]
+            sub, remaining = self.join_item(self.c.disjoint(taken, self.item(first)), joins, remaining, taken)
+            pool.rels += sub.rels
+            pool.conds += sub.conds
+        rel, used = self.collapse(pool, remaining, consume=True)
+        return rel, [c for c in remaining if c not in used]
+
+    def join_item(self, first: Rel, joins: list[Any], remaining: list[exp.Expression], taken: list[str]
+                  ) -> tuple[Pool, list[exp.Expression]]:
+        """One comma item of a FROM clause: a table and its explicit joins, left to right."""
+        pool = Pool([first])
+        for j in joins:
             side = (j.args.get("side") or "").upper()
             kind = (j.args.get("kind") or "").upper()
             if kind in ("SEMI", "ANTI", "ASOF") or j.args.get("method") not in (None, "", "NATURAL"):
                 self.src.unsupported(f"{kind or j.args.get('method')} JOIN", j)
-            taken = [c for r in pool.rels for c in r.stream.schema]
-            right = self.c.disjoint(taken, self.item(j.this))  # before USING refers to its fields
+            cols = taken + [c for r in pool.rels for c in r.stream.schema]
+            right = self.c.disjoint(cols, self.item(j.this))  # before USING refers to its fields
             on = j.args.get("on")
             using = [name_of(u) for u in j.args.get("using") or []]
             if str(j.args.get("method") or "").upper() == "NATURAL":
@@ -162,8 +204,7 @@ class FromPlanner:
                                                    for f in right.fields])
             if on is not None:
                 pool.conds += conjuncts(on)
-        rel, used = self.collapse(pool, remaining, consume=True)
-        return rel, [c for c in remaining if c not in used]
+        return pool, remaining
 
     def using_conditions(self, lefts: list[Rel], right: Rel, using: list[str], node: Any) -> list[exp.Expression]:
         conds: list[exp.Expression] = []
@@ -219,7 +260,8 @@ class FromPlanner:
                 pending = [c for c in pending if c not in ready]
         if pending:
             cur = self.filter(cur, pending)
-        return cur, usable
+        # SELECT * lists the columns in FROM order, whatever order the joins ran in
+        return Rel(cur.stream, [f for r in pool.rels for f in r.fields]), usable
 
     def local_to(self, cond: exp.Expression, fields: list[Field]) -> bool:
         scope = Scope(fields, self.src)
@@ -316,8 +358,8 @@ class FromPlanner:
         if side == "RIGHT":
             out = self.outer_join(right, left, "LEFT", on, using, node)
             lcols = set(left.stream.schema)
-            return Rel(out.stream, [f for f in out.fields if f.col in lcols] +
-                       [f for f in out.fields if f.col not in lcols])
+            fields = [f for f in out.fields if f.col in lcols] + [f for f in out.fields if f.col not in lcols]
+            return Rel(out.stream, using_in_place(fields, left.fields, using))
         right = self.c.disjoint(left.stream.schema, right)
         conds = conjuncts(on) if on is not None else []
         if using:
@@ -359,7 +401,7 @@ class FromPlanner:
         elif using:
             fields = [Field(f.name, f.col, f.qualifier, hidden=f in right.fields and f.name in using)
                       for f in fields]
-        return Rel(total, fields)
+        return Rel(total, using_in_place(fields, left.fields, using))
 
     def unmatched(self, keep: Rel, inner: Rel, keep_cols: list[str], pairs: list[tuple[str, str]],
                   residual: list[Any], pad: Rel) -> Any:

@@ -121,9 +121,10 @@ class Scope:
     def find(self, node: exp.Column) -> str | None:
         name = name_of(node.this)
         table = name_of(node.args["table"]) if node.args.get("table") else None
-        if table == INTERNAL:  # a reference made by the compiler to one field exactly
-            hits = [f for f in self.fields if f.col == node.this.this]
-        elif table is not None:
+        if table == INTERNAL:  # a reference made by the compiler to one internal column exactly
+            col = node.this.this
+            return col if any(f.col == col for f in self.fields) else None
+        if table is not None:
             hits = [f for f in self.fields if f.name == name and f.qualifier == table]
             if not hits and not any(f.qualifier == table for f in self.fields):
                 key = f"{table}.{name}"

@@ -172,9 +172,20 @@ class SubqueryLowering:
         item = sel.expressions[0]
         item = item.this if isinstance(item, exp.Alias) else item
         inner, eqs, residual = self.decorrelate(sel, scope)
-        if residual or not eqs:
-            self.src.unsupported("an IN subquery used as a value and correlated by other than equalities",
-                                 residual[0] if residual else sel)
+        if residual or not eqs:  # per distinct outer row, as the aggregate that IN is over its group
+            x, y = node.this, item
+            hits = exp.Sum(this=exp.Case(ifs=[exp.If(this=exp.EQ(this=y.copy(), expression=x.copy()),
+                                                     true=exp.Literal.number(1))],
+                                         default=exp.Literal.number(0)))
+            n_all, n_y = exp.Count(this=exp.Star()), exp.Count(this=y.copy())
+            value = exp.Case(ifs=[
+                exp.If(this=exp.GT(this=hits, expression=exp.Literal.number(0)), true=exp.true()),
+                exp.If(this=exp.EQ(this=n_all, expression=exp.Literal.number(0)), true=exp.false()),
+                exp.If(this=exp.or_(exp.Is(this=x.copy(), expression=exp.Null()),
+                                    exp.LT(this=n_y, expression=n_all.copy())),
+                       true=exp.Cast(this=exp.Null(), to=exp.DataType.build("BOOLEAN")))],
+                default=exp.false())
+            return self.correlated_scalar_general(rel, value, scope, inner, eqs, residual)
         ycol = self.c.names.fresh("y")
         inner = add_columns(inner, [(ycol, ExprCompiler(Scope(inner.fields, self.src))(item, inner.stream.schema))])
         base = list(rel.stream.schema)
@@ -258,9 +269,9 @@ class SubqueryLowering:
         items, cols = [], []
         for n in nodes:
             e = comp(n)
-            if isinstance(e, ir.Col):
+            if isinstance(e, ir.Col) and e.name not in cols:
                 cols.append(e.name)
-            else:
+            else:  # an expression, or a column already used as a key (a join takes each key once)
                 col = self.c.names.fresh("k")
                 items.append((col, e))
                 cols.append(col)
@@ -383,22 +394,36 @@ class SubqueryLowering:
             e = comp(cnd, j.schema)
             pred = e if pred is None else ir.Binary("and", pred, e)
         j = j.filter(pred)  # type: ignore[arg-type]
+        # the subquery's names first, the outer row's (its columns are in j) behind them
         fields = renamed.fields + key_fields + [Field(c, c, hidden=True) for c in base]
+        in_scope = Scope(fields, self.src, outer=Scope(rel.fields, self.src, computed=scope.computed), correlated=[])
         fake = exp.Select(expressions=[item.copy()])
         fake.set("group", exp.Group(expressions=[field_ref(Field(c, c)) for c in base]))
-        agg_rel, post, _ = group(self.c, fake, Rel(j, fields), Scope(fields, self.src), [("v", item)])
+        agg_rel, post, _ = group(self.c, fake, Rel(j, fields), in_scope, [("v", item)])
         value = self.c.names.fresh("s")
         gcols = [post.computed[canonical(field_ref(Field(c, c)))] for c in base]
-        per_row = agg_rel.stream.map(*gcols, (value, ExprCompiler(post)(item)))
+        by_col = dict(zip(base, gcols, strict=True))
+        item_scope = Scope(post.fields, self.src, computed=post.computed, grouped=True,
+                           outer=Scope([Field(f.name, by_col[f.col], f.qualifier) for f in rel.fields], self.src),
+                           correlated=[])
+        per_row = agg_rel.stream.map(*gcols, (value, ExprCompiler(item_scope)(item)))
         left, lk = null_safe_keys(rel.stream, base, self.c.names)
         right, rk = null_safe_keys(per_row, gcols, self.c.names)
         matched = drop_to(left.stream_join(right.map(*rk, value), left_on=lk, right_on=rk), base + [value])
-        empty = Rel(renamed.stream.filter(ir.Lit(False)), renamed.fields)
-        e_rel, e_post, _ = group(self.c, exp.Select(expressions=[item.copy()]), empty, Scope(empty.fields, self.src),
-                                 [("v", item)])
-        none = cast_to(e_rel.stream.map((value, ExprCompiler(e_post)(item))), {value: matched.schema[value]})
+        # outer rows without a group: the item with each aggregate at its value over no rows (COUNT 0,
+        # others NULL), evaluated on the outer row (the item may read it)
         rest = drop_to(left.stream_antijoin(right, left_on=lk, right_on=rk), base)
-        return Rel(matched + drop_to(rest.stream_product(none), base + [value]), rel.fields), value
+        consts, computed = [], dict(scope.computed)
+        for a in find_aggregates([item]):
+            acol = post.computed[canonical(a)]
+            t = agg_rel.stream.schema[acol]
+            c = self.c.names.fresh("e")
+            consts.append((c, ir.Lit(0) if isinstance(a, exp.Count) else ir.Cast(ir.Lit(None), t)))
+            computed[canonical(a)] = c
+        rest = rest.map(*base, *consts)
+        escope = Scope(rel.fields + [Field(c, c, hidden=True) for c in base], self.src, computed=computed)
+        none = rest.map(*base, (value, ir.Cast(ExprCompiler(escope)(item, rest.schema), matched.schema[value])))
+        return Rel(matched + none, rel.fields), value
 
 
 def _select_of(node: exp.In) -> Any:
