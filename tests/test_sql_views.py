@@ -161,6 +161,18 @@ def test_mutually_recursive_ctes_are_one_scope_maintained_with_deletes():
         assert p.view("parity").to_dict() == {r: 1 for r in _parity(nodes)}
 
 
+def apply_steps(p: dbspark.Pipeline, o: SqlOracle, steps: list) -> None:
+    """Each step (inserts into t0, t1, deletes from t0, t1) on the pipeline and the oracle, then a check."""
+    for ins0, ins1, del0, del1 in steps:
+        for t, rows, f in (("t0", ins0, "insert"), ("t1", ins1, "insert"), ("t0", del0, "delete"),
+                           ("t1", del1, "delete")):
+            if rows:
+                getattr(p, f)(t, rows)
+                getattr(o, f)(t, rows)
+        p.step()
+        o.check(p)
+
+
 def test_subqueries_as_values_under_or_and_in_the_select_list():
     ddl = """CREATE TABLE t0 (k BIGINT, c0 BIGINT); CREATE TABLE t1 (k BIGINT, c0 BIGINT);
     CREATE VIEW v0 AS SELECT k FROM t0 AS x WHERE x.k IN (SELECT y.k FROM t1 AS y) OR x.c0 = 0;
@@ -174,14 +186,7 @@ def test_subqueries_as_values_under_or_and_in_the_select_list():
     steps = [([(1, 0), (2, 5), (None, 1), (3, None)], [(1, 9), (2, None)], [], []),
              ([(4, 4)], [(None, 4)], [], [(2, None)]),
              ([], [], [(1, 0)], [(1, 9)])]
-    for ins0, ins1, del0, del1 in steps:
-        for t, rows, f in (("t0", ins0, "insert"), ("t1", ins1, "insert"), ("t0", del0, "delete"),
-                           ("t1", del1, "delete")):
-            if rows:
-                getattr(p, f)(t, rows)
-                getattr(o, f)(t, rows)
-        p.step()
-        o.check(p)
+    apply_steps(p, o, steps)
 
 
 def test_the_sql_example_with_the_cli_equals_duckdb(tmp_path):
@@ -240,11 +245,4 @@ def test_correlated_subqueries_beyond_equalities_and_full_joins_with_one_sided_c
               [(1, 2), (1, 5), (2, 1), (None, 9), (3, None), (1, 2), (2, 2)], [], []),
              ([(5, 3)], [(4, 1)], [(1, 5)], [(1, 5)]),
              ([], [], [(4, 4), (None, 3)], [(3, None), (2, 2)])]
-    for ins0, ins1, del0, del1 in steps:
-        for t, rows, f in (("t0", ins0, "insert"), ("t1", ins1, "insert"), ("t0", del0, "delete"),
-                           ("t1", del1, "delete")):
-            if rows:
-                getattr(p, f)(t, rows)
-                getattr(o, f)(t, rows)
-        p.step()
-        o.check(p)
+    apply_steps(p, o, steps)

@@ -28,7 +28,8 @@ top k, i.e. when it is *a* correct top-k. Other ties would need the front end's 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import duckdb
@@ -254,6 +255,20 @@ class SqlOracle:
             raise DataError(f"oracle {table}: pass rows without weights (insert / delete)")
         return df.select(cols) if set(cols) <= set(df.columns) else df
 
+    @contextmanager
+    def _batch(self, df: pl.DataFrame) -> Iterator[None]:
+        """`df` registered as `__b` for one transaction: committed, or rolled back on any error."""
+        self.con.register("__b", df)
+        try:
+            self.con.execute("BEGIN")
+            yield
+            self.con.execute("COMMIT")
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
+        finally:
+            self.con.unregister("__b")
+
     def _key_match(self, table: str) -> str:
         return " AND ".join(f'"{table}"."{k}" IS NOT DISTINCT FROM __b."{k}"' for k in self.keys[table])
 
@@ -262,18 +277,10 @@ class SqlOracle:
         df = self._frame(table, rows)
         if table in self.keys:
             df = df.unique(subset=self.keys[table], keep="last", maintain_order=True)
-        self.con.register("__b", df)
-        try:
-            self.con.execute("BEGIN")
+        with self._batch(df):
             if table in self.keys:
                 self.con.execute(f'DELETE FROM "{table}" USING __b WHERE {self._key_match(table)}')
             self.con.execute(f'INSERT INTO "{table}" SELECT * FROM __b')
-            self.con.execute("COMMIT")
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise
-        finally:
-            self.con.unregister("__b")
 
     def delete(self, table: str, rows: Any) -> None:
         """Delete rows: by key for a keyed table, else one copy per row; a row that is not there is a
@@ -281,9 +288,7 @@ class SqlOracle:
         df = self._frame(table, rows)
         if df.height == 0:
             return
-        self.con.register("__b", df)
-        try:
-            self.con.execute("BEGIN")
+        with self._batch(df):
             if table in self.keys:
                 keys = ", ".join(f'"{k}"' for k in self.keys[table])
                 self.con.execute(f"CREATE OR REPLACE TEMP TABLE __d AS SELECT DISTINCT {keys} FROM __b")
@@ -306,12 +311,6 @@ class SqlOracle:
                     raise DataError(f"oracle {table}: {df.height - n} deleted row(s) are not in the table "
                                     f"(first rows of the delete: {df.head(3).rows()})")
                 self.con.execute(f'DELETE FROM "{table}" WHERE rowid IN (SELECT r FROM __d)')
-            self.con.execute("COMMIT")
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise
-        finally:
-            self.con.unregister("__b")
 
     # ---- answers ---------------------------------------------------------------------------------
     def query(self, sql: str) -> pl.DataFrame:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dbspark.frontends.sql.scope import Field, Names, Rel
+from dbspark.frontends.sql.scope import Names, Rel
 from dbspark.ir import expr as ir
 
 if TYPE_CHECKING:
@@ -88,7 +88,3 @@ def add_columns(rel: Rel, items: list[tuple[str, ir.Expr]]) -> Rel:
     s = rel.stream.map(*[(c, ir.Col(c)) for c in rel.stream.schema], *items)
     return Rel(s, list(rel.fields))
 
-
-def rename_fields(rel: Rel, names: list[str], qualifier: str | None) -> Rel:
-    vis = rel.visible()
-    return Rel(rel.stream, [Field(n, f.col, qualifier) for n, f in zip(names, vis, strict=True)])

@@ -7,8 +7,6 @@ DECIMAL(18, 3).
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 from sqlglot import exp
 
@@ -69,6 +67,3 @@ def common_type(a: pl.DataType, b: pl.DataType) -> pl.DataType | None:
         return pl.Datetime("us")
     return None
 
-
-def is_numeric(t: Any) -> bool:
-    return isinstance(t, pl.DataType) and t.is_numeric()
