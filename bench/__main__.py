@@ -9,14 +9,14 @@ import sys
 import time
 import traceback
 
-from bench import WORKLOADS
+from bench import ALIASES, WORKLOADS, expand
 from bench import harness as h
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     ap.add_argument(
-        "workloads", nargs="*", metavar="WORKLOAD", help=f"any of {', '.join(WORKLOADS)} (default: all)"
+        "workloads", nargs="*", metavar="WORKLOAD", help=f"any of {', '.join(WORKLOADS)}, or an alias: {ALIASES} (default: all)"
     )
     ap.add_argument("--quick", action="store_true", help="smaller sizes: the whole suite in 2-3 minutes")
     ap.add_argument(
@@ -27,10 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         help="before each workload, wait up to SECONDS for the 1-minute load average to drop below 1",
     )
     args = ap.parse_args(argv)
-    names = args.workloads or list(WORKLOADS)
-    unknown = [n for n in names if n not in WORKLOADS]
-    if unknown:
-        ap.error(f"unknown workload(s) {unknown}; choose from {list(WORKLOADS)}")
+    try:
+        names = expand(args.workloads, WORKLOADS)
+    except ValueError as e:
+        ap.error(str(e))
 
     m = h.machine()
     print(
@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             mod = importlib.import_module(f"bench.{name}")
             res = mod.run(args.quick)
+        except h.Skipped as e:
+            print(f"  {name}: skipped ({e})", flush=True)
+            continue
         except h.Mismatch as e:
             msg = f"RESULT MISMATCH in {name}: {e}"
             print("\n" + "!" * 100 + f"\n{msg}\n" + "!" * 100, file=sys.stderr, flush=True)

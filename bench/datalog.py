@@ -325,8 +325,12 @@ def render(res: dict) -> str:
 
 def run(quick: bool, sizes: list[tuple[int, int]] | None = None, nb: int | None = None,
         spark_edges: int | None = None, timeout: float = 1800, reach_edges: int | None = None) -> dict:
-    sizes = sizes if sizes is not None else (QUICK_SIZES if quick else FULL_SIZES)
-    nb = nb or (3 if quick else 5)
+    sizes = sizes if sizes is not None else h.sized(FULL_SIZES, QUICK_SIZES, quick, smoke=[(60, 200)])
+    nb = nb or h.sized(5, 3, quick)
+    if spark_edges is None and not h.skipped("spark"):
+        spark_edges = h.sized(100_000, None, quick)
+    if reach_edges is None:
+        reach_edges = h.sized(100_000, 20_000, quick, smoke=2_000)
     out_sizes, notes = [], []
     for n, m in sizes:
         measure = sorted({1, nb})

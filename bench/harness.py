@@ -22,12 +22,33 @@ from typing import Any
 
 import polars as pl
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(os.environ.get("BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 MIN_REPEATS = 3
+
+
+def skipped(system: str) -> bool:
+    """Whether `system` is listed in `$BENCH_SKIP` (comma-separated: pathway, pydbsp, spark), which the
+    harness's smoke test uses to leave out the slow-to-start anchors."""
+    return system in {s.strip() for s in os.environ.get("BENCH_SKIP", "").split(",")}
+
+
+def sized(full: Any, quick: Any, quick_run: bool, smoke: Any = None) -> Any:
+    """The size for this run: `full`, `quick` (--quick) or, with `$BENCH_SMOKE` set and --quick, `smoke`
+    (tiny sizes: the harness's own test runs the workloads end to end without timing anything)."""
+    if not quick_run:
+        return full
+    if smoke is not None and os.environ.get("BENCH_SMOKE"):
+        return smoke
+    return quick
 
 
 class Mismatch(AssertionError):
     """Two systems produced different results: the run fails (non-zero exit)."""
+
+
+class Skipped(Exception):
+    """A workload that cannot run here (a missing anchor, `$BENCH_SKIP`, a feature not yet supported):
+    reported with its reason, and not a failure."""
 
 
 # ---- timing ---------------------------------------------------------------------------------------
@@ -259,10 +280,14 @@ def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> 
 Series = Mapping[str, tuple]  # label -> (xs, ys) or (xs, ys, matplotlib style kwargs)
 COLORS = {
     "dbspark": "C0",
+    "dbspark (spark engine)": "C8",
     "hand-written delta": "C1",
     "duckdb recompute": "C2",
     "pathway": "C3",
     "pydbsp": "C4",
+    "pandas recompute": "C5",
+    "spark sql recompute": "C6",
+    "spark structured streaming": "C7",
 }
 
 

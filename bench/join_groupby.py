@@ -12,8 +12,13 @@ to the system until the view's change is available is measured per batch. Throug
 * DuckDB: applies the batch to its tables and recomputes the view from scratch (SELECT ... GROUP BY g).
 * Pathway (if installed): the same join + groupby/count over a streaming Python connector, one commit
   per batch, waiting for the output to catch up before the next batch.
+* pandas: applies the batch to its frames and recomputes the view (merge + groupby size).
+* Spark SQL (if local Spark starts): recomputes the view over the final R and S (Parquet), median of 3.
 * pydbsp (pure-Python DBSP, needs Python >= 3.12, run in a subprocess from a venv): at a smaller N, next
   to dbspark and the hand-written delta on the same smaller data.
+* Spark Structured Streaming (`bench.spark_anchors`): it cannot delete, so it runs the append-only form
+  of the workload (the batches' R inserts only, S static) next to dbspark's local and spark engines on
+  the same stream.
 
 Every system's final view (count per g) must be equal. `python -m bench.join_groupby --profile [--quick]`
 profiles the dbspark side with pyinstrument and prints its hot spots.
@@ -34,6 +39,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -41,6 +47,7 @@ import polars as pl
 
 import dbspark
 from bench import harness as h
+from bench import spark_anchors
 
 SEED = 4242
 GROUPS = 1000
@@ -57,6 +64,14 @@ class Data:
     r: pl.DataFrame  # rid, k, g
     s: pl.DataFrame  # v, k
     batches: list[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]]  # R ins, R del, S ins, S del
+
+    def final(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """R(rid, k, g) and S(v, k) after every batch."""
+        r, s = self.r, self.s
+        for ri, rd, si, sd in self.batches:
+            r = pl.concat([r.join(rd.select("rid"), on="rid", how="anti"), ri])
+            s = pl.concat([s.join(sd.select("v"), on="v", how="anti"), si])
+        return r, s
 
     def change(self, i: int) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Batch i as dbspark / the hand-written delta see it: R(k, g, weight) and S(k, v, weight)."""
@@ -84,12 +99,16 @@ def make_data(n: int, nbatches: int, seed: int = SEED) -> Data:
 
 
 # ---- systems -----------------------------------------------------------------------------------------
-def run_dbspark(d: Data) -> tuple[list[float], pl.DataFrame, float]:
+def view_circuit() -> dbspark.Circuit:
     c = dbspark.Circuit()
     R = c.input("R", {"k": "int64", "g": "int64"})
     S = c.input("S", {"k": "int64", "v": "int64"})
     c.output("v", R.join(S, on="k").aggregate(by="g", n="count"))
-    rt = c.run()
+    return c
+
+
+def run_dbspark(d: Data) -> tuple[list[float], pl.DataFrame, float]:
+    rt = view_circuit().run()
     t0 = time.perf_counter()
     for p in range(LOAD_PUSHES):
         lo, hi = p * d.n // LOAD_PUSHES, (p + 1) * d.n // LOAD_PUSHES
@@ -195,6 +214,61 @@ def run_duckdb(d: Data) -> tuple[list[float], pl.DataFrame, float]:
     times = h.repeat(step, len(arrows))
     con.close()
     return times, out[0], load
+
+
+def run_pandas(d: Data) -> tuple[list[float], pl.DataFrame, float]:
+    """pandas recomputing the view after applying each batch to its two frames."""
+    t0 = time.perf_counter()
+    cur = {"R": d.r.to_pandas(), "S": d.s.to_pandas()}
+    view = lambda: cur["R"].merge(cur["S"], on="k")[["g"]].groupby("g").size()  # noqa: E731
+    last = [view()]
+    load = time.perf_counter() - t0
+    frames = [tuple(x.to_pandas() for x in b) for b in d.batches]
+
+    def step(i: int) -> None:
+        import pandas as pd
+
+        ri, rd, si, sd = frames[i]
+        for name, idc, ins, dele in (("R", "rid", ri, rd), ("S", "v", si, sd)):
+            t = cur[name]
+            cur[name] = pd.concat([t[~t[idc].isin(dele[idc])], ins], ignore_index=True)
+        last[0] = view()
+
+    times = h.repeat(step, len(frames))
+    out = last[0]
+    return times, pl.DataFrame({"g": out.index.to_numpy(), "n": out.to_numpy()}).cast(pl.Int64), load
+
+
+def append_only(d: Data) -> Data:
+    """The workload's append-only form (for Structured Streaming): each batch's R inserts, S static."""
+    empty_s = d.s.clear()
+    return Data(d.n, d.r, d.s, [(ri, ri.clear(), empty_s, empty_s) for ri, _, _, _ in d.batches])
+
+
+def run_dbspark_spark(d: Data, spark: Any) -> tuple[list[float], pl.DataFrame, float]:
+    """dbspark's spark engine on the same stream (the load in one step)."""
+    from bench.spark_scale import build_view, view_frame
+    from dbspark.engines.spark.kernel import SparkKernel
+
+    with tempfile.TemporaryDirectory(prefix="dbspark-bench-jg-") as tmp:
+        rt = build_view().run(SparkKernel(spark=spark, directory=Path(tmp)))
+        t0 = time.perf_counter()
+        rt.push("R", d.r.select("k", "g"), 1)
+        rt.push("S", d.s.select("k", "v"), 1)
+        rt.step()
+        load = time.perf_counter() - t0
+        changes = [d.change(i) for i in range(len(d.batches))]
+
+        def step(i: int) -> None:
+            dr, ds = changes[i]
+            rt.push("R", dr)
+            if ds.height:
+                rt.push("S", ds)
+            rt.step()
+
+        times = h.repeat(step, len(changes))
+        view = rt.view("v").to_dict()
+    return times, view_frame(view, "dbspark (spark engine)"), load
 
 
 def run_pathway(d: Data) -> tuple[list[float], pl.DataFrame, float, list[float]]:
@@ -350,22 +424,23 @@ def run_pydbsp(d: Data, py: str) -> tuple[list[float], pl.DataFrame, float]:
 
 
 # ---- the workload -------------------------------------------------------------------------------------
-def _entry(times: list[float], load: float, n: int, **extra: object) -> dict:
+def _entry(times: list[float], load: float, n: int, rows: int = BATCH, **extra: object) -> dict:
     st = h.stats(times)
     return {
         "n": n,
         "load_s": load,
         "batch_s": times,
         "stats": st,
-        "rows_per_s_median": BATCH / st["median"],
-        "rows_per_s_total": BATCH * len(times) / sum(times),
+        "batch_rows": rows,
+        "rows_per_s_median": rows / st["median"],
+        "rows_per_s_total": rows * len(times) / sum(times),
         **extra,
     }
 
 
 def run(quick: bool) -> dict:
-    n, nb = (200_000, 10) if quick else (1_000_000, 20)
-    n_small, nb_small = (50_000, 3) if quick else (100_000, 5)
+    n, nb = h.sized((1_000_000, 20), (200_000, 10), quick, smoke=(5_000, 3))
+    n_small, nb_small = h.sized((100_000, 5), (50_000, 3), quick, smoke=(2_000, 3))
     notes: list[str] = []
     skipped: dict[str, str] = {}
     systems: dict[str, dict] = {}
@@ -377,6 +452,7 @@ def run(quick: bool) -> dict:
         ("dbspark", run_dbspark),
         ("hand-written delta", run_hand),
         ("duckdb recompute", run_duckdb),
+        ("pandas recompute", run_pandas),
     ):
         h.collect()
         with h.phase(f"{name} n={n:,}"):
@@ -385,30 +461,68 @@ def run(quick: bool) -> dict:
         views[name] = view
 
     h.collect()
-    try:
-        import pathway  # noqa: F401
-    except Exception as e:  # noqa: BLE001
-        skipped["pathway"] = f"not importable ({type(e).__name__}: {e}); pip install pathway"
+    if h.skipped("pathway"):
+        skipped["pathway"] = "skipped by BENCH_SKIP"
     else:
         try:
-            with h.phase(f"pathway n={n:,}"):
-                times, view, load, engine = run_pathway(d)
-            systems["pathway"] = _entry(
-                times,
-                load,
-                n,
-                engine_s=engine,
-                engine_stats=h.stats(engine),
-                threads=os.environ.get("PATHWAY_THREADS", "1 (default)"),
-            )
-            views["pathway"] = view
+            import pathway  # noqa: F401
         except Exception as e:  # noqa: BLE001
-            skipped["pathway"] = f"failed to run: {type(e).__name__}: {e}"
+            skipped["pathway"] = f"not importable ({type(e).__name__}: {e}); pip install pathway"
+        else:
+            try:
+                with h.phase(f"pathway n={n:,}"):
+                    times, view, load, engine = run_pathway(d)
+                systems["pathway"] = _entry(
+                    times,
+                    load,
+                    n,
+                    engine_s=engine,
+                    engine_stats=h.stats(engine),
+                    threads=os.environ.get("PATHWAY_THREADS", "1 (default)"),
+                )
+                views["pathway"] = view
+            except Exception as e:  # noqa: BLE001
+                skipped["pathway"] = f"failed to run: {type(e).__name__}: {e}"
+
+    # Spark: Spark SQL recomputing over the final tables; Structured Streaming on the append-only form
+    spark, why_not = spark_anchors.start()
+    appends: dict[str, dict] = {}
+    if spark is None:
+        skipped["spark sql recompute"] = skipped["spark structured streaming"] = why_not
+    else:
+        r_fin, s_fin = d.final()
+        with h.phase(f"spark sql recompute n={n:,}"), tempfile.TemporaryDirectory() as tmp:
+            times, view = spark_anchors.spark_sql_recompute(
+                spark, {"R": r_fin, "S": s_fin}, VIEW_SQL, Path(tmp)
+            )
+        systems["spark sql recompute"] = _entry(times, 0.0, n, what="one recompute over the final R, S")
+        views["spark sql recompute"] = view
+        da = append_only(d)
+        aviews: dict[str, pl.DataFrame] = {}
+        for name, fn in (
+            ("dbspark", run_dbspark),
+            ("dbspark (spark engine)", lambda x: run_dbspark_spark(x, spark)),
+        ):
+            h.collect()
+            with h.phase(f"{name} append-only n={n:,}"):
+                times, view, load = fn(da)
+            appends[name] = _entry(times, load, n, rows=BATCH // 4)
+            aviews[name] = view
+        h.collect()
+        with h.phase(f"spark structured streaming append-only n={n:,}"):
+            times, view, load = spark_anchors.structured_streaming(
+                spark, d.s.select("k", "v"), d.r.select("k", "g"), [b[0].select("k", "g") for b in d.batches],
+                key="k", group="g",
+            )
+        appends["spark structured streaming"] = _entry(times, load, n, rows=BATCH // 4)
+        aviews["spark structured streaming"] = view
+        h.verify(f"join_groupby append-only n={n}", aviews)
+        spark.stop()
     h.verify(f"join_groupby n={n}", views)
 
     # pydbsp (pure Python) at a smaller size, next to dbspark and the hand-written delta on the same data
     small: dict[str, dict] = {}
-    py, why = pydbsp_python()
+    py, why = (None, "skipped by BENCH_SKIP") if h.skipped("pydbsp") else pydbsp_python()
     if py is None:
         skipped["pydbsp"] = why
     else:
@@ -441,13 +555,13 @@ def run(quick: bool) -> dict:
 
     ours = systems["dbspark"]
     rows = []
-    for n_, entries in ((n, systems), (n_small, small)):
+    for n_, entries, tag in ((n, systems, ""), (n_small, small, ""), (n, appends, " append-only")):
         base = entries.get("dbspark")
         for name, e in entries.items():
             st = e["stats"]
             rows.append(
                 [
-                    f"{name} @{n_ / 1e6:g}M" if n_ >= 1e6 else f"{name} @{n_ / 1e3:g}k",
+                    (f"{name} @{n_ / 1e6:g}M" if n_ >= 1e6 else f"{name} @{n_ / 1e3:g}k") + tag,
                     f"{h.fmt_s(st['median'])} [{h.fmt_s(st['min'])}..{h.fmt_s(st['max'])}]",
                     h.fmt_rate(e["rows_per_s_median"]),
                     h.fmt_rate(e["rows_per_s_total"]),
@@ -457,7 +571,8 @@ def run(quick: bool) -> dict:
             )
     text = h.table(
         f"join_groupby: {BATCH:,}-row batches (half deletes) of R.join(S, on='k').aggregate(by='g', n='count'); "
-        f"{nb} batches @{n:,}, {nb_small} @{n_small:,}",
+        f"{nb} batches @{n:,}, {nb_small} @{n_small:,}; append-only: {BATCH // 4:,} R inserts per batch, S static; "
+        "spark sql recompute: one recompute over the final tables",
         [
             "system",
             "batch time median [min..max]",
@@ -493,6 +608,15 @@ def run(quick: bool) -> dict:
                 "series": {k: (xs(e), e["batch_s"], {"color": h.COLORS[k]}) for k, e in small.items()},
             }
         )
+    if appends:
+        panels.append(
+            {
+                "title": f"append-only: {BATCH // 4:,} R inserts per batch, S static ({n:,} rows)",
+                "xlabel": "batch",
+                "ylabel": "time per batch (s)",
+                "series": {k: (xs(e), e["batch_s"], {"color": h.COLORS[k]}) for k, e in appends.items()},
+            }
+        )
     return {
         "params": {
             "n": n,
@@ -506,6 +630,7 @@ def run(quick: bool) -> dict:
         },
         "systems": systems,
         "small": small,
+        "append_only": appends,
         "skipped": skipped,
         "dbspark_goal_1M_rows_per_s": goal,
         "verified": True,

@@ -121,7 +121,7 @@ def _apply(con: duckdb.DuckDBPyConnection, ins: pl.DataFrame, dele: pl.DataFrame
 
 
 def run(quick: bool) -> dict:
-    sizes = [10_000, 1_000_000] if quick else [10_000, 100_000, 1_000_000]
+    sizes = h.sized([10_000, 100_000, 1_000_000], [10_000, 1_000_000], quick, smoke=[2_000, 20_000])
     per = {str(n): run_size(n) for n in sizes}
     lo, hi = str(sizes[0]), str(sizes[-1])
     ratios = {f: h.ratio(per[hi][f]["dbspark"]["median"], per[lo][f]["dbspark"]["median"]) for f in FUNCS}

@@ -441,6 +441,8 @@ def breakdown(profile: list[dict]) -> list[tuple[str, float, float, float]]:
 
 # ---- the workload -------------------------------------------------------------------------------------
 def run(quick: bool) -> dict:
+    if h.skipped("spark"):
+        raise h.Skipped("BENCH_SKIP lists spark")
     import pyspark
 
     sizes = SIZES_QUICK if quick else SIZES_FULL

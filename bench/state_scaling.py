@@ -3,8 +3,10 @@
 For each operator (a) incremental join `a.join(b, on="k")`, (b) incremental `distinct()`, (c) incremental
 MIN aggregate `aggregate(by="g", m=("min", "x"))`, the state is loaded in a few big pushes (not timed),
 then a stream of 1k-row changes (half inserts of new rows, half deletes of existing rows) is timed step by
-step, at a small and a large state (full: 1M and 10M rows per input; --quick: 100k and 1M). Reported: the
-median step time at each size and the ratio large/small (requirement: <= 1.5x).
+step, at growing states (full: 1M, 3M and 10M rows per input; --quick: 100k, 300k and 1M). Reported: the
+median step time at each size and the ratio largest/smallest (requirement: <= 1.5x). (d) the view of
+`join_groupby`, `a.join(b, on="k").aggregate(by="g", n="count")`, is issue 7's `scale` workload (its spark
+engine half is `spark_scale`).
 
 Anchor: DuckDB recomputing the view from scratch on the current tables (`CREATE OR REPLACE TABLE v AS
 ...`, i.e. a full materialized-view refresh) after applying the same change, timed on the last
@@ -77,6 +79,16 @@ OPS = [
         lambda c, s: s["a"].aggregate(by="g", m=("min", "x")),
         "SELECT g, min(x) AS m FROM a GROUP BY g",
         "SELECT g, m, 1::BIGINT AS weight FROM v",
+    ),
+    Op(  # the view of join_groupby (issue 7's `scale` workload)
+        "join_groupby",
+        'a.join(b, on="k").aggregate(by="g", n="count")',
+        {"a": {"k": "int64", "g": "int64"}, "b": {"k": "int64", "v": "int64"}},
+        lambda t, n, rng, size: {"k": rng.integers(0, size, n)}
+        | ({"g": rng.integers(0, 1000, n)} if t == "a" else {"v": rng.integers(0, 1 << 40, n)}),
+        lambda c, s: s["a"].join(s["b"], on="k").aggregate(by="g", n="count"),
+        "SELECT g, count(*)::BIGINT AS n FROM a JOIN b USING (k) GROUP BY g",
+        "SELECT g, n, 1::BIGINT AS weight FROM v",
     ),
 ]
 
@@ -192,11 +204,13 @@ def run_size(op: Op, size: int) -> dict:
 
 
 def run(quick: bool) -> dict:
-    sizes = [100_000, 1_000_000] if quick else [1_000_000, 10_000_000]
+    sizes = h.sized(
+        [1_000_000, 3_000_000, 10_000_000], [100_000, 300_000, 1_000_000], quick, smoke=[2_000, 20_000]
+    )
     ops_out = {}
     for op in OPS:
         per = {str(n): run_size(op, n) for n in sizes}
-        small, large = per[str(sizes[0])], per[str(sizes[1])]
+        small, large = per[str(sizes[0])], per[str(sizes[-1])]
         ops_out[op.name] = {
             "title": op.title,
             "sizes": per,
@@ -208,39 +222,44 @@ def run(quick: bool) -> dict:
             },
         }
     lbl = [f"{n / 1e6:g}M" if n >= 1e6 else f"{n / 1e3:g}k" for n in sizes]
+    ends = [sizes[0], sizes[-1]]
     rows = []
     for name, o in ops_out.items():
-        s0, s1 = o["sizes"][str(sizes[0])], o["sizes"][str(sizes[1])]
+        per = [o["sizes"][str(n)] for n in sizes]
         rows.append(
-            [
-                name,
-                f"{h.fmt_s(s0['dbspark']['median'])} [{h.fmt_s(s0['dbspark']['min'])}..{h.fmt_s(s0['dbspark']['max'])}]",
-                f"{h.fmt_s(s1['dbspark']['median'])} [{h.fmt_s(s1['dbspark']['min'])}..{h.fmt_s(s1['dbspark']['max'])}]",
-                h.fmt_x(o["ratio_large_small_median"]),
-                "yes" if o["ratio_large_small_median"] <= 1.5 else "NO",
-                h.fmt_s(s0["duckdb_recompute"]["median"]),
-                h.fmt_s(s1["duckdb_recompute"]["median"]),
-                h.fmt_x(o["speedup_vs_recompute"][str(sizes[1])]),
-            ]
+            [name]
+            + [f"{h.fmt_s(x['dbspark']['median'])} [{h.fmt_s(x['dbspark']['min'])}..{h.fmt_s(x['dbspark']['max'])}]" for x in per]
+            + [h.fmt_x(o["ratio_large_small_median"]), "yes" if o["ratio_large_small_median"] <= 1.5 else "NO"]
+            + [h.fmt_s(x["duckdb_recompute"]["median"]) for x in per]
+            + [h.fmt_x(o["speedup_vs_recompute"][str(sizes[-1])])]
         )
     text = h.table(
         f"state_scaling: {CHANGE}-row change, median step [min..max] of {STEPS} steps",
-        [
-            "op",
-            f"dbspark @{lbl[0]}",
-            f"dbspark @{lbl[1]}",
-            f"{lbl[1]}/{lbl[0]}",
-            "<=1.5x",
-            f"duckdb recompute @{lbl[0]}",
-            f"duckdb recompute @{lbl[1]}",
-            f"speedup @{lbl[1]}",
-        ],
+        ["op"]
+        + [f"dbspark @{lb}" for lb in lbl]
+        + [f"{lbl[-1]}/{lbl[0]}", "<=1.5x"]
+        + [f"duckdb recompute @{lb}" for lb in lbl]
+        + [f"speedup @{lbl[-1]}"],
         rows,
     )
-    panels = []
+    styles = {op.name: ls for op, ls in zip(OPS, ("-", "--", ":", "-."), strict=True)}
+    by_size: dict[str, tuple] = {}
+    for name, o in ops_out.items():
+        for system, key, color in (("dbspark", "dbspark", "dbspark"), ("duckdb", "duckdb_recompute", "duckdb recompute")):
+            ys = [o["sizes"][str(n)][key]["median"] for n in sizes]
+            by_size[f"{system} {name}"] = (sizes, ys, {"color": h.COLORS[color], "linestyle": styles[name]})
+    panels = [
+        {
+            "title": "median time per step against state size",
+            "series": by_size,
+            "xlabel": "rows per input table",
+            "ylabel": "median time per step (s)",
+            "logx": True,
+        }
+    ]
     for o in ops_out.values():
         series = {}
-        for n, lb, ls in zip(sizes, lbl, (":", "-"), strict=True):
+        for n, lb, ls in zip(ends, (lbl[0], lbl[-1]), (":", "-"), strict=True):
             s = o["sizes"][str(n)]
             xs = list(range(WARMUP + 1, WARMUP + STEPS + 1))
             series[f"dbspark @{lb}"] = (
@@ -270,5 +289,5 @@ def run(quick: bool) -> dict:
         "ops": ops_out,
         "table": text,
         "plot": panels,
-        "plot_title": f"state_scaling: {CHANGE}-row changes against state of {lbl[0]} and {lbl[1]} rows",
+        "plot_title": f"state_scaling: {CHANGE}-row changes against state of {' / '.join(lbl)} rows",
     }

@@ -790,6 +790,9 @@ def run_size(n: int, m: int, nb: int, quick: bool, notes: list[str], skipped: di
 
 def run_pathway_cmp(quick: bool, notes: list[str], skipped: dict[str, str]) -> dict | None:
     n, m, ch, nb = PW_GRAPH
+    if h.skipped("pathway"):
+        skipped["pathway"] = "skipped by BENCH_SKIP"
+        return None
     try:
         import pathway  # noqa: F401
     except Exception as e:  # noqa: BLE001
@@ -824,8 +827,8 @@ def _fmt_pair(wall: float | None, cpu: float | None) -> str:
 
 
 def run(quick: bool) -> dict:
-    sizes = QUICK if quick else FULL if os.environ.get("TC_FULL", "1") != "0" else []
-    nb = 5 if quick else 20
+    sizes = h.sized(FULL if os.environ.get("TC_FULL", "1") != "0" else [], QUICK, quick, smoke=[(60, 200)])
+    nb = h.sized(20, 5, quick, smoke=3)
     if not quick and os.environ.get("TC_MID", "1") != "0":
         sizes = [MID, *sizes]  # the trend point first: its results are in the partial JSON early
     notes: list[str] = []

@@ -242,7 +242,9 @@ def run_engine(engine: str, sf: float, n_refresh: int, mode: str, views: list[st
 def run(quick: bool, sf: float | None = None, engines: tuple[str, ...] = ("local", "spark"), n_refresh: int = 3,
         mode: str = "both", views: list[str] | None = None) -> dict[str, Any]:
     """The workload (`python -m bench` calls `run(quick)`): returns the result document."""
-    sf = sf if sf is not None else (0.05 if quick else 1.0)
+    sf = sf if sf is not None else h.sized(1.0, 0.05, quick, smoke=0.002)
+    if h.skipped("spark"):
+        engines = tuple(e for e in engines if e != "spark")
     views = views or list(tpch.VIEWS)
     with h.phase(f"dbgen sf={sf}"):
         data = tpch.generate(sf)
