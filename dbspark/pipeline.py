@@ -68,6 +68,7 @@ class Pipeline:
     def create_view(self, name: str, stream: Stream) -> None:
         """Maintain `stream` (built from tables with the non-incremental operators) as view `name`."""
         self._not_started("declare a view")
+        _check_snapshot_operators(name, stream)
         self._new_name(name)
         self.circuit.output(name, stream)
         self.relations[name] = stream
@@ -91,13 +92,15 @@ class Pipeline:
         self._not_started("declare SQL tables and views")
         return load(self, text)
 
-    def datalog(self, text: str) -> list[str]:
+    def datalog(self, text: str, closure_operator: bool = True) -> list[str]:
         """Add a Datalog program: its input relations become tables, its output relations views;
-        returns the names declared. See `dbspark.frontends.datalog`."""
+        returns the names declared. See `dbspark.frontends.datalog`. With `closure_operator`, a
+        component that is the transitive closure of one relation is maintained by the transitive
+        closure operator instead of a recursive scope (same result)."""
         from dbspark.frontends.datalog import load
 
         self._not_started("add a Datalog program")
-        return load(self, text, max_iterations=self.recursion_limit)
+        return load(self, text, max_iterations=self.recursion_limit, closure_operator=closure_operator)
 
     @property
     def tables(self) -> list[str]:
@@ -179,6 +182,31 @@ class Pipeline:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _check_snapshot_operators(name: str, stream: Stream) -> None:
+    """A view is a query over the tables' current contents; the pipeline incrementalizes it as a whole.
+    An operator that already consumes changes (`distinct`, `join`, `aggregate`, `transitive_closure`, I,
+    D, z^-1) would be incrementalized a second time and give wrong answers, so it is refused by name."""
+    from dbspark.operators.aggregate import Aggregate
+    from dbspark.operators.base import TIME
+    from dbspark.operators.closure import Closure
+    from dbspark.operators.distinct import DistinctH
+
+    c, seen, todo = stream.circuit, set(), [stream.node_id]
+    while todo:
+        nid = todo.pop()
+        if nid in seen:
+            continue
+        seen.add(nid)
+        op = c.nodes[nid].op
+        if op.kind == TIME or isinstance(op, (Aggregate, Closure, DistinctH)):
+            raise CircuitError(
+                f"view {name!r} uses the incremental operator {op.label()!r}; a pipeline's views are written "
+                "with the per-snapshot operators (stream_join, stream_distinct, stream_aggregate, "
+                "stream_transitive_closure, ...) and the pipeline incrementalizes them"
+            )
+        todo.extend(c.nodes[nid].inputs)
 
 
 def _fault_point(step: int) -> None:

@@ -265,3 +265,25 @@ def test_spark_mix(engine_name: str, spark_session: Any) -> None:
         run_case(case, make)
 
     inner()
+
+
+def test_where_is_not_pushed_below_a_left_join_that_a_later_full_join_pads() -> None:
+    """Found by `test_joins`: in `x LEFT JOIN y ... FULL JOIN z ... WHERE c` the WHERE also filters the
+    rows the FULL join pads, so it must not go below the LEFT join's preserved side."""
+    ddl = """CREATE TABLE t0 (k BIGINT, c0 DOUBLE);
+CREATE TABLE t1 (k BIGINT, c0 DOUBLE);
+CREATE TABLE t2 (k BIGINT, c0 DOUBLE);
+CREATE VIEW v0 AS SELECT count(*) AS n FROM t0 AS x LEFT JOIN t1 AS y ON x.k = y.k FULL JOIN t2 AS z
+    ON z.k = x.k WHERE (CAST(0.5 AS DOUBLE) = 0);
+CREATE VIEW v1 AS SELECT x.k, z.k AS zk FROM t0 AS x LEFT JOIN t1 AS y ON x.k = y.k RIGHT JOIN t2 AS z
+    ON z.k = x.k WHERE x.c0 IS NULL;
+CREATE VIEW v2 AS SELECT x.k, y.k AS yk FROM t0 AS x LEFT JOIN t1 AS y ON x.k = y.k WHERE x.c0 > 0;
+"""
+    o, p = SqlOracle(ddl), local()
+    p.sql(ddl)
+    for t, rows in {"t0": [(None, None), (1, None), (2, 0.5)], "t1": [(1, 1.0), (None, None)],
+                    "t2": [(2, None), (3, 1.0), (None, None)]}.items():
+        o.insert(t, rows)
+        p.push(t, rows)
+    p.step()
+    o.check(p)

@@ -19,6 +19,7 @@ from dbspark.ir.expr import Expr, as_expr
 from dbspark.ir.schema import to_schema
 from dbspark.operators.aggregate import Aggregate, StreamAggregate
 from dbspark.operators.base import Shape
+from dbspark.operators.closure import Closure, StreamClosure
 from dbspark.operators.distinct import DistinctH, StreamDistinct
 from dbspark.operators.join import StreamJoin, StreamProduct, right_columns
 from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus, Weigh
@@ -159,6 +160,11 @@ class Stream:
         src = self.index(spec.by) if spec.by else self
         return self.circuit.add(StreamAggregate(spec), src)
 
+    def stream_transitive_closure(self, src: str, dst: str) -> Stream:
+        """↑TC: each step's pairs (src, dst) joined by a path of one or more edges (rows of positive
+        weight); the output has the columns (src, dst) of this stream, which must have no others."""
+        return self.circuit.add(StreamClosure(src, dst), self)
+
     def stream_semijoin(self, other: Stream, on: Any = None, *, left_on: Any = None, right_on: Any = None) -> Stream:
         """Rows of this stream (with their weights) whose key occurs in `other`."""
         return self._semijoin(other, on, left_on, right_on, incremental=False)
@@ -186,6 +192,11 @@ class Stream:
         spec = make_spec(_keys(by), aggs, self.schema)
         src = self.index(spec.by) if spec.by else self
         return self.circuit.add(Aggregate(spec), src)
+
+    def transitive_closure(self, src: str, dst: str) -> Stream:
+        """(↑TC)^Δ: the change of the transitive closure of the edges (see `stream_transitive_closure`),
+        maintained by a graph index (strongly connected components), not by a fixpoint."""
+        return self.circuit.add(Closure(src, dst), self)
 
     def semijoin(self, other: Stream, on: Any = None, *, left_on: Any = None, right_on: Any = None) -> Stream:
         """The change of the semi-join."""

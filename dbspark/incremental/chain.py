@@ -9,11 +9,11 @@ from types import ModuleType
 
 from dbspark.circuit.circuit import Circuit, Node
 from dbspark.circuit.stream import Stream
-from dbspark.incremental import aggregate, bilinear, cycle, definition, distinct, fixpoint, linear
+from dbspark.incremental import aggregate, bilinear, closure, cycle, definition, distinct, fixpoint, linear
 from dbspark.incremental.rewrite import copy_circuit
 
 # Order matters: the first rule whose `applies` holds rewrites the node; `definition` always applies.
-NODE_RULES: tuple[ModuleType, ...] = (cycle, linear, bilinear, distinct, aggregate, fixpoint, definition)
+NODE_RULES: tuple[ModuleType, ...] = (cycle, linear, bilinear, distinct, aggregate, closure, fixpoint, definition)
 
 
 def delta_node(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:

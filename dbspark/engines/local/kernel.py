@@ -261,6 +261,21 @@ class LocalKernel:
         w = checked_mul(df[WEIGHT].to_numpy(), df[column].cast(pl.Int64).to_numpy())
         return ZSet(df.drop(column).with_columns(pl.Series(WEIGHT, w, pl.Int64)))
 
+    # ---- transitive closure -----------------------------------------------------------------------
+    def closure(self, a: Value, src: str, dst: str) -> ZSet:
+        """↑TC of `a`'s edges (`operators.closure`)."""
+        from dbspark.engines.local.closure import closure_of
+
+        return closure_of(self.as_zset(a), src, dst)
+
+    def closure_state(self, src: str, dst: str, dtype: pl.DataType) -> Any:
+        from dbspark.engines.local.closure import ClosureState
+
+        return ClosureState(src, dst, dtype)
+
+    def closure_step(self, state: Any, delta: Value, undo: list) -> ZSet:
+        return ZSet(state.step(self.as_zset(delta).df, undo), True)
+
     # ---- top-k ----------------------------------------------------------------------------------
     def topk(self, a: Value, order: Any, limit: int | None, offset: int) -> ZSet:
         """Rows [offset, offset + limit) of `a` in `order` (see `operators.topk`)."""

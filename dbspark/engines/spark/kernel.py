@@ -444,6 +444,22 @@ class SparkKernel:
         return self._z(schema, df.select(*schema, (F().col(WEIGHT) * c.cast("long")).alias(WEIGHT)))
 
     # ---- top-k ----------------------------------------------------------------------------------
+    def closure(self, a: Value, src: str, dst: str) -> SparkZSet:
+        """↑TC of `a`'s edges: the edge set is collected and closed in the driver (`closure_step`)."""
+        from dbspark.engines.local.closure import closure_of
+
+        return self.from_local(closure_of(self.to_local(a), src, dst))
+
+    def closure_state(self, src: str, dst: str, dtype: pl.DataType) -> Any:
+        """The transitive closure's graph index lives in the driver, like a recursive scope's traces: it
+        holds the edges (O(|E|)) and the component reachability, never the closure itself."""
+        from dbspark.engines.local.closure import ClosureState
+
+        return ClosureState(src, dst, dtype)
+
+    def closure_step(self, state: Any, delta: Value, undo: list) -> SparkZSet:
+        return self.from_local(ZSet(state.step(self.to_local(delta).df, undo), True))
+
     def topk(self, a: Value, order: Any, limit: int | None, offset: int) -> SparkZSet:
         """Rows [offset, offset + limit) of `a` in `order` (see `operators.topk`): the first
         offset + limit rows by Spark's take-ordered (no full sort), weights resolved in the driver."""

@@ -52,7 +52,7 @@ def compile_program(text: str, external: dict[str, pl.Schema] | None = None) -> 
 
 
 def load(pipeline: Any, text: str, base_dir: str | Path | None = None,
-         max_iterations: int | None = None) -> list[str]:
+         max_iterations: int | None = None, closure_operator: bool = True) -> list[str]:
     """Add the Datalog program `text` to `pipeline`; returns the names it declared (its input tables,
     then its output views). `base_dir`: where fact files are looked up (default: none for `.input p`,
     the working directory for relative `filename=`); `max_iterations` bounds each recursive component's
@@ -127,7 +127,7 @@ def load(pipeline: Any, text: str, base_dir: str | Path | None = None,
     for comp in comps:
         if all(rels[p].origin == "external" for p in comp.preds):
             continue
-        env.update(lower_component(comp, rels, env, base_parts, unit, max_iterations))
+        env.update(lower_component(comp, rels, env, base_parts, unit, max_iterations, closure_operator))
     for name, r in rels.items():
         if r.output:
             pipeline.create_view(name, env[name])

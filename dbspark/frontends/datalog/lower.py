@@ -256,9 +256,17 @@ def relation_stream(parts: list[Stream]) -> Stream:
 
 
 def lower_component(comp: Component, rels: dict[str, Relation], env: Env, base: dict[str, list[str]],
-                    unit: Callable[[], Stream], max_iterations: int) -> dict[str, Stream]:
+                    unit: Callable[[], Stream], max_iterations: int,
+                    closure_operator: bool = True) -> dict[str, Stream]:
     """The streams of one component's relations. `env` has the streams of earlier components and of
-    the hidden tables (keys in `base[pred]`: an input table, a facts table)."""
+    the hidden tables (keys in `base[pred]`: an input table, a facts table). A component that is the
+    transitive closure of one relation becomes the closure operator when `closure_operator` is set."""
+    tc = closure_pattern(comp, rels, base) if closure_operator else None
+    if tc is not None:
+        p, e = tc
+        (a, b), (x, y) = list(rels[e].schema), list(rels[p].schema)
+        edges = env[e] if (a, b) == (x, y) else env[e].map((x, col(a)), (y, col(b)))
+        return {p: edges.stream_transitive_closure(x, y)}
     if not comp.recursive:
         (p,) = comp.preds
         parts = [env[k] for k in base.get(p, [])]
@@ -297,6 +305,41 @@ def lower_component(comp: Component, rels: dict[str, Relation], env: Env, base: 
                                              max_iterations=max_iterations)
     results = result if isinstance(result, tuple) else (result,)
     return dict(zip(preds, results, strict=True))
+
+
+def closure_pattern(comp: Component, rels: dict[str, Relation],
+                    base: dict[str, list[str]]) -> tuple[str, str] | None:
+    """(p, e) when the component is exactly `p(X, Y) :- e(X, Y).` and one of `p(X, Y) :- p(X, Z), e(Z, Y).`,
+    `p(X, Y) :- e(X, Z), p(Z, Y).` or `p(X, Y) :- p(X, Z), p(Z, Y).` (literals in any order, distinct
+    variables), with no facts or input rows of its own: then p is the transitive closure of e."""
+    if len(comp.preds) != 1 or len(comp.rules) != 2:
+        return None
+    (p,) = comp.preds
+    if base.get(p) or len(rels[p].schema) != 2:
+        return None
+    exit_e = step = None
+    for r in comp.rules:
+        if len(r.head.args) != 2 or not all(isinstance(a, Atom) and len(a.args) == 2 for a in r.body):
+            return None
+        terms = [r.head.args, *[a.args for a in r.body]]  # type: ignore[union-attr]
+        if not all(isinstance(t, Var) for ts in terms for t in ts):
+            return None
+        x, y = (t.name for t in r.head.args)  # type: ignore[union-attr]
+        atoms = [(a.pred, a.args[0].name, a.args[1].name) for a in r.body]  # type: ignore[union-attr]
+        if len(atoms) == 1 and atoms[0][0] != p and atoms[0][1:] == (x, y) and x != y:
+            exit_e = atoms[0][0]
+        elif len(atoms) == 2:
+            for (p1, a1, b1), (p2, a2, b2) in (atoms, atoms[::-1]):
+                if (a1, b2) == (x, y) and b1 == a2 and len({x, y, b1}) == 3 and p in (p1, p2):
+                    step = p2 if p1 == p else p1
+                    break
+            else:
+                return None
+        else:
+            return None
+    if exit_e is None or step is None or step not in (exit_e, p):
+        return None
+    return p, exit_e
 
 
 def _reads(body: tuple[Literal, ...]) -> list[str]:

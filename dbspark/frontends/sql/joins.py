@@ -180,8 +180,9 @@ class FromPlanner:
                   ) -> tuple[Pool, list[exp.Expression]]:
         """One comma item of a FROM clause: a table and its explicit joins, left to right."""
         pool = Pool([first])
-        for j in joins:
-            side = (j.args.get("side") or "").upper()
+        sides = [(j.args.get("side") or "").upper() for j in joins]
+        for i, j in enumerate(joins):
+            side = sides[i]
             kind = (j.args.get("kind") or "").upper()
             if kind in ("SEMI", "ANTI", "ASOF") or j.args.get("method") not in (None, "", "NATURAL"):
                 self.src.unsupported(f"{kind or j.args.get('method')} JOIN", j)
@@ -193,7 +194,10 @@ class FromPlanner:
                 left_names = {f.name for r in pool.rels for f in r.visible()}
                 using = [f.name for f in right.visible() if f.name in left_names]
             if side in ("LEFT", "RIGHT", "FULL"):
-                left = self.collapse(pool, remaining if side == "LEFT" else [], consume=side == "LEFT")
+                # WHERE conditions may go below a LEFT join's preserved side, unless a later RIGHT or FULL
+                # join makes that side null-supplying (the WHERE then also filters the padded rows)
+                push = side == "LEFT" and not {"RIGHT", "FULL"} & set(sides[i + 1:])
+                left = self.collapse(pool, remaining if push else [], consume=push)
                 remaining = [c for c in remaining if c not in left[1]]
                 pool = Pool([self.outer_join(left[0], right, side, on, using, j)])
                 continue
