@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dbspark
+import dbspark.engines.local.closure as closure_kernel
 from dbspark.algebra.zset import WEIGHT
 from dbspark.engines.local.closure import ClosureState
 from dbspark.errors import CircuitError, NegativeStateError, SchemaError, UnsupportedError
@@ -67,9 +68,13 @@ def circuit(stream_op: bool) -> dbspark.Circuit:
     return c
 
 
-@CFG
+@pytest.mark.parametrize("reach", ["dense", "sparse"])
+@settings(CFG, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(steps=streams)
-def test_incremental_closure_equals_recomputation(steps: list) -> None:
+def test_incremental_closure_equals_recomputation(steps: list, reach: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both forms of the component reachability: one bit matrix (few components), or searches of the
+    condensation (over `DENSE_MAX` components; forced here by a limit of 0)."""
+    monkeypatch.setattr(closure_kernel, "DENSE_MAX", 4096 if reach == "dense" else 0)
     rt = circuit(False).run()
     weights: dict[tuple, int] = {}
     before: set[tuple] = set()

@@ -14,15 +14,18 @@ connected components (SCCs) instead, which only depend on reachability:
   passes through u. Those nodes are the old and new ancestors of the changed sources.
 * Nodes with the same (old component, new component) pair (a *cell*) have the same old and the same
   new reachable sets. The change of the closure is computed per pair of cells, (ancestor cell, any
-  cell), and only then expanded into node pairs: the work is O(|V| + |E|) for the components, plus
-  O(k^2 / 8) bytes for the component reachability matrix (k components), plus O(|Δclosure|) for the
-  output, instead of the size of the closure.
+  cell), and only then expanded into node pairs.
+
+The work of a step is O(|V| + |E|) for the components plus O(|Δclosure|) for the output, plus the
+reachability of the components: with k <= `DENSE_MAX` components one bit matrix (O(k^2 / 8) bytes, built
+in reverse topological order, each condensation edge visited once); with more, compiled searches of the
+condensation from the ancestors of the change only (a graph with few cycles has many components, and
+its changes usually reach few of them). Neither depends on the size of the closure.
 
 Per step: the change is consolidated against the edges' integrated weights (an edge is present when
 its weight is positive, as `distinct` counts it); if no edge appeared or disappeared the closure does
-not change. Otherwise the SCCs are recomputed (scipy, linear time), the component reachability is
-recomputed as bit rows in reverse topological order (vectorized per level of the DAG), and the old and
-new reachability are compared on the ancestor cells.
+not change. Otherwise the SCCs are recomputed (scipy, linear time), then the component reachability,
+and the old and new reachability are compared on the ancestor cells.
 
 NULL endpoints follow SQL's join: a NULL never equals another value, so it cannot be the middle of a
 path. A NULL source is the node NULL_OUT (no edges in) and a NULL destination the node NULL_IN (no edges
@@ -37,7 +40,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from dbspark.algebra.zset import WEIGHT, ZSet, weight_sum_checked
 
@@ -51,12 +54,13 @@ class _Graph:
 
     edges: pl.DataFrame  # __a, __b (node ids), weight: every edge with a non-zero integrated weight
     lab: np.ndarray  # component of each node id
-    reach: np.ndarray  # (k + 1) x bytes: bit j of row c = component j is reachable from c (row k: none)
+    reach: _Dense | _Sparse  # reachability between the components (index k: an empty sentinel)
 
 
 def _empty_graph() -> _Graph:
     e = pl.DataFrame(schema={"__a": pl.Int64, "__b": pl.Int64, WEIGHT: pl.Int64})
-    return _Graph(e, np.zeros(2, np.int64), np.zeros((1, 1), np.uint8))
+    none = np.zeros(0, np.int64)
+    return _Graph(e, np.zeros(2, np.int64), _Dense(0, none, none, np.zeros(0, bool)))
 
 
 @dataclass
@@ -150,8 +154,74 @@ def closure_of(z: ZSet, src: str, dst: str) -> ZSet:
 
 
 # ---- components and their reachability --------------------------------------------------------------
-def _components(n: int, u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """SCC label per node, and the packed reachability rows of the components (plus an empty last row)."""
+DENSE_MAX = 4096  # up to this many components the reachability is one bit matrix (<= 2 MiB)
+
+
+class _Dense:
+    """Reachability between k components as packed bit rows, computed at once in reverse topological
+    order (each DAG edge visited once): O(k^2 / 8) bytes. Row and column k are the empty sentinel."""
+
+    def __init__(self, k: int, a: np.ndarray, b: np.ndarray, cyclic: np.ndarray) -> None:
+        self.k = k
+        self.bits = np.zeros((k + 1, (k + 8) // 8), np.uint8)
+        _fill_reach(self.bits, k, a, b)
+        comps = np.flatnonzero(cyclic)
+        self.bits[comps, comps >> 3] |= (1 << (comps & 7)).astype(np.uint8)
+
+    def rows(self, comps: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """bool [i, j]: component cols[j] is reachable from comps[i]."""
+        sub = self.bits[comps][:, cols >> 3]
+        return (sub >> (cols & 7).astype(np.uint8)) & 1 == 1
+
+    def ancestors(self, comps: np.ndarray) -> np.ndarray:
+        """bool per component (k + 1): it is one of `comps` or reaches one of them."""
+        out = np.zeros(self.k + 1, bool)
+        comps = np.unique(comps[comps < self.k])
+        if comps.size:
+            out[comps] = True
+            out[: self.k] |= self.rows(np.arange(self.k), comps).any(axis=1)
+        return out
+
+
+class _Sparse:
+    """Reachability between many components, answered by searches of the condensation (compiled BFS):
+    a row costs O(what it reaches), so memory stays O(k + DAG edges) and the work follows the rows asked
+    for (those of the change's ancestors), not k^2."""
+
+    def __init__(self, k: int, a: np.ndarray, b: np.ndarray, cyclic: np.ndarray) -> None:
+        self.k, self.cyclic = k, cyclic
+        self.a, self.b = a, b
+        ones = np.ones(a.size, np.int8)
+        self.dag = csr_matrix((ones, (a, b)), shape=(k + 1, k + 1))
+
+    def rows(self, comps: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        out = np.zeros((comps.size, cols.size), bool)
+        uniq, inv = np.unique(comps, return_inverse=True)
+        for i, c in enumerate(uniq):
+            if c >= self.k:
+                continue
+            reach = np.zeros(self.k + 1, bool)
+            reach[breadth_first_order(self.dag, c, directed=True, return_predecessors=False)] = True
+            reach[c] = self.cyclic[c]
+            out[inv == i] = reach[cols]
+        return out
+
+    def ancestors(self, comps: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.k + 1, bool)
+        comps = np.unique(comps[comps < self.k])
+        if comps.size == 0:
+            return out
+        # one search of the reversed DAG from the sentinel node k, linked to every comp for this search
+        src = np.r_[self.b, np.full(comps.size, self.k)]
+        dst = np.r_[self.a, comps]
+        up = csr_matrix((np.ones(src.size, np.int8), (src, dst)), shape=(self.k + 1, self.k + 1))
+        out[breadth_first_order(up, self.k, directed=True, return_predecessors=False)] = True
+        out[self.k] = False
+        return out
+
+
+def _components(n: int, u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, _Dense | _Sparse]:
+    """SCC label per node, and the reachability between the components."""
     g = csr_matrix((np.ones(len(u), np.int8), (u, w)), shape=(n, n))
     k, lab = connected_components(g, directed=True, connection="strong")
     lab = lab.astype(np.int64)
@@ -159,11 +229,8 @@ def _components(n: int, u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.nd
     cyclic = np.bincount(lab, minlength=k) > 1
     cyclic[cu[u == w]] = True  # a self-loop
     dag = np.unique(np.stack([cu[cu != cw], cw[cu != cw]], axis=1), axis=0).reshape(-1, 2)
-    reach = np.zeros((k + 1, (k + 8) // 8), np.uint8)
-    _fill_reach(reach, k, dag[:, 0], dag[:, 1])
-    comps = np.flatnonzero(cyclic)
-    reach[comps, comps >> 3] |= (1 << (comps & 7)).astype(np.uint8)
-    return lab, reach
+    kind = _Dense if k <= DENSE_MAX else _Sparse
+    return lab, kind(k, dag[:, 0], dag[:, 1], cyclic)
 
 
 def _fill_reach(reach: np.ndarray, k: int, a: np.ndarray, b: np.ndarray) -> None:
@@ -193,24 +260,18 @@ def _fill_reach(reach: np.ndarray, k: int, a: np.ndarray, b: np.ndarray) -> None
         frontier = srcs[out_left[srcs] == 0]
 
 
-def _bits(reach: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """bool matrix [i, j] = bit cols[j] of reach row rows[i]."""
-    sub = reach[rows][:, cols >> 3]
-    return (sub >> (cols & 7).astype(np.uint8)) & 1 == 1
-
-
 def _diff(old: _Graph, new: _Graph, n: int, changed_src: np.ndarray) -> tuple[np.ndarray, ...]:
     """The node pairs whose membership in the closure differs between old and new, with +1 / -1."""
-    k_old = old.reach.shape[0] - 1
+    k_old = old.reach.k
     lab_old = np.full(n, k_old, np.int64)  # nodes unknown before: the empty row
     lab_old[: old.lab.size] = old.lab
     lab_new = new.lab
     # ancestors (or self) of the changed edges' sources, in the old and in the new graph
-    anc_old = _ancestors(old.reach, lab_old[changed_src], k_old)
-    anc_new = _ancestors(new.reach, lab_new[changed_src], new.reach.shape[0] - 1)
-    cell_key = lab_old * (new.reach.shape[0]) + lab_new
-    keys, cell = np.unique(cell_key, return_inverse=True)
-    c_old, c_new = keys // new.reach.shape[0], keys % new.reach.shape[0]
+    anc_old = old.reach.ancestors(lab_old[changed_src])
+    anc_new = new.reach.ancestors(lab_new[changed_src])
+    width = new.reach.k + 1
+    keys, cell = np.unique(lab_old * width + lab_new, return_inverse=True)
+    c_old, c_new = keys // width, keys % width
     dirty = np.flatnonzero(anc_old[c_old] | anc_new[c_new])
     members = np.argsort(cell, kind="stable")
     size = np.bincount(cell, minlength=keys.size)
@@ -219,8 +280,8 @@ def _diff(old: _Graph, new: _Graph, n: int, changed_src: np.ndarray) -> tuple[np
     chunk = max(1, 2**24 // max(keys.size, 1))
     for lo in range(0, dirty.size, chunk):
         s = dirty[lo : lo + chunk]
-        before = _bits(old.reach, c_old[s], c_old)
-        after = _bits(new.reach, c_new[s], c_new)
+        before = old.reach.rows(c_old[s], c_old)
+        after = new.reach.rows(c_new[s], c_new)
         i, t = np.nonzero(before != after)
         ps.append(s[i])
         pt.append(t)
@@ -236,14 +297,3 @@ def _diff(old: _Graph, new: _Graph, n: int, changed_src: np.ndarray) -> tuple[np
     x = members[offset[s][rep] + within // tsize]
     y = members[offset[t][rep] + within % tsize]
     return x, y, sign[rep]
-
-
-def _ancestors(reach: np.ndarray, comps: np.ndarray, k: int) -> np.ndarray:
-    """bool per component row (k + 1 rows): it is one of `comps` or reaches one of them."""
-    out = np.zeros(reach.shape[0], bool)
-    comps = np.unique(comps[comps < k])
-    if comps.size == 0:
-        return out
-    out[comps] = True
-    out[:k] |= _bits(reach[:k], np.arange(k), comps).any(axis=1)
-    return out
