@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from dbspark.frontends.sql.closure import closure_form
 from dbspark.frontends.sql.parse import name_of
 from dbspark.frontends.sql.relops import cast_to
 from dbspark.frontends.sql.scope import Field, Rel
@@ -80,8 +81,28 @@ def is_recursive(comp: list[Member]) -> bool:
     return len(comp) > 1 or comp[0].name in reads(comp[0].body)
 
 
+def closure_component(c: Compiler, m: Member) -> dict[str, Rel] | None:
+    """A CTE that is exactly the transitive closure of its base as the closure operator, or None."""
+    if closure_form(m.name, m.cols, m.body) is None:
+        return None
+    base = c.query(m.body.this)
+    vis = base.visible()
+    if len(vis) != 2 or base.stream.schema[vis[0].col] != base.stream.schema[vis[1].col]:
+        return None  # ends of different types: the scope (with its casts) computes it
+    cols = m.cols or [f.name for f in vis]
+    if len(cols) != 2:
+        c.src.schema_error(f"recursive CTE {m.name}: {len(cols)} column names for 2 columns", m.node)
+    src, dst = c.names.fresh("r"), c.names.fresh("r")
+    edges = base.stream.map((src, ir.Col(vis[0].col)), (dst, ir.Col(vis[1].col)))
+    return {m.name: Rel(edges.stream_transitive_closure(src, dst),
+                        [Field(cols[0], src, m.name), Field(cols[1], dst, m.name)])}
+
+
 def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
-    """The relations of a recursive component, computed by one recursive scope."""
+    """The relations of a recursive component, computed by one recursive scope (or, for a transitive
+    closure, by the closure operator)."""
+    if len(comp) == 1 and (tc := closure_component(c, comp[0])) is not None:
+        return tc
     names = {m.name for m in comp}
     bases: list[Any] = []
     fields: list[list[Field]] = []
