@@ -23,6 +23,7 @@ SQL_ORACLE_EXAMPLES for a longer search), 3 on Spark.
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -283,6 +284,26 @@ CREATE VIEW v2 AS SELECT x.k, y.k AS yk FROM t0 AS x LEFT JOIN t1 AS y ON x.k = 
     p.sql(ddl)
     for t, rows in {"t0": [(None, None), (1, None), (2, 0.5)], "t1": [(1, 1.0), (None, None)],
                     "t2": [(2, None), (3, 1.0), (None, None)]}.items():
+        o.insert(t, rows)
+        p.push(t, rows)
+    p.step()
+    o.check(p)
+
+
+def test_expressions_over_null_padded_constant_columns() -> None:
+    """Found by `test_subqueries_correlated_by_non_equalities`: a column made from a literal (NULL
+    padding) is a scalar column inside Polars, and CASE over it came back as one row (ShapeError)."""
+    ddl = """CREATE TABLE t0 (k BIGINT, c3 DATE);
+CREATE TABLE t1 (k BIGINT, c3 DATE);
+CREATE VIEW v0 AS SELECT DATE '2020-01-31' AS o1 FROM t0 AS x WHERE x.c3 NOT IN
+    (SELECT DATE '2020-01-31' FROM t1 AS y WHERE y.k IS NOT DISTINCT FROM x.k);
+CREATE VIEW v1 AS SELECT x.k, CASE WHEN y.c3 = DATE '2020-01-31' THEN 1 ELSE 0 END AS hit
+    FROM t0 AS x LEFT JOIN t1 AS y ON x.k = y.k;
+"""
+    o, p = SqlOracle(ddl), local()
+    p.sql(ddl)
+    for t, rows in {"t0": [(None, None), (None, None), (1, None)],
+                    "t1": [(None, None), (None, datetime.date(2020, 1, 31)), (2, None)]}.items():
         o.insert(t, rows)
         p.push(t, rows)
     p.step()

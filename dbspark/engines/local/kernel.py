@@ -31,6 +31,14 @@ def _frame(v: Value) -> pl.DataFrame:
     return v.to_frame() if isinstance(v, TraceSnapshot) else v.df
 
 
+def materialized(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` with every column as a plain Series. A column made from a literal (`pl.lit(None)` padding,
+    a constant SELECT item) is a scalar column inside Polars, and Polars 2.1 evaluates `when/then` over
+    one to a single row that `select` then refuses to broadcast (a ShapeError; found by
+    test_sql_oracle: `x.c3 NOT IN (SELECT DATE '...' ...)` with c3 NULL-padded). Costs O(columns)."""
+    return pl.DataFrame([df.get_column(c) for c in df.columns]) if df.width else df
+
+
 class LocalKernel:
     """Implements `engines.base.Kernel` in process."""
 
@@ -98,12 +106,14 @@ class LocalKernel:
     # ---- linear operators ---------------------------------------------------------------------
     def filter(self, a: Value, pred: Expr) -> ZSet:
         z = self.as_zset(a)
-        return z.with_df(evaluate(lambda: z.df.filter(to_polars(pred, z.df.schema))))
+        df = materialized(z.df)
+        return z.with_df(evaluate(lambda: df.filter(to_polars(pred, df.schema))))
 
     def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> ZSet:
         z = self.as_zset(a)
-        sel = [to_polars(e, z.df.schema).cast(schema[n]).alias(n) for n, e in exprs]
-        return ZSet(evaluate(lambda: z.df.select(*sel, pl.col(WEIGHT))))
+        df = materialized(z.df)
+        sel = [to_polars(e, df.schema).cast(schema[n]).alias(n) for n, e in exprs]
+        return ZSet(materialized(evaluate(lambda: df.select(*sel, pl.col(WEIGHT)))))
 
     def flat_map(self, a: Value, fn: Callable[[dict], Any], schema: pl.Schema) -> ZSet:
         z = self.as_zset(a)
