@@ -30,6 +30,9 @@ SPARK_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.log.level": "ERROR",
+    # local mode runs everything in the driver JVM: the 1 GiB default heap ran out in the TPC-H test
+    # (22 views), late in a full run that shares one session with every other Spark test
+    "spark.driver.memory": "3g",
     # no Python call-site capture per Column call (several py4j round trips each)
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
