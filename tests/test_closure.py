@@ -290,3 +290,24 @@ def test_sql_transitive_closure_views_match_duckdb(steps: list) -> None:
             p.delete("e", dels)
         p.step()
         o.check(p)
+
+
+def test_the_index_survives_a_restart(tmp_path: Any) -> None:
+    """A pipeline reopened on its directory resumes the closure's index from the checkpoint."""
+
+    def pipeline() -> dbspark.Pipeline:
+        p = dbspark.Pipeline(tmp_path / "state", engine="local")
+        p.table("e", EDGE)
+        p.create_view("tc", p.relation("e").stream_transitive_closure("x", "y"))
+        return p
+
+    p = pipeline()
+    p.push("e", [(1, 2), (2, 3)])
+    p.step()
+    p.close()
+    q = pipeline()
+    q.push("e", [(3, 1)])
+    assert q.step()["tc"].to_dict() == {p_: 1 for p_ in brute({(1, 2), (2, 3), (3, 1)}) - {(1, 2), (2, 3), (1, 3)}}
+    q.push("e", [(1, 2)], -1)
+    q.step()
+    assert set(q.view("tc").to_dict()) == brute({(2, 3), (3, 1)})
