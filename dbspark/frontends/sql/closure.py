@@ -41,11 +41,9 @@ def _tables(q: exp.Select) -> list[tuple[str, str]] | None:
     frm = q.args.get("from_")
     items = [frm.this] if frm is not None else []
     for j in q.args.get("joins") or []:
-        if (j.args.get("side") or j.args.get("kind") or j.args.get("method") or j.args.get("using")):
-            if str(j.args.get("kind") or "").upper() not in ("", "INNER", "CROSS"):
-                return None
-            if j.args.get("side") or j.args.get("method") or j.args.get("using"):
-                return None
+        inner = str(j.args.get("kind") or "").upper() in ("", "INNER", "CROSS")
+        if not inner or j.args.get("side") or j.args.get("method") or j.args.get("using"):
+            return None  # outer, semi/anti, NATURAL or USING joins: not the closure's shape
         items.append(j.this)
     out = []
     for t in items:
