@@ -466,3 +466,22 @@ def test_string_forms_beyond_the_grammar_are_errors_not_values(text: str, to: pl
     duckdb.execute(f"SELECT {to_sql(Cast(lit(text), to))}")
     with pytest.raises(DataError, match="CAST from VARCHAR"):
         run_dbspark([Cast(col("s"), to)], [(0, *([None] * 6), text, *([None] * 3))])
+
+
+def test_nested_emulations_stay_linear_in_the_plan(engine: Any) -> None:
+    # IEEE division by zero, DuckDB's rounding and overflow checks refer to their operands several
+    # times; nested, a Spark Column tree copied its operands exponentially (a decimal MEDIAN's
+    # `floor(round(x * 200) / 2) / 100` was a 2 MB plan: 15 s to analyse, then an OutOfMemoryError)
+    e: Expr = f
+    for _ in range(6):
+        e = func("floor", Binary("sql_div", func("round", e * lit(3.0)), lit(2.0)))
+    exprs = [e, Cast(Binary("sql_div", e, lit(100.0)), pl.Decimal(18, 2)), Case(((f > lit(0.0), e),), -e)]
+    check_against_duckdb(exprs, FIXED_ROWS, engine)
+    if engine == "local":
+        return
+    from dbspark.engines.spark.exprs import with_spark_columns
+
+    frame_ = engine.spark.createDataFrame(frame(FIXED_ROWS).to_pandas())
+    bound, cols = with_spark_columns(frame_, exprs, SCHEMA)
+    plan = bound.select(*cols)._jdf.queryExecution().analyzed().toString()
+    assert len(plan) < 60_000, f"the analysed plan has {len(plan)} characters"

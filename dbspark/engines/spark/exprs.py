@@ -10,7 +10,8 @@ lazily, as the local engine's guards do. Spark's own ANSI errors are never relie
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import polars as pl
@@ -130,10 +131,76 @@ def to_spark_column(e: Expr, schema: pl.Schema) -> Any:
     return SparkCompiler(schema).c(e)
 
 
+def with_spark_columns(frame: Any, exprs: Sequence[Expr], schema: pl.Schema) -> tuple[Any, list[Any]]:
+    """`frame` with the shared subexpressions of `exprs` bound to columns (`SparkCompiler.lets`), and the
+    Columns computing `exprs` over it. The caller selects or filters with them; the bound columns are
+    named `__x<k>` and are not part of the result."""
+    comp = SparkCompiler(schema, hoist=True)
+    cols = [comp.c(e) for e in exprs]
+    return comp.bind(frame), cols
+
+
 class SparkCompiler:
-    def __init__(self, schema: pl.Schema) -> None:
+    """Compiles expression IR to Spark Columns.
+
+    An operation's emulation refers to its operands several times (IEEE division by zero, DuckDB's
+    rounding, overflow checks), and a Column is a tree: nested operations would copy their operands
+    exponentially (a decimal MEDIAN's `floor(round(x * 200) / 2) / 100` became a 2 MB plan whose
+    analysis took 15 s and, over a few steps, the driver's heap). With `hoist`, every operation is
+    bound to a column of its own (`lets`, computed level by level by `bind`), so each is written once
+    and referred to by name. An operation in a lazily evaluated position (a CASE branch or later
+    condition, a later COALESCE argument, the right side of AND and OR) is bound as
+    `CASE WHEN <the rows that reach it> THEN <it> END`, so an error still fires only on those rows,
+    as the local engine's guards do.
+    """
+
+    def __init__(self, schema: pl.Schema, hoist: bool = False) -> None:
         self.schema = schema
         self._types: dict[int, pl.DataType] = {}
+        self.hoist = hoist
+        self.lets: list[tuple[str, Any, int]] = []  # (column name, Column, level: 1 + its operands' max)
+        self._guards: list[tuple[Any, int]] = []  # (Column true on the rows reaching here, its level)
+        self._levels: list[int] = []
+
+    @contextmanager
+    def guarded(self, reach: Any, level: int = 0) -> Iterator[None]:
+        """Compile for the rows where `reach` is true (it is made of operands of `level` or below)."""
+        self._guards.append((reach, level))
+        try:
+            yield
+        finally:
+            self._guards.pop()
+
+    def c(self, e: Expr) -> Any:
+        return self.leveled(e)[0]
+
+    def leveled(self, e: Expr) -> tuple[Any, int]:
+        """The Column of `e` and its level (0 for a column or literal; with `hoist`, a bound column)."""
+        if not self.hoist or isinstance(e, (Col, Lit)):
+            return self._c(e), 0
+        self._levels.append(0)
+        try:
+            col = self._c(e)
+        finally:
+            level = self._levels.pop()
+        if self._guards:
+            reach = self._guards[0][0]
+            for g, _ in self._guards[1:]:
+                reach = reach & g
+            col = _F().when(reach, col)
+            level = max(level, *(lv for _, lv in self._guards))
+        name = f"__x{len(self.lets)}"
+        level += 1
+        self.lets.append((name, col, level))
+        if self._levels:
+            self._levels[-1] = max(self._levels[-1], level)
+        return _F().col(name), level
+
+    def bind(self, frame: Any) -> Any:
+        """`frame` with the bound columns added, one projection per level."""
+        for level in range(1, max((lv for _, _, lv in self.lets), default=0) + 1):
+            frame = frame.select("*", *[col.alias(n) for n, col, lv in self.lets if lv == level])
+        return frame
 
     def t(self, e: Expr) -> pl.DataType:
         k = id(e)
@@ -146,7 +213,7 @@ class SparkCompiler:
             return x
         return x.cast(spark_type(to))
 
-    def c(self, e: Expr) -> Any:
+    def _c(self, e: Expr) -> Any:
         F = _F()
         if isinstance(e, Col):
             return F.col(e.name)
@@ -167,13 +234,21 @@ class SparkCompiler:
             return cast(self.c(e.arg), self.t(e.arg), e.to)
         if isinstance(e, Case):
             rt = self.t(e)
-            out = None
+            out, missed, level = None, None, 0  # missed: no earlier condition held (rows reaching this one)
             for cond, val in e.whens:
-                v = self.coerce(self.c(val), self.t(val), rt)
-                out = F.when(self.c(cond), v) if out is None else out.when(self.c(cond), v)
+                with self.guarded(missed, level) if missed is not None else nullcontext():
+                    c, lc = self.leveled(cond)
+                level = max(level, lc)
+                held = F.coalesce(c, F.lit(False))
+                reach = held if missed is None else missed & held
+                with self.guarded(reach, level):
+                    v = self.coerce(self.c(val), self.t(val), rt)
+                out = F.when(c, v) if out is None else out.when(c, v)
+                missed = ~held if missed is None else missed & ~held
             assert out is not None
             if e.otherwise is not None:
-                out = out.otherwise(self.coerce(self.c(e.otherwise), self.t(e.otherwise), rt))
+                with self.guarded(missed, level):
+                    out = out.otherwise(self.coerce(self.c(e.otherwise), self.t(e.otherwise), rt))
             return out if rt == fn.NULL else out.cast(spark_type(rt))
         if isinstance(e, InList):
             st = fn.supertype([self.t(e.arg), *(self.t(i) for i in e.items)], "IN")
@@ -196,6 +271,7 @@ class SparkCompiler:
         return self.coerce(self.c(a), ta, st), self.coerce(self.c(b), tb, st)
 
     def binary(self, e: Binary) -> Any:
+        F = _F()
         if e.op in ("truediv", "floordiv", "mod"):
             a, b = self.c(e.left), self.c(e.right)
             if e.op == "truediv":
@@ -205,10 +281,11 @@ class SparkCompiler:
         if e.op in _CMP:
             a, b = self.operands(e.left, e.right)
             return eager(_CMP[e.op](a, b), [(e.right, b)])
-        if e.op == "and":
-            return self.c(e.left) & self.c(e.right)
-        if e.op == "or":
-            return self.c(e.left) | self.c(e.right)
+        if e.op in ("and", "or"):  # the right side is evaluated where the left one does not decide
+            a, level = self.leveled(e.left)
+            with self.guarded(F.coalesce(a, F.lit(True)) if e.op == "and" else ~F.coalesce(a, F.lit(False)), level):
+                b = self.c(e.right)
+            return a & b if e.op == "and" else a | b
         return self.arith(e)
 
     def arith(self, e: Binary) -> Any:

@@ -24,7 +24,7 @@ from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.engines.local.convert import check_kind, input_frame
 from dbspark.engines.spark import aggregate as agg
 from dbspark.engines.spark.convert import from_spark, spark_type
-from dbspark.engines.spark.exprs import py_tuple, to_spark_column
+from dbspark.engines.spark.exprs import py_tuple, with_spark_columns
 from dbspark.engines.spark.session import SessionHandle, get_session
 from dbspark.engines.spark.trace import Batch, SparkSnapshot, SparkTrace, Storage, parquet_rows
 from dbspark.engines.spark.values import SparkZSet
@@ -306,14 +306,16 @@ class SparkKernel:
         z = self.as_zset(a)
         if z.known_empty:
             return z
-        return self._z(z.schema, z.frame.filter(to_spark_column(pred, z.schema)), None, z.consolidated)
+        frame, (cond,) = with_spark_columns(z.frame, [pred], z.schema)
+        return self._z(z.schema, frame.filter(cond).select(*z.frame.columns), None, z.consolidated)
 
     def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> SparkZSet:
         z = self.as_zset(a)
         if z.known_empty:
             return self.empty(schema)
-        sel = [to_spark_column(e, z.schema).cast(spark_type(schema[n])).alias(n) for n, e in exprs]
-        return self._z(schema, z.frame.select(*sel, F().col(WEIGHT)))
+        frame, cols = with_spark_columns(z.frame, [e for _, e in exprs], z.schema)
+        sel = [c.cast(spark_type(schema[n])).alias(n) for (n, _), c in zip(exprs, cols, strict=True)]
+        return self._z(schema, frame.select(*sel, F().col(WEIGHT)))
 
     def flat_map(self, a: Value, fn: Callable[[dict], Any], schema: pl.Schema) -> SparkZSet:
         """A user callback per row, run by Spark's Python workers (mapInArrow)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -58,7 +59,14 @@ def _coalesce(comp: SparkCompiler, e: Func) -> Any:
     rt = comp.t(e)
     if rt == fn.NULL:
         return _F().lit(None)
-    return _F().coalesce(*_args(comp, e, rt))
+    out, missed, level = [], None, 0  # a later argument is evaluated where the earlier ones are all NULL
+    for a in e.args:
+        with comp.guarded(missed, level) if missed is not None else nullcontext():
+            x, lx = comp.leveled(a)
+        out.append(comp.coerce(x, comp.t(a), rt))
+        level = max(level, lx)
+        missed = x.isNull() if missed is None else missed & x.isNull()
+    return _F().coalesce(*out)
 
 
 @_impl("nullif")
