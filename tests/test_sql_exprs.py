@@ -460,12 +460,32 @@ def test_arithmetic_result_types_are_duckdbs() -> None:
 
 
 @pytest.mark.parametrize(("text", "to"), [("1e3", pl.Int64()), ("0x10", pl.Int32()), ("1_000", pl.Int64()),
-                                          ("1.5e1", pl.Decimal(4, 1)), ("inf", pl.Float64()), ("nan", pl.Float64())])
+                                          ("1.5e1", pl.Decimal(4, 1)), ("inf", pl.Float64()), ("nan", pl.Float64()),
+                                          ("2024/01/31", pl.Date()), ("2024 01 31", pl.Datetime("us"))])
 def test_string_forms_beyond_the_grammar_are_errors_not_values(text: str, to: pl.DataType) -> None:
     # DuckDB accepts these; dbspark's string grammar (the same on both engines) rejects them
     duckdb.execute(f"SELECT {to_sql(Cast(lit(text), to))}")
     with pytest.raises(DataError, match="CAST from VARCHAR"):
         run_dbspark([Cast(col("s"), to)], [(0, *([None] * 6), text, *([None] * 3))])
+
+
+@pytest.mark.parametrize("text", ["2024-01-31 00:00:00a", "2024-01-3a", "2024-01-31 25:00:00", " 2024-1-3",
+                                  "2024-01-31T10:00:00", "2024-01-31x", "2024-01-31 10:00x"])
+def test_date_from_a_string_ignores_what_follows_the_date_as_duckdb(engine: Any, text: str) -> None:
+    # DuckDB's DATE reads `YYYY-M-D` and ignores the rest after a non-digit (TIMESTAMP does not)
+    row = (0, *([None] * 6), text, *([None] * 3))
+    check_against_duckdb([Cast(s, pl.Date())], [row], engine)
+    got, _ = run_dbspark([Cast(s, pl.Date())], [row], engine)
+    assert got[0][0] is not None
+
+
+@pytest.mark.parametrize("text", ["2024-01-319", "2024-02-30x", "2024-13-01 ", "x2024-01-31", "2024-01"])
+def test_date_from_a_malformed_string_is_a_data_error(engine: Any, text: str) -> None:
+    row = (0, *([None] * 6), text, *([None] * 3))
+    with pytest.raises(duckdb.Error):
+        run_duckdb([Cast(s, pl.Date())], [row])
+    with pytest.raises(DataError, match="CAST from VARCHAR to DATE"):
+        run_dbspark([Cast(s, pl.Date())], [row], engine)
 
 
 def test_nested_emulations_stay_linear_in_the_plan(engine: Any) -> None:

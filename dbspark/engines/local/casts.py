@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 NUM_RE = r"^\s*([+-]?)(\d*)(?:\.(\d*))?\s*$"
 FLOAT_RE = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
+# DuckDB's DATE: `YYYY-M-D`, then nothing, or anything that begins with a non-digit (its time is ignored)
+DATE_RE = r"^\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:\D[\s\S]*)?$"
 TS_RE = r"^\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6})\d*)?)?)?\s*$"
 BOOL_TRUE = ["true", "t", "1", "yes", "y"]
 BOOL_FALSE = ["false", "f", "0", "no", "n"]
@@ -137,13 +139,21 @@ def _body(x: pl.Expr, src: pl.DataType, to: pl.DataType) -> tuple[pl.Expr, pl.Ex
     if kt == "date":
         if ks == "datetime":
             return x.dt.date(), None
-        v, bad = _parse_timestamp(x)
-        return v.dt.date(), bad
+        return _parse_date(x)
     if kt == "datetime":
         if ks == "date":
             return x.cast(pl.Datetime("us")), None
         return _parse_timestamp(x)
     raise UnsupportedError(f"CAST from {fn.sql_name(src)} to {fn.sql_name(to)}")  # unreachable: check_cast
+
+
+def _parse_date(x: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(DATE, faulty mask) of a string in DuckDB's DATE form (`DATE_RE`)."""
+    m = x.str.extract_groups(DATE_RE)
+    y, mo, d = (m.struct.field(str(i)).cast(pl.Int32).fill_null(0) for i in range(1, 4))
+    ok = (x.str.contains(DATE_RE) & _valid_date(y, mo, d)).fill_null(False)
+    y, mo, d = (pl.when(ok).then(v).otherwise(1) for v in (y, mo, d))
+    return pl.when(ok).then(pl.date(y, mo, d)), ~ok
 
 
 def _parse_timestamp(x: pl.Expr) -> tuple[pl.Expr, pl.Expr]:

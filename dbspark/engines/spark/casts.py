@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from dbspark.engines.local.casts import BOOL_FALSE, BOOL_TRUE, FLOAT_RE, NUM_RE, TS_RE
+from dbspark.engines.local.casts import BOOL_FALSE, BOOL_TRUE, DATE_RE, FLOAT_RE, NUM_RE, TS_RE
 from dbspark.engines.spark.convert import spark_type
 from dbspark.engines.spark.exprs import _F, INT_RANGE, checked
 from dbspark.errors import UnsupportedError
@@ -97,6 +97,15 @@ def days_in_month(y: Any, m: Any) -> Any:
     leap = ((y % 4 == 0) & (y % 100 != 0)) | (y % 400 == 0)
     base = F.when(m == 2, 28).when(m.isin(4, 6, 9, 11), 30).otherwise(31)
     return base + F.when(leap & (m == 2), 1).otherwise(0)
+
+
+def parse_date(x: Any) -> tuple[Any, Any]:
+    """(DATE, ok) of a string in DuckDB's DATE form (`DATE_RE`: the time after the date is ignored)."""
+    F = _F()
+    y, mo, d = (F.regexp_extract(x, DATE_RE, k) for k in range(1, 4))
+    y, mo, d = (F.when(v == "", 0).otherwise(v.cast("int")) for v in (y, mo, d))
+    ok = x.rlike(DATE_RE) & (mo >= 1) & (mo <= 12) & (d >= 1) & (d <= days_in_month(y, mo)) & (y >= 1)
+    return F.when(ok, F.make_date(y, mo, d)), ok
 
 
 def parse_timestamp(x: Any) -> tuple[Any, Any]:
@@ -191,8 +200,7 @@ def _body(x: Any, src: pl.DataType, to: pl.DataType, ks: str, kt: str) -> tuple[
     if kt == "date":
         if ks == "datetime":
             return F.to_date(x), None
-        v, ok = parse_timestamp(x)
-        return F.to_date(v), ok
+        return parse_date(x)
     if kt == "datetime":
         if ks == "date":
             return x.cast(st), None

@@ -21,6 +21,7 @@ from dbspark.errors import UnsupportedError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary
 
+HOIST_CHARS = 1000  # a compiled subexpression longer than this is bound to a column (SparkCompiler)
 INT_RANGE: dict[pl.DataType, tuple[int, int]] = {pl.Int8(): (-(2**7), 2**7 - 1), pl.Int16(): (-(2**15), 2**15 - 1),
              pl.Int32(): (-(2**31), 2**31 - 1), pl.Int64(): (-(2**63), 2**63 - 1)}
 
@@ -146,12 +147,13 @@ class SparkCompiler:
     An operation's emulation refers to its operands several times (IEEE division by zero, DuckDB's
     rounding, overflow checks), and a Column is a tree: nested operations would copy their operands
     exponentially (a decimal MEDIAN's `floor(round(x * 200) / 2) / 100` became a 2 MB plan whose
-    analysis took 15 s and, over a few steps, the driver's heap). With `hoist`, every operation is
-    bound to a column of its own (`lets`, computed level by level by `bind`), so each is written once
-    and referred to by name. An operation in a lazily evaluated position (a CASE branch or later
-    condition, a later COALESCE argument, the right side of AND and OR) is bound as
-    `CASE WHEN <the rows that reach it> THEN <it> END`, so an error still fires only on those rows,
-    as the local engine's guards do.
+    analysis took 15 s and, over a few steps, the driver's heap). With `hoist`, an operation whose
+    Column is longer than `HOIST_CHARS` is bound to a column of its own (`lets`, computed level by
+    level by `bind`), so it is written once and referred to by name; small ones stay inline (a
+    projection per operation made TPC-H's plans deep and slow to analyse). One in a lazily evaluated
+    position (a CASE branch or later condition, a later COALESCE argument, the right side of AND and
+    OR) is bound as `CASE WHEN <the rows that reach it> THEN <it> END`, so an error still fires only
+    on those rows, as the local engine's guards do.
     """
 
     def __init__(self, schema: pl.Schema, hoist: bool = False) -> None:
@@ -183,6 +185,10 @@ class SparkCompiler:
             col = self._c(e)
         finally:
             level = self._levels.pop()
+        if len(str(col)) <= HOIST_CHARS:  # small enough to copy: stays inline (most expressions)
+            if self._levels:
+                self._levels[-1] = max(self._levels[-1], level)
+            return col, level
         if self._guards:
             reach = self._guards[0][0]
             for g, _ in self._guards[1:]:
