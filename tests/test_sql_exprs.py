@@ -488,6 +488,16 @@ def test_date_from_a_malformed_string_is_a_data_error(engine: Any, text: str) ->
         run_dbspark([Cast(s, pl.Date())], [row], engine)
 
 
+def test_a_case_whose_conditions_never_hold_is_a_column(engine: Any) -> None:
+    # Polars 2.1 evaluated `0 = round(CASE WHEN b THEN i END)` on rows with b NULL to one row (a
+    # ShapeError in the map; found by the expression oracle)
+    e = Binary("eq", lit(0), func("round", Case(((b, i),), None), lit(0)))
+    rows = [(k, *([None] * 10)) for k in range(2)]
+    check_against_duckdb([e, Case(((b, i),), None) + lit(1)], rows, engine)
+    got, _ = run_dbspark([e], rows, engine)
+    assert sorted(got) == [0, 1]
+
+
 def test_nested_emulations_stay_linear_in_the_plan(engine: Any) -> None:
     # IEEE division by zero, DuckDB's rounding and overflow checks refer to their operands several
     # times; nested, a Spark Column tree copied its operands exponentially (a decimal MEDIAN's

@@ -113,7 +113,17 @@ class LocalKernel:
         z = self.as_zset(a)
         df = materialized(z.df)
         sel = [to_polars(e, df.schema).cast(schema[n]).alias(n) for n, e in exprs]
-        return ZSet(materialized(evaluate(lambda: df.select(*sel, pl.col(WEIGHT)))))
+
+        def select() -> pl.DataFrame:
+            try:
+                return df.select(*sel, pl.col(WEIGHT))
+            except pl.exceptions.ShapeError:
+                # Polars 2.1: a when/then whose conditions hold on no row is evaluated to its otherwise
+                # value as a scalar, and the eager select does not broadcast it (`0 = round(CASE WHEN b
+                # THEN i END)` on rows with b NULL); the lazy engine does
+                return df.lazy().select(*sel, pl.col(WEIGHT)).collect()
+
+        return ZSet(materialized(evaluate(select)))
 
     def flat_map(self, a: Value, fn: Callable[[dict], Any], schema: pl.Schema) -> ZSet:
         z = self.as_zset(a)
