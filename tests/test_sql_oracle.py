@@ -291,13 +291,16 @@ CREATE VIEW v2 AS SELECT x.k, y.k AS yk FROM t0 AS x LEFT JOIN t1 AS y ON x.k = 
 
 
 def test_expressions_over_null_padded_constant_columns() -> None:
-    """Found by `test_subqueries_correlated_by_non_equalities`: a column made from a literal (NULL
-    padding) is a scalar column inside Polars, and CASE over it came back as one row (ShapeError)."""
+    """Polars 2.1 evaluates a when/then whose conditions hold on no row to a single (scalar) row, which
+    the eager select refused (ShapeError; first seen in `test_subqueries_correlated_by_non_equalities`
+    on NULL-padded DATE columns): CASE over columns that are NULL on every row."""
     ddl = """CREATE TABLE t0 (k BIGINT, c3 DATE);
 CREATE TABLE t1 (k BIGINT, c3 DATE);
 CREATE VIEW v0 AS SELECT DATE '2020-01-31' AS o1 FROM t0 AS x WHERE x.c3 NOT IN
     (SELECT DATE '2020-01-31' FROM t1 AS y WHERE y.k IS NOT DISTINCT FROM x.k);
 CREATE VIEW v1 AS SELECT x.k, CASE WHEN y.c3 = DATE '2020-01-31' THEN 1 ELSE 0 END AS hit
+    FROM t0 AS x LEFT JOIN t1 AS y ON x.k = y.k;
+CREATE VIEW v2 AS SELECT x.k, 0 = CASE WHEN y.c3 = DATE '2020-01-31' THEN x.k END AS hit
     FROM t0 AS x LEFT JOIN t1 AS y ON x.k = y.k;
 """
     o, p = SqlOracle(ddl), local()

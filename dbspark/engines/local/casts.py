@@ -157,7 +157,7 @@ def _parse_date(x: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
 
 
 def _parse_timestamp(x: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
-    """(TIMESTAMP, faulty mask) of a string `YYYY-M-D[( |T)H:M[:S[.f]]]` (a DATE takes the same form)."""
+    """(TIMESTAMP, faulty mask) of a string `YYYY-M-D[( |T)H:M[:S[.f]]]`."""
     m = x.str.extract_groups(TS_RE)
     parts = [m.struct.field(str(i)).cast(pl.Int32).fill_null(0) for i in range(1, 7)]
     y, mo, d, h, mi, sec = parts

@@ -31,14 +31,6 @@ def _frame(v: Value) -> pl.DataFrame:
     return v.to_frame() if isinstance(v, TraceSnapshot) else v.df
 
 
-def materialized(df: pl.DataFrame) -> pl.DataFrame:
-    """`df` with every column as a plain Series. A column made from a literal (`pl.lit(None)` padding,
-    a constant SELECT item) is a scalar column inside Polars, and Polars 2.1 evaluates `when/then` over
-    one to a single row that `select` then refuses to broadcast (a ShapeError; found by
-    test_sql_oracle: `x.c3 NOT IN (SELECT DATE '...' ...)` with c3 NULL-padded). Costs O(columns)."""
-    return pl.DataFrame([df.get_column(c) for c in df.columns]) if df.width else df
-
-
 class LocalKernel:
     """Implements `engines.base.Kernel` in process."""
 
@@ -106,12 +98,11 @@ class LocalKernel:
     # ---- linear operators ---------------------------------------------------------------------
     def filter(self, a: Value, pred: Expr) -> ZSet:
         z = self.as_zset(a)
-        df = materialized(z.df)
-        return z.with_df(evaluate(lambda: df.filter(to_polars(pred, df.schema))))
+        return z.with_df(evaluate(lambda: z.df.filter(to_polars(pred, z.df.schema))))
 
     def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> ZSet:
         z = self.as_zset(a)
-        df = materialized(z.df)
+        df = z.df
         sel = [to_polars(e, df.schema).cast(schema[n]).alias(n) for n, e in exprs]
 
         def select() -> pl.DataFrame:
@@ -120,10 +111,11 @@ class LocalKernel:
             except pl.exceptions.ShapeError:
                 # Polars 2.1: a when/then whose conditions hold on no row is evaluated to its otherwise
                 # value as a scalar, and the eager select does not broadcast it (`0 = round(CASE WHEN b
-                # THEN i END)` on rows with b NULL); the lazy engine does
+                # THEN i END)` on rows with b NULL); the lazy engine does. (A filter broadcasts such a
+                # scalar predicate, which is then the value of every row.)
                 return df.lazy().select(*sel, pl.col(WEIGHT)).collect()
 
-        return ZSet(materialized(evaluate(select)))
+        return ZSet(evaluate(select))
 
     def flat_map(self, a: Value, fn: Callable[[dict], Any], schema: pl.Schema) -> ZSet:
         z = self.as_zset(a)

@@ -99,12 +99,16 @@ def days_in_month(y: Any, m: Any) -> Any:
     return base + F.when(leap & (m == 2), 1).otherwise(0)
 
 
+def valid_date(y: Any, m: Any, d: Any) -> Any:
+    return (m >= 1) & (m <= 12) & (d >= 1) & (d <= days_in_month(y, m)) & (y >= 1)
+
+
 def parse_date(x: Any) -> tuple[Any, Any]:
     """(DATE, ok) of a string in DuckDB's DATE form (`DATE_RE`: the time after the date is ignored)."""
     F = _F()
     y, mo, d = (F.regexp_extract(x, DATE_RE, k) for k in range(1, 4))
     y, mo, d = (F.when(v == "", 0).otherwise(v.cast("int")) for v in (y, mo, d))
-    ok = x.rlike(DATE_RE) & (mo >= 1) & (mo <= 12) & (d >= 1) & (d <= days_in_month(y, mo)) & (y >= 1)
+    ok = x.rlike(DATE_RE) & valid_date(y, mo, d)
     return F.when(ok, F.make_date(y, mo, d)), ok
 
 
@@ -113,8 +117,7 @@ def parse_timestamp(x: Any) -> tuple[Any, Any]:
     g = [F.regexp_extract(x, TS_RE, k) for k in range(1, 8)]
     y, mo, d, h, mi, sec = (F.when(v == "", 0).otherwise(v.cast("int")) for v in g[:6])
     us = F.when(g[6] == "", 0).otherwise(F.rpad(g[6], 6, "0").cast("int"))
-    ok = (x.rlike(TS_RE) & (mo >= 1) & (mo <= 12) & (d >= 1) & (d <= days_in_month(y, mo)) & (y >= 1)
-          & (h < 24) & (mi < 60) & (sec < 60))
+    ok = x.rlike(TS_RE) & valid_date(y, mo, d) & (h < 24) & (mi < 60) & (sec < 60)
     micros = (sec.cast("long") * 1_000_000 + us.cast("long")).cast(dec_type(14, 0))
     secs = micros / F.lit(1_000_000).cast(dec_type(7, 0))  # exact: DECIMAL(22, 8)
     v = F.when(ok, F.make_timestamp_ntz(y, mo, d, h, mi, secs.cast(dec_type(8, 6))))

@@ -11,7 +11,7 @@ lazily, as the local engine's guards do. Spark's own ANSI errors are never relie
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 import polars as pl
@@ -127,16 +127,12 @@ def eager(result: Any, later: list[tuple[Expr, Any]]) -> Any:
     return result
 
 
-def to_spark_column(e: Expr, schema: pl.Schema) -> Any:
-    """The Spark Column computing `e` over a frame with `schema` (its types decide the semantics)."""
-    return SparkCompiler(schema).c(e)
-
-
 def with_spark_columns(frame: Any, exprs: Sequence[Expr], schema: pl.Schema) -> tuple[Any, list[Any]]:
-    """`frame` with the shared subexpressions of `exprs` bound to columns (`SparkCompiler.lets`), and the
-    Columns computing `exprs` over it. The caller selects or filters with them; the bound columns are
-    named `__x<k>` and are not part of the result."""
-    comp = SparkCompiler(schema, hoist=True)
+    """`frame` with the large subexpressions of `exprs` bound to columns (`SparkCompiler.lets`), and the
+    Columns computing `exprs` over it (a frame with `schema`: its types decide the semantics). The
+    caller selects or filters with them; the bound columns are named `__x<k>` and are not part of the
+    result. Without large subexpressions, `frame` itself is returned."""
+    comp = SparkCompiler(schema)
     cols = [comp.c(e) for e in exprs]
     return comp.bind(frame), cols
 
@@ -147,26 +143,29 @@ class SparkCompiler:
     An operation's emulation refers to its operands several times (IEEE division by zero, DuckDB's
     rounding, overflow checks), and a Column is a tree: nested operations would copy their operands
     exponentially (a decimal MEDIAN's `floor(round(x * 200) / 2) / 100` became a 2 MB plan whose
-    analysis took 15 s and, over a few steps, the driver's heap). With `hoist`, an operation whose
-    Column is longer than `HOIST_CHARS` is bound to a column of its own (`lets`, computed level by
-    level by `bind`), so it is written once and referred to by name; small ones stay inline (a
+    analysis took 15 s and, over a few steps, the driver's heap). An operation whose Column is
+    longer than `HOIST_CHARS` is therefore bound to a column of its own (`lets`, computed level by
+    level by `bind`): written once, referred to by name; small ones stay inline (a
     projection per operation made TPC-H's plans deep and slow to analyse). One in a lazily evaluated
     position (a CASE branch or later condition, a later COALESCE argument, the right side of AND and
     OR) is bound as `CASE WHEN <the rows that reach it> THEN <it> END`, so an error still fires only
     on those rows, as the local engine's guards do.
     """
 
-    def __init__(self, schema: pl.Schema, hoist: bool = False) -> None:
+    def __init__(self, schema: pl.Schema) -> None:
         self.schema = schema
         self._types: dict[int, pl.DataType] = {}
-        self.hoist = hoist
         self.lets: list[tuple[str, Any, int]] = []  # (column name, Column, level: 1 + its operands' max)
         self._guards: list[tuple[Any, int]] = []  # (Column true on the rows reaching here, its level)
         self._levels: list[int] = []
 
     @contextmanager
     def guarded(self, reach: Any, level: int = 0) -> Iterator[None]:
-        """Compile for the rows where `reach` is true (it is made of operands of `level` or below)."""
+        """Compile for the rows where `reach` is true (it is made of operands of `level` or below);
+        `reach` None: every row the enclosing position reaches."""
+        if reach is None:
+            yield
+            return
         self._guards.append((reach, level))
         try:
             yield
@@ -177,8 +176,8 @@ class SparkCompiler:
         return self.leveled(e)[0]
 
     def leveled(self, e: Expr) -> tuple[Any, int]:
-        """The Column of `e` and its level (0 for a column or literal; with `hoist`, a bound column)."""
-        if not self.hoist or isinstance(e, (Col, Lit)):
+        """The Column of `e` and its level (0 if it refers to no bound column)."""
+        if isinstance(e, (Col, Lit)):
             return self._c(e), 0
         self._levels.append(0)
         try:
@@ -242,7 +241,7 @@ class SparkCompiler:
             rt = self.t(e)
             out, missed, level = None, None, 0  # missed: no earlier condition held (rows reaching this one)
             for cond, val in e.whens:
-                with self.guarded(missed, level) if missed is not None else nullcontext():
+                with self.guarded(missed, level):
                     c, lc = self.leveled(cond)
                 level = max(level, lc)
                 held = F.coalesce(c, F.lit(False))

@@ -307,7 +307,10 @@ class SparkKernel:
         if z.known_empty:
             return z
         frame, (cond,) = with_spark_columns(z.frame, [pred], z.schema)
-        return self._z(z.schema, frame.filter(cond).select(*z.frame.columns), None, z.consolidated)
+        out = frame.filter(cond)
+        if frame is not z.frame:  # drop the bound columns
+            out = out.select(*z.frame.columns)
+        return self._z(z.schema, out, None, z.consolidated)
 
     def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> SparkZSet:
         z = self.as_zset(a)

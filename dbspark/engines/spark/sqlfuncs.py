@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -61,7 +60,7 @@ def _coalesce(comp: SparkCompiler, e: Func) -> Any:
         return _F().lit(None)
     out, missed, level = [], None, 0  # a later argument is evaluated where the earlier ones are all NULL
     for a in e.args:
-        with comp.guarded(missed, level) if missed is not None else nullcontext():
+        with comp.guarded(missed, level):
             x, lx = comp.leveled(a)
         out.append(comp.coerce(x, comp.t(a), rt))
         level = max(level, lx)
