@@ -128,9 +128,7 @@ class Pipeline:
             ckpt = self.directory / CHECKPOINT
             if ckpt.exists():
                 rt.restore(ckpt)
-            sweep = getattr(rt.kernel, "storage", None)
-            if sweep is not None:
-                sweep.sweep_uncommitted(rt.time)
+            rt.kernel.sweep_uncommitted(rt.time)
         if rt.time == 0:  # initial loads (Datalog facts and fact files) go into the first step
             for table, rows, weights in self._pending:
                 rt.push(table, rows, weights)

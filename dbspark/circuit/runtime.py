@@ -12,7 +12,7 @@ import os
 import pickle
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,11 +23,14 @@ from dbspark.errors import CircuitError, DbsparkError, UnknownNameError
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, DelayState
 
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
+
 
 class Runtime:
     """A running circuit: push changes to inputs, `step()`, read outputs and their integrals."""
 
-    def __init__(self, circuit: Circuit, kernel: Any, snapshots: bool = False) -> None:
+    def __init__(self, circuit: Circuit, kernel: Kernel, snapshots: bool = False) -> None:
         self.circuit = circuit
         self.snapshots = snapshots
         self.kernel = kernel

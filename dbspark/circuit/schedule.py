@@ -16,6 +16,7 @@ from dbspark.operators.time import Delay
 
 if TYPE_CHECKING:
     from dbspark.circuit.circuit import Circuit, Node
+    from dbspark.engines.base import Kernel
 
 
 def topological(c: Circuit, cut: Callable[[Node], bool]) -> list[int]:
@@ -56,7 +57,7 @@ def schedule(c: Circuit) -> list[int]:
 
 
 def evaluate(
-    order: list[int], c: Circuit, states: dict[int, Any], kernel: Any, source: Callable[[Input], Any], undo: list
+    order: list[int], c: Circuit, states: dict[int, Any], kernel: Kernel, source: Callable[[Input], Any], undo: list
 ) -> dict[int, Any]:
     """Every node's value for one step; `source(op)` gives an input's value."""
     nodes, values = c.nodes, {}

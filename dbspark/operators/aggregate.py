@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dbspark.ir.aggregate import AggSpec
 from dbspark.operators.base import NONLINEAR, Operator, Shape
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
 
 
 def _label(name: str, spec: AggSpec) -> str:
@@ -31,7 +34,7 @@ class StreamAggregate(Operator):
     def label(self) -> str:
         return _label(self.name, self.spec)
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.aggregate(inputs[0], self.spec)
 
 
@@ -50,16 +53,16 @@ class Aggregate(Operator):
     def label(self) -> str:
         return _label(self.name, self.spec)
 
-    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         return kernel.aggregate_state(self.spec)
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.aggregate_step(state, inputs[0], undo)
 
-    def checkpoint(self, kernel: Any, state: Any) -> Any:  # an engine's state may hold unpicklable handles
+    def checkpoint(self, kernel: Kernel, state: Any) -> Any:  # an engine's state may hold unpicklable handles
         return state.checkpoint() if hasattr(state, "checkpoint") else state
 
-    def restore(self, kernel: Any, state: Any, saved: Any) -> Any:
+    def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
         if hasattr(state, "restore"):
             state.restore(saved)
             return state

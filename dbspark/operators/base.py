@@ -11,9 +11,12 @@ definition D∘Q∘I), TIME (z^-1, I, D: linear and time-invariant, Prop 3.2 inv
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
 
 LINEAR = "linear"
 BILINEAR = "bilinear"
@@ -53,15 +56,15 @@ class Operator:
         """How `explain` prints the operator, parameters included."""
         return self.name
 
-    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         return None
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         raise NotImplementedError
 
     # checkpoints: stateful operators override these
-    def checkpoint(self, kernel: Any, state: Any) -> Any:
+    def checkpoint(self, kernel: Kernel, state: Any) -> Any:
         return state
 
-    def restore(self, kernel: Any, state: Any, saved: Any) -> Any:
+    def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
         return saved

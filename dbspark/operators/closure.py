@@ -12,10 +12,13 @@ D ∘ ↑TC ∘ I (Def 3.1) by construction: its output integrates to TC of the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dbspark.errors import SchemaError
 from dbspark.operators.base import NONLINEAR, Operator, Shape
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
 
 
 def _shape(src: str, dst: str, ins: list[Shape]) -> Shape:
@@ -45,7 +48,7 @@ class StreamClosure(Operator):
     def label(self) -> str:
         return f"{self.name}[{self.src} -> {self.dst}]"
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.closure(inputs[0], self.src, self.dst)
 
 
@@ -65,15 +68,15 @@ class Closure(Operator):
     def label(self) -> str:
         return f"{self.name}[{self.src} -> {self.dst}]"
 
-    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         return kernel.closure_state(self.src, self.dst, shape.schema[self.src])
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.closure_step(state, inputs[0], undo)
 
-    def checkpoint(self, kernel: Any, state: Any) -> Any:
+    def checkpoint(self, kernel: Kernel, state: Any) -> Any:
         return state.checkpoint()
 
-    def restore(self, kernel: Any, state: Any, saved: Any) -> Any:
+    def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
         state.restore(saved)
         return state

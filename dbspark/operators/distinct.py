@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dbspark.operators.base import NONLINEAR, Operator, Shape
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
 
 
 @dataclass(frozen=True)
@@ -18,7 +21,7 @@ class StreamDistinct(Operator):
     def shape(self, ins: list[Shape]) -> Shape:
         return Shape(ins[0].schema)
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.distinct(inputs[0])
 
 
@@ -38,5 +41,5 @@ class DistinctH(Operator):
     def label(self) -> str:
         return "distinct (H)"
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.distinct_delta(inputs[0], inputs[1])

@@ -8,12 +8,15 @@ may be a trace (an integral): the kernel then probes it with the keys of the oth
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from dbspark.errors import SchemaError
 from dbspark.operators.base import BILINEAR, Operator, Shape
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
 
 
 def right_columns(left: pl.Schema, right: pl.Schema, drop: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
@@ -59,7 +62,7 @@ class StreamJoin(Operator):
         on = ", ".join(k if k == r else f"{k}={r}" for k, r in zip(self.left_keys, self.right_keys, strict=True))
         return f"stream_join[{on}]"
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.join(inputs[0], inputs[1], self.left_keys, self.right_keys, self.right_out)
 
 
@@ -76,5 +79,5 @@ class StreamProduct(Operator):
         a, b = ins
         return Shape(pl.Schema(list(a.schema.items()) + [(d, b.schema[s]) for s, d in self.right_out]))
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.product(inputs[0], inputs[1], self.right_out)

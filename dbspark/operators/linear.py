@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -12,6 +12,9 @@ from dbspark.errors import SchemaError, UnknownNameError
 from dbspark.ir.expr import Expr, check_columns
 from dbspark.ir.schema import describe
 from dbspark.operators.base import LINEAR, Operator, Shape
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class Filter(Operator):
     def label(self) -> str:
         return f"filter[{self.pred!r}]"
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.filter(inputs[0], self.pred)
 
 
@@ -60,10 +63,10 @@ class Map(Operator):
     def label(self) -> str:
         return "map[" + ", ".join(n if repr(e) == n else f"{n}={e!r}" for n, e in self.exprs) + "]"
 
-    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         return shape.schema
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.map(inputs[0], self.exprs, state)
 
 
@@ -90,7 +93,7 @@ class FlatMap(Operator):
     def label(self) -> str:
         return f"flat_map[{getattr(self.fn, '__name__', 'fn')} -> {describe(self.out_schema)}]"
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.flat_map(inputs[0], self.fn, self.out_schema)
 
 
@@ -112,7 +115,7 @@ class Index(Operator):
     def label(self) -> str:
         return f"index[{', '.join(self.keys)}]"
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.index(inputs[0], self.keys)
 
 
@@ -130,7 +133,7 @@ class Plus(Operator):
             raise SchemaError(f"plus of streams with different schemas {describe(a.schema)} and {describe(b.schema)}")
         return Shape(a.schema, a.keys if a.keys == b.keys else None)
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.plus(inputs[0], inputs[1])
 
 
@@ -144,7 +147,7 @@ class Neg(Operator):
     def shape(self, ins: list[Shape]) -> Shape:
         return Shape(ins[0].schema, ins[0].keys)
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.neg(inputs[0])
 
 
@@ -169,5 +172,5 @@ class Weigh(Operator):
     def label(self) -> str:
         return f"weigh[{self.column}]"
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.weigh(inputs[0], self.column)

@@ -9,9 +9,12 @@ Delay is evaluated by the scheduler (its output is known before the step's input
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dbspark.operators.base import TIME, Operator, Shape
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
 
 
 @dataclass(frozen=True)
@@ -52,16 +55,16 @@ class Integrate(Operator):
     def label(self) -> str:
         return "I"
 
-    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         return kernel.new_trace(shape.schema, shape.index_keys)
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.trace_insert(state, inputs[0], undo)
 
-    def checkpoint(self, kernel: Any, state: Any) -> Any:
+    def checkpoint(self, kernel: Kernel, state: Any) -> Any:
         return state.to_state()
 
-    def restore(self, kernel: Any, state: Any, saved: Any) -> Any:
+    def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
         state.restore(saved)
         return state
 
@@ -80,10 +83,10 @@ class Differentiate(Operator):
     def label(self) -> str:
         return "D"
 
-    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         return DelayState(kernel.empty(shape.schema))
 
-    def eval(self, kernel: Any, state: DelayState, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: DelayState, inputs: list[Any], undo: list) -> Any:
         cur = kernel.as_zset(inputs[0])
         prev = state.value
         undo.append(lambda: setattr(state, "value", prev))

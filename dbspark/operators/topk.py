@@ -11,13 +11,16 @@ offset + limit rows of the order only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT
 from dbspark.errors import SchemaError
 from dbspark.operators.base import NONLINEAR, Operator, Shape
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class StreamTopK(Operator):
         keys = ", ".join(f"{k.column}{' DESC' if k.descending else ''}" for k in self.order)
         return f"top-k [{keys}] limit {self.limit} offset {self.offset}"
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.topk(inputs[0], self.order, self.limit, self.offset)
 
 

@@ -244,6 +244,9 @@ class LocalKernel:
     def abort_step(self) -> None:
         pass
 
+    def sweep_uncommitted(self, committed_steps: int) -> None:
+        pass
+
     def hold(self, a: Any) -> Any:
         return a
 

@@ -132,6 +132,10 @@ class SparkKernel:
         self.storage.garbage = []
         self._uncache()
 
+    def sweep_uncommitted(self, committed_steps: int) -> None:
+        """After a restart: delete the files of steps that never committed."""
+        self.storage.sweep_uncommitted(committed_steps)
+
     def _uncache(self) -> None:
         for df in self._cached:
             df.unpersist()
