@@ -54,7 +54,7 @@ class Pipeline:
               primary_key: str | Sequence[str] | None = None, not_null: Sequence[str] = ()) -> Stream:
         """A base table: a bag by default (deletes must match rows that are there), or 'set' / 'zset'.
 
-        Pushed rows are coerced to the column types as a SQL INSERT does (`engines.local.coerce`);
+        Pushed rows are coerced to the column types as a SQL INSERT does (`columnar.coerce`);
         `not_null` columns reject NULLs. With a `primary_key` (a column or columns) an insert of a key
         that is there replaces its row (within a step, the last write of a key wins) and a delete is by
         key: give full rows (only their key is used) or just the key columns; a delete of an absent key

@@ -1,4 +1,4 @@
-"""The transitive closure operator (`operators/closure.py`, `engines/local/closure.py`).
+"""The transitive closure operator (`operators/closure.py`, `trace/closure.py`).
 
 Oracles: a brute-force closure of the present edges (BFS from every node), DuckDB's `WITH RECURSIVE ...
 UNION` for NULL endpoints (SQL join semantics), and the general recursion (`Circuit.recursive`, the
@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dbspark
-import dbspark.engines.local.closure as closure_kernel
+import dbspark.trace.closure as closure_kernel
 from dbspark.algebra.zset import WEIGHT
-from dbspark.engines.local.closure import ClosureState
 from dbspark.errors import CircuitError, NegativeStateError, SchemaError, UnsupportedError
+from dbspark.trace.closure import ClosureState
 
 EDGE = {"x": "int64", "y": "int64"}
 CFG = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

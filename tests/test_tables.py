@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dbspark
-from dbspark.engines.local.coerce import coerce_column
+from dbspark.columnar.coerce import coerce_column
 from dbspark.errors import CoercionError, DataError, NegativeStateError, SchemaError
 
 SCHEMA = {"k": "int64", "price": "decimal(10,2)", "d": "date", "ts": "timestamp", "ok": "bool", "name": "str",

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from dbspark.engines.local.convert import rows_to_frame
+from dbspark.columnar.rows import rows_to_frame
 from dbspark.errors import SchemaError, UnsupportedError
 
 WEIGHT_COLUMN = "weight"

@@ -5,7 +5,7 @@ TC is what `dbsp-paper.txt` §5-§6 compute with a fixpoint (`path = E ∪ path 
 `Circuit.recursive` does so for any recursive query. As one operator its incremental version can use a
 graph index instead of the fixpoint's iterations: `Closure` keeps the strongly connected components and
 their reachability, and an edge change costs O(|V| + |E|) plus the change of the closure, not the
-change of the fixpoint's (pair, iteration) trace (see `engines/local/closure.py`). It is (↑TC)^Δ =
+change of the fixpoint's (pair, iteration) trace (see `trace/closure.py`). It is (↑TC)^Δ =
 D ∘ ↑TC ∘ I (Def 3.1) by construction: its output integrates to TC of the integrated input.
 """
 

@@ -14,8 +14,8 @@ import polars as pl
 
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
+from dbspark.columnar.rows import check_kind, input_frame
 from dbspark.engines.local import aggregate as agg
-from dbspark.engines.local.convert import check_kind, input_frame
 from dbspark.engines.local.exprs import evaluate, to_polars
 from dbspark.engines.local.keyed import SEQ, keyed_change
 from dbspark.errors import SchemaError
@@ -279,12 +279,12 @@ class LocalKernel:
     # ---- transitive closure -----------------------------------------------------------------------
     def closure(self, a: Value, src: str, dst: str) -> ZSet:
         """↑TC of `a`'s edges (`operators.closure`)."""
-        from dbspark.engines.local.closure import closure_of
+        from dbspark.trace.closure import closure_of
 
         return closure_of(self.as_zset(a), src, dst)
 
     def closure_state(self, src: str, dst: str, dtype: pl.DataType) -> Any:
-        from dbspark.engines.local.closure import ClosureState
+        from dbspark.trace.closure import ClosureState
 
         return ClosureState(src, dst, dtype)
 

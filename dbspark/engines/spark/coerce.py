@@ -1,6 +1,6 @@
 """Coerce a pushed Spark DataFrame to an input's declared column types, lazily, inside the Spark plan.
 
-The rules are those of `engines.local.coerce` (a SQL INSERT as DuckDB does it), written as Spark column
+The rules are those of `columnar.coerce` (a SQL INSERT as DuckDB does it), written as Spark column
 expressions: each value is converted with `try_cast` (NULL where it does not convert) and a value that
 was not NULL but converts to NULL fails the plan through `raise_error`, naming the input, the column and
 the value; so do NULLs in NOT NULL columns and, for a keyed table, weights other than 1 / -1. Nothing
@@ -19,8 +19,8 @@ import polars as pl
 
 from dbspark import errors
 from dbspark.algebra.zset import WEIGHT
-from dbspark.engines.local.coerce import sql_type
-from dbspark.engines.local.convert import _match
+from dbspark.columnar.coerce import sql_type
+from dbspark.columnar.rows import match_columns
 from dbspark.engines.spark.convert import spark_type
 
 
@@ -45,7 +45,7 @@ def coerce_frame(df: Any, schema: pl.Schema, weights: Any, where: str, not_null:
     F = _F()
     carries_weight = "weight" in df.columns and "weight" not in schema
     given = [c for c in df.columns if not (carries_weight and c == "weight")]
-    names = _match(given, list(schema), key, where, "DataFrame columns")
+    names = match_columns(given, list(schema), key, where, "DataFrame columns")
     key_only = len(names) < len(schema)
     if carries_weight and weights is not None:
         raise errors.SchemaError(f"{where}: rows carry a weight column and weights were given too")

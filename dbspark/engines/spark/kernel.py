@@ -21,7 +21,8 @@ import polars as pl
 
 from dbspark import errors
 from dbspark.algebra.zset import WEIGHT, ZSet
-from dbspark.engines.local.convert import check_kind, input_frame
+from dbspark.columnar.rows import check_kind, input_frame
+from dbspark.engines.base import Kernel
 from dbspark.engines.spark import aggregate as agg
 from dbspark.engines.spark.convert import from_spark, spark_type
 from dbspark.engines.spark.exprs import py_tuple, with_spark_columns
@@ -77,7 +78,7 @@ class SparkKernel:
         self.actions = 0
         self.step_no = 0
         self._cached: list[Any] = []
-        self._scope_kernel: Any = None
+        self._scope_kernel: Kernel | None = None
 
     def close(self) -> None:
         if self._tmp:
@@ -165,13 +166,14 @@ class SparkKernel:
     def from_local(self, z: ZSet) -> SparkZSet:
         return SparkZSet(self.spark, z.schema, local=z)
 
-    def scope_kernel(self) -> Any:
-        """Recursive scopes iterate in the driver on the local kernel: an iteration costs no Spark
-        action, and the scope's nested traces are kept (and checkpointed) in the driver."""
+    def scope_kernel(self) -> Kernel:
+        """Recursive scopes iterate in the driver on the local kernel (taken from the engine registry,
+        not imported): an iteration costs no Spark action, and the scope's nested traces are kept (and
+        checkpointed) in the driver. The engine issue moves scopes onto the executors."""
         if self._scope_kernel is None:
-            from dbspark.engines.local.kernel import LocalKernel
+            from dbspark.engines import get_kernel
 
-            self._scope_kernel = LocalKernel()
+            self._scope_kernel = get_kernel("local")
         return self._scope_kernel
 
     def plus(self, a: Value, b: Value) -> SparkZSet:
@@ -455,14 +457,14 @@ class SparkKernel:
     # ---- top-k ----------------------------------------------------------------------------------
     def closure(self, a: Value, src: str, dst: str) -> SparkZSet:
         """↑TC of `a`'s edges: the edge set is collected and closed in the driver (`closure_step`)."""
-        from dbspark.engines.local.closure import closure_of
+        from dbspark.trace.closure import closure_of
 
         return self.from_local(closure_of(self.to_local(a), src, dst))
 
     def closure_state(self, src: str, dst: str, dtype: pl.DataType) -> Any:
         """The transitive closure's graph index lives in the driver, like a recursive scope's traces: it
         holds the edges (O(|E|)) and the component reachability, never the closure itself."""
-        from dbspark.engines.local.closure import ClosureState
+        from dbspark.trace.closure import ClosureState
 
         return ClosureState(src, dst, dtype)
 

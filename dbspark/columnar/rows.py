@@ -10,7 +10,7 @@ import polars as pl
 
 from dbspark.algebra.weights import check_weights
 from dbspark.algebra.zset import WEIGHT, ZSet
-from dbspark.engines.local.coerce import coerce_column
+from dbspark.columnar.coerce import coerce_column
 from dbspark.errors import DataError, NegativeStateError, SchemaError, WeightError
 
 
@@ -67,7 +67,7 @@ def _rows_frame(rows: Any, schema: pl.Schema, where: str, key: Sequence[str] | N
     cols = list(schema)
     frame = _frame_columns(rows, where)
     if frame is not None:
-        names = _match(list(frame), cols, key, where, "frame columns")
+        names = match_columns(list(frame), cols, key, where, "frame columns")
         key_only = len(names) < len(cols)
         data = {c: frame[names[c]] for c in names}
     else:
@@ -82,7 +82,7 @@ def _rows_frame(rows: Any, schema: pl.Schema, where: str, key: Sequence[str] | N
         key_only
 
 
-def _match(given: list[str], cols: list[str], key: Sequence[str] | None, where: str, what: str) -> dict[str, str]:
+def match_columns(given: list[str], cols: list[str], key: Sequence[str] | None, where: str, what: str) -> dict[str, str]:
     """{schema column: given name}: exact names, else a unique case-insensitive match (SQL identifiers).
 
     Every column must be given; or, with a `key`, exactly the key columns."""
@@ -119,7 +119,7 @@ def _dict_columns(rows: list[Any], cols: list[str], key: Sequence[str] | None,
     maps: dict[tuple, dict[str, str]] = {}
     for shape in shapes:
         try:
-            maps[shape] = _match(list(shape), cols, key, where, "keys")
+            maps[shape] = match_columns(list(shape), cols, key, where, "keys")
         except SchemaError:
             i = next(j for j, r in enumerate(rows) if tuple(r) == shape)
             extra = sorted(set(shape) - set(cols))
