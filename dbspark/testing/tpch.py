@@ -125,7 +125,7 @@ def generate(sf: float) -> dict[str, pl.DataFrame]:
     out = {}
     for t in TABLES:
         df = con.execute(f"SELECT * FROM {t}").pl()  # type: ignore[attr-defined]
-        out[t] = df.cast(dict(schema(t)))  # type: ignore[arg-type]
+        out[t] = df.cast(dict(schema(t)))
     con.close()  # type: ignore[attr-defined]
     return out
 
@@ -338,7 +338,8 @@ def refreshes(data: dict[str, pl.DataFrame], n: int, seed: int = 0, size: int | 
     rng = np.random.default_rng(seed)
     max_index = int(orders.height)  # dbgen's order numbers 1..N
     if skew:  # whole customers: all the orders of each customer, customers in a random order
-        rank = rng.permutation(int(orders["o_custkey"].max()) + 1)[orders["o_custkey"].to_numpy()]
+        n_cust = int(orders["o_custkey"].to_numpy().max()) + 1
+        rank = rng.permutation(n_cust)[orders["o_custkey"].to_numpy()]
         okeys = orders["o_orderkey"].to_numpy()
         victims = okeys[np.lexsort((okeys, rank))][: n * k]
     else:

@@ -68,9 +68,8 @@ class SparkZSet:
             else:
                 from dbspark.engines.spark.convert import from_spark, read_local_parquet
 
-                z = read_local_parquet(self.files, self.schema) if self.files is not None else None
-                if z is None:
-                    z = from_spark(self._df, self.schema)
+                read = read_local_parquet(self.files, self.schema) if self.files is not None else None
+                z = read if read is not None else from_spark(self._df, self.schema)
             self._collected = z.consolidate()
         return self._collected
 
