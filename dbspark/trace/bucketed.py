@@ -1,0 +1,382 @@
+"""A trace stored as hash buckets of sorted Arrow runs in a directory: executor-side state.
+
+A stateful operator's state (a join side's integral by its key, an aggregate's accumulators by group)
+is split into `n_buckets` buckets by a stable hash of its key columns (`algebra/keyhash.py`), so the
+same bucket holds the same keys in every process. A bucket at a version is at most two immutable
+runs (`bucket_files.py`): a *base* (everything up to some step, consolidated) and a *mid* (the later
+changes, consolidated), both sorted by the key hash. The version itself is a small picklable map
+`BucketFiles` (bucket → `BucketEntry`); the files are named by (operator, bucket, step, kind).
+
+- `seek` reads only the buckets of the probe's keys, and in them only the pages of the matching rows
+  (binary search on the memory-mapped hash column): O(|probe| log n + matches).
+- `apply` rewrites, for each bucket the change touches, its mid (copy-on-write: the old mid plus the
+  change); once the mid has more than 1/`mid_ratio` of the base's rows the two merge into a new base.
+  A step therefore writes O(|change| + mid) rows, and each row is merged into a base O(log n) times
+  amortized; no step rewrites the state.
+- Names are a function of (operator, bucket, step, kind) and contents a function of the inputs, so a
+  retried or speculative task writes the same files; nothing is modified or deleted in place. The
+  caller (the driver) commits a step by recording the new `BucketFiles` (one manifest), and deletes
+  afterwards what no committed version refers to (`garbage`, `sweep`).
+
+The same code runs in a worker process (a Spark Python UDF over a partition holding several
+buckets: `split`, `apply_partition`) or in the driver (`BucketedTrace`), over the same files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from dbspark.algebra.keyhash import bucket_of, stable_hash
+from dbspark.algebra.zset import WEIGHT
+from dbspark.trace.bucket_files import (
+    CACHE,
+    HASH,
+    merge_runs,
+    read_run,
+    seek_run,
+    sort_run,
+    with_hash,
+    write_run,
+)
+from dbspark.trace.spine import consolidate_frame, sorted_unique
+
+MID_RATIO = 16
+SUFFIX = ".arrow"
+
+
+@dataclass(frozen=True)
+class BucketEntry:
+    """One bucket at one version: its base and mid runs (paths relative to the layout's directory)."""
+
+    base: str | None = None
+    mid: str | None = None
+    base_rows: int = 0
+    mid_rows: int = 0
+
+    def runs(self) -> tuple[str, ...]:
+        return tuple(f for f in (self.base, self.mid) if f is not None)
+
+    def is_empty(self) -> bool:
+        return self.base is None and self.mid is None
+
+    def to_json(self) -> list[Any]:
+        return [self.base, self.mid, self.base_rows, self.mid_rows]
+
+    @classmethod
+    def from_json(cls, v: Sequence[Any]) -> BucketEntry:
+        return cls(v[0], v[1], int(v[2]), int(v[3]))
+
+
+BucketFiles = Mapping[int, BucketEntry]
+EMPTY = BucketEntry()
+
+
+def updated(files: BucketFiles, new: Mapping[int, BucketEntry]) -> dict[int, BucketEntry]:
+    """The version after `apply`: `files` with the new entries (empty buckets dropped)."""
+    out = {**files, **new}
+    return {b: e for b, e in sorted(out.items()) if not e.is_empty()}
+
+
+def _file_list(files: BucketFiles) -> set[str]:
+    return {f for e in files.values() for f in e.runs()}
+
+
+def garbage(old: BucketFiles, new: BucketFiles) -> list[str]:
+    """The runs of `old` that `new` does not refer to: deletable once `new` is committed (or, with the
+    roles swapped, what an uncommitted version wrote)."""
+    return sorted(_file_list(old) - _file_list(new))
+
+
+@dataclass(frozen=True)
+class BucketLayout:
+    """Where and how one operator's state is stored (picklable: ships to worker processes).
+
+    `schema` has the data columns (keys among them), `sums` the summed columns (a Z-set's weight,
+    or several accumulators) with `sum_types` (default Int64). A row whose sums are all zero is
+    dropped, as in the in-memory spine."""
+
+    root: str
+    name: str
+    schema: pl.Schema
+    keys: tuple[str, ...]
+    n_buckets: int
+    sums: tuple[str, ...] = (WEIGHT,)
+    sum_types: tuple[pl.DataType, ...] = field(default=())
+    mid_ratio: int = MID_RATIO
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", tuple(self.keys))
+        object.__setattr__(self, "sums", tuple(self.sums))
+        object.__setattr__(self, "schema", pl.Schema(self.schema))
+        if not self.sum_types:
+            object.__setattr__(self, "sum_types", tuple(pl.Int64() for _ in self.sums))
+        if len(self.sum_types) != len(self.sums):
+            raise ValueError(f"state {self.name!r}: {len(self.sums)} sums but {len(self.sum_types)} sum types")
+        for k in self.keys:
+            if k not in self.schema:
+                raise ValueError(f"state {self.name!r}: key column {k!r} is not in its schema {list(self.schema)}")
+        for c in (*self.schema, *self.sums):
+            if c == HASH or (c in self.sums and c in self.schema):
+                raise ValueError(f"state {self.name!r}: column {c!r} is reserved or both data and sum")
+        for c, t in self.schema.items():
+            if isinstance(t, pl.Categorical):
+                raise TypeError(f"state {self.name!r}: column {c!r} is Categorical, whose files would depend "
+                                "on the process's categories; store it as String")
+        if not 0 < self.n_buckets < (1 << 31):
+            raise ValueError(f"state {self.name!r}: bucket count {self.n_buckets} out of range")
+
+    # ---- names and shapes -----------------------------------------------------------------------
+    @property
+    def directory(self) -> str:
+        return os.path.join(self.root, self.name)
+
+    @property
+    def data_cols(self) -> list[str]:
+        return list(self.schema)
+
+    @property
+    def frame_schema(self) -> pl.Schema:
+        """The columns of a change and of results: data columns, then the sums."""
+        return pl.Schema([*self.schema.items(), *zip(self.sums, self.sum_types, strict=True)])
+
+    def run_name(self, bucket: int, step: int, kind: str) -> str:
+        """The deterministic name of the `kind` ("base" or "mid") run a step writes for a bucket."""
+        return f"b{bucket:05d}/{kind}-{step:012d}{SUFFIX}"
+
+    def path(self, rel: str) -> str:
+        return os.path.join(self.directory, rel)
+
+    def empty(self) -> pl.DataFrame:
+        return pl.DataFrame(schema=self.frame_schema)
+
+    # ---- partitioning ---------------------------------------------------------------------------
+    def bucket_ids(self, df: pl.DataFrame) -> np.ndarray:
+        """The bucket (int32) of each row of a frame holding the key columns (of the key types)."""
+        return bucket_of(stable_hash(df, self.keys), self.n_buckets)
+
+    def split(self, change: pl.DataFrame) -> dict[int, pl.DataFrame]:
+        """A change's rows by bucket (unconsolidated, in the layout's columns)."""
+        change = self._conform(change)
+        if change.height == 0:
+            return {}
+        b = pl.Series("__b", self.bucket_ids(change), dtype=pl.Int32)
+        parts = change.with_columns(b).partition_by("__b", as_dict=True, include_key=False)
+        return {int(k[0]): v for k, v in sorted(parts.items())}
+
+    def _conform(self, df: pl.DataFrame) -> pl.DataFrame:
+        """The frame's layout columns, cast to the layout's types (an error names a missing column)."""
+        fs = self.frame_schema
+        missing = [c for c in fs if c not in df.columns]
+        if missing:
+            raise ValueError(f"state {self.name!r}: change lacks columns {missing}")
+        return df.select([pl.col(c) if df.schema[c] == t else pl.col(c).cast(t) for c, t in fs.items()])
+
+    def _hashed_parts(self, change: pl.DataFrame) -> dict[int, pl.DataFrame]:
+        """A change consolidated, with `__h`, split by bucket, each part sorted as a run."""
+        df = consolidate_frame(self._conform(change), self.sums)
+        if df.height == 0:
+            return {}
+        h = stable_hash(df, self.keys)
+        df = with_hash(df, h)
+        b = bucket_of(h, self.n_buckets)
+        order = np.argsort(b, kind="stable")
+        bs = b[order]
+        df = df[order]
+        starts = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
+        ends = np.append(starts[1:], len(bs))
+        return {int(bs[s]): sort_run(df.slice(int(s), int(e - s)), self.data_cols)
+                for s, e in zip(starts, ends, strict=True)}
+
+    # ---- writing --------------------------------------------------------------------------------
+    def _read(self, rel: str | None) -> pl.DataFrame:
+        if rel is None:
+            return with_hash(self.empty(), np.zeros(0, dtype=np.uint64))
+        return read_run(self.path(rel))
+
+    def _write(self, df: pl.DataFrame, bucket: int, step: int, kind: str) -> str | None:
+        if df.height == 0:
+            return None
+        rel = self.run_name(bucket, step, kind)
+        write_run(df, self.path(rel))
+        return rel
+
+    def apply_bucket(self, entry: BucketEntry, part: pl.DataFrame, bucket: int, step: int) -> BucketEntry:
+        """A bucket's entry after adding `part` (a sorted consolidated run with `__h`): a new mid, or,
+        once the mid passes 1/`mid_ratio` of the base, a new base merged from base and mid."""
+        cols, sums = self.data_cols, self.sums
+        mid = merge_runs(self._read(entry.mid), part, cols, sums)
+        if mid.height * self.mid_ratio <= entry.base_rows:
+            return BucketEntry(entry.base, self._write(mid, bucket, step, "mid"), entry.base_rows, mid.height)
+        base = merge_runs(self._read(entry.base), mid, cols, sums)
+        return BucketEntry(self._write(base, bucket, step, "base"), None, base.height, 0)
+
+    def apply(self, files: BucketFiles, change: pl.DataFrame, step: int) -> dict[int, BucketEntry]:
+        """Write the new runs of every bucket the change touches; returns their new entries only.
+
+        A bucket whose part of the change consolidates to nothing is not touched. An entry may come
+        back empty (the bucket's rows all cancelled): `updated` drops it from the version."""
+        return {b: self.apply_bucket(files.get(b, EMPTY), part, b, step)
+                for b, part in self._hashed_parts(change).items()}
+
+    def apply_partition(self, files: BucketFiles, change: pl.DataFrame, step: int) -> pl.DataFrame:
+        """`apply` for a worker holding several buckets' change, with the new entries as a frame (what a
+        task returns to the driver: its columns are `entries_frame`'s)."""
+        return entries_frame(self.apply(files, change, step))
+
+    # ---- reading --------------------------------------------------------------------------------
+    def _cast_probe(self, probe: pl.DataFrame) -> pl.DataFrame:
+        """The probe's key columns in the key types (not strict: a value the key type cannot hold
+        becomes NULL, and matches no stored key under SQL semantics)."""
+        missing = [k for k in self.keys if k not in probe.columns]
+        if missing:
+            raise ValueError(f"state {self.name!r}: probe lacks key columns {missing}")
+        return probe.select([pl.col(k) if probe.schema[k] == self.schema[k]
+                             else pl.col(k).cast(self.schema[k], strict=False) for k in self.keys])
+
+    def seek(self, files: BucketFiles, probe: pl.DataFrame, exact: bool = True) -> pl.DataFrame:
+        """The consolidated rows (with their sums) whose key equals a key of `probe`.
+
+        `exact=True`: NULL keys equal NULL keys (a Z-set's rows); `exact=False`: SQL semantics, a NULL
+        in a key matches nothing. Reads the probe's buckets only, and in them the matching pages."""
+        probe = self._cast_probe(probe)
+        if not exact:
+            probe = probe.drop_nulls()
+        if probe.height == 0 or not files:
+            return self.empty()
+        hs = sorted_unique(stable_hash(probe, self.keys))
+        bs = bucket_of(hs, self.n_buckets)  # non-decreasing in the hash: contiguous per bucket
+        starts = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
+        ends = np.append(starts[1:], len(bs))
+        parts: list[pa.Table] = []
+        several = False
+        for s, e in zip(starts, ends, strict=True):
+            entry = files.get(int(bs[s]))
+            if entry is None:
+                continue
+            found = [t for t in (seek_run(self.path(r), hs[s:e]) for r in entry.runs()) if t is not None]
+            several |= len(found) > 1
+            parts.extend(found)
+        if not parts:
+            return self.empty()
+        df = pl.from_arrow(pa.concat_tables(parts)).drop(HASH)  # type: ignore[union-attr]
+        df = df.join(probe, on=list(self.keys), how="semi", nulls_equal=exact)
+        return consolidate_frame(df, self.sums) if several else df
+
+    def scan(self, files: BucketFiles) -> pl.DataFrame:
+        """The whole state, consolidated (O(size): a view's contents, checks)."""
+        frames: list[pl.DataFrame] = []
+        for b in sorted(files):
+            e = files[b]
+            if e.mid is None:
+                frames.extend(self._read(r) for r in e.runs())
+            else:
+                frames.append(merge_runs(self._read(e.base), self._read(e.mid), self.data_cols, self.sums))
+        frames = [f for f in frames if f.height]
+        if not frames:
+            return self.empty()
+        return pl.concat(frames, how="vertical").drop(HASH)
+
+    def sweep(self, keep: Iterable[BucketFiles]) -> list[str]:
+        """Files under the layout's directory that none of the versions `keep` refers to (runs of
+        uncommitted or replaced steps, and temporaries of crashed writers): deletable when no task of
+        this operator is writing."""
+        live = set().union(*(_file_list(f) for f in keep))
+        out: list[str] = []
+        if not os.path.isdir(self.directory):
+            return out
+        for d in sorted(os.listdir(self.directory)):
+            sub = os.path.join(self.directory, d)
+            if os.path.isdir(sub):
+                out.extend(rel for f in sorted(os.listdir(sub)) if (rel := f"{d}/{f}") not in live)
+        return out
+
+    def remove(self, rels: Iterable[str]) -> None:
+        """Delete runs (relative names, e.g. from `garbage` or `sweep`); missing ones are ignored."""
+        for rel in rels:
+            p = self.path(rel)
+            CACHE.drop(p)
+            try:
+                os.remove(p)
+            except FileNotFoundError:
+                pass
+
+
+def entries_frame(entries: Mapping[int, BucketEntry]) -> pl.DataFrame:
+    """Entries as a frame (bucket, base, mid, base_rows, mid_rows): what a worker task emits."""
+    items = sorted(entries.items())
+    return pl.DataFrame({
+        "bucket": [b for b, _ in items], "base": [e.base for _, e in items], "mid": [e.mid for _, e in items],
+        "base_rows": [e.base_rows for _, e in items], "mid_rows": [e.mid_rows for _, e in items],
+    }, schema={"bucket": pl.Int32, "base": pl.String, "mid": pl.String, "base_rows": pl.Int64,
+               "mid_rows": pl.Int64})
+
+
+def entries_from_frame(df: pl.DataFrame) -> dict[int, BucketEntry]:
+    """The inverse of `entries_frame` (the driver collecting its tasks' results)."""
+    return {int(r[0]): BucketEntry(r[1], r[2], int(r[3]), int(r[4]))
+            for r in df.select(["bucket", "base", "mid", "base_rows", "mid_rows"]).iter_rows()}
+
+
+@dataclass(frozen=True)
+class BucketSnapshot:
+    """A trace at one version: immutable (its runs never change), valid after the trace moves on."""
+
+    layout: BucketLayout
+    files: Mapping[int, BucketEntry]
+
+    def seek(self, probe: pl.DataFrame, exact: bool = True) -> pl.DataFrame:
+        return self.layout.seek(self.files, probe, exact)
+
+    def scan(self) -> pl.DataFrame:
+        return self.layout.scan(self.files)
+
+    def __len__(self) -> int:
+        """Stored entries (an upper bound on distinct rows until mids merge into their bases)."""
+        return sum(e.base_rows + e.mid_rows for e in self.files.values())
+
+
+class BucketedTrace:
+    """The driver's handle on an operator's bucketed state: the current version of its files."""
+
+    def __init__(self, layout: BucketLayout, files: BucketFiles | None = None) -> None:
+        self.layout = layout
+        self.files: dict[int, BucketEntry] = dict(files or {})
+
+    def insert(self, change: pl.DataFrame, step: int, undo: list[Callable[[], None]]) -> BucketSnapshot:
+        """Add a change at `step` and return the new snapshot; `undo` gets the rollback (the runs the
+        step wrote stay on disk until a sweep: they are the same files a rerun of the step writes)."""
+        saved = self.files
+        self.files = updated(saved, self.layout.apply(saved, change, step))
+        undo.append(lambda: setattr(self, "files", saved))
+        return self.snapshot()
+
+    def commit(self, new: Mapping[int, BucketEntry], undo: list[Callable[[], None]]) -> BucketSnapshot:
+        """Adopt entries written elsewhere (by worker tasks: `entries_from_frame`)."""
+        saved = self.files
+        self.files = updated(saved, new)
+        undo.append(lambda: setattr(self, "files", saved))
+        return self.snapshot()
+
+    def snapshot(self) -> BucketSnapshot:
+        return BucketSnapshot(self.layout, self.files)
+
+    def __len__(self) -> int:
+        return len(self.snapshot())
+
+    # ---- checkpoint: JSON-able data -----------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        return {"name": self.layout.name, "n_buckets": self.layout.n_buckets,
+                "files": {str(b): e.to_json() for b, e in sorted(self.files.items())}}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        if state.get("n_buckets") != self.layout.n_buckets:
+            raise ValueError(f"state {self.layout.name!r}: checkpoint has {state.get('n_buckets')} buckets, "
+                             f"the layout {self.layout.n_buckets}")
+        self.files = {int(b): BucketEntry.from_json(v) for b, v in state["files"].items()}
