@@ -281,6 +281,58 @@ ALTERNATE = Query("alternate", {"i": NODE}, build_alternate,
                   lambda s: {"x": rows(py_alternate(nodes_of(s["i"])))}, {"i": NODE_ROWS}, graph=None)
 
 
+def build_reach_constant_root(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    """reach(0).  reach(y) :- reach(x), e(x, y): the root is a constant of the body's own circuit."""
+    e = ins["e"]
+    reach = e.circuit.recursive(lambda e, r: (e.circuit.constant(NODE, [(0,)]) + reach_step(r, e)).stream_distinct(),
+                                [e], schemas=[NODE], name="reach_c", mode=mode, max_iterations=MAX_IT)
+    return {"reach": reach}
+
+
+def build_reach_product(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    """reach(n) :- root(n).  reach(y) :- reach(x), e(s, y), x = s: the step as a product and a filter."""
+    def body(root: Stream, e: Stream, r: Stream) -> Stream:
+        return (root + r.stream_product(e).filter(col("n").eq(col("src"))).map(n="dst")).stream_distinct()
+
+    return {"reach": ins["e"].circuit.recursive(body, [ins["root"], ins["e"]], name="reach_x", mode=mode,
+                                                max_iterations=MAX_IT)}
+
+
+def build_count_bound(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    """x := {n in i : n <= count(x)} from x = {}: an aggregate without GROUP BY over the recursive
+    relation, whose row for the empty relation (count 0) starts the iteration."""
+    def body(i: Stream, x: Stream) -> Stream:
+        return i.stream_product(x.stream_aggregate(c="count")).filter(col("n") <= col("c")).map("n")
+
+    return {"x": ins["i"].circuit.recursive(body, [ins["i"]], name="count_bound", mode=mode, max_iterations=MAX_IT)}
+
+
+def py_count_bound(i: set[int]) -> set[int]:
+    return py_fix(lambda x: {n for n in i if n <= len(x)})
+
+
+def build_envelope(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    """p := (min(src), max(dst)) of e and p: an aggregate without GROUP BY as the scope's result (one
+    row of NULLs when e is empty)."""
+    env = ins["e"].circuit.recursive(
+        lambda e, p: (e.map(src="src", dst="dst") + p).stream_distinct().stream_aggregate(
+            src=("min", "src"), dst=("max", "dst")), [ins["e"]], name="envelope", mode=mode, max_iterations=MAX_IT)
+    return {"env": env}
+
+
+def py_envelope(e: Rel) -> Rel:
+    return {(min(a for a, _ in e), max(b for _, b in e))} if e else {(None, None)}
+
+
+CONST_ROOT = Query("reach_constant_root", {"e": EDGE}, build_reach_constant_root,
+                   lambda s: {"reach": rows(py_reach({0}, s["e"]))}, {"e": EDGES})
+PRODUCT = Query("reach_product", {"root": NODE, "e": EDGE}, build_reach_product,
+                lambda s: {"reach": rows(py_reach(nodes_of(s["root"]), s["e"]))}, {"root": NODE_ROWS, "e": EDGES})
+COUNT_BOUND = Query("count_bound", {"i": NODE}, build_count_bound,
+                    lambda s: {"x": rows(py_count_bound(nodes_of(s["i"])))}, {"i": NODE_ROWS}, graph=None)
+ENVELOPE = Query("envelope", {"e": EDGE}, build_envelope, lambda s: {"env": py_envelope(s["e"])}, {"e": EDGES})
+
+
 def make_circuit(q: Query, mode: str, kind: str = "set") -> dbspark.Circuit:
     c = dbspark.Circuit()
     ins = {name: c.input(name, schema, kind=kind) for name, schema in q.inputs.items()}
@@ -658,6 +710,39 @@ def test_non_monotone_while_program(steps, inc_from):
 
 def test_non_monotone_while_program_values():
     assert py_alternate({0, 1, 2, 3, 5, 6}) == {0, 2, 5}
+
+
+# ---- 5. constants, products and aggregates without GROUP BY inside the scope --------------------------------
+@settings(SETTINGS, max_examples=8)
+@given(change_streams(CONST_ROOT), st.sampled_from(MODES))
+def test_constant_inside_the_body(steps, inc_from):
+    check_against_oracles(CONST_ROOT, steps, inc_from)
+
+
+@settings(SETTINGS, max_examples=8)
+@given(change_streams(PRODUCT), st.sampled_from(MODES))
+def test_product_inside_the_body(steps, inc_from):
+    check_against_oracles(PRODUCT, steps, inc_from)
+
+
+@settings(SETTINGS, max_examples=10)
+@given(change_streams(COUNT_BOUND, max_steps=6), st.sampled_from(MODES))
+def test_aggregate_without_group_by_over_the_recursive_relation(steps, inc_from):
+    check_against_oracles(COUNT_BOUND, steps, inc_from)
+
+
+def test_aggregate_without_group_by_values():
+    assert py_count_bound({0, 1, 2, 5, 6}) == {0, 1, 2}
+    steps = [Step("start", {"i": [(0,), (1,), (2,), (5,), (6,)]}, {}), Step("gap", {"i": [(3,), (4,)]}, {}),
+             Step("cut", {}, {"i": [(0,)]}), Step("restart", {"i": [(0,)]}, {"i": [(2,)]}),
+             Step("clear", {}, {"i": [(0,), (1,), (3,), (4,), (5,), (6,)]})]
+    check_against_oracles(COUNT_BOUND, steps)
+
+
+@settings(SETTINGS, max_examples=5)
+@given(change_streams(ENVELOPE, max_steps=4, end_clear=True), st.sampled_from(MODES))
+def test_aggregate_without_group_by_as_the_result_empty_input_included(steps, inc_from):
+    check_against_oracles(ENVELOPE, steps, inc_from)
     steps = [
         Step("run", {"i": [(0,), (1,), (2,), (3,), (5,), (6,)]}, {}),
         Step("join runs", {"i": [(4,)]}, {}),       # 0..6 is one run: 0, 2, 4, 6
@@ -869,15 +954,6 @@ def test_non_feedback_delay_in_body_is_unsupported_when_incrementalizing(mode):
     c.output("v", c.recursive(body, [e], mode=mode))
     with pytest.raises(UnsupportedError, match="z\\^-1 inside a recursive scope is only allowed as the scope's feedback"):
         c.incrementalize()
-
-
-def test_aggregate_without_group_by_in_body_is_unsupported_when_incrementalizing():
-    c, e = edge_circuit()
-    n = c.recursive(lambda e, p: (e.map(src="src", dst="dst") + p).stream_distinct().stream_aggregate(
-        src=("min", "src"), dst=("max", "dst")), [e], name="agg")
-    c.output("v", n)
-    with pytest.raises(UnsupportedError, match="without GROUP BY"):
-        c.incrementalize().run().step()
 
 
 def test_bad_scope_options():

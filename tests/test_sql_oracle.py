@@ -242,7 +242,8 @@ def test_with_ctes(case: Case) -> None:
 @LOCAL
 @given(cases("recursive"))
 def test_with_recursive(case: Case) -> None:
-    """Reachability (UNION), from a start node, with a filter, aggregated; bounded paths (UNION ALL)."""
+    """Reachability (UNION), from a start node, with a filter, aggregated; bounded paths (UNION ALL);
+    constant bases (SELECT without FROM): counters, constant steps, cross products with a table."""
     run_case(case)
 
 

@@ -18,7 +18,7 @@ import polars as pl
 from dbspark.errors import CircuitError, UnknownNameError
 from dbspark.ir.schema import to_schema
 from dbspark.operators.base import Operator, Shape
-from dbspark.operators.source import Input
+from dbspark.operators.source import Constant, Input
 from dbspark.operators.time import Delay, Differentiate, Integrate
 
 if TYPE_CHECKING:
@@ -123,6 +123,16 @@ class Circuit:
         s = self.add(Input(name, sch, kind, key, tuple(c for c in sch if c in nn)))
         self.inputs[name] = s.node_id
         return s
+
+    def constant(self, schema: Mapping[str, Any] | pl.Schema, rows: Sequence[Sequence[Any]]) -> Stream:
+        """A constant stream: `rows` (tuples in column order, weight 1 each) at every step. It belongs to
+        this circuit, so a recursive scope's body builds its own constants (`Circuit.recursive`)."""
+        sch = to_schema(schema)
+        rows_ = tuple(tuple(r) for r in rows)
+        bad = [r for r in rows_ if len(r) != len(sch)]
+        if bad:
+            raise CircuitError(f"constant: row {bad[0]!r} does not have the {len(sch)} columns {list(sch)}")
+        return self.add(Constant(sch, rows_))
 
     def output(self, name: str, s: Stream) -> Stream:
         """Name a stream as an output: `step()` returns its value, `view()` its integral."""

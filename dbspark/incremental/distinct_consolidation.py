@@ -16,12 +16,12 @@ from dbspark.operators.aggregate import StreamAggregate
 from dbspark.operators.distinct import StreamDistinct
 from dbspark.operators.join import StreamJoin, StreamProduct
 from dbspark.operators.linear import Filter, FlatMap, Index, Map, Plus
-from dbspark.operators.source import Input
+from dbspark.operators.source import Constant, Input
 from dbspark.operators.time import Delay, Integrate
 
 TRANSPARENT = (Filter, Map, Plus, StreamJoin, StreamProduct, Index)
 PRESERVES_POSITIVE = (Filter, Map, FlatMap, Plus, StreamJoin, StreamProduct, Index, Delay, Integrate)
-ALWAYS_POSITIVE = (StreamDistinct, StreamAggregate)
+ALWAYS_POSITIVE = (StreamDistinct, StreamAggregate, Constant)  # a constant's rows weigh 1 each
 
 
 def positive_nodes(c: Circuit) -> set[int]:

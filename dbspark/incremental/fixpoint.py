@@ -3,21 +3,28 @@
 Lifting the scope's body and incrementalizing it along both time dimensions gives, operator by
 operator: linear operators unchanged (Thm 3.3 twice), the feedback z^-1 unchanged (cycle rule,
 Prop 3.2), joins doubly incremental (`NestedJoin`, the four joins of Figure 2) and distinct and
-aggregates doubly incremental (`NestedKeyed`). The new scope keeps its state across outer steps.
+aggregates doubly incremental (`NestedKeyed`), and constants there at the first iteration of the first
+step only (`NestedConstant`). The new scope keeps its state across outer steps.
 """
 
 from __future__ import annotations
 
+import polars as pl
+
+from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.circuit.circuit import Circuit, Node
 from dbspark.circuit.stream import Stream
 from dbspark.errors import UnsupportedError
 from dbspark.incremental.rewrite import copy_circuit, is_feedback
+from dbspark.ir.aggregate import AggSpec
+from dbspark.ir.expr import Lit
 from dbspark.operators.aggregate import StreamAggregate
 from dbspark.operators.base import LINEAR
 from dbspark.operators.distinct import StreamDistinct
 from dbspark.operators.fixpoint import Fixpoint
-from dbspark.operators.join import StreamJoin
-from dbspark.operators.nested import NestedJoin, NestedKeyed
+from dbspark.operators.join import StreamJoin, StreamProduct
+from dbspark.operators.nested import NestedConstant, NestedJoin, NestedKeyed
+from dbspark.operators.source import Constant
 
 
 def applies(n: Node) -> bool:
@@ -30,14 +37,53 @@ def nested_node(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
         return dst.add(op, *ins)
     if isinstance(op, StreamJoin):
         return dst.add(NestedJoin(op), *ins)
+    if isinstance(op, StreamProduct):
+        return nested_product(dst, op, *ins)
+    if isinstance(op, Constant):
+        return dst.add(NestedConstant(op))
     if isinstance(op, StreamDistinct):
         return dst.add(NestedKeyed(None), *ins)
     if isinstance(op, StreamAggregate):
+        if not op.spec.by:
+            return nested_global_aggregate(dst, op, ins[0])
         return dst.add(NestedKeyed(op.spec), *ins)
     raise UnsupportedError(
         f"operator {op.label()} inside a recursive scope is not supported; use filter, map, flat_map, plus, "
-        "minus, stream_join, semi/anti-joins, stream_distinct and stream_aggregate with GROUP BY"
+        "minus, constants, stream_join, semi/anti-joins, stream_distinct and stream_aggregate with GROUP BY"
     )
+
+
+def nested_product(dst: Circuit, op: StreamProduct, a: Stream, b: Stream) -> Stream:
+    """a × b as the doubly-incremental join of both sides on a constant key (a product is bilinear like
+    a join: `NestedJoin`'s four terms with every row under the one key)."""
+    key = "__product"
+    while key in a.schema or key in b.schema:
+        key += "_"
+    ka = a.map(*a.columns, (key, Lit(0)))
+    kb = b.map(*b.columns, (key, Lit(0)))
+    joined = dst.add(NestedJoin(StreamJoin((key,), (key,), op.right_out)), ka, kb)
+    return joined.map(*[c for c in joined.columns if c != key])
+
+
+def nested_global_aggregate(dst: Circuit, op: StreamAggregate, x: Stream) -> Stream:
+    """An aggregate without GROUP BY, doubly incremental: its one row is the aggregate of X's one group
+    when X is not empty, else the row of the empty input r0 (COUNT 0, SUM NULL, ...). So it is
+    agg_g(X) + r0 - r0 ⋈ distinct(g(X)), with g a constant key: a grouped aggregate (`NestedKeyed`),
+    a constant and a join with a distinct, each doubly incremental."""
+    from dbspark.engines.local.aggregate import aggregate_full
+
+    g = "__global"
+    while g in x.schema:
+        g += "_"
+    keyed = x.map(*x.columns, (g, Lit(0)))
+    spec = AggSpec((g,), op.spec.calls, keyed.schema)
+    calls = [c.name for c in op.spec.calls]
+    grouped = dst.add(NestedKeyed(spec), keyed).map(*calls)
+    r0 = aggregate_full(ZSet.empty(op.spec.input_schema), op.spec).df.drop(WEIGHT)
+    empty_row = Constant(pl.Schema({g: pl.Int64(), **r0.schema}), tuple((0, *row) for row in r0.rows()))
+    nonempty = dst.add(NestedKeyed(None), keyed.map(g))
+    unless = dst.add(NestedJoin(StreamJoin((g,), (g,), ())), dst.add(NestedConstant(empty_row)), nonempty)
+    return grouped + dst.add(NestedConstant(empty_row)).map(*calls) - unless.map(*calls)
 
 
 def nested_delta(inner: Circuit) -> Circuit:

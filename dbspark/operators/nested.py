@@ -5,6 +5,7 @@ They run inside a `Fixpoint` scope at nested time t = (t0, t1) and consume chang
 
 - `NestedJoin` (bilinear): out[t] = a[t] ⋈ B[t] + (A[t] - a[t]) ⋈ b[t] + row(A) ⋈ col(B) + col(A) ⋈ row(B),
   with B[t] = prefix_b(t1) + row_b + b[t]: four joins, each probing a trace with a change.
+- `NestedConstant`: a constant c, doubly differentiated: c at t = (0, 0), 0 elsewhere.
 - `NestedKeyed` (distinct, GROUP BY-aggregate: operators that act on each key separately): the 2-D
   difference out[t] = f(X[t]) - f(X[t0, t1-1]) - f(X[t0-1, t1]) + f(X[t0-1, t1-1]), evaluated only
   for the keys of interest: those of x[t], and those with both a this-step change at an earlier
@@ -31,6 +32,7 @@ from dbspark.errors import UnsupportedError
 from dbspark.ir.aggregate import AggSpec
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.join import StreamJoin
+from dbspark.operators.source import Constant
 from dbspark.trace.nested import ITER, NestedTrace
 
 
@@ -146,6 +148,32 @@ class NestedJoin(Operator):
 
 
 @dataclass(frozen=True)
+class NestedConstant(Operator):
+    """(↑(↑c)^Δ)^Δ for a constant stream c: c at (t0, t1) = (0, 0) and 0 at every other time (its changes
+    along both dimensions: it enters the scope's first iteration of the first step, like an import)."""
+
+    constant: Constant
+    name = "nested_constant"
+    kind = NONLINEAR
+    arity = 0
+    stateful = True
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        return self.constant.shape(ins)
+
+    def label(self) -> str:
+        return "nested_" + self.constant.label()
+
+    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+        return NestedState()  # no traces: the scope only sets its (t0, t1)
+
+    def eval(self, kernel: Any, state: NestedState, inputs: list[Any], undo: list) -> Any:
+        if state.t0 == 0 and state.t1 == 0:
+            return kernel.from_local(self.constant.value())
+        return kernel.empty(self.constant.schema)
+
+
+@dataclass(frozen=True)
 class NestedKeyed(Operator):
     """The doubly-incremental version of a key-local operator: distinct (spec None) or an aggregate."""
 
@@ -167,8 +195,8 @@ class NestedKeyed(Operator):
     def keys(self, schema: pl.Schema) -> tuple[str, ...]:
         if self.spec is None:
             return tuple(schema)
-        if not self.spec.by:
-            raise UnsupportedError("an aggregate without GROUP BY inside a recursive scope is not supported")
+        if not self.spec.by:  # `incremental.fixpoint.nested_global_aggregate` builds it from keyed parts
+            raise UnsupportedError("NestedKeyed needs GROUP BY keys")
         return self.spec.by
 
     def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:

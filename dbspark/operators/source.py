@@ -1,12 +1,14 @@
-"""Circuit inputs: named sources of Z-sets pushed by the user each step."""
+"""Circuit sources: named inputs of Z-sets pushed by the user each step, and constant streams."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
-from dbspark.operators.base import SOURCE, Operator, Shape
+from dbspark.algebra.zset import ZSet
+from dbspark.operators.base import NONLINEAR, SOURCE, Operator, Shape
 
 
 @dataclass(frozen=True)
@@ -46,3 +48,34 @@ class Input(Operator):
         """The columns that may not be NULL: the primary key's and the NOT NULL ones, in schema order."""
         req = set(self.primary_key) | set(self.not_null)
         return tuple(c for c in self.schema if c in req)
+
+
+@dataclass(frozen=True)
+class Constant(Operator):
+    """A constant stream: the same Z-set (`rows`, weight 1 each) at every step, e.g. the one row of a
+    SQL SELECT without FROM. Incrementalized by the definition rule it is D(c): c at step 0, then 0;
+    inside a recursive scope it is the same relation at every iteration (`operators.nested.NestedConstant`
+    once the scope is incrementalized). Rows are tuples in column order."""
+
+    schema: pl.Schema
+    rows: tuple[tuple[Any, ...], ...]
+
+    name = "constant"
+    kind = NONLINEAR
+    arity = 0
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.schema.items()), self.rows))
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        return Shape(self.schema)
+
+    def label(self) -> str:
+        cols = ", ".join(f"{c}: {t}" for c, t in self.schema.items())
+        return f"constant({cols}) [{len(self.rows)} row{'s' if len(self.rows) != 1 else ''}]"
+
+    def value(self) -> ZSet:
+        return ZSet.from_rows(self.rows, self.schema)
+
+    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+        return kernel.from_local(self.value())

@@ -495,7 +495,27 @@ class QueryGen:
 
     def recursive(self) -> str:
         d = self.draw
-        form = d(st.sampled_from(["closure", "from_node", "bounded_all", "closure_agg", "two_hop"]))
+        form = d(st.sampled_from(["closure", "from_node", "bounded_all", "closure_agg", "two_hop", "const_start",
+                                  "const_depth", "counter", "const_steps", "table_steps"]))
+        union = d(st.sampled_from(["UNION", "UNION ALL"]))
+        bound = d(st.integers(0, 6))
+        # constant bases (a SELECT without FROM): from a node, paths of bounded length, a counter bounded
+        # by a count of e, sums of constant steps or of e's values (a cross product in the step)
+        if form == "const_start":
+            return (f"WITH RECURSIVE r(x) AS (SELECT {d(st.integers(0, 2))} UNION SELECT e.dst FROM r JOIN e "
+                    "ON e.src = r.x) SELECT x FROM r")
+        if form == "const_depth":
+            return (f"WITH RECURSIVE r(x, len) AS (SELECT {d(st.integers(0, 2))}, 0 UNION ALL SELECT e.dst, r.len + 1 "
+                    f"FROM r JOIN e ON e.src = r.x WHERE r.len < {min(bound, 3)}) SELECT x, len FROM r")
+        if form == "counter":
+            return (f"WITH RECURSIVE r(n) AS (SELECT 0 {union} SELECT n + 1 FROM r WHERE n < (SELECT count(*) FROM e "
+                    f"WHERE w) + {bound}) SELECT n FROM r")
+        if form == "const_steps":
+            return (f"WITH RECURSIVE r(n) AS (SELECT 0 UNION SELECT r.n + s.k FROM r CROSS JOIN (SELECT 1 AS k UNION "
+                    f"SELECT 2) AS s WHERE r.n + s.k <= {bound}) SELECT n FROM r")
+        if form == "table_steps":
+            return (f"WITH RECURSIVE r(n) AS (SELECT 0 UNION SELECT r.n + e.dst FROM r, e WHERE e.dst > 0 AND "
+                    f"r.n + e.dst <= {bound}) SELECT n FROM r")
         if form == "closure":
             return ("WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM e UNION SELECT r.a, e.dst FROM r JOIN e "
                     "ON r.b = e.src) SELECT a, b FROM r")

@@ -25,6 +25,7 @@ from dbspark.ir import expr as ir
 from dbspark.operators.topk import SortKey, StreamTopK
 
 if TYPE_CHECKING:
+    from dbspark.circuit.circuit import Circuit
     from dbspark.circuit.stream import Stream
     from dbspark.pipeline import Pipeline
 
@@ -38,6 +39,8 @@ class Compiler:
         self.names = Names()
         self.ctes: list[dict[str, Rel]] = []
         self.view = ""  # the view being compiled (named by errors raised while it runs)
+        self.circuit: Circuit = pipeline.circuit  # where new sources go: a recursive scope's body sets its own
+        self._one_col: str | None = None
 
     # ---- names ----------------------------------------------------------------------------------
     def table_rel(self, name: str, node: Any) -> Rel:
@@ -63,15 +66,11 @@ class Compiler:
         return Rel(s, [Field(f.name, new.get(f.col, f.col), f.qualifier, f.hidden) for f in rel.fields])
 
     def one_row(self) -> Rel:
-        """The relation of one row and no columns (SELECT without FROM): a constant stream."""
-        if not hasattr(self, "_one"):
-            any_rel = next(iter(self.p.relations.values()), None)
-            if any_rel is None:
-                self.src.unsupported("SELECT without FROM in a pipeline without tables", None)
-            # COUNT(*) over any relation is one row at every step
-            s = any_rel.stream_aggregate(**{self.names.fresh(): "count"})
-            self._one = Rel(s.map((self.names.fresh(), ir.Lit(True))), [])
-        return self._one
+        """The relation of one row and no visible columns (SELECT without FROM): a constant stream of the
+        circuit being built (the pipeline's, or a recursive scope's body: constants are not imported)."""
+        if self._one_col is None:
+            self._one_col = self.names.fresh()
+        return Rel(self.circuit.constant({self._one_col: pl.Boolean}, [(True,)]), [])
 
     # ---- queries ------------------------------------------------------------------------------
     def query(self, node: exp.Expression, outer: Scope | None = None) -> Rel:

@@ -98,6 +98,29 @@ def closure_component(c: Compiler, m: Member) -> dict[str, Rel] | None:
                         [Field(cols[0], src, m.name), Field(cols[1], dst, m.name)])}
 
 
+def refuse_aggregates_over(c: Compiler, m: Member, body: exp.Expression, names: set[str]) -> None:
+    """An aggregate (with or without GROUP BY) over a CTE of the component is refused: DuckDB evaluates
+    a recursive term on the rows the previous iteration added (its working table), e.g. `SELECT max(n)
+    + 1 FROM r` sees only those, while the scope's fixpoint `r = base UNION step(r)` applies the step to
+    the whole relation. Both agree for terms that distribute over UNION (filters, maps, joins with
+    other relations, products, DISTINCT), not for an aggregate."""
+    from dbspark.frontends.sql.aggregates import find_aggregates
+
+    for sel in body.find_all(exp.Select):
+        read = reads(sel) & names
+        if not read:
+            continue
+        exprs = [*sel.expressions, *([sel.args["having"].this] if sel.args.get("having") else [])]
+        aggs = find_aggregates(exprs)
+        if sel.args.get("group") is None and not aggs:
+            continue
+        what = "GROUP BY" if sel.args.get("group") is not None else f"aggregate {aggs[0].sql(dialect='duckdb')}"
+        c.src.unsupported(
+            f"{what} over the recursive CTE {', '.join(sorted(read))} in the recursive term of {m.name} (DuckDB "
+            "aggregates each iteration's new rows only, a fixpoint over the whole relation differs)",
+            sel.args.get("group") or aggs[0])
+
+
 def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
     """The relations of a recursive component, computed by one recursive scope (or, for a transitive
     closure, by the closure operator)."""
@@ -116,6 +139,7 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
         for key in ("order", "limit", "offset"):
             if body.args.get(key) is not None:
                 c.src.unsupported(f"{key.upper()} in recursive CTE {m.name}", body.args[key])
+        refuse_aggregates_over(c, m, body, names)
         base = c.query(body.this)
         vis = base.visible()
         cols = m.cols or [f.name for f in vis]
@@ -135,6 +159,7 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
         for m, prev, fs in zip(comp, prevs, fields, strict=True):
             frame[m.name] = Rel(prev, fs)
         c.ctes.append(frame)
+        outer_circuit, c.circuit = c.circuit, streams[0].circuit  # the body's constants are built inside
         try:
             results = []
             for m, base, fs in zip(comp, bases, fields, strict=True):
@@ -147,10 +172,11 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
                 results.append(cast_to(s, dict(base.schema)))
         finally:
             c.ctes.pop()
+            c.circuit = outer_circuit
         return results
 
     label = f"view {c.view}: WITH RECURSIVE {', '.join(m.name for m in comp)}"
-    out = c.p.circuit.recursive(scope_body, inputs,
+    out = c.circuit.recursive(scope_body, inputs,
                                 [b.schema for b in bases], name=label, max_iterations=c.p.recursion_limit)
     streams = list(out) if isinstance(out, (list, tuple)) else [out]
     return {m.name: Rel(s, fs) for m, s, fs in zip(comp, streams, fields, strict=True)}
