@@ -443,3 +443,22 @@ def test_tolerance_helper_is_not_vacuous():
     bumped = {row[:4] + (row[4] + 1e-6,) + row[5:]: 1}
     with pytest.raises(AssertionError):
         check_close(bumped, a, "bumped", 1e-9, 1e-9)
+
+
+def test_empty_row_is_the_aggregate_of_nothing(engine: Any) -> None:
+    """`AggSpec.empty_row` (what a recursive scope's global aggregate emits for an empty input, built
+    without an engine) equals each engine's aggregate of an empty Z-set."""
+    from dbspark.engines import get_kernel
+    from dbspark.ir.aggregate import make_spec
+
+    schema = pl.Schema({"x": pl.Int64, "d": pl.Decimal(18, 2), "s": pl.String, "f": pl.Float64})
+    aggs = {"n": "count", "c": ("count", "x"), "s": ("sum", "x"), "a": ("avg", "d"), "lo": ("min", "s"),
+            "me": ("median", "d"), "v": ("var_samp", "f"), "mo": ("mode", "x"), "sd": ("sum", "d"),
+            "u": (dbspark.UserAggregate("prod", lambda x: x, lambda a, b: a * b), "x")}
+    spec = make_spec((), aggs, schema)
+    k = get_kernel(engine)
+    try:
+        got = k.as_zset(k.aggregate(k.empty(schema), spec)).to_zset()
+        assert got.df.drop(got.df.columns[-1]).equals(spec.empty_row()), (got, spec.empty_row())
+    finally:
+        k.close()

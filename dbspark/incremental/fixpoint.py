@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.circuit.circuit import Circuit, Node
 from dbspark.circuit.stream import Stream
 from dbspark.errors import UnsupportedError
@@ -70,8 +69,6 @@ def nested_global_aggregate(dst: Circuit, op: StreamAggregate, x: Stream) -> Str
     when X is not empty, else the row of the empty input r0 (COUNT 0, SUM NULL, ...). So it is
     agg_g(X) + r0 - r0 ⋈ distinct(g(X)), with g a constant key: a grouped aggregate (`NestedKeyed`),
     a constant and a join with a distinct, each doubly incremental."""
-    from dbspark.engines.local.aggregate import aggregate_full
-
     g = "__global"
     while g in x.schema:
         g += "_"
@@ -79,7 +76,7 @@ def nested_global_aggregate(dst: Circuit, op: StreamAggregate, x: Stream) -> Str
     spec = AggSpec((g,), op.spec.calls, keyed.schema)
     calls = [c.name for c in op.spec.calls]
     grouped = dst.add(NestedKeyed(spec), keyed).map(*calls)
-    r0 = aggregate_full(ZSet.empty(op.spec.input_schema), op.spec).df.drop(WEIGHT)
+    r0 = op.spec.empty_row()
     empty_row = Constant(pl.Schema({g: pl.Int64(), **r0.schema}), tuple((0, *row) for row in r0.rows()))
     nonempty = dst.add(NestedKeyed(None), keyed.map(g))
     unless = dst.add(NestedJoin(StreamJoin((g,), (g,), ())), dst.add(NestedConstant(empty_row)), nonempty)

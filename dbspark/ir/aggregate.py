@@ -75,6 +75,13 @@ class AggSpec:
             cols.append((c.name, result_dtype(c, s)))
         return pl.Schema(cols)
 
+    def empty_row(self) -> pl.DataFrame:
+        """The one row of this aggregate without GROUP BY over an empty input (SQL): COUNT is 0, every
+        other aggregate (SUM, AVG, MIN, ..., a user aggregate, which folds nothing) is NULL."""
+        s = self.output_schema()
+        return pl.DataFrame([[0 if c.func in ("count", "count_star") else None for c in self.calls]],
+                            schema=s, orient="row")
+
     @property
     def needs_ordered(self) -> bool:
         return any(c.kind == "ordered" for c in self.calls)
