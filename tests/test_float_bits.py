@@ -250,6 +250,6 @@ def test_python_operators_on_floats_are_pythons_in_every_batch(engine: Any) -> N
         got = evaluate(exprs, batches, engine)
         for k_row, (x, g, n) in enumerate(values):
             for k, want in enumerate(py):
-                expected = bits(float(want(x, g, n)))
-                assert alone[(k_row, k)] == expected, f"{exprs[k]!r} on {values[k_row]} alone"
-                assert got[(k_row, k)] == expected, f"{exprs[k]!r} on {values[k_row]} in {[len(b) for b in batches]}"
+                expected = float(want(x, g, n))
+                assert alone[(k_row, k)] == bits(expected), f"{exprs[k]!r} on {values[k_row]} alone"
+                assert got[(k_row, k)] == bits(expected, engine == "local"), f"{exprs[k]!r} on {values[k_row]} in {[len(b) for b in batches]}"
