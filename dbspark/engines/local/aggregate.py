@@ -17,6 +17,7 @@ import polars as pl
 
 from dbspark.algebra.weights import INT64_MAX
 from dbspark.algebra.zset import WEIGHT, ZSet, with_weight
+from dbspark.engines.local.exprs import fdiv
 from dbspark.errors import NegativeStateError, WeightError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
 from dbspark.trace.ordered import NegativeMultiplicityError, OrderedMultiset
@@ -89,18 +90,18 @@ def _finalize(acc: pl.DataFrame, spec: AggSpec) -> list[pl.Expr]:
             nf, sf = n.cast(pl.Float64), s.cast(pl.Float64)
             if c.func == "sum":
                 e = pl.when(n > 0).then(s)
-            elif c.func == "avg":
-                e = pl.when(n > 0).then(sf / nf)
+            elif c.func == "avg":  # fdiv: IEEE division whatever the batch (exprs' docstring)
+                e = pl.when(n > 0).then(fdiv(sf, nf))
             else:
                 q = pl.col(f"__q{i}")
                 if _int_sum(c, spec):  # n·Σx² - (Σx)² is an exact integer; divide once at the end
-                    m2 = ((n.cast(pl.Int128) * q - s * s).cast(pl.Float64) / nf).clip(lower_bound=0.0)
+                    m2 = fdiv((n.cast(pl.Int128) * q - s * s).cast(pl.Float64), nf).clip(lower_bound=0.0)
                 else:
-                    m2 = (q - sf * sf / nf).clip(lower_bound=0.0)
+                    m2 = (q - fdiv(sf * sf, nf)).clip(lower_bound=0.0)
                 if c.func in ("var_samp", "stddev_samp"):
-                    e = pl.when(n > 1).then(m2 / (nf - 1))
+                    e = pl.when(n > 1).then(fdiv(m2, nf - 1))
                 else:
-                    e = pl.when(n > 0).then(m2 / nf)
+                    e = pl.when(n > 0).then(fdiv(m2, nf))
                 if str(c.func).startswith("stddev"):
                     e = e.sqrt()
         out.append(e.cast(t).alias(c.name))

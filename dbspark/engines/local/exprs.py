@@ -7,10 +7,18 @@ evaluated: the compiler threads a *guard* (the rows that reach a CASE branch, or
 after a NULL, the right side of AND / OR where the left does not decide), so
 `CASE WHEN x < 10 THEN x * 1e18 END` is no error for x >= 10, as in DuckDB. AND / OR short-circuit
 from left to right as in DuckDB's WHERE and in Spark (DuckDB's projections evaluate both sides).
+
+A float operation gives a row the same bits whatever batch it arrives in (DBSP's maps must be
+functions; a delete must cancel its insert): `exact` evaluates it on materialized operands, because
+Polars computes an operation with a scalar operand by other means (x / c as x * (1/c), x + 0.0 as x,
+which loses the sign of a zero sum; pow(x, c) for a small integer c as repeated products), and any
+operand can be a scalar at run time: a literal, a when/then that no row meets, a frame's broadcast
+column, every operand of a one-row batch.
 """
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,7 +30,7 @@ from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, 
 
 Guard = pl.Expr | None
 _PY_BIN: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
-    "truediv": lambda a, b: a.cast(pl.Float64) / b.cast(pl.Float64),
+    "truediv": lambda a, b: a / b,
     "floordiv": lambda a, b: a // b,
     "mod": lambda a, b: a % b,
 }
@@ -65,18 +73,39 @@ def checked(inputs: list[pl.Expr], build: Build, dtype: pl.DataType, guard: Guar
         value, bad = build(inputs)
         if bad is None:
             return value
+    return _on_batches(inputs, build, dtype, guard, message, 1)
+
+
+def exact(inputs: list[pl.Expr], build: Build, dtype: pl.DataType | None = None, guard: Guard = None,
+          message: str = "") -> pl.Expr:
+    """As `checked`, always on materialized columns (a batch's scalar inputs repeated to its length, and
+    a one-row batch padded to two rows): `build`'s float operations then take Polars' element-by-element
+    kernels, so a row's value does not depend on its batch (see the module's docstring). A constant
+    that `build` combines with a float must be one of the inputs, not a literal inside `build`. The
+    value's type is `dtype` (DOUBLE by default)."""
+    return _on_batches(inputs, build, pl.Float64() if dtype is None else dtype, guard, message, 2)
+
+
+def fdiv(a: pl.Expr, b: pl.Expr) -> pl.Expr:
+    """a / b in IEEE double division, exact whatever the batch (never as a * (1/b))."""
+    return exact([a.cast(pl.Float64), b.cast(pl.Float64)], lambda x: (x[0] / x[1], None))
+
+
+def _on_batches(inputs: list[pl.Expr], build: Build, dtype: pl.DataType, guard: Guard, message: str,
+                least: int) -> pl.Expr:
     names = [f"_{k}" for k in range(len(inputs))]
     value, bad = build([pl.col(n) for n in names])
     g = [] if bad is None or guard is None else [guard]
 
     def run(series: Sequence[pl.Series]) -> pl.Series:
         n = next((len(x) for x in series if len(x) != 1), 1)
-        cols = [x if len(x) == n else x.new_from_index(0, n) for x in series]
+        m = max(n, least) if n else 0
+        cols = [x if len(x) == m else x.new_from_index(0, m) for x in series]
         df = pl.DataFrame(dict(zip(names, cols[: len(names)], strict=True)))
         if bad is None:
-            return df.select(value.cast(dtype)).to_series()
-        out = df.select(value.cast(dtype).alias("v"), bad.fill_null(False).alias("b"))
-        b = out["b"] if not g else out["b"] & cols[-1].fill_null(False)
+            return df.select(value.cast(dtype)).to_series().head(n)
+        out = df.select(value.cast(dtype).alias("v"), bad.fill_null(False).alias("b")).head(n)
+        b = out["b"] if not g else out["b"] & cols[-1].head(n).fill_null(False)
         if b.any():
             i = int(b.arg_true()[0])
             vals = ", ".join(repr(c[i]) for c in cols[: len(names)])
@@ -96,6 +125,21 @@ def _fmod(series: Sequence[pl.Series]) -> pl.Series:
     return pl.Series(a.name, r, dtype=pl.Float64).set(a.is_null() | b.is_null(), None)
 
 
+def _nonzero_lit(e: Expr) -> bool:
+    """A literal number other than zero (Polars' float `+` / `-` with a scalar shortcut only zero)."""
+    return isinstance(e, Lit) and isinstance(e.value, int | float | decimal.Decimal) \
+        and not isinstance(e.value, bool) and e.value != 0
+
+
+def _py_fmod(x: list[pl.Expr]) -> tuple[pl.Expr, None]:
+    """Python's float a % b (the sign of the divisor, a zero's too; NaN for a zero divisor), as on Spark and
+    in the Datalog oracle: C's exact fmod, plus b where the signs differ (Polars' a - b * floor(a / b)
+    rounds twice)."""
+    r = pl.map_batches(x, _fmod, return_dtype=pl.Float64())
+    zero = pl.when(x[1] < 0).then(pl.lit(-0.0)).otherwise(pl.lit(0.0))
+    return pl.when(r == 0).then(zero).when((r < 0) != (x[1] < 0)).then(r + x[1]).otherwise(r), None
+
+
 def and_guard(g: Guard, c: pl.Expr) -> pl.Expr:
     c = c.fill_null(False)
     return c if g is None else g & c
@@ -112,8 +156,6 @@ def int_in_range(r: pl.Expr, t: pl.DataType) -> pl.Expr:
 
 
 def dec_lit(v: Any, p: int, s: int) -> pl.Expr:
-    import decimal
-
     return pl.lit(decimal.Decimal(v), dtype=pl.Decimal(p, s))
 
 
@@ -124,8 +166,6 @@ def unscaled(x: pl.Expr, s: int) -> pl.Expr:
 
 def from_unscaled(u: pl.Expr, p: int, s: int) -> pl.Expr:
     """The DECIMAL(p, s) whose unscaled value is the integer `u` (exact)."""
-    import decimal
-
     one = pl.lit(decimal.Decimal(1).scaleb(-s), dtype=pl.Decimal(38, s))
     return (u.cast(pl.Int128).cast(pl.Decimal(38, 0)) * one).cast(pl.Decimal(p, s), strict=False)
 
@@ -197,7 +237,14 @@ class Compiler:
     # ---- operators ---------------------------------------------------------------------------------------
     def binary(self, e: Binary, g: Guard) -> pl.Expr:
         if e.op in _PY_BIN:
-            return _PY_BIN[e.op](self.c(e.left, g), self.c(e.right, g))
+            a, b = self.c(e.left, g), self.c(e.right, g)
+            if e.op == "mod" and self.t(e).is_float():
+                return exact([a, b], _py_fmod)
+            if e.op == "truediv" or self.t(e).is_float():
+                if e.op == "truediv":
+                    a, b = a.cast(pl.Float64), b.cast(pl.Float64)
+                return exact([a, b], lambda x: (_PY_BIN[e.op](x[0], x[1]), None), self.t(e))
+            return _PY_BIN[e.op](a, b)
         if e.op in _CMP:
             a, b = self.operands(e.left, e.right, g)
             return _CMP[e.op](a, b)
@@ -227,13 +274,16 @@ class Compiler:
         if op == "sql_div" or rt.is_float():
             a, b = self.operands(e.left, e.right, g, pl.Float64())
             if op == "sql_div":
-                return a / b
+                return fdiv(a, b)
             if op == "int_div":  # DuckDB: // on floats divides, and is NULL for a zero divisor
-                return checked([a, b], lambda x: (pl.when(x[1] == 0).then(None).otherwise(x[0] / x[1]), None),
-                               pl.Float64())
+                return exact([a, b], lambda x: (pl.when(x[1] == 0).then(None).otherwise(x[0] / x[1]), None))
             if op == "sql_mod":  # C's fmod (exact; the sign of the dividend), as DuckDB and Java
                 return pl.map_batches([a, b], _fmod, return_dtype=pl.Float64())
-            return {"add": a + b, "sub": a - b, "mul": a * b}[op]
+            if op == "mul":  # Polars' scalar shortcuts (x * 1 as x, x * -1 as -x) give the same bits
+                return a * b
+            if _nonzero_lit(e.left) or _nonzero_lit(e.right):  # a scalar shortcut needs a zero scalar
+                return a + b if op == "add" else a - b
+            return exact([a, b], lambda x: ((x[0] + x[1]) if op == "add" else (x[0] - x[1]), None))
         if fn.is_int(rt):
             return self.int_arith(op, sym, rt, self.c(e.left, g), self.c(e.right, g), g)
         return self.dec_arith(op, sym, rt, e, g)

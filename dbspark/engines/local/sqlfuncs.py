@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from dbspark.engines.local.casts import cast
-from dbspark.engines.local.exprs import INT_RANGE, and_guard, checked, from_unscaled, unscaled
+from dbspark.engines.local.exprs import INT_RANGE, and_guard, checked, exact, fdiv, from_unscaled, unscaled
 from dbspark.errors import SchemaError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import Expr, Func
@@ -245,15 +245,13 @@ def _round(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
         return pl.lit(None)
     if t.is_float():  # DuckDB's RoundOperatorPrecision, operation for operation
         def build_f(c: list[pl.Expr]) -> tuple[pl.Expr, None]:
-            v = c[0]
+            v, m = c
             if n >= 0:
-                m = float(10**n)
                 r = round_half_away(v * m) / m
                 return pl.when(r.is_finite()).then(r).otherwise(v), None
-            m = float(10**-n)
             r = round_half_away(v / m) * m
             return pl.when(r.is_finite() | r.is_null()).then(r).otherwise(0.0), None
-        return checked([x], build_f, pl.Float64())
+        return exact([x, pl.lit(float(10 ** abs(n)))], build_f)
     if n >= 0 and fn.is_int(t):
         return x
     (p, s) = fn.dec_of(t)
@@ -296,8 +294,9 @@ def _math(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
 
 @_impl("power")
 def _power(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    # C's pow for every row, as DuckDB (Polars computes a scalar exponent 0.5 as sqrt, 2..9 as products)
     a, b = (x.cast(pl.Float64) for x in _args(comp, e, g))
-    return a.pow(b)
+    return exact([a, b], lambda x: (x[0].pow(x[1]), None))
 
 
 @_impl("sign")
@@ -331,7 +330,7 @@ def _extract(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
          "dayofyear": dt.ordinal_day, "doy": dt.ordinal_day, "week": dt.week, "hour": dt.hour,
          "minute": dt.minute, "second": dt.second}
     if part == "epoch":
-        return dt.epoch("us").cast(pl.Float64) / 1e6
+        return fdiv(dt.epoch("us"), pl.lit(1e6))
     return f[part]().cast(pl.Int64)
 
 

@@ -1,6 +1,6 @@
 """Compile scalar expression IR (`dbspark.ir.expr`) to Spark Columns, with the local engine's semantics.
 
-Python's operators (ops truediv, floordiv, mod) are bridged to Polars' semantics: integer `//` and `%`
+Python's operators (ops truediv, floordiv, mod) are bridged to the local engine's semantics: integer `//` and `%`
 floor, division by zero gives NULL for integers and ±inf/NaN for floats, not an ANSI error. SQL
 operators and functions follow DuckDB, as on the local engine (`engines/local/exprs.py`): errors
 (integer overflow, a failed CAST) are raised by `raise_error` with a `DBSPARK[DataError]` tag inside a
@@ -54,15 +54,21 @@ def checked(value: Any, bad: Any, message: str, operands: tuple[Any, ...] = ()) 
 
 
 def _truediv(a: Any, b: Any) -> Any:
+    """IEEE division, as DuckDB and the local engine (Spark's is NULL for a zero divisor): a / ±0 is NaN
+    for a zero or NaN dividend, else an infinity whose sign is the product of the signs, the zero's too
+    (Spark's `=` does not tell -0.0 from 0.0; its text does)."""
     F = _F()
     a, b = a.cast("double"), b.cast("double")
     inf = F.lit(float("inf"))
-    by_zero = F.when(a.isNull(), None).when(F.isnan(a) | (a == 0), F.lit(float("nan"))).when(a > 0, inf).otherwise(-inf)
+    positive = (a > 0) != b.cast("string").startswith("-")
+    by_zero = F.when(a.isNull(), None).when(F.isnan(a) | (a == 0), F.lit(float("nan"))).when(positive, inf) \
+        .otherwise(-inf)
     return F.when(b == 0, by_zero).otherwise(F.try_divide(a, b))
 
 
 def _mod(a: Any, b: Any, floating: bool) -> Any:
-    """Python's a % b (the sign of the divisor), as Polars computes it."""
+    """Python's a % b (the sign of the divisor), as the local engine computes it: Java's exact % (C's
+    fmod), plus b where the signs differ."""
     F = _F()
     r = a % b
     fixed = F.when((r != 0) & ((r < 0) != (b < 0)), r + b).otherwise(r)
