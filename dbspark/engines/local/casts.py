@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from dbspark.columnar.sqlforms import BOOL_FALSE, BOOL_TRUE, DATE_RE, FLOAT_RE, NUM_RE, TS_RE
 from dbspark.engines.local.exprs import INT_RANGE, checked, dec_fits, from_unscaled, unscaled
 from dbspark.errors import UnsupportedError
 from dbspark.ir import functions as fn
@@ -22,13 +23,6 @@ from dbspark.ir import functions as fn
 if TYPE_CHECKING:
     from dbspark.engines.local.exprs import Compiler, Guard
 
-NUM_RE = r"^\s*([+-]?)(\d*)(?:\.(\d*))?\s*$"
-FLOAT_RE = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
-# DuckDB's DATE: `YYYY-M-D`, then nothing, or anything that begins with a non-digit (its time is ignored)
-DATE_RE = r"^\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:\D[\s\S]*)?$"
-TS_RE = r"^\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6})\d*)?)?)?\s*$"
-BOOL_TRUE = ["true", "t", "1", "yes", "y"]
-BOOL_FALSE = ["false", "f", "0", "no", "n"]
 
 
 def parse_number(x: pl.Expr, s: int) -> tuple[pl.Expr, pl.Expr]:

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from dbspark.columnar.sqlforms import like_parts, like_regex
 from dbspark.engines.local.casts import cast
 from dbspark.engines.local.exprs import INT_RANGE, and_guard, checked, exact, fdiv, from_unscaled, unscaled
-from dbspark.errors import SchemaError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import Expr, Func
 
@@ -191,31 +191,6 @@ def _prefix(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     if e.name == "contains":
         return s.str.contains(p, literal=True)
     return s.str.starts_with(p) if e.name == "starts_with" else s.str.ends_with(p)
-
-
-def like_regex(name: str, pattern: str, escape: str | None) -> str:
-    """The anchored regular expression of a LIKE pattern (`%` any run, `_` one character); every other
-    character is written as `\\x{hex}`, which Rust's and Java's regex engines read alike."""
-    out, i = [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if escape and ch == escape:
-            if i + 1 >= len(pattern):
-                raise SchemaError(f"{name}: the pattern {pattern!r} ends with its escape character")
-            ch = pattern[i + 1]
-            out.append(f"\\x{{{ord(ch):x}}}")
-            i += 2
-            continue
-        out.append(".*" if ch == "%" else "." if ch == "_" else
-                   ch if ch.isascii() and ch.isalnum() else f"\\x{{{ord(ch):x}}}")
-        i += 1
-    return ("(?si)" if name == "ilike" else "(?s)") + "^" + "".join(out) + "$"
-
-
-def like_parts(e: Func) -> tuple[str | None, str | None]:
-    pattern = fn.literal_value(e.name, e.args[1], "the pattern")
-    escape = fn.literal_value(e.name, e.args[2], "the escape") if len(e.args) > 2 else None
-    return pattern, escape  # type: ignore[return-value]
 
 
 @_impl("like", "ilike")

@@ -1,4 +1,4 @@
-"""SQL CAST and DECIMAL arithmetic on the Spark engine, as on the local engine (`engines/local/casts.py`).
+"""SQL CAST and DECIMAL arithmetic on the Spark engine, with the text forms of `columnar/sqlforms.py`, as on the local engine.
 
 Spark rounds DECIMAL with HALF_UP (away from zero, as DuckDB) and `rint` is half-to-even (DuckDB's
 DOUBLE -> integer). DECIMAL results are computed exactly: when Spark's own result type would exceed 38
@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from dbspark.engines.local.casts import BOOL_FALSE, BOOL_TRUE, DATE_RE, FLOAT_RE, NUM_RE, TS_RE
+from dbspark.columnar.sqlforms import BOOL_FALSE, BOOL_TRUE, DATE_RE, FLOAT_RE, NUM_RE, TS_RE
 from dbspark.engines.spark.convert import spark_type
 from dbspark.engines.spark.exprs import _F, INT_RANGE, checked
 from dbspark.errors import UnsupportedError

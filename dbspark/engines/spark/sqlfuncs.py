@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dbspark.engines.local.sqlfuncs import like_parts, like_regex
+from dbspark.columnar.sqlforms import like_parts, like_regex
 from dbspark.engines.spark.casts import cast, dec_bound, dec_type
 from dbspark.engines.spark.convert import spark_type
 from dbspark.engines.spark.exprs import _F, INT_RANGE, checked, eager, float_floor, may_raise
