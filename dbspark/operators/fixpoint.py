@@ -30,6 +30,7 @@ from dbspark.operators.time import Delay, DelayState
 
 if TYPE_CHECKING:
     from dbspark.circuit.circuit import Circuit
+    from dbspark.engines.base import Kernel
 
 DEFAULT_MAX_ITERATIONS = 10_000
 
@@ -65,10 +66,10 @@ class Fixpoint(Operator):
     def label(self) -> str:
         return f"fixpoint {self.scope} [{self.mode}] -> ({', '.join(self.results)})"
 
-    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         return ScopeState(self, kernel.scope_kernel()) if self.mode == "incremental" else None
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         """The scope runs on the engine's scope kernel: the engine itself, or, on Spark, the local kernel
         in the driver (the imports' changes are collected, the results handed back to Spark)."""
         inner = kernel.scope_kernel()
@@ -82,7 +83,7 @@ class Fixpoint(Operator):
             out = state.step(values, undo)
         return out if inner is kernel else tuple(kernel.from_local(z) for z in out)
 
-    def _naive(self, kernel: Any, values: dict[str, Any]) -> tuple:
+    def _naive(self, kernel: Kernel, values: dict[str, Any]) -> tuple:
         it = Iteration(self.inner, kernel)
         prev: tuple | None = None
         for n in range(self.max_iterations + 1):
@@ -95,10 +96,10 @@ class Fixpoint(Operator):
             f"recursive scope {self.scope!r} did not reach a fixpoint within {self.max_iterations} iterations"
         )
 
-    def checkpoint(self, kernel: Any, state: Any) -> Any:
+    def checkpoint(self, kernel: Kernel, state: Any) -> Any:
         return state.to_state() if state is not None else None
 
-    def restore(self, kernel: Any, state: Any, saved: Any) -> Any:
+    def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
         if state is not None:
             state.restore(saved)
         return state
@@ -107,7 +108,7 @@ class Fixpoint(Operator):
 class Iteration:
     """Evaluates a scope's child circuit one iteration at a time (feedback delays carry the loop)."""
 
-    def __init__(self, inner: Circuit, kernel: Any) -> None:
+    def __init__(self, inner: Circuit, kernel: Kernel) -> None:
         from dbspark.circuit.schedule import schedule
 
         self.inner = inner
@@ -144,7 +145,7 @@ class Iteration:
 class ScopeState:
     """The state of an incremental (or semi-naive) scope: its child circuit's nested traces."""
 
-    def __init__(self, op: Fixpoint, kernel: Any) -> None:
+    def __init__(self, op: Fixpoint, kernel: Kernel) -> None:
         self.op = op
         self.kernel = kernel
         self.it = Iteration(op.inner, kernel)
@@ -212,5 +213,5 @@ class Pick(Operator):
     def label(self) -> str:
         return f"pick[{self.index}]"
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return inputs[0][self.index]

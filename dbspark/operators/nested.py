@@ -23,7 +23,7 @@ are empty and these reduce to the semi-naive operators of eq. 5.1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -34,6 +34,9 @@ from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.join import StreamJoin
 from dbspark.operators.source import Constant
 from dbspark.trace.nested import ITER, NestedTrace
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
 
 
 class NestedState:
@@ -97,11 +100,11 @@ class NestedJoin(Operator):
     def label(self) -> str:
         return "nested_" + self.join.label()[len("stream_"):]
 
-    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         a, b = in_shapes
         return NestedState(NestedTrace(a.schema, self.join.left_keys), NestedTrace(b.schema, self.join.right_keys))
 
-    def eval(self, kernel: Any, state: NestedState, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: NestedState, inputs: list[Any], undo: list) -> Any:
         ta, tb = state.traces
         t1 = state.t1
         a, b = kernel.as_zset(inputs[0]), kernel.as_zset(inputs[1])
@@ -164,10 +167,10 @@ class NestedConstant(Operator):
     def label(self) -> str:
         return "nested_" + self.constant.label()
 
-    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         return NestedState()  # no traces: the scope only sets its (t0, t1)
 
-    def eval(self, kernel: Any, state: NestedState, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: NestedState, inputs: list[Any], undo: list) -> Any:
         if state.t0 == 0 and state.t1 == 0:
             return kernel.from_local(self.constant.value())
         return kernel.empty(self.constant.schema)
@@ -199,13 +202,13 @@ class NestedKeyed(Operator):
             raise UnsupportedError("NestedKeyed needs GROUP BY keys")
         return self.spec.by
 
-    def init(self, kernel: Any, shape: Shape, in_shapes: list[Shape]) -> Any:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         return NestedState(NestedTrace(in_shapes[0].schema, self.keys(in_shapes[0].schema)))
 
-    def f(self, kernel: Any, z: ZSet) -> ZSet:
+    def f(self, kernel: Kernel, z: ZSet) -> ZSet:
         return kernel.distinct(z) if self.spec is None else kernel.aggregate(z, self.spec)
 
-    def eval(self, kernel: Any, state: NestedState, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: NestedState, inputs: list[Any], undo: list) -> Any:
         (tr,) = state.traces
         t1 = state.t1
         x = kernel.consolidate(inputs[0])
@@ -252,7 +255,7 @@ class NestedKeyed(Operator):
         g = g.select(*cols, out.alias(WEIGHT)).filter(pl.col(WEIGHT) != 0)
         return ZSet(g, consolidated=True)
 
-    def _corners(self, kernel: Any, parts: dict[int, list[pl.DataFrame]], cols: list[str]) -> ZSet:
+    def _corners(self, kernel: Kernel, parts: dict[int, list[pl.DataFrame]], cols: list[str]) -> ZSet:
         """out = f(X[t]) - f(X[t0, t1-1]) - f(X[t0-1, t1]) + f(X[t0-1, t1-1]) on the keys of interest."""
         empty = pl.DataFrame(schema={c: t for c, t in parts[4][0].schema.items()})
 

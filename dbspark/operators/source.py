@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from dbspark.algebra.zset import ZSet
 from dbspark.operators.base import NONLINEAR, SOURCE, Operator, Shape
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
 
 
 @dataclass(frozen=True)
@@ -77,5 +80,5 @@ class Constant(Operator):
     def value(self) -> ZSet:
         return ZSet.from_rows(self.rows, self.schema)
 
-    def eval(self, kernel: Any, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
         return kernel.from_local(self.value())
