@@ -17,7 +17,7 @@ from sqlglot import exp
 from dbspark.frontends.sql.exprs import AGGREGATES, ExprCompiler
 from dbspark.frontends.sql.parse import name_of
 from dbspark.frontends.sql.relops import null_safe_keys
-from dbspark.frontends.sql.scope import Field, Rel, Scope, canonical
+from dbspark.frontends.sql.scope import Field, Rel, Scope, bound, canonical
 from dbspark.ir import expr as ir
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
               items: list[tuple[str, exp.Expression]]) -> tuple[Rel, Scope, list[tuple[str, exp.Expression]]]:
     src = c.src
     comp = ExprCompiler(scope)
-    keys = group_keys(c, node, items)
+    keys = group_keys(c, node, items, scope)
     exprs = [e for _, e in items]
     if node.args.get("having") is not None:
         exprs.append(node.args["having"].this)
@@ -60,14 +60,18 @@ def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
     computed: dict[str, str] = {}
     fields: list[Field] = []
     for k in keys:
+        ident = bound(k, scope)
+        if ident in computed:  # a repeated key (GROUP BY a, t.a): one column
+            computed[canonical(k)] = computed[ident]
+            continue
         col = c.names.fresh("g")
         pre.append((col, comp(k, rel.stream.schema)))
         key_cols.append(col)
-        computed[canonical(k)] = col
+        computed[canonical(k)] = computed[ident] = col
         if isinstance(k, exp.Column):
             f = _field_of(scope, k)
             if f is not None:
-                fields.append(Field(f.name, col, f.qualifier))
+                fields.append(Field(f.name, col, f.qualifier, f.hidden))
     calls: dict[str, Any] = {}
     decimal_medians: dict[str, pl.Decimal] = {}
     date_medians: set[str] = set()
@@ -76,8 +80,12 @@ def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
         for inner in a.iter_expressions():
             if find_aggregates([inner]):
                 src.schema_error(f"aggregate inside aggregate: {a.sql(dialect='duckdb')}", a)
+        ident = bound(a, scope)
+        if ident in computed:  # the same aggregate written differently (SUM(t.a), SUM(a))
+            computed[canonical(a)] = computed[ident]
+            continue
         out = c.names.fresh("a")
-        computed[canonical(a)] = out
+        computed[canonical(a)] = computed[ident] = out
         func = FUNCS[type(a)]
         arg = a.this
         if isinstance(a, exp.Count) and (arg is None or isinstance(arg, exp.Star)):
@@ -124,7 +132,7 @@ def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
             s = left.stream_join(right, left_on=lk, right_on=rk).map(*keep)
         else:
             s = s.stream_product(d)
-    post = Scope(fields, src, computed=computed, outer=scope.outer, grouped=True)
+    post = Scope(fields, src, computed=computed, outer=scope.outer, grouped=True, pre=scope)
     return Rel(s, fields), post, items
 
 
@@ -152,29 +160,35 @@ def _field_of(scope: Scope, col: exp.Column) -> Field | None:
     return next((f for f in scope.fields if f.col == found), None)
 
 
-def group_keys(c: Compiler, node: exp.Select, items: list[tuple[str, exp.Expression]]) -> list[exp.Expression]:
-    """GROUP BY expressions, with positions (GROUP BY 1) and output aliases resolved."""
+def group_keys(c: Compiler, node: exp.Select, items: list[tuple[str, exp.Expression]],
+               scope: Scope) -> list[exp.Expression]:
+    """GROUP BY expressions bound as DuckDB binds them: a position (GROUP BY 1) is that SELECT item; a
+    bare name is a column of the FROM clause if there is one, else a SELECT alias (whose expression is
+    then the key); GROUP BY ALL is every SELECT item without an aggregate. Aliases are not expanded inside
+    expressions (DuckDB refuses that)."""
     group = node.args.get("group")
     if group is None:
         return []
     if group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
         c.src.unsupported("ROLLUP / CUBE / GROUPING SETS", group)
+    if group.args.get("all"):
+        return [e for _, e in items if not find_aggregates([e])]
     out = []
-    aliases = {n: e for n, e in items}
+    aliases = {name_of(e.args["alias"]): e.this for e in node.expressions if isinstance(e, exp.Alias)}
     for g in group.expressions:
         if isinstance(g, exp.Literal) and not g.is_string:
             i = int(g.this)
             if not 1 <= i <= len(items):
                 c.src.schema_error(f"GROUP BY position {i} is not in the select list", g)
-            out.append(items[i - 1][1])
-        elif isinstance(g, exp.Column) and not g.args.get("table") and name_of(g.this) in aliases:
+            target = items[i - 1][1]
+        elif isinstance(g, exp.Column) and not g.args.get("table") and scope.find(g) is None \
+                and name_of(g.this) in aliases:
             target = aliases[name_of(g.this)]
-            # a FROM column of the same name wins over an alias (as in DuckDB)
-            out.append(g if _is_plain_column(target, g) else target)
         else:
             out.append(g)
+            continue
+        if find_aggregates([target]):
+            c.src.schema_error(f"GROUP BY {g.sql(dialect='duckdb')} refers to an aggregate "
+                               f"({target.sql(dialect='duckdb')})", g)
+        out.append(target)
     return out
-
-
-def _is_plain_column(target: exp.Expression, g: exp.Column) -> bool:
-    return isinstance(target, exp.Column) and name_of(target.this) == name_of(g.this)

@@ -8,6 +8,7 @@ UNION `stream_distinct`; ORDER BY ... LIMIT a top-k; WITH RECURSIVE a recursive 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -88,7 +89,12 @@ class Compiler:
                 rel = self.select(node, outer)
             elif isinstance(node, (exp.Union, exp.Intersect, exp.Except)):
                 rel = self.setop(node, outer)
-                rel = self.order_limit(node, rel, Scope(rel.visible(), self.src), [])
+                vis = rel.visible()
+                keys = self.order_keys(node, [(f.name, exp.column(f.name)) for f in vis], vis, False)
+                for k in keys:
+                    if isinstance(k, exp.Expression):
+                        self.src.schema_error(f"ORDER BY {k.sql(dialect='duckdb')} is not a column of the result", k)
+                rel = self.order_limit(node, rel, [k for k in keys if isinstance(k, str)], False)
             else:
                 self.src.unsupported(f"query {node.sql(dialect='duckdb')[:60]}", node)
         finally:
@@ -143,12 +149,14 @@ class Compiler:
         items = self.select_items(node, rel)
         if _is_aggregate_query(node, items):
             rel, scope, items = aggregate(self, node, rel, scope, items)
+            # HAVING and ORDER BY bind a name to a grouped column first, then to a SELECT alias (DuckDB)
+            scope.aliases = _aliases(node)
             having = node.args.get("having")
             if having is not None:
                 for c in conjuncts(having.this):
                     if has_subquery(c):
                         rel = sub.condition(rel, c, scope)
-                        scope = Scope(rel.fields, self.src, computed=scope.computed, grouped=True)
+                        scope = replace(scope, fields=rel.fields, correlated=None)
                     else:
                         rel = Rel(rel.stream.filter(ExprCompiler(scope)(c, rel.stream.schema)), rel.fields)
         elif node.args.get("having") is not None:
@@ -185,7 +193,7 @@ class Compiler:
         return out
 
     def project(self, node: exp.Select, rel: Rel, scope: Scope, items: list[tuple[str, exp.Expression]]) -> Rel:
-        comp = ExprCompiler(scope)
+        comp = ExprCompiler(replace(scope, aliases={}))  # the SELECT list does not read its own aliases
         proj: list[tuple[str, ir.Expr]] = []
         fields: list[Field] = []
         for name, e in items:
@@ -193,70 +201,63 @@ class Compiler:
             proj.append((col, comp(e, rel.stream.schema)))
             fields.append(Field(name, col))
         distinct = node.args.get("distinct") is not None
-        order_items = self.order_extras(node, items, scope, distinct)
-        hidden = []
-        for key, e in order_items:
-            col = self.names.fresh()
-            proj.append((col, comp(e)))
-            hidden.append((key, col))
+        # ORDER BY expressions: a name a column of the FROM clause or grouped, then a SELECT alias
+        # (after GROUP BY, DuckDB's ORDER BY reads a FROM column even when it is not grouped: an error)
+        aliases = {n: e for n, e in _aliases(node).items()
+                   if scope.pre is None or not any(f.name == n and not f.hidden for f in scope.pre.fields)}
+        order_scope = replace(scope, aliases=aliases)
+        keys = self.order_keys(node, items, fields, distinct)
+        hidden = False
+        for i, k in enumerate(keys):
+            if isinstance(k, exp.Expression):
+                col = self.names.fresh()
+                proj.append((col, ExprCompiler(order_scope)(k, rel.stream.schema)))
+                keys[i], hidden = col, True
         s = rel.stream.map(*proj)
         if distinct:
             s = s.stream_distinct()
         out = Rel(s, fields)
-        out = self.order_limit(node, out, Scope(fields, self.src), hidden)
-        return out
+        return self.order_limit(node, out, [k for k in keys if isinstance(k, str)], hidden)
 
-    def order_extras(self, node: exp.Expression, items: list[tuple[str, exp.Expression]], scope: Scope,
-                     distinct: bool) -> list[tuple[str, exp.Expression]]:
-        """ORDER BY expressions that are not output columns (kept as hidden columns for a LIMIT)."""
-        if node.args.get("limit") is None and node.args.get("offset") is None:
+    def order_keys(self, node: exp.Expression, items: list[tuple[str, exp.Expression]], fields: list[Field],
+                   distinct: bool) -> list[str | exp.Expression]:
+        """Per ORDER BY key (when there is a LIMIT or OFFSET): the output column it names (a position,
+        an output name, the text of a SELECT item), or the expression to compute as a hidden column."""
+        if node.args.get("limit") is None and node.args.get("offset") is None or node.args.get("order") is None:
             return []
-        names = {n for n, _ in items}
-        texts = {canonical(e) for _, e in items}
-        out = []
-        for o in (node.args.get("order").expressions if node.args.get("order") else []):
+        by_name = {f.name: f.col for f in fields}
+        by_text: dict[str, str] = {}
+        for (_, e), f in zip(items, fields, strict=True):
+            by_text.setdefault(canonical(e), f.col)
+        out: list[str | exp.Expression] = []
+        for o in node.args["order"].expressions:
             e = o.this
             if isinstance(e, exp.Literal) and not e.is_string:
-                continue
-            if isinstance(e, exp.Column) and not e.args.get("table") and name_of(e.this) in names:
-                continue
-            if canonical(e) in texts:
-                continue
-            if distinct:
+                i = int(e.this)
+                if not 1 <= i <= len(fields):
+                    self.src.schema_error(f"ORDER BY position {i} is not in the select list", e)
+                out.append(fields[i - 1].col)
+            elif isinstance(e, exp.Column) and not e.args.get("table") and name_of(e.this) in by_name:
+                out.append(by_name[name_of(e.this)])
+            elif canonical(e) in by_text:
+                out.append(by_text[canonical(e)])
+            elif distinct:
                 self.src.schema_error("ORDER BY expressions must appear in the SELECT list with DISTINCT", e)
-            out.append((canonical(e), e))
+            else:
+                out.append(e)
         return out
 
-    def order_limit(self, node: exp.Expression, rel: Rel, out_scope: Scope, hidden: list[tuple[str, str]]) -> Rel:
-        """ORDER BY ... LIMIT/OFFSET as a top-k; ORDER BY alone does not change a view (a set of rows)."""
+    def order_limit(self, node: exp.Expression, rel: Rel, cols: list[str], hidden: bool) -> Rel:
+        """ORDER BY ... LIMIT/OFFSET as a top-k on the key columns `cols` (one per ORDER BY key); ORDER BY
+        alone does not change a view (a set of rows). `hidden`: rel's stream has columns beyond its fields."""
         limit, offset = node.args.get("limit"), node.args.get("offset")
         if limit is None and offset is None:
             return rel
         n = self.constant_int(limit.expression, "LIMIT") if limit is not None else None
         off = self.constant_int(offset.expression, "OFFSET") if offset is not None else 0
-        keys: list[SortKey] = []
-        vis = rel.visible()
-        hidden_map = dict(hidden)
-        for o in (node.args.get("order").expressions if node.args.get("order") else []):
-            e = o.this
-            if isinstance(e, exp.Literal) and not e.is_string:
-                i = int(e.this)
-                if not 1 <= i <= len(vis):
-                    self.src.schema_error(f"ORDER BY position {i} is not in the select list", e)
-                col = vis[i - 1].col
-            elif canonical(e) in hidden_map:
-                col = hidden_map[canonical(e)]
-            else:
-                found = out_scope.find(e) if isinstance(e, exp.Column) else None
-                if found is None:
-                    match = [f for f in vis if f.name == canonical(e)]
-                    if not match:
-                        self.src.schema_error(f"ORDER BY {e.sql(dialect='duckdb')} is not a column of the result", e)
-                    found = match[0].col
-                col = found
-            desc = bool(o.args.get("desc"))
-            nulls_first = bool(o.args.get("nulls_first"))
-            keys.append(SortKey(col, desc, nulls_first))
+        orders = node.args.get("order").expressions if node.args.get("order") else []
+        keys = [SortKey(col, bool(o.args.get("desc")), bool(o.args.get("nulls_first")))
+                for col, o in zip(cols, orders, strict=True)]
         s = rel.stream.circuit.add(StreamTopK(tuple(keys), n, off), rel.stream)
         if hidden:
             s = s.map(*[f.col for f in rel.fields])
@@ -305,6 +306,11 @@ class Compiler:
 
 def _has_window(node: exp.Select) -> bool:
     return any(True for _ in node.find_all(exp.Window))
+
+
+def _aliases(node: exp.Select) -> dict[str, exp.Expression]:
+    """The SELECT list's explicit aliases (of a repeated alias, the last item, as in DuckDB)."""
+    return {name_of(e.args["alias"]): e.this for e in node.expressions if isinstance(e, exp.Alias)}
 
 
 def _is_aggregate_query(node: exp.Select, items: list[tuple[str, exp.Expression]]) -> bool:

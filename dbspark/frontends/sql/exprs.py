@@ -10,13 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
 from sqlglot import exp
 
 from dbspark.frontends.sql.parse import Source
-from dbspark.frontends.sql.scope import Scope, canonical
+from dbspark.frontends.sql.scope import Scope
 from dbspark.frontends.sql.types import sql_type
 from dbspark.ir import expr as ir
 
@@ -79,12 +80,16 @@ class ExprCompiler:
         return e
 
     def compile(self, node: exp.Expression) -> ir.Expr:
-        key = canonical(node)
-        if not isinstance(node, (exp.Column, exp.Literal)) and key in self.scope.computed:
-            return ir.Col(self.scope.computed[key])
+        if not isinstance(node, (exp.Column, exp.Literal)):
+            col = self.scope.computed_col(node)
+            if col is not None:
+                return ir.Col(col)
         if isinstance(node, exp.Column):
             if isinstance(node.this, exp.Star):
                 self.src.unsupported("* outside a SELECT list or COUNT(*)", node)
+            target = self.scope.alias(node)
+            if target is not None:  # a SELECT alias, bound in this scope without aliases (as DuckDB)
+                return ExprCompiler(replace(self.scope, aliases={})).compile(target)
             return ir.Col(self.scope.lookup(node))
         if isinstance(node, exp.Paren):
             return self.compile(node.this)

@@ -28,7 +28,7 @@ INTERNAL = "__field__"
 
 def field_ref(f: Field) -> exp.Column:
     """A column node that resolves to exactly the field `f` (by its internal column)."""
-    return exp.Column(this=exp.to_identifier(f.col, quoted=True), table=exp.to_identifier(INTERNAL, quoted=True))
+    return _internal(f.col)
 
 
 class CorrelatedReference(UnsupportedError):
@@ -94,6 +94,11 @@ class Scope:
     correlated: list[exp.Column] | None = None
     # in a GROUP BY query: names the error for a column neither grouped nor aggregated
     grouped: bool = False
+    # SELECT aliases a name falls back to when it is no column here (HAVING, ORDER BY expressions), as
+    # DuckDB binds: the relation's (grouped) columns first, then the aliases (the last of a repeated one)
+    aliases: dict[str, exp.Expression] = field(default_factory=dict)
+    # after GROUP BY: the scope before grouping, which binds expressions to match keys (`bound`)
+    pre: Scope | None = None
 
     def lookup(self, node: exp.Column) -> str:
         """The internal column of a column reference; errors name unknown or ambiguous names."""
@@ -113,6 +118,21 @@ class Scope:
                                   "function", node)
         known = sorted({(f.qualifier + "." if f.qualifier else "") + f.name for f in self.fields if not f.hidden})
         self.src.unknown(f"unknown column {name}; the columns here are {known}", node)
+
+    def alias(self, node: exp.Column) -> exp.Expression | None:
+        """The SELECT item an unqualified name that is no column here refers to, if any."""
+        if node.args.get("table") or not self.aliases:
+            return None
+        target = self.aliases.get(name_of(node.this))
+        return target if target is not None and self.find(node) is None else None
+
+    def computed_col(self, node: exp.Expression) -> str | None:
+        """The column of an already-computed expression (a GROUP BY key, an aggregate, a subquery),
+        matched by its text or, after GROUP BY, by its text with its columns bound (`t.a + 1` is `a + 1`)."""
+        col = self.computed.get(canonical(node))
+        if col is None and self.pre is not None:
+            col = self.computed.get(bound(node, self.pre))
+        return col
 
     def resolves(self, node: exp.Column) -> bool:
         """Whether the reference names a column here or in an enclosing scope."""
@@ -148,3 +168,25 @@ def canonical(node: Any) -> str:
     return node.sql(dialect="duckdb", normalize=True, identify=False).lower() if isinstance(node, exp.Expression) \
         else str(node)
 
+
+
+def bound(node: exp.Expression, scope: Scope) -> str:
+    """The text of `node` with each column that resolves in `scope` (outside subqueries) replaced by its
+    internal column: two expressions with the same bound text compute the same value (`GROUP BY a, t.a`)."""
+    if isinstance(node, exp.Column):
+        col = scope.find(node) if not isinstance(node.this, exp.Star) else None
+        return canonical(node) if col is None else canonical(_internal(col))
+    copy = node.copy()
+    subqueries = (exp.Subquery, exp.Select, exp.Exists)
+    cols = [n for n in copy.walk(prune=lambda n: isinstance(n, subqueries)) if isinstance(n, exp.Column)]
+    if isinstance(copy, subqueries):
+        cols = []
+    for n in cols:
+        col = scope.find(n) if not isinstance(n.this, exp.Star) else None
+        if col is not None:
+            n.replace(_internal(col))
+    return canonical(copy)
+
+
+def _internal(col: str) -> exp.Column:
+    return exp.Column(this=exp.to_identifier(col, quoted=True), table=exp.to_identifier(INTERNAL, quoted=True))

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -45,7 +46,7 @@ class SubqueryLowering:
     def scope(self, rel: Rel, like: Scope | None = None) -> Scope:
         if like is None:
             return Scope(rel.fields, self.src, outer=self.outer)
-        return Scope(rel.fields, self.src, computed=dict(like.computed), outer=like.outer, grouped=like.grouped)
+        return replace(like, fields=rel.fields, computed=dict(like.computed), correlated=None)
 
     # ---- conditions -----------------------------------------------------------------------------
     def condition(self, rel: Rel, cond: exp.Expression, scope: Scope | None = None) -> Rel:
@@ -131,8 +132,8 @@ class SubqueryLowering:
             return None
         if len(r.visible()) != 1:
             self.src.schema_error(f"an IN subquery must return one column, this one returns {len(r.visible())}", sub)
-        rel2, (xcol,) = self.outer_keys(rel, scope, [node.this])
         rcol = r.visible()[0].col
+        rel2, (xcol,) = self.outer_keys(rel, scope, [node.this], [r.stream.schema[rcol]])
         outer_s, inner_s = self.align(rel2.stream, [xcol], drop_to(r.stream, [rcol]), [rcol])
         return outer_s, inner_s, xcol, rcol
 
@@ -189,7 +190,8 @@ class SubqueryLowering:
         ycol = self.c.names.fresh("y")
         inner = add_columns(inner, [(ycol, ExprCompiler(Scope(inner.fields, self.src))(item, inner.stream.schema))])
         base = list(rel.stream.schema)
-        rel2, okeys = self.outer_keys(rel, scope, [o for o, _ in eqs] + [node.this])
+        rel2, okeys = self.outer_keys(rel, scope, [o for o, _ in eqs] + [node.this],
+                                      [inner.stream.schema[i] for _, i in eqs] + [inner.stream.schema[ycol]])
         renamed = self.c.disjoint(rel2.stream.schema, inner)
         rename = dict(zip(inner.stream.schema, renamed.stream.schema, strict=True))
         ikeys = [rename[i] for _, i in eqs] + [rename[ycol]]
@@ -264,11 +266,16 @@ class SubqueryLowering:
             return "outer"
         self.src.unknown(f"unknown column {col.sql(dialect='duckdb')}", col)
 
-    def outer_keys(self, rel: Rel, scope: Scope, nodes: list[exp.Expression]) -> tuple[Rel, list[str]]:
+    def outer_keys(self, rel: Rel, scope: Scope, nodes: list[exp.Expression],
+                   like: list[pl.DataType] | None = None) -> tuple[Rel, list[str]]:
+        """`rel` with a column per outer key expression; a key of DuckDB's NULL type (a NULL literal)
+        takes the type of the inner key it is compared with (`like`), as NULL compares with any type."""
         comp = ExprCompiler(scope)
         items, cols = [], []
-        for n in nodes:
-            e = comp(n)
+        for i, n in enumerate(nodes):
+            e = comp(n, rel.stream.schema)
+            if like is not None and e.dtype(rel.stream.schema) == pl.Null():
+                e = ir.Cast(e, like[i])
             if isinstance(e, ir.Col) and e.name not in cols:
                 cols.append(e.name)
             else:  # an expression, or a column already used as a key (a join takes each key once)
