@@ -40,6 +40,8 @@ CREATE VIEW group_by_all AS SELECT a % 2 AS p, b, count(*) AS n FROM t GROUP BY 
 CREATE VIEW top_column_first AS SELECT a % 2 AS a, count(*) AS n FROM t GROUP BY a ORDER BY a, n LIMIT 2;
 CREATE VIEW top_input_expr AS SELECT -a AS a, b FROM t ORDER BY a + 0 DESC, b LIMIT 2;
 CREATE VIEW top_alias_expr AS SELECT a + 1 AS x, b FROM t ORDER BY x * 2, b LIMIT 2;
+CREATE VIEW constant_key AS SELECT count(*) AS n FROM t GROUP BY 1.25;
+CREATE VIEW constant_and_position AS SELECT b, count(*) AS n FROM t GROUP BY 1.0, 1;
 CREATE VIEW top_item_text AS SELECT b AS x, count(*) AS n FROM t GROUP BY x ORDER BY b DESC LIMIT 1;
 """
 

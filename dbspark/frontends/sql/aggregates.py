@@ -176,7 +176,7 @@ def group_keys(c: Compiler, node: exp.Select, items: list[tuple[str, exp.Express
     out = []
     aliases = {name_of(e.args["alias"]): e.this for e in node.expressions if isinstance(e, exp.Alias)}
     for g in group.expressions:
-        if isinstance(g, exp.Literal) and not g.is_string:
+        if isinstance(g, exp.Literal) and not g.is_string and g.this.isdigit():  # 1.25 is a constant key
             i = int(g.this)
             if not 1 <= i <= len(items):
                 c.src.schema_error(f"GROUP BY position {i} is not in the select list", g)
