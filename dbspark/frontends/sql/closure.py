@@ -85,8 +85,8 @@ def closure_form(name: str, cols: list[str], body: Any) -> tuple[int, int] | Non
     if None in ends or any(not c.table for c in ends):  # type: ignore[union-attr]
         return None
     ref = lambda c: (c.table, c.name)  # noqa: E731
-    pr = [ref(c) for c in proj]  # type: ignore[union-attr]
-    eq = {ref(c) for c in ends}  # type: ignore[union-attr]
+    pr = [ref(c) for c in proj]
+    eq = {ref(c) for c in ends}
     right_linear = pr == [(p_ref, x), (t_ref, b)] and eq == {(p_ref, y), (t_ref, a)}
     left_linear = pr == [(t_ref, a), (p_ref, y)] and eq == {(t_ref, b), (p_ref, x)}
     return (0, 1) if right_linear or left_linear else None

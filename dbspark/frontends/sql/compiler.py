@@ -255,7 +255,8 @@ class Compiler:
             return rel
         n = self.constant_int(limit.expression, "LIMIT") if limit is not None else None
         off = self.constant_int(offset.expression, "OFFSET") if offset is not None else 0
-        orders = node.args.get("order").expressions if node.args.get("order") else []
+        order = node.args.get("order")
+        orders = order.expressions if order is not None else []
         keys = [SortKey(col, bool(o.args.get("desc")), bool(o.args.get("nulls_first")))
                 for col, o in zip(cols, orders, strict=True)]
         s = rel.stream.circuit.add(StreamTopK(tuple(keys), n, off), rel.stream)

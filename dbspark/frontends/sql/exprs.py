@@ -25,7 +25,7 @@ AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev, exp.Std
               exp.Variance, exp.VariancePop, exp.Median, exp.Mode)
 SUBQUERIES = (exp.Subquery, exp.Exists)
 
-BINARY = {
+BINARY: dict[type, str] = {
     exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul", exp.Div: "sql_div", exp.IntDiv: "int_div", exp.Mod: "sql_mod",
     exp.EQ: "eq", exp.NEQ: "ne", exp.LT: "lt", exp.LTE: "le", exp.GT: "gt", exp.GTE: "ge",
     exp.And: "and", exp.Or: "or",
@@ -132,6 +132,7 @@ class ExprCompiler:
                 left, right = right, left
             else:
                 return None
+        assert isinstance(right, exp.Interval)
         months, days = interval(right, self.src)
         if op == "sub":
             months, days = -months, -days

@@ -11,7 +11,7 @@ whole row of the preserved side).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlglot import exp
 
@@ -30,14 +30,19 @@ def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     """The AND-ed parts of a condition."""
     if node is None:
         return []
-    node = node.unnest() if isinstance(node, exp.Paren) else node
+    node = unparen(node)
     if isinstance(node, exp.And):
         return conjuncts(node.this) + conjuncts(node.expression)
     return [node]
 
 
+def unparen(node: exp.Expression) -> exp.Expression:
+    """The expression inside any parentheses around it."""
+    return cast(exp.Expression, node.unnest()) if isinstance(node, exp.Paren) else node
+
+
 def disjuncts(node: exp.Expression) -> list[exp.Expression]:
-    node = node.unnest() if isinstance(node, exp.Paren) else node
+    node = unparen(node)
     if isinstance(node, exp.Or):
         return disjuncts(node.this) + disjuncts(node.expression)
     return [node]
@@ -286,7 +291,7 @@ class FromPlanner:
                   ) -> list[tuple[exp.Expression, exp.Expression, exp.Expression]]:
         """Conditions `x = y` with x an expression over a's columns only and y over b's (or the other way
         round): (condition, x, y)."""
-        keys = []
+        keys: list[tuple[exp.Expression, exp.Expression, exp.Expression]] = []
         for c in conds:
             if not isinstance(c, exp.EQ) or has_subquery(c):
                 continue
@@ -361,8 +366,8 @@ class FromPlanner:
                    node: Any) -> Rel:
         if side == "RIGHT":
             out = self.outer_join(right, left, "LEFT", on, using, node)
-            lcols = set(left.stream.schema)
-            fields = [f for f in out.fields if f.col in lcols] + [f for f in out.fields if f.col not in lcols]
+            left_cols = set(left.stream.schema)
+            fields = [f for f in out.fields if f.col in left_cols] + [f for f in out.fields if f.col not in left_cols]
             return Rel(out.stream, using_in_place(fields, left.fields, using))
         right = self.c.disjoint(left.stream.schema, right)
         conds = conjuncts(on) if on is not None else []

@@ -8,7 +8,7 @@ identifiers and literals.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import sqlglot
 from sqlglot import exp
@@ -74,7 +74,7 @@ def parse(text: str) -> tuple[Source, list[exp.Expression]]:
                          f" near {info.get('highlight', '')!r}", info.get("line"), info.get("col")) from None
     except sqlglot.errors.TokenError as e:
         raise ParseError(f"SQL syntax error: {e}") from None
-    return src, [s for s in statements if s is not None]
+    return src, [cast(exp.Expression, s) for s in statements if s is not None]
 
 
 def name_of(ident: Any) -> str:

@@ -152,6 +152,7 @@ class SubqueryLowering:
             yes = matched.map(*base, (col, ir.Lit(True)))
             no = (rel.stream - matched).map(*base, (col, ir.Lit(False)))
             return Rel(yes + no, rel.fields), col
+        assert isinstance(node, exp.In)
         parts = self.in_parts(rel, node, scope, correlated_ok=True)
         if parts is None:
             return self.mark_correlated_in(rel, node, scope, col)
@@ -204,8 +205,8 @@ class SubqueryLowering:
         rest = drop_to(outer_s - matched, cols)
         grouped = rest.stream_join(stats, left_on=okeys[:-1], right_on=ikeys[:-1])
         unknown = ir.Binary("or", ir.Col(okeys[-1]).is_null(), ir.Col(nn) < ir.Col(n))
-        value = ir.Case(((unknown, ir.Cast(ir.Lit(None), pl.Boolean())),), ir.Lit(False))
-        some = grouped.map(*base, (col, value))
+        mark = ir.Case(((unknown, ir.Cast(ir.Lit(None), pl.Boolean())),), ir.Lit(False))
+        some = grouped.map(*base, (col, mark))
         none = rest.stream_antijoin(stats, left_on=okeys[:-1], right_on=ikeys[:-1]).map(*base, (col, ir.Lit(False)))
         return Rel(yes + some + none, rel.fields), col
 
