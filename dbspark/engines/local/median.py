@@ -8,7 +8,8 @@ DuckDB interpolates in the type's storage (`quantile_sort_tree.hpp`, `CastInterp
   floored midpoint, exact while hi - lo < 2^53;
 - DECIMAL(p > 18, s), stored as a 128-bit integer: trunc(double(lo) * 0.5 + double(hi) * 0.5) in units,
   with DuckDB's 128-bit-to-double conversion (double(low 64 bits) + double(high 64 bits) * 2^64, which
-  may round twice); the result keeps the type DECIMAL(p, s);
+  may round twice); the result keeps the type DECIMAL(p, s). Where that rounding passes the type's
+  bounds (DuckDB then returns a value the type cannot hold) the bound is taken;
 - DATE, TIMESTAMP: a TIMESTAMP, llround(lo * 0.5 + hi * 0.5) in microseconds (exact for DATE);
 - other numbers: DOUBLE, lo * 0.5 + hi * 0.5.
 
@@ -36,6 +37,8 @@ def median_expr(lo: pl.Expr, hi: pl.Expr, odd: pl.Expr, t: pl.DataType) -> pl.Ex
             units = ul + ((uh - ul).cast(pl.Float64) * 0.5).cast(pl.Int128)
         else:
             units = (hugeint_to_double(ul) * 0.5 + hugeint_to_double(uh) * 0.5).cast(pl.Int128)
+            top = pl.lit(10**p - 1, pl.Int128)  # DuckDB's double may round past the type's bounds (it
+            units = units.clip(-top, top)       # returns 1E20 for DECIMAL(20,0)'s largest value twice)
         unit = pl.lit(Decimal(1).scaleb(-s), pl.Decimal(38, s))
         mid = (units.cast(pl.Decimal(38, 0)) * unit).cast(rt)
     elif isinstance(rt, pl.Datetime):
