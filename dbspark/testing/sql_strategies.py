@@ -39,9 +39,9 @@ DEC_UNITS = (-150, -1, 0, 1, 25, 100, 999)  # times 10**-scale
 STR_VALUES = ("", "a", "b", "ab", "A", "a%", "_b", "%", "abc", "b_a")
 # the `ordered` family's columns: values near the bounds of wide DECIMALs (through DOUBLE, MEDIAN lost
 # their digits) and of DATE (issue 21)
-WIDE_UNITS = {"d": (10**18 - 1, -(10**18 - 1), 123456789012345678, 123456789012345690, 123456789012345691, -1, 5),
-              "w": (10**38 - 1, -(10**38 - 1), 12345678901234567890123456789012345678, 10**37 + 1, -3, 1)}
-WIDE_SCALES = {"d": 4, "w": 10}
+WIDE_UNITS = {"d18": (10**18 - 1, -(10**18 - 1), 123456789012345678, 123456789012345690, 123456789012345691, -1, 5),
+              "d38": (10**38 - 1, -(10**38 - 1), 12345678901234567890123456789012345678, 10**37 + 1, -3, 1)}
+WIDE_SCALES = {"d18": 4, "d38": 10}
 WIDE_DATES = (dt.date(1, 1, 1), dt.date(1970, 1, 1), dt.date(2020, 2, 29), dt.date(2020, 3, 1), dt.date(9999, 12, 31))
 DATE_VALUES = (dt.date(2020, 1, 31), dt.date(2020, 2, 29), dt.date(2021, 12, 31), dt.date(2022, 6, 15),
                dt.date(2023, 3, 1))
@@ -133,7 +133,7 @@ def values(col: Column, dec: tuple[int, int]) -> tuple[Any, ...]:
         return BIG_VALUES
     if col.name in ("src", "dst"):
         return (0, 1, 2, 3, 4)
-    if col.name in WIDE_UNITS:
+    if col.name in WIDE_UNITS:  # names of the WIDE schema only
         exact = Context(prec=40)  # the default context keeps 28 digits
         return tuple(Decimal(u).scaleb(-WIDE_SCALES[col.name], exact) for u in WIDE_UNITS[col.name])
     if col.name == "dd":
@@ -334,7 +334,7 @@ class QueryGen:
         if keys and d(st.integers(0, 3)) == 0:  # a computed key (not a bare integer: that is a position)
             kind = keys[0][1]
             key = self.expr(kind, refs, 1)
-            keys[0] = (key, kind) if not key.lstrip("-").isdigit() else keys[0]
+            keys[0] = (key, kind) if not key.strip("()- ").isdigit() else keys[0]  # `(- 0)` too
         sel = [f"{k} AS g{i + 1}" for i, (k, _) in enumerate(keys)]
         sel += [f"{self.aggregate_call(refs, exact)} AS a{i + 1}" for i in range(d(st.integers(1, 3)))]
         group = f" GROUP BY {', '.join(k for k, _ in keys)}" if keys else ""
@@ -612,8 +612,8 @@ EDGES = Schema((Table("e", (Column("src", "int", "BIGINT"), Column("dst", "int",
                             Column("w", "bool", "BOOLEAN"))),))
 
 
-_WIDE_COLS = (Column("k", "int", "BIGINT"), Column("d", "dec", "DECIMAL(18,4)"), Column("w", "dec", "DECIMAL(38,10)"),
-              Column("dd", "date", "DATE"))
+_WIDE_COLS = (Column("k", "int", "BIGINT"), Column("d18", "dec", "DECIMAL(18,4)"),
+              Column("d38", "dec", "DECIMAL(38,10)"), Column("dd", "date", "DATE"))
 WIDE = Schema((Table("t0", _WIDE_COLS), Table("t1", _WIDE_COLS)), (18, 4))
 
 BIG = Schema((Table("t0", (Column("k", "int", "BIGINT"), Column("a", "int", "BIGINT"))),
