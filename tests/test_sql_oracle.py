@@ -248,6 +248,14 @@ def test_with_recursive(case: Case) -> None:
 
 
 @LOCAL
+@given(cases("ordered"))
+def test_ordered_aggregates_of_wide_decimals_and_dates(case: Case) -> None:
+    """MEDIAN, MIN, MAX, MODE of DECIMAL(18,4), DECIMAL(38,10) and DATE values up to the types' bounds, exact
+    (DECIMAL against DECIMAL) and typed as DuckDB types them (issue 21)."""
+    run_case(case)
+
+
+@LOCAL
 @given(cases("overflow"))
 def test_integer_overflow_rejects_the_step(case: Case) -> None:
     """BIGINT values near the limits: a step whose views overflow in DuckDB is rejected whole by dbspark."""

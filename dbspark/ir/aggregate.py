@@ -107,8 +107,21 @@ def result_dtype(c: AggCall, s: pl.Schema) -> pl.DataType:
     if c.func in ("avg", "var_samp", "var_pop", "stddev_samp", "stddev_pop"):
         return pl.Float64()
     if c.func == "median":
-        return pl.Float64() if t.is_numeric() else t
+        return median_dtype(t)
     return t  # min, max, mode
+
+
+def median_dtype(t: pl.DataType) -> pl.DataType:
+    """DuckDB's MEDIAN type: a DECIMAL keeps its type, a DATE's or TIMESTAMP's median is a TIMESTAMP (the
+    midpoint of an even count may fall between days), other numbers give DOUBLE, anything else its own type
+    (the lower middle value)."""
+    if isinstance(t, pl.Decimal):
+        return t
+    if t == pl.Date():
+        return pl.Datetime("us")
+    if isinstance(t, pl.Datetime):
+        return t
+    return pl.Float64() if t.is_numeric() else t
 
 
 def _dtype(t: Any) -> pl.DataType:

@@ -15,9 +15,9 @@ in call order (deletes of a step before its inserts, when a key is updated).
 
 Comparison (`compare_frames`): as multisets (a dbspark weight w is w copies of the row; a non-positive
 weight in a view is an error), NULL equal to NULL, numbers with a relative tolerance (1e-9; DECIMAL
-and DOUBLE representations compare), integers, strings, dates and booleans exactly. Column names are
-compared where DuckDB's name is an identifier (an alias or a column), not where it is DuckDB's
-rendering of an unaliased expression.
+and DOUBLE representations compare), integers, strings, dates, booleans and DECIMAL against DECIMAL
+exactly. Column names are compared where DuckDB's name is an identifier (an alias or a column), not
+where it is DuckDB's rendering of an unaliased expression.
 
 ORDER BY ... LIMIT views are compared as multisets too. When the order keys tie at the limit boundary
 the top k rows are not unique; then (if every ORDER BY key is an output column) the view is accepted
@@ -62,6 +62,14 @@ def _normalize(actual: pl.DataFrame, expected: pl.DataFrame) -> tuple[pl.DataFra
     approx = []
     for c in names:
         ka, ke = _kind(a.schema[c]), _kind(e.schema[c])
+        if isinstance(a.schema[c], pl.Decimal) and isinstance(e.schema[c], pl.Decimal):
+            try:  # exact: both sides are DECIMAL (through DOUBLE, distinct wide decimals would compare equal)
+                scale = max(a.schema[c].scale or 0, e.schema[c].scale or 0)
+                a = a.with_columns(pl.col(c).cast(pl.Decimal(38, scale)))
+                e = e.with_columns(pl.col(c).cast(pl.Decimal(38, scale)))
+                continue
+            except pl.exceptions.PolarsError:
+                pass
         if ka == ke == "int":
             try:
                 a = a.with_columns(pl.col(c).cast(pl.Int64))

@@ -12,7 +12,9 @@ as SQL text (DuckDB dialect, read alike by dbspark and DuckDB) and change stream
   broken by all output columns ascending, NULLS LAST).
 * `change_streams(schema)`: steps of inserts and deletes per table; deletes are of rows present
   (duplicates among them), inserts repeat present rows often, and some steps are empty.
-* `cases(family)`: a `Case` (schema, 1-3 views of the family, change stream).
+* `cases(family)`: a `Case` (schema, 1-3 views of the family, change stream). The `ordered` family has a
+  schema of its own (`WIDE`): DECIMAL(18,4), DECIMAL(38,10) and DATE columns with values up to the types'
+  bounds, under MEDIAN / MIN / MAX / MODE.
 
 Values come from small domains so that joins match, groups collide and duplicates are frequent.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 from hypothesis import strategies as st
@@ -35,6 +37,12 @@ BIG_VALUES = (1, 3, 2**62, -(2**62), 2**63 - 1)  # the overflow family's column 
 FLOAT_VALUES = (-1.5, -0.25, 0.0, 0.5, 1.0, 2.75, 3.0)
 DEC_UNITS = (-150, -1, 0, 1, 25, 100, 999)  # times 10**-scale
 STR_VALUES = ("", "a", "b", "ab", "A", "a%", "_b", "%", "abc", "b_a")
+# the `ordered` family's columns: values near the bounds of wide DECIMALs (through DOUBLE, MEDIAN lost
+# their digits) and of DATE (issue 21)
+WIDE_UNITS = {"d18": (10**18 - 1, -(10**18 - 1), 123456789012345678, 123456789012345690, 123456789012345691, -1, 5),
+              "d38": (10**38 - 1, -(10**38 - 1), 12345678901234567890123456789012345678, 10**37 + 1, -3, 1)}
+WIDE_SCALES = {"d18": 4, "d38": 10}
+WIDE_DATES = (dt.date(1, 1, 1), dt.date(1970, 1, 1), dt.date(2020, 2, 29), dt.date(2020, 3, 1), dt.date(9999, 12, 31))
 DATE_VALUES = (dt.date(2020, 1, 31), dt.date(2020, 2, 29), dt.date(2021, 12, 31), dt.date(2022, 6, 15),
                dt.date(2023, 3, 1))
 LIKE_PATTERNS = ("'a%'", "'%b'", "'_'", "'%a%'", "'a_'", "'%!%%' ESCAPE '!'", "'!_%' ESCAPE '!'", "'%'", "''")
@@ -125,6 +133,11 @@ def values(col: Column, dec: tuple[int, int]) -> tuple[Any, ...]:
         return BIG_VALUES
     if col.name in ("src", "dst"):
         return (0, 1, 2, 3, 4)
+    if col.name in WIDE_UNITS:  # names of the WIDE schema only
+        exact = Context(prec=40)  # the default context keeps 28 digits
+        return tuple(Decimal(u).scaleb(-WIDE_SCALES[col.name], exact) for u in WIDE_UNITS[col.name])
+    if col.name == "dd":
+        return WIDE_DATES
     if col.kind == "dec":
         p, s = dec
         return tuple(Decimal(u).scaleb(-s) for u in DEC_UNITS if abs(u) < 10 ** p)
@@ -323,7 +336,7 @@ class QueryGen:
         if keys and d(st.integers(0, 3)) == 0:  # a computed key (not a bare integer: that is a position)
             kind = keys[0][1]
             key = self.expr(kind, refs, 1)
-            keys[0] = (key, kind) if not key.strip("(- )").isdigit() else keys[0]  # DuckDB: (- 0) too
+            keys[0] = (key, kind) if not key.strip("()- ").isdigit() else keys[0]  # DuckDB: (- 0) too
         sel = [f"{k} AS g{i + 1}" for i, (k, _) in enumerate(keys)]
         sel += [f"{self.aggregate_call(refs, exact)} AS a{i + 1}" for i in range(d(st.integers(1, 3)))]
         group = f" GROUP BY {', '.join(k for k, _ in keys)}" if keys else ""
@@ -578,6 +591,20 @@ class QueryGen:
                    "SELECT c.g, c.x FROM c JOIN m ON c.g IS NOT DISTINCT FROM m.g AND c.n = m.mx")
         return view, rest, allowed
 
+    def ordered(self) -> str:
+        """MEDIAN / MIN / MAX (DISTINCT at times) of a DECIMAL(18,4), DECIMAL(38,10) or DATE column of the
+        `WIDE` schema (values up to the types' bounds), of the column, its negation or a CASE of it."""
+        d = self.draw
+        t = self.table()
+        c = d(st.sampled_from([c.name for c in t.columns if c.name != "k"]))
+        x = d(st.sampled_from([c, f"CASE WHEN k >= 2 THEN {c} END"] + ([f"(- {c})"] if c != "dd" else [])))
+        funcs = d(st.lists(st.sampled_from(["median", "median", "min", "max"]), min_size=1, max_size=3))
+        calls = [f"{f}({'DISTINCT ' if d(st.integers(0, 4)) == 0 else ''}{x}) AS a{i + 1}" for i, f in enumerate(funcs)]
+        grouped = d(st.integers(0, 3)) > 0
+        where = d(st.sampled_from(["", "", " WHERE k >= 1", " WHERE k <> 2"]))
+        return (f"SELECT {'k AS g1, ' if grouped else ''}{', '.join(calls)} FROM {t.name}{where}"
+                f"{' GROUP BY k' if grouped else ''}")
+
     def overflow(self) -> str:
         d = self.draw
         t = self.table()
@@ -626,11 +653,15 @@ def _outputs(query: str) -> list[str]:
 
 # ---- cases -----------------------------------------------------------------------------------------------
 FAMILIES = ("select", "expressions", "aggregates", "joins", "subqueries", "setops", "topk", "ctes", "recursive",
-            "mode", "overflow", "subqueries_or", "subqueries_hard")
+            "mode", "overflow", "subqueries_or", "subqueries_hard", "ordered")
 
 EDGES = Schema((Table("e", (Column("src", "int", "BIGINT"), Column("dst", "int", "BIGINT"),
                             Column("w", "bool", "BOOLEAN"))),))
 
+
+_WIDE_COLS = (Column("k", "int", "BIGINT"), Column("d18", "dec", "DECIMAL(18,4)"),
+              Column("d38", "dec", "DECIMAL(38,10)"), Column("dd", "date", "DATE"))
+WIDE = Schema((Table("t0", _WIDE_COLS), Table("t1", _WIDE_COLS)), (18, 4))
 
 BIG = Schema((Table("t0", (Column("k", "int", "BIGINT"), Column("a", "int", "BIGINT"))),
               Table("t1", (Column("k", "int", "BIGINT"), Column("a", "int", "BIGINT")))))
@@ -642,6 +673,8 @@ def cases(draw: st.DrawFn, family: str, max_views: int = 3, max_steps: int = 4) 
         schema = EDGES
     elif family == "overflow":
         schema = BIG
+    elif family == "ordered":
+        schema = WIDE
     else:
         schema = draw(schemas())
     g = QueryGen(draw, schema)
@@ -652,14 +685,14 @@ def cases(draw: st.DrawFn, family: str, max_views: int = 3, max_steps: int = 4) 
         if fam == "topk":
             q, o = g.topk()
             views.append(View(name, q, o))
-        elif fam == "mode":
+        elif fam == "mode" or (fam == "ordered" and draw(st.integers(0, 3)) == 0):
             q, rest, allowed = g.mode()
             views.append(View(name, q, rest, mode=allowed))
         else:
             build = {"select": g.select, "expressions": lambda: g.select(deep=True), "aggregates": g.group_by, "joins": g.join,
                      "subqueries": g.subquery, "subqueries_or": lambda: g.subquery("or"),
                      "subqueries_hard": lambda: g.subquery("hard"), "setops": g.setop, "ctes": g.cte, "recursive": g.recursive,
-                     "overflow": g.overflow}[fam]
+                     "overflow": g.overflow, "ordered": g.ordered}[fam]
             views.append(View(name, build()))
     return Case(schema, tuple(views), draw(change_streams(schema, max_steps)))
 

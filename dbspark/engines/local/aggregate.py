@@ -18,6 +18,7 @@ import polars as pl
 from dbspark.algebra.weights import INT64_MAX
 from dbspark.algebra.zset import WEIGHT, ZSet, with_weight
 from dbspark.engines.local.exprs import fdiv
+from dbspark.engines.local.median import median_expr, median_frame
 from dbspark.errors import NegativeStateError, WeightError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
 from dbspark.trace.ordered import NegativeMultiplicityError, OrderedMultiset
@@ -109,7 +110,8 @@ def _finalize(acc: pl.DataFrame, spec: AggSpec) -> list[pl.Expr]:
 
 
 # ---- ordered and user aggregates: value of one group --------------------------------------------
-def _ordered_value(func: str, ms: OrderedMultiset, numeric: bool) -> Any:
+def _ordered_value(func: str, ms: OrderedMultiset) -> Any:
+    """MIN, MAX or MODE of a group; for MEDIAN its middle values and count (`median_frame` finishes it)."""
     if len(ms) == 0:
         return None
     if func == "min":
@@ -118,8 +120,7 @@ def _ordered_value(func: str, ms: OrderedMultiset, numeric: bool) -> Any:
         return ms.max()
     if func == "mode":
         return ms.mode()
-    lo, hi = ms.median_low(), ms.median_high()
-    return (lo + hi) / 2 if numeric else lo
+    return ms.median_low(), ms.median_high(), len(ms)
 
 
 def _power(ua: UserAggregate, v: Any, n: int) -> Any:
@@ -208,8 +209,9 @@ def _nonlinear_full(df: pl.DataFrame, keys: list[str], c: AggCall, spec: AggSpec
                                             pl.col(WEIGHT).sum().over(keys).alias("__n"))
         lo = pl.col(x).filter(pl.col("__cum") > (pl.col("__n") - 1) // 2).first()
         hi = pl.col(x).filter(pl.col("__cum") > pl.col("__n") // 2).first()
-        numeric = spec.input_schema[c.arg].is_numeric()
-        e = ((lo.cast(pl.Float64) + hi.cast(pl.Float64)) / 2) if numeric else lo
+        mid = v.group_by(keys).agg(lo.alias("__lo"), hi.alias("__hi"), pl.col("__n").first())
+        e = median_expr(pl.col("__lo"), pl.col("__hi"), pl.col("__n") % 2 == 1, spec.input_schema[c.arg])
+        return mid.select(*keys, e.cast(t).alias(c.name))
     return v.group_by(keys).agg(e.cast(t).alias(c.name))
 
 
@@ -269,7 +271,13 @@ class AggregateState:
         cols = [pl.col(k) for k in keys] + _finalize(acc, spec)
         out = acc.select(cols)
         for i, c in self.nl:
-            out = out.with_columns(pl.Series(c.name, nl[i], dtype=result_dtype(c, spec.input_schema)))
+            if c.func == "median":  # (lo, hi, n) per group, or None
+                mids = [m or (None, None, None) for m in nl[i]]
+                lo, hi, n = ([m[k] for m in mids] for k in range(3))
+                col = median_frame(lo, hi, n, spec.input_schema[c.arg], c.name)  # type: ignore[index]
+            else:
+                col = pl.Series(c.name, nl[i], dtype=result_dtype(c, spec.input_schema))
+            out = out.with_columns(col)
         mask = (acc[WEIGHT] > 0) | keep_empty
         out = out.filter(mask).select([*keys, *[c.name for c in spec.calls]])
         if not spec.by:
@@ -280,7 +288,7 @@ class AggregateState:
         """Old and new values of the ordered and user aggregates, for the groups in `gk` (in order)."""
         if not self.nl:
             return {}, {}
-        spec, keys = self.spec, _keys(self.spec)
+        keys = _keys(self.spec)
         groups = gk.rows()
         old = {i: [None] * len(groups) for i, _ in self.nl}
         new = {i: [None] * len(groups) for i, _ in self.nl}
@@ -288,7 +296,6 @@ class AggregateState:
         for i, c in self.nl:
             x = c.arg
             assert x is not None
-            numeric = spec.input_schema[x].is_numeric()
             ch = d.filter(pl.col(x).is_not_null()).select(*keys, pl.col(x).alias("__x"), WEIGHT).group_by(
                 [*keys, "__x"]).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)  # x may be a key too
             by_group: dict[tuple, tuple[list, list]] = {}
@@ -304,13 +311,13 @@ class AggregateState:
                 if isinstance(c.func, UserAggregate):
                     old[i][n] = _final_user(c.func, cur[0]) if cur else None
                 else:
-                    old[i][n] = _ordered_value(c.func, cur, numeric) if cur is not None else None
+                    old[i][n] = _ordered_value(c.func, cur) if cur is not None else None
                 if g in by_group:
                     cur = self._apply(g, i, c, by_group[g], undo)
                 if isinstance(c.func, UserAggregate):
                     new[i][n] = _final_user(c.func, cur[0]) if cur else None
                 else:
-                    new[i][n] = _ordered_value(c.func, cur, numeric) if cur is not None else None
+                    new[i][n] = _ordered_value(c.func, cur) if cur is not None else None
         return old, new
 
     def _apply(self, g: tuple, i: int, c: AggCall, change: tuple[list, list], undo: list) -> Any:

@@ -29,6 +29,7 @@ import polars as pl
 
 from dbspark.algebra.zset import WEIGHT
 from dbspark.engines.spark.convert import spark_type
+from dbspark.engines.spark.median import median_sql
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
 
@@ -298,10 +299,8 @@ def _ordered(spec: AggSpec, s: str, incremental: bool) -> tuple[list[Any], list[
             v = f"{st}.mx"
         elif c.func == "mode":
             v = f"{st}.bx"
-        elif xdt.is_numeric():
-            v = f"(CAST({st}.lo AS double) + CAST({st}.hi AS double)) / 2"
-        else:
-            v = f"{st}.lo"
+        else:  # DuckDB's MEDIAN, in the type's storage (`median_sql`)
+            v = median_sql(f"{st}.lo", f"{st}.hi", n, xdt)
         cols.append(F.expr(f"CAST({v} AS {_t(t)}) AS {out}"))
         if incremental:
             msg = (f"concat({_lit(f'aggregate {c.name!r}, group ')}, {_group_repr(spec, False)}, ': multiplicity of ', "

@@ -8,7 +8,6 @@ aggregates by their SQL text (`Scope.computed`); any other column is an error na
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -23,7 +22,6 @@ from dbspark.ir import expr as ir
 if TYPE_CHECKING:
     from dbspark.frontends.sql.compiler import Compiler
 
-EPOCH = dt.date(1970, 1, 1)
 FUNCS = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max", exp.Stddev: "stddev_samp",
          exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
          exp.VariancePop: "var_pop", exp.Median: "median", exp.Mode: "mode", exp.Count: "count"}
@@ -73,8 +71,6 @@ def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
             if f is not None:
                 fields.append(Field(f.name, col, f.qualifier, f.hidden))
     calls: dict[str, Any] = {}
-    decimal_medians: dict[str, pl.Decimal] = {}
-    date_medians: set[str] = set()
     distinct_calls: list[tuple[str, str, str]] = []  # (out col, func, arg col)
     for a in aggs:
         for inner in a.iter_expressions():
@@ -100,15 +96,10 @@ def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
             src.unsupported(f"{func.upper()} with several arguments", a)
         acol = c.names.fresh("x")
         arg_ir = comp(arg, rel.stream.schema)
-        if func == "median":
+        if func == "median":  # the core's MEDIAN has DuckDB's types (`ir.aggregate.median_dtype`)
             t = arg_ir.dtype(rel.stream.schema)
-            if t == pl.Date():  # DuckDB: the midpoint as a TIMESTAMP; the median of the days since 1970
-                arg_ir = ir.Binary("sub", arg_ir, ir.Lit(EPOCH))
-                date_medians.add(out)
-            elif t.is_temporal():
+            if t.is_temporal() and t != pl.Date() and not isinstance(t, pl.Datetime):
                 src.unsupported(f"MEDIAN of a {t}", a)
-            elif isinstance(t, pl.Decimal):
-                decimal_medians[out] = t
         pre.append((acol, arg_ir))
         if distinct:
             distinct_calls.append((out, func, acol))
@@ -118,9 +109,6 @@ def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
     if not calls:
         calls[c.names.fresh("a")] = "count_star"
     s = base.stream_aggregate(key_cols or None, **calls)
-    if decimal_medians or date_medians:  # DuckDB's MEDIAN types (see the helpers below)
-        s = s.map(*[(col, _decimal_median(col, decimal_medians[col]) if col in decimal_medians else
-                     _date_median(col) if col in date_medians else ir.Col(col)) for col in s.schema])
     keep = key_cols + list(calls)
     for out, func, acol in distinct_calls:
         keep.append(out)
@@ -134,23 +122,6 @@ def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
             s = s.stream_product(d)
     post = Scope(fields, src, computed=computed, outer=scope.outer, grouped=True, pre=scope)
     return Rel(s, fields), post, items
-
-
-def _decimal_median(col: str, t: pl.Decimal) -> ir.Expr:
-    """The floored midpoint in units of 10^-scale from the core's DOUBLE midpoint m: round(2 m 10^s) is
-    exactly twice the midpoint in units (an integer), so floor of its half is exact (below 2^52 units)."""
-    scale = t.scale or 0
-    twice = ir.Func("round", (ir.Binary("mul", ir.Col(col), ir.Lit(2.0 * 10.0 ** scale)),))
-    units = ir.Func("floor", (ir.Binary("sql_div", twice, ir.Lit(2.0)),))
-    return ir.Cast(ir.Binary("sql_div", units, ir.Lit(10.0 ** scale)), pl.Decimal(t.precision or 38, scale))
-
-
-def _date_median(col: str) -> ir.Expr:
-    """The TIMESTAMP 1970-01-01 plus the median number of days (a midpoint may be half a day)."""
-    m = ir.Col(col)
-    days = ir.Func("floor", (m,))
-    micros = ir.Func("round", (ir.Binary("mul", ir.Binary("sub", m, days), ir.Lit(86_400_000_000.0)),))
-    return ir.Func("date_add", (ir.Lit(EPOCH), ir.Lit(0), ir.Cast(days, pl.Int64()), ir.Cast(micros, pl.Int64())))
 
 
 def _field_of(scope: Scope, col: exp.Column) -> Field | None:
