@@ -38,11 +38,7 @@ def _imports(path: Path) -> list[str]:
     return out
 
 
-MOVING = pytest.mark.xfail(strict=True, reason="engines/spark still imports engines/local helpers (being moved "
-                                                "to neutral modules: cast forms, LIKE, user aggregate folds)")
-
-
-@pytest.mark.parametrize("engine", [pytest.param("local"), pytest.param("spark", marks=MOVING)])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_an_engine_imports_no_other_engine(engine: str) -> None:
     others = [e for e in ENGINES if e != engine]
     bad = [

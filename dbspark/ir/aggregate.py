@@ -37,6 +37,34 @@ class UserAggregate:
     r: Callable[[Any], Any] | None = None
     dtype: Any = None
 
+    def power(self, v: Any, n: int) -> Any:
+        """g applied to n copies of v, by doubling (weights may be large)."""
+        result = None
+        base = v
+        while n:
+            if n & 1:
+                result = base if result is None else self.g(result, base)
+            n >>= 1
+            if n:
+                base = self.g(base, base)
+        return result
+
+    def fold(self, values: list[Any], weights: list[int]) -> Any:
+        """The accumulated value of a group: each non-NULL value of positive weight w counts w times."""
+        acc = None
+        for v, w in zip(values, weights, strict=True):
+            if v is None or w <= 0:
+                continue
+            p = self.power(self.f(v), w)
+            acc = p if acc is None else self.g(acc, p)
+        return acc
+
+    def final(self, acc: Any) -> Any:
+        """The result of an accumulated value (NULL for an empty group)."""
+        if acc is None:
+            return None
+        return self.r(acc) if self.r is not None else acc
+
     def __hash__(self) -> int:
         return hash((self.name, id(self.f), id(self.g), id(self.d), id(self.r)))
 

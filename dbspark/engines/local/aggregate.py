@@ -123,35 +123,6 @@ def _ordered_value(func: str, ms: OrderedMultiset) -> Any:
     return ms.median_low(), ms.median_high(), len(ms)
 
 
-def _power(ua: UserAggregate, v: Any, n: int) -> Any:
-    """g applied to n copies of v, by doubling (weights may be large)."""
-    result = None
-    base = v
-    while n:
-        if n & 1:
-            result = base if result is None else ua.g(result, base)
-        n >>= 1
-        if n:
-            base = ua.g(base, base)
-    return result
-
-
-def _fold(ua: UserAggregate, values: list[Any], weights: list[int]) -> Any:
-    acc = None
-    for v, w in zip(values, weights, strict=True):
-        if v is None or w <= 0:
-            continue
-        p = _power(ua, ua.f(v), w)
-        acc = p if acc is None else ua.g(acc, p)
-    return acc
-
-
-def _final_user(ua: UserAggregate, acc: Any) -> Any:
-    if acc is None:
-        return None
-    return ua.r(acc) if ua.r is not None else acc
-
-
 # ---- from scratch ------------------------------------------------------------------------------
 def aggregate_full(z: ZSet, spec: AggSpec) -> ZSet:
     """The aggregate of a whole Z-set (the non-incremental `stream_aggregate`)."""
@@ -194,8 +165,8 @@ def _nonlinear_full(df: pl.DataFrame, keys: list[str], c: AggCall, spec: AggSpec
     if isinstance(c.func, UserAggregate):
         rows = []
         for key, grp in v.group_by(keys, maintain_order=True):
-            acc = _fold(c.func, grp[x].to_list(), grp[WEIGHT].to_list())
-            rows.append((*key, _final_user(c.func, acc)))
+            acc = c.func.fold(grp[x].to_list(), grp[WEIGHT].to_list())
+            rows.append((*key, c.func.final(acc)))
         return pl.DataFrame(rows, schema={**{k: df.schema[k] for k in keys}, c.name: t}, orient="row")
     if c.func == "min":
         e = pl.col(x).min()
@@ -309,13 +280,13 @@ class AggregateState:
                 cur = state[i] if state is not None else None
                 n = pos[g]
                 if isinstance(c.func, UserAggregate):
-                    old[i][n] = _final_user(c.func, cur[0]) if cur else None
+                    old[i][n] = c.func.final(cur[0]) if cur else None
                 else:
                     old[i][n] = _ordered_value(c.func, cur) if cur is not None else None
                 if g in by_group:
                     cur = self._apply(g, i, c, by_group[g], undo)
                 if isinstance(c.func, UserAggregate):
-                    new[i][n] = _final_user(c.func, cur[0]) if cur else None
+                    new[i][n] = c.func.final(cur[0]) if cur else None
                 else:
                     new[i][n] = _ordered_value(c.func, cur) if cur is not None else None
         return old, new
@@ -363,7 +334,7 @@ class AggregateState:
             return None
         if all(w > 0 for w in ws) or ua.d is not None:
             for v, w in zip(vs, ws, strict=True):
-                p = _power(ua, ua.f(v), abs(w))
+                p = ua.power(ua.f(v), abs(w))
                 if w > 0:
                     acc = p if acc is None else ua.g(acc, p)
                 else:
@@ -378,7 +349,7 @@ class AggregateState:
         probe = pl.DataFrame([g], schema={k: self.rows.schema[k] for k in keys}, orient="row")
         rows = self.rows.snapshot().seek(probe).df
         v = rows.filter(pl.col(c.arg).is_not_null()).group_by(c.arg).agg(pl.col(WEIGHT).sum())
-        return _fold(ua, v[c.arg].to_list(), v[WEIGHT].to_list())
+        return ua.fold(v[c.arg].to_list(), v[WEIGHT].to_list())
 
 
 def _add_acc(old: pl.DataFrame, dacc: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

@@ -42,8 +42,6 @@ def flat_map_batches(batches: Iterator[pa.RecordBatch], fn: Callable[[dict], Any
 def user_fold_entries(ua: UserAggregate, entries: list | None, t: pl.DataType) -> Any:
     """A user aggregate's value over one group's (x, w) entries sorted by x (an x may repeat: its
     count is the sum of its weights), as the local engine folds it, converted to the result type."""
-    from dbspark.engines.local.aggregate import _final_user, _fold
-
     xs: list[Any] = []
     ws: list[int] = []
     for e in entries or ():
@@ -53,7 +51,7 @@ def user_fold_entries(ua: UserAggregate, entries: list | None, t: pl.DataType) -
         else:
             xs.append(x)
             ws.append(w)
-    value = _final_user(ua, _fold(ua, xs, ws))
+    value = ua.final(ua.fold(xs, ws))
     if value is None:
         return None
     return pl.DataFrame([(value,)], schema={"v": t}, orient="row")["v"][0]
