@@ -62,9 +62,10 @@ def _normalize(actual: pl.DataFrame, expected: pl.DataFrame) -> tuple[pl.DataFra
     approx = []
     for c in names:
         ka, ke = _kind(a.schema[c]), _kind(e.schema[c])
-        if isinstance(a.schema[c], pl.Decimal) and isinstance(e.schema[c], pl.Decimal):
+        ta, te = a.schema[c], e.schema[c]
+        if isinstance(ta, pl.Decimal) and isinstance(te, pl.Decimal):
             try:  # exact: both sides are DECIMAL (through DOUBLE, distinct wide decimals would compare equal)
-                scale = max(a.schema[c].scale or 0, e.schema[c].scale or 0)
+                scale = max(ta.scale or 0, te.scale or 0)
                 a = a.with_columns(pl.col(c).cast(pl.Decimal(38, scale)))
                 e = e.with_columns(pl.col(c).cast(pl.Decimal(38, scale)))
                 continue

@@ -162,18 +162,18 @@ def change_streams(draw: st.DrawFn, schema: Schema, max_steps: int = 4) -> tuple
         if i == 0 or draw(st.integers(0, 5)) > 0:  # else an empty step
             for t in schema.tables:
                 bag = sorted(present[t.name].elements(), key=repr)
-                if bag and draw(st.booleans()):
+                if bag and draw(st.booleans()) is True:
                     idx = draw(st.lists(st.integers(0, len(bag) - 1), unique=True, max_size=3))
                     dels[t.name] = [bag[i] for i in idx]
                 new = draw(rows(t, schema.dec, min_size=2 if i == 0 else 0))
-                if bag and draw(st.booleans()):
+                if bag and draw(st.booleans()) is True:
                     new += [bag[i] for i in draw(st.lists(st.integers(0, len(bag) - 1), max_size=2))]
                 if new:
                     ins[t.name] = new
-            for t, rs in dels.items():
-                present[t].subtract(rs)
-            for t, rs in ins.items():
-                present[t].update(rs)
+            for name, rs in dels.items():
+                present[name].subtract(rs)
+            for name, rs in ins.items():
+                present[name].update(rs)
         steps.append(Step(dels, ins))
     return tuple(steps)
 
@@ -208,7 +208,7 @@ class QueryGen:
         d = self.draw
         cols = [r for r, k in refs if k == kind]
         if depth <= 0 or d(st.integers(0, 2)) == 0:
-            return d(st.sampled_from(cols)) if cols and d(st.integers(0, 3)) else lit(d, kind)
+            return d(st.sampled_from(cols)) if cols and d(st.integers(0, 3)) != 0 else lit(d, kind)
         sub = lambda k=kind: self.expr(k, refs, depth - 1)  # noqa: E731
         forms = {
             "int": [lambda: f"({sub()} + {sub()})", lambda: f"({sub()} - {sub()})", lambda: f"({sub()} * {lit(d, 'int')})",
@@ -291,7 +291,7 @@ class QueryGen:
         if deep:  # the expressions family: deeper expressions in SELECT and WHERE
             items = ", ".join(i for i, _ in self.items(refs, 4, depth=(2, 3)))
             dates = [r for r, k in refs if k == "date"]
-            if dates and self.draw(st.booleans()):  # DATE +/- INTERVAL is a TIMESTAMP (DuckDB)
+            if dates and self.draw(st.booleans()) is True:  # DATE +/- INTERVAL is a TIMESTAMP (DuckDB)
                 n, unit = self.draw(st.integers(1, 13)), self.draw(st.sampled_from(["DAY", "MONTH", "YEAR", "WEEK"]))
                 items += f", {self.draw(st.sampled_from(dates))} {self.draw(st.sampled_from('+-'))} INTERVAL {n} {unit} AS ts"
             where = f" WHERE {self.pred(refs, 3)}" if self.draw(st.booleans()) else ""
@@ -310,7 +310,7 @@ class QueryGen:
         if f == "count_star":
             return "count(*)"
         ordered = ("int", "dec", "str", "date", "float")
-        kinds = NUMERIC if f in ("sum", "avg", "stddev", "variance", "stddev_pop", "var_pop") else \
+        kinds: tuple[str, ...] = NUMERIC if f in ("sum", "avg", "stddev", "variance", "stddev_pop", "var_pop") else \
             ordered if f in ("min", "max", "median") else KINDS
         if exact and f == "sum":
             kinds = ("int", "dec")
@@ -342,9 +342,9 @@ class QueryGen:
         group = f" GROUP BY {', '.join(k for k, _ in keys)}" if keys else ""
         having = ""
         if d(st.integers(0, 2)) == 0:
-            kref = kref[0]
-            having = " HAVING " + d(st.sampled_from(["count(*) > 1", "count(*) <= 2", f"min({kref}) >= 1",
-                                                     f"max({kref}) < 3", f"sum({kref}) > 2"]))
+            kcol = kref[0]
+            having = " HAVING " + d(st.sampled_from(["count(*) > 1", "count(*) <= 2", f"min({kcol}) >= 1",
+                                                     f"max({kcol}) < 3", f"sum({kcol}) > 2"]))
         return f"SELECT {', '.join(sel)} FROM {source}{self.where(refs)}{group}{having}"
 
     def group_by_shadowed(self, refs: list[Ref], source: str, exact: bool) -> str:
@@ -425,6 +425,7 @@ class QueryGen:
         non_equi = ["y.k <> x.k", "y.k < x.k", "y.k = x.k AND y.k + x.k > 1"]
         form = d(st.sampled_from(["in", "exists", "scalar_where", "scalar_select", "in_select", "mixed"]))
         negated = d(st.booleans())
+        corr: str | None
         if variant == "hard":
             corr = d(st.sampled_from(non_equi)) if form not in ("in", "in_select") or d(st.booleans()) else \
                 d(st.sampled_from(equi))
@@ -498,8 +499,8 @@ class QueryGen:
         else:
             t = self.table()
             refs = self.refs(t)
-            items = ", ".join(i for i, _ in self.items(refs, 3, kinds=("int", "dec", "str", "date", "bool", "float")))
-            q = f"SELECT {'DISTINCT ' if d(st.booleans()) else ''}{items} FROM {t.name}{self.where(refs)}"
+            cols = ", ".join(i for i, _ in self.items(refs, 3, kinds=("int", "dec", "str", "date", "bool", "float")))
+            q = f"SELECT {'DISTINCT ' if d(st.booleans()) else ''}{cols} FROM {t.name}{self.where(refs)}"
         outs = _outputs(q)
         keys = d(st.lists(st.sampled_from(outs), unique=True, min_size=1, max_size=2))
         order = ", ".join(f"{k} {d(st.sampled_from(['', 'ASC', 'DESC']))}"

@@ -22,7 +22,7 @@ from dbspark.ir import expr as ir
 if TYPE_CHECKING:
     from dbspark.frontends.sql.compiler import Compiler
 
-FUNCS = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max", exp.Stddev: "stddev_samp",
+FUNCS: dict[type, str] = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max", exp.Stddev: "stddev_samp",
          exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
          exp.VariancePop: "var_pop", exp.Median: "median", exp.Mode: "mode", exp.Count: "count"}
 
