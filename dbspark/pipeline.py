@@ -32,8 +32,16 @@ CHECKPOINT = "checkpoint.pkl"
 class Pipeline:
     """Tables, views and the runtime that keeps the views up to date."""
 
-    def __init__(self, directory: str | Path | None = None, *, engine: str = "spark", spark: Any = None,
-                 master: str | None = None, recursion_limit: int = 10_000, **options: Any) -> None:
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        *,
+        engine: str = "spark",
+        spark: Any = None,
+        master: str | None = None,
+        recursion_limit: int = 10_000,
+        **options: Any,
+    ) -> None:
         if engine not in ("spark", "local"):
             raise UnknownNameError(f"unknown engine {engine!r}; the engines are 'spark' and 'local'")
         self.engine = engine
@@ -45,13 +53,21 @@ class Pipeline:
             if self.directory is not None:
                 self._options["directory"] = self.directory / "state"
         self.circuit = Circuit()
-        self.relations: dict[str, Stream] = {}  # the catalog: tables and views by name (SQL and Datalog share it)
+        self.relations: dict[
+            str, Stream
+        ] = {}  # the catalog: tables and views by name (SQL and Datalog share it)
         self.runtime: Runtime | None = None
         self._pending: list[tuple[str, Any, Any]] = []
 
     # ---- declaring ----------------------------------------------------------------------------
-    def table(self, name: str, schema: Mapping[str, Any], kind: str = "bag",
-              primary_key: str | Sequence[str] | None = None, not_null: Sequence[str] = ()) -> Stream:
+    def table(
+        self,
+        name: str,
+        schema: Mapping[str, Any],
+        kind: str = "bag",
+        primary_key: str | Sequence[str] | None = None,
+        not_null: Sequence[str] = (),
+    ) -> Stream:
         """A base table: a bag by default (deletes must match rows that are there), or 'set' / 'zset'.
 
         Pushed rows are coerced to the column types as a SQL INSERT does (`columnar.coerce`);
@@ -76,7 +92,9 @@ class Pipeline:
     def relation(self, name: str) -> Stream:
         """The stream of a table or view (to build further views on it)."""
         if name not in self.relations:
-            raise UnknownNameError(f"unknown table or view {name!r}; the pipeline has {sorted(self.relations)}")
+            raise UnknownNameError(
+                f"unknown table or view {name!r}; the pipeline has {sorted(self.relations)}"
+            )
         return self.relations[name]
 
     def _new_name(self, name: str) -> None:
@@ -112,7 +130,9 @@ class Pipeline:
 
     def _not_started(self, what: str) -> None:
         if self.runtime is not None:
-            raise CircuitError(f"cannot {what}: the pipeline is running (declare everything before the first step)")
+            raise CircuitError(
+                f"cannot {what}: the pipeline is running (declare everything before the first step)"
+            )
 
     # ---- running ------------------------------------------------------------------------------
     def start(self) -> Runtime:

@@ -57,8 +57,10 @@ def main() -> None:
         full.push("t2", list(t2), list(t2.values()))
         expected = full.step()["v"]
         ok = inc.view("v") == expected
-        print(f"step {step}: +{len(ins1) + len(ins2)} rows, -{len(del1) + len(del2)} rows; "
-              f"view change {change.to_rows()}  matches recomputation: {ok}")
+        print(
+            f"step {step}: +{len(ins1) + len(ins2)} rows, -{len(del1) + len(del2)} rows; "
+            f"view change {change.to_rows()}  matches recomputation: {ok}"
+        )
         if not ok:
             raise SystemExit(f"mismatch at step {step}: {inc.view('v')} != {expected}")
     print(f"\nfinal view ({len(inc.view('v'))} rows): {[r for r, _ in inc.view('v').to_rows()]}")

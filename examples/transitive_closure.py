@@ -71,7 +71,9 @@ def main() -> None:
         removed = sorted(row for row, w in change.to_rows() if w < 0)
         view = set(r.view("path").to_dict())
         ok = view == closure(edges)
-        print(f"{what}:\n  + {added}\n  - {removed}\n  closure has {len(view)} pairs; matches recomputation: {ok}")
+        print(
+            f"{what}:\n  + {added}\n  - {removed}\n  closure has {len(view)} pairs; matches recomputation: {ok}"
+        )
         if not ok:
             raise SystemExit(f"mismatch: {sorted(view)} != {sorted(closure(edges))}")
 

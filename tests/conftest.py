@@ -43,7 +43,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     `engine` or of another engine fixture, whose value is "spark")."""
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if callspec is not None and any(isinstance(v, str) and v == "spark" for v in callspec.params.values()):
+        if callspec is not None and any(
+            isinstance(v, str) and v == "spark" for v in callspec.params.values()
+        ):
             item.add_marker(pytest.mark.spark)
 
 

@@ -28,17 +28,30 @@ from dbspark.testing.queries import ChangeStream, TableSpec, change_streams, zse
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 AGGS: dict[str, Any] = {
-    "n": "count", "c": ("count", "x"), "s": ("sum", "x"), "av": ("avg", "x"), "lo": ("min", "x"),
-    "hi": ("max", "x"), "md": ("median", "x"), "vs": ("var_samp", "x"), "sd": ("stddev_samp", "x"),
-    "vp": ("var_pop", "x"), "sp": ("stddev_pop", "x"), "mo": ("mode", "x"),
+    "n": "count",
+    "c": ("count", "x"),
+    "s": ("sum", "x"),
+    "av": ("avg", "x"),
+    "lo": ("min", "x"),
+    "hi": ("max", "x"),
+    "md": ("median", "x"),
+    "vs": ("var_samp", "x"),
+    "sd": ("stddev_samp", "x"),
+    "vp": ("var_pop", "x"),
+    "sp": ("stddev_pop", "x"),
+    "mo": ("mode", "x"),
 }
-SQL_CALLS = ("COUNT(*), COUNT(x), SUM(x), AVG(x), MIN(x), MAX(x), MEDIAN(x), VAR_SAMP(x), STDDEV_SAMP(x), "
-             "VAR_POP(x), STDDEV_POP(x)")
+SQL_CALLS = (
+    "COUNT(*), COUNT(x), SUM(x), AVG(x), MIN(x), MAX(x), MEDIAN(x), VAR_SAMP(x), STDDEV_SAMP(x), "
+    "VAR_POP(x), STDDEV_POP(x)"
+)
 FLOAT_RESULTS = (3, 6, 7, 8, 9, 10)  # positions (after the group key) of avg, median, var, stddev
 
 G_VALUES = st.one_of(st.none(), st.integers(0, 3), st.integers(0, 3))
 INT_X = st.one_of(st.none(), st.sampled_from([-2, 0, 1, 3]), st.integers(-100, 100))
-DYADIC_X = st.one_of(st.none(), st.sampled_from([-0.5, 0.0, 1.25]), st.integers(-400, 400).map(lambda i: i / 4))
+DYADIC_X = st.one_of(
+    st.none(), st.sampled_from([-0.5, 0.0, 1.25]), st.integers(-400, 400).map(lambda i: i / 4)
+)
 DECIMAL_X = st.one_of(st.none(), st.integers(-100_000, 100_000).map(lambda i: i / 100))
 
 
@@ -47,8 +60,9 @@ def table(xtype: str) -> TableSpec:
 
 
 def streams(xtype: str, xs: st.SearchStrategy[Any], max_steps: int = 6) -> st.SearchStrategy[ChangeStream]:
-    return change_streams([table(xtype)], max_steps=max_steps, max_changes=6,
-                          row_strategies={"t": st.tuples(G_VALUES, xs)})
+    return change_streams(
+        [table(xtype)], max_steps=max_steps, max_changes=6, row_strategies={"t": st.tuples(G_VALUES, xs)}
+    )
 
 
 # ---- oracles -------------------------------------------------------------------------------------------
@@ -81,8 +95,11 @@ def _duckdb() -> duckdb.DuckDBPyConnection:
 def duckdb_expected(contents: Counter, xtype: str, grouped: bool) -> dict[tuple, int]:
     """{row: 1} of SELECT [g,] <SQL_CALLS> FROM t [GROUP BY g], MODE appended from the Python oracle."""
     data = expand(contents)
-    df = pl.DataFrame([r for r in data], schema={"g": pl.Int64, "x": pl.Int64 if xtype == "int64" else pl.Float64},
-                      orient="row")
+    df = pl.DataFrame(
+        [r for r in data],
+        schema={"g": pl.Int64, "x": pl.Int64 if xtype == "int64" else pl.Float64},
+        orient="row",
+    )
     con = _duckdb()
     con.register("t", df.to_arrow())
     try:
@@ -120,11 +137,14 @@ def build(xtype: str, aggs: dict[str, Any]) -> tuple[dbspark.Circuit, dbspark.Ci
     return c, q
 
 
-def check_close(actual: dict[tuple, int], expected: dict[tuple, int], what: str, rel: float, abs_tol: float) -> None:
+def check_close(
+    actual: dict[tuple, int], expected: dict[tuple, int], what: str, rel: float, abs_tol: float
+) -> None:
     extra, missing = zset_diff(actual, expected, rel, abs_tol)
     assert not extra and not missing, (
         f"{what}:\n  unexpected {sorted(extra, key=repr)}\n  missing    {sorted(missing, key=repr)}\n"
-        f"  actual   {actual}\n  expected {expected}")
+        f"  actual   {actual}\n  expected {expected}"
+    )
 
 
 def run_steps(
@@ -152,9 +172,13 @@ def run_steps(
         fout = full.step()
         for grouped, suffix in ((True, "g"), (False, "all")):
             exp = expected_for(cur, grouped)
-            check_close(inc.view(f"inc_{suffix}").to_dict(), exp, f"step {t} incremental {suffix}", rel, abs_tol)
+            check_close(
+                inc.view(f"inc_{suffix}").to_dict(), exp, f"step {t} incremental {suffix}", rel, abs_tol
+            )
             check_close(out[f"qi_{suffix}"].to_dict(), exp, f"step {t} Q∘I {suffix}", rel, abs_tol)
-            check_close(fout[f"full_{suffix}"].to_dict(), exp, f"step {t} stream_aggregate {suffix}", rel, abs_tol)
+            check_close(
+                fout[f"full_{suffix}"].to_dict(), exp, f"step {t} stream_aggregate {suffix}", rel, abs_tol
+            )
         steps += 1
     return steps
 
@@ -179,15 +203,26 @@ SPARK_SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[
 @SPARK_SETTINGS
 @given(streams("int64", INT_X, max_steps=3))
 def test_int_aggregates_match_duckdb_spark(spark_engine, changes):
-    run_steps(changes, "int64", AGGS, lambda cur, grouped: duckdb_expected(cur, "int64", grouped), engine=spark_engine)
+    run_steps(
+        changes,
+        "int64",
+        AGGS,
+        lambda cur, grouped: duckdb_expected(cur, "int64", grouped),
+        engine=spark_engine,
+    )
 
 
 @pytest.mark.spark
 @SPARK_SETTINGS
 @given(streams("float64", DYADIC_X, max_steps=3))
 def test_float_aggregates_match_duckdb_spark(spark_engine, changes):
-    run_steps(changes, "float64", AGGS, lambda cur, grouped: duckdb_expected(cur, "float64", grouped),
-              engine=spark_engine)
+    run_steps(
+        changes,
+        "float64",
+        AGGS,
+        lambda cur, grouped: duckdb_expected(cur, "float64", grouped),
+        engine=spark_engine,
+    )
 
 
 NOT_VARIANCE = {k: v for k, v in AGGS.items() if k not in ("vs", "sd", "vp", "sp")}
@@ -201,15 +236,22 @@ def test_inexact_float_aggregates_match_duckdb_within_rounding(changes):
     def expected(cur: Counter, grouped: bool) -> dict[tuple, int]:
         full = duckdb_expected(cur, "float64", grouped)
         k = 1 if grouped else 0
-        return {r[: k + 7] + r[k + 11:]: w for r, w in full.items()}
+        return {r[: k + 7] + r[k + 11 :]: w for r, w in full.items()}
 
     run_steps(changes, "float64", NOT_VARIANCE, expected)
 
 
-VARIANCE_AGGS = {"vs": ("var_samp", "x"), "sd": ("stddev_samp", "x"), "vp": ("var_pop", "x"), "sp": ("stddev_pop", "x")}
+VARIANCE_AGGS = {
+    "vs": ("var_samp", "x"),
+    "sd": ("stddev_samp", "x"),
+    "vp": ("var_pop", "x"),
+    "sp": ("stddev_pop", "x"),
+}
 
 
-def _variances(xtype: str, steps: list[list[tuple[Any, int]]], engine: Any = "local") -> list[tuple[tuple, tuple, tuple]]:
+def _variances(
+    xtype: str, steps: list[list[tuple[Any, int]]], engine: Any = "local"
+) -> list[tuple[tuple, tuple, tuple]]:
     """Per step: (incremental view row, stream_aggregate row, DuckDB row) of the four variances."""
     c = dbspark.Circuit()
     t = c.input("t", {"x": xtype}, kind="bag")
@@ -228,28 +270,39 @@ def _variances(xtype: str, steps: list[list[tuple[Any, int]]], engine: Any = "lo
         rq.push("t", [(x,) for x in cur], list(cur.values()))
         (full,) = rq.step()["full"].to_dict()
         (inc,) = r.view("inc").to_dict()
-        data = pl.DataFrame({"x": [x for x, w in cur.items() for _ in range(w)]},
-                            schema={"x": pl.Int64 if xtype == "int64" else pl.Float64})
+        data = pl.DataFrame(
+            {"x": [x for x, w in cur.items() for _ in range(w)]},
+            schema={"x": pl.Int64 if xtype == "int64" else pl.Float64},
+        )
         con = _duckdb()
         con.register("t", data.to_arrow())
         try:
-            duck = con.execute("SELECT VAR_SAMP(x), STDDEV_SAMP(x), VAR_POP(x), STDDEV_POP(x) FROM t").fetchall()[0]
+            duck = con.execute(
+                "SELECT VAR_SAMP(x), STDDEV_SAMP(x), VAR_POP(x), STDDEV_POP(x) FROM t"
+            ).fetchall()[0]
         finally:
             con.unregister("t")
         out.append((inc, full, duck))
     return out
 
 
-FLOAT_VARIANCE = pytest.mark.xfail(strict=True, reason=(
-    "for float64 inputs VAR/STDDEV are finalized as (Σx² - (Σx)²/n)/(n-1) from float64 accumulators "
-    "(engines/local/aggregate.py _acc_exprs/_finalize): catastrophic cancellation when the mean is large "
-    "against the spread; integer inputs use exact Int128 accumulators, floats need compensated sums"))
+FLOAT_VARIANCE = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "for float64 inputs VAR/STDDEV are finalized as (Σx² - (Σx)²/n)/(n-1) from float64 accumulators "
+        "(engines/local/aggregate.py _acc_exprs/_finalize): catastrophic cancellation when the mean is large "
+        "against the spread; integer inputs use exact Int128 accumulators, floats need compensated sums"
+    ),
+)
 
 
-@pytest.mark.parametrize("xtype, xs", [
-    ("int64", [100_000_001, 100_000_002, 100_000_003]),
-    pytest.param("float64", [1e6 + 0.1, 1e6 + 0.2, 1e6 + 0.3], marks=FLOAT_VARIANCE),
-])
+@pytest.mark.parametrize(
+    "xtype, xs",
+    [
+        ("int64", [100_000_001, 100_000_002, 100_000_003]),
+        pytest.param("float64", [1e6 + 0.1, 1e6 + 0.2, 1e6 + 0.3], marks=FLOAT_VARIANCE),
+    ],
+)
 def test_variance_with_large_mean_and_small_spread(xtype, xs, engine):
     ((inc, full, duck),) = _variances(xtype, [[(x, 1) for x in xs]], engine)
     for got in (inc, full):
@@ -257,9 +310,13 @@ def test_variance_with_large_mean_and_small_spread(xtype, xs, engine):
             assert math.isclose(a, b, rel_tol=1e-6), (got, duck)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "incremental VAR/STDDEV of equal values after a delete is not 0: the float accumulators Σx, Σx² keep "
-    "rounding residue (STDDEV_POP of [75.53, 75.53] = 9.5e-07); same cause as the test above"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "incremental VAR/STDDEV of equal values after a delete is not 0: the float accumulators Σx, Σx² keep "
+        "rounding residue (STDDEV_POP of [75.53, 75.53] = 9.5e-07); same cause as the test above"
+    ),
+)
 def test_stddev_of_equal_values_after_delete_is_zero(engine):
     steps = _variances("float64", [[(75.53, 3)], [(75.53, -1)]], engine)
     for inc, full, duck in steps:
@@ -274,23 +331,32 @@ def test_global_aggregate_of_empty_table_is_one_row_of_nulls(engine):
     inc_c, _ = build("int64", AGGS)
     r = inc_c.run(engine)
     r.step()
-    assert r.view("inc_all").to_dict() == {(0, 0, None, None, None, None, None, None, None, None, None, None): 1}
+    assert r.view("inc_all").to_dict() == {
+        (0, 0, None, None, None, None, None, None, None, None, None, None): 1
+    }
     assert r.view("inc_g").to_dict() == {}
 
 
 def test_group_with_only_null_arguments(engine):
-    ch = ChangeStream((table("float64"),), [{"t": [((1, None), 2), ((2, 1.5), 1)]}, {"t": [((2, 1.5), -1)]},
-                                            {"t": [((2, None), 1)]}])
-    run_steps(ch, "float64", AGGS, lambda cur, grouped: duckdb_expected(cur, "float64", grouped), engine=engine)
+    ch = ChangeStream(
+        (table("float64"),),
+        [{"t": [((1, None), 2), ((2, 1.5), 1)]}, {"t": [((2, 1.5), -1)]}, {"t": [((2, None), 1)]}],
+    )
+    run_steps(
+        ch, "float64", AGGS, lambda cur, grouped: duckdb_expected(cur, "float64", grouped), engine=engine
+    )
 
 
 def test_mode_ties_go_to_the_smallest_value(engine):
-    ch = ChangeStream((table("int64"),), [
-        {"t": [((1, 7), 2), ((1, 3), 2), ((1, 5), 1)]},  # 3 and 7 tie: 3
-        {"t": [((1, 3), -1)]},  # 7 alone on top
-        {"t": [((1, 5), 1)]},  # 5 and 7 tie: 5
-        {"t": [((1, 7), -2), ((1, 5), -2), ((1, 3), -1)]},  # empty group
-    ])
+    ch = ChangeStream(
+        (table("int64"),),
+        [
+            {"t": [((1, 7), 2), ((1, 3), 2), ((1, 5), 1)]},  # 3 and 7 tie: 3
+            {"t": [((1, 3), -1)]},  # 7 alone on top
+            {"t": [((1, 5), 1)]},  # 5 and 7 tie: 5
+            {"t": [((1, 7), -2), ((1, 5), -2), ((1, 3), -1)]},  # empty group
+        ],
+    )
     modes = []
     inc_c, _ = build("int64", {"mo": ("mode", "x")})
     r = inc_c.run(engine)
@@ -300,8 +366,9 @@ def test_mode_ties_go_to_the_smallest_value(engine):
         r.step()
         modes.append(r.view("inc_g").to_dict())
     assert modes == [{(1, 3): 1}, {(1, 7): 1}, {(1, 5): 1}, {}]
-    run_steps(ch, "int64", {"mo": ("mode", "x")},
-              lambda cur, grouped: _mode_only(cur, grouped), engine=engine)
+    run_steps(
+        ch, "int64", {"mo": ("mode", "x")}, lambda cur, grouped: _mode_only(cur, grouped), engine=engine
+    )
 
 
 def _mode_only(cur: Counter, grouped: bool) -> dict[tuple, int]:
@@ -313,10 +380,18 @@ def _mode_only(cur: Counter, grouped: bool) -> dict[tuple, int]:
 
 # ---- user-defined aggregates (f, g, d, r) --------------------------------------------------------------
 P = 1_000_003
-SUMSQ = dbspark.UserAggregate("sumsq", f=lambda x: x * x, g=lambda a, b: a + b, d=lambda a, b: a - b, dtype="int64")
+SUMSQ = dbspark.UserAggregate(
+    "sumsq", f=lambda x: x * x, g=lambda a, b: a + b, d=lambda a, b: a - b, dtype="int64"
+)
 PRODMOD = dbspark.UserAggregate("prodmod", f=lambda x: x % P, g=lambda a, b: a * b % P, dtype="int64")  # no d
-MEAN = dbspark.UserAggregate("mean", f=lambda x: (x, 1), g=lambda a, b: (a[0] + b[0], a[1] + b[1]),
-                             d=lambda a, b: (a[0] - b[0], a[1] - b[1]), r=lambda a: a[0] / a[1], dtype="float64")
+MEAN = dbspark.UserAggregate(
+    "mean",
+    f=lambda x: (x, 1),
+    g=lambda a, b: (a[0] + b[0], a[1] + b[1]),
+    d=lambda a, b: (a[0] - b[0], a[1] - b[1]),
+    r=lambda a: a[0] / a[1],
+    dtype="float64",
+)
 USER_AGGS = {"ss": (SUMSQ, "x"), "pm": (PRODMOD, "x"), "mean": (MEAN, "x"), "n": "count"}
 
 
@@ -345,19 +420,27 @@ def test_user_aggregates_match_python_oracle(changes):
 
 @pytest.mark.spark
 @SPARK_SETTINGS
-@given(streams("int64", st.one_of(st.none(), st.sampled_from([-3, -1, 0, 2, 5]), st.integers(-1000, 1000)),
-               max_steps=3))
+@given(
+    streams(
+        "int64",
+        st.one_of(st.none(), st.sampled_from([-3, -1, 0, 2, 5]), st.integers(-1000, 1000)),
+        max_steps=3,
+    )
+)
 def test_user_aggregates_match_python_oracle_spark(spark_engine, changes):
     run_steps(changes, "int64", USER_AGGS, user_expected, engine=spark_engine)
 
 
 def test_user_aggregate_without_inverse_recomputes_the_group_on_delete(engine):
-    ch = ChangeStream((table("int64"),), [
-        {"t": [((1, 2), 1), ((1, 0), 1), ((1, 5), 2), ((2, 3), 1)]},
-        {"t": [((1, 0), -1)]},  # the zero goes: the product must come back, recomputed from stored rows
-        {"t": [((1, 5), -1), ((2, 3), 1)]},
-        {"t": [((1, 2), -1), ((1, 5), -1)]},
-    ])
+    ch = ChangeStream(
+        (table("int64"),),
+        [
+            {"t": [((1, 2), 1), ((1, 0), 1), ((1, 5), 2), ((2, 3), 1)]},
+            {"t": [((1, 0), -1)]},  # the zero goes: the product must come back, recomputed from stored rows
+            {"t": [((1, 5), -1), ((2, 3), 1)]},
+            {"t": [((1, 2), -1), ((1, 5), -1)]},
+        ],
+    )
     assert run_steps(ch, "int64", USER_AGGS, user_expected, engine=engine) == 4
     inc_c, _ = build("int64", {"pm": (PRODMOD, "x")})
     r = inc_c.run(engine)
@@ -375,17 +458,32 @@ BIG = 10**9
 
 
 def test_large_weights_count_sum_min_median(engine):
-    aggs = {"n": "count", "s": ("sum", "x"), "lo": ("min", "x"), "md": ("median", "x"), "mo": ("mode", "x"),
-            "av": ("avg", "x")}
-    ch = ChangeStream((table("int64"),), [
-        {"t": [((1, 5), BIG), ((1, 7), 1), ((2, -3), BIG)]},
-        {"t": [((1, 1), 2)]},
-        {"t": [((1, 5), -(BIG - 1))]},
-        {"t": [((1, 1), -2), ((2, -3), BIG)]},
-    ])
+    aggs = {
+        "n": "count",
+        "s": ("sum", "x"),
+        "lo": ("min", "x"),
+        "md": ("median", "x"),
+        "mo": ("mode", "x"),
+        "av": ("avg", "x"),
+    }
+    ch = ChangeStream(
+        (table("int64"),),
+        [
+            {"t": [((1, 5), BIG), ((1, 7), 1), ((2, -3), BIG)]},
+            {"t": [((1, 1), 2)]},
+            {"t": [((1, 5), -(BIG - 1))]},
+            {"t": [((1, 1), -2), ((2, -3), BIG)]},
+        ],
+    )
     expected = [
-        {(1, BIG + 1, 5 * BIG + 7, 5, 5.0, 5, (5 * BIG + 7) / (BIG + 1)): 1, (2, BIG, -3 * BIG, -3, -3.0, -3, -3.0): 1},
-        {(1, BIG + 3, 5 * BIG + 9, 1, 5.0, 5, (5 * BIG + 9) / (BIG + 3)): 1, (2, BIG, -3 * BIG, -3, -3.0, -3, -3.0): 1},
+        {
+            (1, BIG + 1, 5 * BIG + 7, 5, 5.0, 5, (5 * BIG + 7) / (BIG + 1)): 1,
+            (2, BIG, -3 * BIG, -3, -3.0, -3, -3.0): 1,
+        },
+        {
+            (1, BIG + 3, 5 * BIG + 9, 1, 5.0, 5, (5 * BIG + 9) / (BIG + 3)): 1,
+            (2, BIG, -3 * BIG, -3, -3.0, -3, -3.0): 1,
+        },
         {(1, 4, 14, 1, 3.0, 1, 3.5): 1, (2, BIG, -3 * BIG, -3, -3.0, -3, -3.0): 1},
         {(1, 2, 12, 5, 6.0, 5, 6.0): 1, (2, 2 * BIG, -6 * BIG, -3, -3.0, -3, -3.0): 1},
     ]
@@ -452,9 +550,18 @@ def test_empty_row_is_the_aggregate_of_nothing(engine: Any) -> None:
     from dbspark.ir.aggregate import make_spec
 
     schema = pl.Schema({"x": pl.Int64, "d": pl.Decimal(18, 2), "s": pl.String, "f": pl.Float64})
-    aggs = {"n": "count", "c": ("count", "x"), "s": ("sum", "x"), "a": ("avg", "d"), "lo": ("min", "s"),
-            "me": ("median", "d"), "v": ("var_samp", "f"), "mo": ("mode", "x"), "sd": ("sum", "d"),
-            "u": (dbspark.UserAggregate("prod", lambda x: x, lambda a, b: a * b), "x")}
+    aggs = {
+        "n": "count",
+        "c": ("count", "x"),
+        "s": ("sum", "x"),
+        "a": ("avg", "d"),
+        "lo": ("min", "s"),
+        "me": ("median", "d"),
+        "v": ("var_samp", "f"),
+        "mo": ("mode", "x"),
+        "sd": ("sum", "d"),
+        "u": (dbspark.UserAggregate("prod", lambda x: x, lambda a, b: a * b), "x"),
+    }
     spec = make_spec((), aggs, schema)
     k = get_kernel(engine)
     try:

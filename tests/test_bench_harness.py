@@ -35,7 +35,12 @@ def test_quick_smoke_runs_every_workload_and_verifies(tmp_path: Path) -> None:
         "BENCH_RESULTS": str(tmp_path),
     }
     p = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "bench", "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "spark_scale: skipped (BENCH_SKIP lists spark)" in p.stdout
@@ -56,7 +61,10 @@ def test_quick_smoke_runs_every_workload_and_verifies(tmp_path: Path) -> None:
     assert "spark sql recompute" in jg["skipped"] and "pathway" in jg["skipped"]
     # every timed measurement has at least 3 samples and its statistics
     for e in jg["systems"].values():
-        assert e["stats"]["n"] >= h.MIN_REPEATS and e["stats"]["min"] <= e["stats"]["median"] <= e["stats"]["max"]
+        assert (
+            e["stats"]["n"] >= h.MIN_REPEATS
+            and e["stats"]["min"] <= e["stats"]["median"] <= e["stats"]["max"]
+        )
 
 
 def _fake_workload(monkeypatch: pytest.MonkeyPatch, name: str, run: object) -> None:
@@ -103,8 +111,11 @@ def test_a_crashing_workload_fails_the_run_after_the_others(
     _fake_workload(monkeypatch, "fake_crash", lambda quick: 1 / 0)
 
     def ok(quick: bool) -> dict:
-        return {"table": "\n## ok", "plot": [{"title": "t", "series": {"x": ([1, 2, 3], [1.0, 2.0, 3.0])}}],
-                "plot_title": "ok"}
+        return {
+            "table": "\n## ok",
+            "plot": [{"title": "t", "series": {"x": ([1, 2, 3], [1.0, 2.0, 3.0])}}],
+            "plot_title": "ok",
+        }
 
     mod = types.ModuleType("bench.fake_ok")
     mod.run = ok  # type: ignore[attr-defined]

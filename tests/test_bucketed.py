@@ -56,16 +56,25 @@ def scenario(draw: st.DrawFn) -> dict[str, Any]:
     steps = draw(st.lists(st.lists(st.tuples(row, sums), max_size=12), min_size=1, max_size=6))
     cancel = draw(st.lists(st.booleans(), min_size=len(steps), max_size=len(steps)))
     probes = draw(st.lists(st.tuples(*[value(k) for k in kinds[:n_keys]]), max_size=6))
-    return {"kinds": kinds, "cols": cols, "keys": cols[:n_keys], "n_sums": n_sums, "steps": steps,
-            "cancel": cancel, "probes": probes, "n_buckets": draw(st.integers(1, 16)),
-            "mid_ratio": draw(st.sampled_from([1, 2, 16]))}
+    return {
+        "kinds": kinds,
+        "cols": cols,
+        "keys": cols[:n_keys],
+        "n_sums": n_sums,
+        "steps": steps,
+        "cancel": cancel,
+        "probes": probes,
+        "n_buckets": draw(st.integers(1, 16)),
+        "mid_ratio": draw(st.sampled_from([1, 2, 16])),
+    }
 
 
 def make_layout(root: str, sc: dict[str, Any], name: str = "op") -> BucketLayout:
     schema = pl.Schema({c: TYPES[k][0] for c, k in zip(sc["cols"], sc["kinds"], strict=True)})
     sums = (WEIGHT,) if sc["n_sums"] == 1 else ("__cnt", "__sum")
-    return BucketLayout(root, name, schema, tuple(sc["keys"]), sc["n_buckets"], sums=sums,
-                        mid_ratio=sc["mid_ratio"])
+    return BucketLayout(
+        root, name, schema, tuple(sc["keys"]), sc["n_buckets"], sums=sums, mid_ratio=sc["mid_ratio"]
+    )
 
 
 def frame(layout: BucketLayout, rows: list[tuple[tuple, tuple]]) -> pl.DataFrame:
@@ -131,8 +140,9 @@ def test_model(sc: dict[str, Any]) -> None:
 
 
 def int_layout(root: str, n_buckets: int = 4, mid_ratio: int = 16, name: str = "op") -> BucketLayout:
-    return BucketLayout(root, name, pl.Schema({"k": pl.Int64, "v": pl.String}), ("k",), n_buckets,
-                        mid_ratio=mid_ratio)
+    return BucketLayout(
+        root, name, pl.Schema({"k": pl.Int64, "v": pl.String}), ("k",), n_buckets, mid_ratio=mid_ratio
+    )
 
 
 def kv(ks: range | list[int], w: int = 1) -> pl.DataFrame:
@@ -145,7 +155,9 @@ def test_idempotent_writes(tmp_path: Any) -> None:
     again in the same directory (a task retry), and in another process (a speculative task)."""
     a, b, c = (str(tmp_path / d) for d in "abc")
     la, lb, lc = int_layout(a), int_layout(b), int_layout(c)
-    change = pl.DataFrame({"k": [3, 1, 2, None, 1], "v": ["x", "é", None, "n", "é"], WEIGHT: [1, 2, -1, 1, 1]})
+    change = pl.DataFrame(
+        {"k": [3, 1, 2, None, 1], "v": ["x", "é", None, "n", "é"], WEIGHT: [1, 2, -1, 1, 1]}
+    )
     fa, fb = la.apply({}, change, 7), lb.apply({}, change, 7)
     assert fa == fb and fa
     files = sorted(f for e in fa.values() for f in e.runs())
@@ -156,10 +168,16 @@ def test_idempotent_writes(tmp_path: Any) -> None:
     assert read(la) == read(lb)
     before = read(la)
     assert la.apply({}, change, 7) == fa and read(la) == before
-    code = ("import sys, pickle; sys.path.insert(0, sys.argv[1]); "
-            "layout, change = pickle.loads(bytes.fromhex(sys.argv[2])); layout.apply({}, change, 7)")
-    subprocess.run([sys.executable, "-c", code, ROOT, pickle.dumps((lc, change)).hex()], check=True, cwd=ROOT,
-                   env={**os.environ, "POLARS_MAX_THREADS": "1"})
+    code = (
+        "import sys, pickle; sys.path.insert(0, sys.argv[1]); "
+        "layout, change = pickle.loads(bytes.fromhex(sys.argv[2])); layout.apply({}, change, 7)"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, ROOT, pickle.dumps((lc, change)).hex()],
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "POLARS_MAX_THREADS": "1"},
+    )
     assert read(lc) == before
     assert not [f for f in os.listdir(os.path.join(a, "op")) if ".tmp-" in f]
 
@@ -207,7 +225,11 @@ def test_merge_policy(tmp_path: Any) -> None:
         trace.insert(kv(range(1000 + 3 * step, 1003 + 3 * step)), step, [])
         e = trace.files[0]
         assert (e.base, e.base_rows, e.mid, e.mid_rows) == (
-            "b00000/base-000000000000.arrow", 160, f"b00000/mid-{step:012d}.arrow", 3 * step)
+            "b00000/base-000000000000.arrow",
+            160,
+            f"b00000/mid-{step:012d}.arrow",
+            3 * step,
+        )
     trace.insert(kv([0], -1), 4, [])  # a delete: the mid has 10 rows, still not merged
     assert trace.files[0].mid_rows == 10
     old = dict(trace.files)
@@ -216,12 +238,23 @@ def test_merge_policy(tmp_path: Any) -> None:
     assert garbage(old, trace.files) == ["b00000/base-000000000000.arrow", "b00000/mid-000000000004.arrow"]
     want = pl.concat([kv(range(1, 160)), kv(range(1003, 1012)), kv([2000, 2001])])
     assert trace.snapshot().scan().sort("k").equals(want)
-    assert trace.snapshot().seek(pl.DataFrame({"k": [0, 3, 1004, 2001]}))["k"].sort().to_list() == [3, 1004, 2001]
+    assert trace.snapshot().seek(pl.DataFrame({"k": [0, 3, 1004, 2001]}))["k"].sort().to_list() == [
+        3,
+        1004,
+        2001,
+    ]
 
 
 def test_multi_column_sums(tmp_path: Any) -> None:
-    layout = BucketLayout(str(tmp_path), "agg", pl.Schema({"g": pl.String}), ("g",), 4,
-                          sums=("cnt", "total"), sum_types=(pl.Int64(), pl.Float64()))
+    layout = BucketLayout(
+        str(tmp_path),
+        "agg",
+        pl.Schema({"g": pl.String}),
+        ("g",),
+        4,
+        sums=("cnt", "total"),
+        sum_types=(pl.Int64(), pl.Float64()),
+    )
     trace = BucketedTrace(layout)
     trace.insert(pl.DataFrame({"g": ["a", "b", "a"], "cnt": [1, 1, 1], "total": [1.5, 2.0, 2.5]}), 0, [])
     # a's count cancels but its total does not: the row stays; b's both cancel: dropped
@@ -241,8 +274,10 @@ def test_partitions_as_worker_tasks(tmp_path: Any) -> None:
         assert sum(p.height for p in parts.values()) == change.height
         shipped = pickle.loads(pickle.dumps(layout))
         tasks = [pl.concat([parts[b] for b in parts if b % 2 == t] or [change.clear()]) for t in (0, 1)]
-        frames = [shipped.apply_partition({b: e for b, e in files.items() if b % 2 == t}, tasks[t], step)
-                  for t in (0, 1)]
+        frames = [
+            shipped.apply_partition({b: e for b, e in files.items() if b % 2 == t}, tasks[t], step)
+            for t in (0, 1)
+        ]
         trace = BucketedTrace(layout, files)
         trace.commit(entries_from_frame(pl.concat(frames)), [])
         files = trace.files

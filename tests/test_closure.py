@@ -51,7 +51,9 @@ def present(weights: dict[tuple, int]) -> set[tuple]:
 # change streams: per step a list of (edge, weight); weights include duplicates, over-deletes (an edge
 # whose integrated weight goes negative is absent, as `distinct` counts it) and large weights
 node = st.integers(0, 7)
-change = st.lists(st.tuples(st.tuples(node, node), st.sampled_from([1, 1, 1, -1, -1, 2, -2, 10**12])), max_size=12)
+change = st.lists(
+    st.tuples(st.tuples(node, node), st.sampled_from([1, 1, 1, -1, -1, 2, -2, 10**12])), max_size=12
+)
 streams = st.lists(change, min_size=1, max_size=7)
 
 
@@ -71,7 +73,9 @@ def circuit(stream_op: bool) -> dbspark.Circuit:
 @pytest.mark.parametrize("reach", ["dense", "sparse"])
 @settings(CFG, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(steps=streams)
-def test_incremental_closure_equals_recomputation(steps: list, reach: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_incremental_closure_equals_recomputation(
+    steps: list, reach: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Both forms of the component reachability: one bit matrix (few components), or searches of the
     condensation (over `DENSE_MAX` components; forced here by a limit of 0)."""
     monkeypatch.setattr(closure_kernel, "DENSE_MAX", 4096 if reach == "dense" else 0)
@@ -112,9 +116,16 @@ def test_closure_operator_equals_general_recursion(steps: list) -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
-        st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", None]), st.sampled_from(["a", "b", "c", None]),
-                           st.sampled_from([1, -1])), max_size=8),
-        min_size=1, max_size=5,
+        st.lists(
+            st.tuples(
+                st.sampled_from(["a", "b", "c", "d", None]),
+                st.sampled_from(["a", "b", "c", None]),
+                st.sampled_from([1, -1]),
+            ),
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=5,
     )
 )
 def test_null_endpoints_follow_sql_joins(steps: list) -> None:
@@ -142,7 +153,10 @@ def test_null_endpoints_follow_sql_joins(steps: list) -> None:
 
 def test_a_rejected_step_leaves_the_index_unchanged() -> None:
     st_ = ClosureState("x", "y", pl.Int64)
-    frame = lambda rows: pl.DataFrame(rows, schema={"x": pl.Int64, "y": pl.Int64, WEIGHT: pl.Int64}, orient="row")  # noqa: E731
+
+    def frame(rows: list[tuple[int, int, int]]) -> pl.DataFrame:
+        return pl.DataFrame(rows, schema={"x": pl.Int64, "y": pl.Int64, WEIGHT: pl.Int64}, orient="row")
+
     st_.step(frame([(1, 2, 1), (2, 3, 1)]), [])
     undo: list = []
     assert st_.step(frame([(3, 1, 1), (9, 1, 1)]), undo).height > 0
@@ -181,8 +195,12 @@ def test_schema_errors_and_scopes() -> None:
     with pytest.raises(SchemaError, match="one type"):
         mixed.stream_transitive_closure("x", "y")
     e = c.input("e", EDGE)
-    c.output("bad", c.recursive(lambda a, p: (a + p.stream_transitive_closure("x", "y")).stream_distinct(),
-                                [e], schemas=[EDGE]))
+    c.output(
+        "bad",
+        c.recursive(
+            lambda a, p: (a + p.stream_transitive_closure("x", "y")).stream_distinct(), [e], schemas=[EDGE]
+        ),
+    )
     with pytest.raises(UnsupportedError, match="transitive_closure"):
         c.incrementalize()
 
@@ -201,8 +219,10 @@ def test_datalog_closure_components(engine: str, request: pytest.FixtureRequest)
         "p(x, y) :- e(y, x).": "p(x, y) :- p(x, z), e(z, y).",
         "p(x, y) :- e(x, y).": "p(x, y) :- p(x, z), f(z, y).",
     }
-    head = ".decl e(a: number, b: number)\n.input e\n.decl f(a: number, b: number)\n.input f\n" \
-           ".decl p(x: number, y: number)\n.output p\n"
+    head = (
+        ".decl e(a: number, b: number)\n.input e\n.decl f(a: number, b: number)\n.input f\n"
+        ".decl p(x: number, y: number)\n.output p\n"
+    )
     programs = [(head + "p(x, y) :- e(x, y).\n" + r, True) for r in rec.values()]
     programs += [(head + f"{a}\n{b}", False) for a, b in not_tc.items()]
     steps = [([(1, 2), (2, 3), (3, 1), (3, 4)], 1), ([(3, 1)], -1), ([(4, 1)], 1), ([(1, 2), (4, 1)], -1)]
@@ -262,11 +282,16 @@ CREATE VIEW not_tc AS WITH RECURSIVE p(x, y) AS (SELECT src, dst FROM e UNION
 @given(
     steps=st.lists(
         st.tuples(
-            st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", None]), st.sampled_from(["a", "b", "c", "d", None])),
-                     max_size=6),
+            st.lists(
+                st.tuples(
+                    st.sampled_from(["a", "b", "c", "d", None]), st.sampled_from(["a", "b", "c", "d", None])
+                ),
+                max_size=6,
+            ),
             st.integers(0, 3),
         ),
-        min_size=1, max_size=5,
+        min_size=1,
+        max_size=5,
     )
 )
 def test_sql_transitive_closure_views_match_duckdb(steps: list) -> None:
@@ -307,7 +332,9 @@ def test_the_index_survives_a_restart(tmp_path: Any) -> None:
     p.close()
     q = pipeline()
     q.push("e", [(3, 1)])
-    assert q.step()["tc"].to_dict() == {p_: 1 for p_ in brute({(1, 2), (2, 3), (3, 1)}) - {(1, 2), (2, 3), (1, 3)}}
+    assert q.step()["tc"].to_dict() == {
+        p_: 1 for p_ in brute({(1, 2), (2, 3), (3, 1)}) - {(1, 2), (2, 3), (1, 3)}
+    }
     q.push("e", [(1, 2)], -1)
     q.step()
     assert set(q.view("tc").to_dict()) == brute({(2, 3), (3, 1)})

@@ -36,8 +36,14 @@ def as_set(z: Any) -> set[tuple]:
     return set(d)
 
 
-def run_against_oracle(p: dbspark.Pipeline, text: str, outputs: list[str], inputs: list[str],
-                       steps: list[tuple[dict, dict]], external: dict[str, set] | None = None) -> None:
+def run_against_oracle(
+    p: dbspark.Pipeline,
+    text: str,
+    outputs: list[str],
+    inputs: list[str],
+    steps: list[tuple[dict, dict]],
+    external: dict[str, set] | None = None,
+) -> None:
     """Feed `steps` to the pipeline (which already holds the program) and compare with the oracle."""
     state: dict[str, set[tuple]] = {k: set() for k in inputs}
     prev = {o: set() for o in outputs}
@@ -53,7 +59,9 @@ def run_against_oracle(p: dbspark.Pipeline, text: str, outputs: list[str], input
             want = evaluate(text, state, external)
             for o in outputs:
                 got = as_set(p.view(o))
-                assert got == want[o], f"step {t}: view {o}\n{text}\ninputs {state}\nmissing {want[o] - got}, extra {got - want[o]}"
+                assert got == want[o], (
+                    f"step {t}: view {o}\n{text}\ninputs {state}\nmissing {want[o] - got}, extra {got - want[o]}"
+                )
                 ch = changes[o].to_dict()
                 expected = {r: 1 for r in want[o] - prev[o]} | {r: -1 for r in prev[o] - want[o]}
                 assert ch == expected, f"step {t}: change of {o} is not the difference of the oracle results"
@@ -70,7 +78,9 @@ def check_program(engine: str, request: pytest.FixtureRequest, prog: GenProgram,
 
 
 def program_and_changes(max_relations: int = 4, max_steps: int = 4) -> st.SearchStrategy:
-    return programs(max_relations).flatmap(lambda g: change_streams(g.inputs, max_steps).map(lambda s: (g, s)))
+    return programs(max_relations).flatmap(
+        lambda g: change_streams(g.inputs, max_steps).map(lambda s: (g, s))
+    )
 
 
 @LOCAL
@@ -205,8 +215,9 @@ GRAPH_PROGRAMS = [
 GRAPH_CASES = [(e, *g) for e in ENGINES for g in GRAPH_PROGRAMS if e == "local" or g[0] != "arith"]
 
 
-@pytest.mark.parametrize("engine,name,text,inputs,outputs", GRAPH_CASES,
-                         ids=[f"{c[1]}-{c[0]}" for c in GRAPH_CASES])
+@pytest.mark.parametrize(
+    "engine,name,text,inputs,outputs", GRAPH_CASES, ids=[f"{c[1]}-{c[0]}" for c in GRAPH_CASES]
+)
 def test_graph_programs(request, engine, name, text, inputs, outputs):
     p = make_pipeline(engine, request)
     p.datalog(text)
@@ -226,8 +237,7 @@ def test_aggregates(request, engine):
     if engine == "spark":  # each aggregate view costs several Spark jobs per step: a representative subset
         outs = ["total", "hi", "avgw", "nedges"]
         keep = {"edge", "w", "node", *outs}
-        text = "\n".join(ln for ln in AGGS.splitlines()
-                         if not ln or ln.split("(")[0].split()[-1] in keep)
+        text = "\n".join(ln for ln in AGGS.splitlines() if not ln or ln.split("(")[0].split()[-1] in keep)
     p.datalog(text)
     steps = [
         ({"edge": [(0, 1), (0, 2), (1, 2), (3, 3)], "w": [(0, 1.5, "a"), (1, 2.0, "a"), (3, 0.5, "b")]}, {}),

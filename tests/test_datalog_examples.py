@@ -21,8 +21,12 @@ PROGRAMS = sorted(EXAMPLES.glob("*/*.dl"))
 
 
 def test_there_are_four_examples():
-    assert {p.parent.name for p in PROGRAMS} == {"transitive_closure", "same_generation", "points_to",
-                                                 "unreachable"}
+    assert {p.parent.name for p in PROGRAMS} == {
+        "transitive_closure",
+        "same_generation",
+        "points_to",
+        "unreachable",
+    }
 
 
 CASES = [(p, "local") for p in PROGRAMS] + [(p, "spark") for p in PROGRAMS if p.parent.name == "unreachable"]
@@ -67,8 +71,19 @@ def test_cli_runs_a_datalog_program(tmp_path):
     from typer.testing import CliRunner
 
     prog = EXAMPLES / "transitive_closure" / "tc.dl"
-    r = CliRunner().invoke(app, ["run", str(prog), "--changes", str(prog.parent / "changes"), "--engine", "local",
-                                 "--output", str(tmp_path / "out")])
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(prog),
+            "--changes",
+            str(prog.parent / "changes"),
+            "--engine",
+            "local",
+            "--output",
+            str(tmp_path / "out"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "views after 3 steps" in r.output.replace("\n", " ").replace("  ", " ") or "path" in r.output
     assert sorted(x.name for x in (tmp_path / "out" / "path").iterdir())[:1] == ["step-00000000.parquet"]
@@ -80,6 +95,8 @@ def test_cli_reports_datalog_errors(tmp_path):
     bad = tmp_path / "bad.dl"
     bad.write_text(".decl e(x: number)\n.input e\n.decl p(x: number)\n.output p\np(x) :- e(x), !p(x).\n")
     (tmp_path / "changes" / "1").mkdir(parents=True)
-    r = CliRunner().invoke(app, ["run", str(bad), "--changes", str(tmp_path / "changes"), "--engine", "local"])
+    r = CliRunner().invoke(
+        app, ["run", str(bad), "--changes", str(tmp_path / "changes"), "--engine", "local"]
+    )
     assert r.exit_code == 1
     assert "cannot be stratified" in r.output

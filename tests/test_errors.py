@@ -117,19 +117,32 @@ def on_engines(cases: list[Any], spark: tuple[int, ...] = (0,)) -> list[Any]:
         for i, case in enumerate(cases):
             if engine == "local" or i in spark:
                 values = case if isinstance(case, tuple) else (case,)
-                out.append(pytest.param(engine, *values, id=f"{engine}-{i}",
-                                        marks=[pytest.mark.spark] if engine == "spark" else []))
+                out.append(
+                    pytest.param(
+                        engine,
+                        *values,
+                        id=f"{engine}-{i}",
+                        marks=[pytest.mark.spark] if engine == "spark" else [],
+                    )
+                )
     return out
 
 
-@pytest.mark.parametrize("engine, rows, match", on_engines([
-    ([(1, 2.0)], r"row 0 \(1, 2\.0\) has 2 values, the schema has 3 columns"),
-    ([(1, 2.0, "a", 4)], r"has 4 values"),
-    ([(1, 2.0, "a"), (5, 1.0)], r"row 1 \(5, 1\.0\) has 2 values"),
-    ([{"k": 1, "x": 2.0}], r"missing \['s'\]"),
-    ([{"k": 1, "x": 2.0, "s": "a", "z": 0}], r"unknown \['z'\]"),
-    (pl.DataFrame({"k": [1], "x": [2.0]}), r"frame columns"),
-], spark=(0, 5)), indirect=["engine"])
+@pytest.mark.parametrize(
+    "engine, rows, match",
+    on_engines(
+        [
+            ([(1, 2.0)], r"row 0 \(1, 2\.0\) has 2 values, the schema has 3 columns"),
+            ([(1, 2.0, "a", 4)], r"has 4 values"),
+            ([(1, 2.0, "a"), (5, 1.0)], r"row 1 \(5, 1\.0\) has 2 values"),
+            ([{"k": 1, "x": 2.0}], r"missing \['s'\]"),
+            ([{"k": 1, "x": 2.0, "s": "a", "z": 0}], r"unknown \['z'\]"),
+            (pl.DataFrame({"k": [1], "x": [2.0]}), r"frame columns"),
+        ],
+        spark=(0, 5),
+    ),
+    indirect=["engine"],
+)
 def test_row_of_wrong_width(session, rows, match):
     before = session.state()
     with pytest.raises(SchemaError, match=match) as e:
@@ -138,17 +151,25 @@ def test_row_of_wrong_width(session, rows, match):
     assert session.state() == before
     session.step()  # nothing was queued: an empty step
     assert {k: v for k, v in session.state().items() if k.startswith("view")} == {
-        k: v for k, v in before.items() if k.startswith("view")}
+        k: v for k, v in before.items() if k.startswith("view")
+    }
     good_followup(session)
 
 
-@pytest.mark.parametrize("engine, rows, column, value", on_engines([
-    ([("abc", 1.0, "a")], "k", "'abc'"),
-    ([(1.5, 1.0, "a")], "k", "1.5"),  # an int column does not silently truncate 1.5 to 1
-    ([(1, 1.0, "a"), (2, "x", "b")], "x", "'x'"),
-    ([(1, [1.0], "a")], "x", "[1.0]"),
-    (pl.DataFrame({"k": [1.0, 2.5], "x": [1.0, 2.0], "s": ["a", "b"]}), "k", "2.5"),
-], spark=(0, 4)), indirect=["engine"])
+@pytest.mark.parametrize(
+    "engine, rows, column, value",
+    on_engines(
+        [
+            ([("abc", 1.0, "a")], "k", "'abc'"),
+            ([(1.5, 1.0, "a")], "k", "1.5"),  # an int column does not silently truncate 1.5 to 1
+            ([(1, 1.0, "a"), (2, "x", "b")], "x", "'x'"),
+            ([(1, [1.0], "a")], "x", "[1.0]"),
+            (pl.DataFrame({"k": [1.0, 2.5], "x": [1.0, 2.0], "s": ["a", "b"]}), "k", "2.5"),
+        ],
+        spark=(0, 4),
+    ),
+    indirect=["engine"],
+)
 def test_value_that_cannot_be_coerced(session, rows, column, value):
     before = session.state()
     with pytest.raises(SchemaError) as e:
@@ -165,9 +186,26 @@ def test_coercible_values_are_accepted(session):
     assert (2, 7.0, "f") in session.r.view("raw").to_dict()
 
 
-@pytest.mark.parametrize("engine, weights", on_engines(
-    [[1.5], ["x"], [True], 1.5, True, "x", np.float64(2.5), np.bool_(True), np.array([1.5]), [None], [2**70]],
-    spark=(0, 3)), indirect=["engine"])
+@pytest.mark.parametrize(
+    "engine, weights",
+    on_engines(
+        [
+            [1.5],
+            ["x"],
+            [True],
+            1.5,
+            True,
+            "x",
+            np.float64(2.5),
+            np.bool_(True),
+            np.array([1.5]),
+            [None],
+            [2**70],
+        ],
+        spark=(0, 3),
+    ),
+    indirect=["engine"],
+)
 def test_non_integer_weight(session, weights):
     before = session.state()
     with pytest.raises(WeightError) as e:
@@ -226,10 +264,13 @@ def test_unknown_output_name(session, method):
 
 
 # ---- rejected at step: the whole step is undone -------------------------------------------------------------
-@pytest.mark.parametrize("bad_row, weight, present", [
-    ((7, 1.0, "q"), -1, 0),  # absent row
-    ((2, 3.0, None), -2, 1),  # more copies than present (a NULL in the row too)
-])
+@pytest.mark.parametrize(
+    "bad_row, weight, present",
+    [
+        ((7, 1.0, "q"), -1, 0),  # absent row
+        ((2, 3.0, None), -2, 1),  # more copies than present (a NULL in the row too)
+    ],
+)
 def test_delete_of_absent_row_on_a_bag_input(session, bad_row, weight, present):
     before = session.state()
     session.r.push("u", [(9, 90)], [1])  # a good change in the same step: discarded with it

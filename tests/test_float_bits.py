@@ -28,10 +28,39 @@ from dbspark.ir.expr import Binary, Case, Cast, Expr, Unary, col, func, lit
 from dbspark.testing.sql_oracle import WEIGHT, SqlOracle, view_frame
 from dbspark.testing.sqlexpr import to_sql
 
-SCHEMA = pl.Schema({"id": pl.Int64, "i": pl.Int64, "j": pl.Int32, "m": pl.Decimal(9, 2), "f": pl.Float64,
-                    "g": pl.Float64, "b": pl.Boolean})
-FLOATS = [0.0, -0.0, 1.0, -1.0, 68.0, 96.0, 0.1, 0.3, 1.1, 2.5, -3.75, 1e-300, 5e-324, 1e300, 123.456,
-          1 / 3, 2.0**52 + 1, math.inf, -math.inf, 7.020121494361405]
+SCHEMA = pl.Schema(
+    {
+        "id": pl.Int64,
+        "i": pl.Int64,
+        "j": pl.Int32,
+        "m": pl.Decimal(9, 2),
+        "f": pl.Float64,
+        "g": pl.Float64,
+        "b": pl.Boolean,
+    }
+)
+FLOATS = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    68.0,
+    96.0,
+    0.1,
+    0.3,
+    1.1,
+    2.5,
+    -3.75,
+    1e-300,
+    5e-324,
+    1e300,
+    123.456,
+    1 / 3,
+    2.0**52 + 1,
+    math.inf,
+    -math.inf,
+    7.020121494361405,
+]
 INTS = [0, 1, -1, 2, 3, 47, 68, 96, 100, 2**53 + 1, -(2**40)]
 DECS = [Decimal(v) for v in ("0", "1.25", "-2.50", "0.10", "9999999.99", "0.03")]
 DIVISORS = [47, 34, 27, 93, 40, 3, 10, 7, 2, 0]
@@ -51,13 +80,27 @@ def rows(draw: st.DrawFn, min_size: int = 1, max_size: int = 8) -> list[tuple]:
     def opt(values: list) -> Any:
         return draw(st.one_of(st.none(), st.sampled_from(values)))
 
-    return [(k, opt(INTS), opt([0, 1, -7, 47, 2**31 - 1]), opt(DECS), opt(FLOATS), opt(FLOATS),
-             draw(st.one_of(st.none(), st.booleans()))) for k in range(draw(st.integers(min_size, max_size)))]
+    return [
+        (
+            k,
+            opt(INTS),
+            opt([0, 1, -7, 47, 2**31 - 1]),
+            opt(DECS),
+            opt(FLOATS),
+            opt(FLOATS),
+            draw(st.one_of(st.none(), st.booleans())),
+        )
+        for k in range(draw(st.integers(min_size, max_size)))
+    ]
 
 
 def _leaf() -> st.SearchStrategy[Expr]:
-    return st.one_of(st.sampled_from([col("f"), col("g")]), st.sampled_from([col("i"), col("j")]).map(
-        lambda c: Cast(c, pl.Float64())), st.just(Cast(col("m"), pl.Float64())), st.sampled_from(FLOAT_LITS).map(lit))
+    return st.one_of(
+        st.sampled_from([col("f"), col("g")]),
+        st.sampled_from([col("i"), col("j")]).map(lambda c: Cast(c, pl.Float64())),
+        st.just(Cast(col("m"), pl.Float64())),
+        st.sampled_from(FLOAT_LITS).map(lit),
+    )
 
 
 @st.composite
@@ -84,7 +127,9 @@ def fexpr(draw: st.DrawFn, depth: int = 3, power: bool = True) -> Expr:
     if k == 9:
         return Unary(draw(st.sampled_from(["neg", "abs"])), draw(sub))
     if k == 10:
-        return Case(((col("b"), draw(sub)),), draw(st.one_of(st.none(), sub, st.sampled_from(FLOAT_LITS).map(lit))))
+        return Case(
+            ((col("b"), draw(sub)),), draw(st.one_of(st.none(), sub, st.sampled_from(FLOAT_LITS).map(lit)))
+        )
     return func("sqrt", func("abs", draw(sub)))
 
 
@@ -101,7 +146,7 @@ def evaluate(exprs: list[Expr], batches: list[list[tuple]], engine: Any) -> dict
     for batch in batches:
         r.insert("t", pl.DataFrame(batch, schema=SCHEMA, orient="row"))
         z = r.step()["v"]
-        for row in (z.to_dict() if hasattr(z, "to_dict") else z):
+        for row in z.to_dict() if hasattr(z, "to_dict") else z:
             out.update({(row[0], k): bits(v, signed_zero) for k, v in enumerate(row[1:])})
     return out
 
@@ -127,8 +172,13 @@ def split(draw: st.DrawFn, data: list[tuple]) -> list[list[tuple]]:
     return [b for b in (order[i:j] for i, j in zip([0, *cuts], [*cuts, len(order)], strict=True)) if b]
 
 
-def check(exprs: list[Expr], data: list[tuple], batches: list[list[tuple]], engine: Any,
-          alone: dict[tuple[int, int], Any] | None = None) -> None:
+def check(
+    exprs: list[Expr],
+    data: list[tuple],
+    batches: list[list[tuple]],
+    engine: Any,
+    alone: dict[tuple[int, int], Any] | None = None,
+) -> None:
     text = [to_sql(e, SCHEMA) for e in exprs]
     want = duckdb_bits(exprs, data)
     if want is None:
@@ -147,7 +197,9 @@ def check(exprs: list[Expr], data: list[tuple], batches: list[list[tuple]], engi
         where = f"{text[k]} on row {by_id[i]}"
         assert alone[(i, k)] == v, f"{where}: dbspark alone {alone[(i, k)]}, DuckDB {v}"
         got = together[(i, k)]
-        assert got == v or {got, v} <= zero, f"{where} in batches {[len(b) for b in batches]}: {got}, DuckDB {v}"
+        assert got == v or {got, v} <= zero, (
+            f"{where} in batches {[len(b) for b in batches]}: {got}, DuckDB {v}"
+        )
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -170,18 +222,42 @@ def test_float_expressions_have_the_same_bits_on_spark(spark_engine: Any, data: 
 
 # the issue's examples, and the kinds of operation whose scalar form Polars computes differently
 FIXED: list[Expr] = [
-    Binary("sql_div", col("i"), lit(47)), Binary("sql_div", col("f"), lit(40)), Binary("sql_div", col("m"), lit(27)),
-    Binary("sql_div", col("f"), lit(93)) * Cast(col("i"), pl.Float64()), Binary("sql_div", col("f"), lit(0.1)),
-    Binary("int_div", col("f"), lit(3)), col("f") + lit(0.0), col("f") - lit(-0.0), lit(0.0) - col("f"),
-    col("f") + col("g"), func("round", col("f"), 2), func("round", col("f"), -1),
+    Binary("sql_div", col("i"), lit(47)),
+    Binary("sql_div", col("f"), lit(40)),
+    Binary("sql_div", col("m"), lit(27)),
+    Binary("sql_div", col("f"), lit(93)) * Cast(col("i"), pl.Float64()),
+    Binary("sql_div", col("f"), lit(0.1)),
+    Binary("int_div", col("f"), lit(3)),
+    col("f") + lit(0.0),
+    col("f") - lit(-0.0),
+    lit(0.0) - col("f"),
+    col("f") + col("g"),
+    func("round", col("f"), 2),
+    func("round", col("f"), -1),
     Binary("sql_div", col("f"), Case(((col("b"), col("g")),), lit(47.0))),
     Binary("sql_div", col("i"), col("g")),  # IEEE: x / -0.0 is -inf for x > 0 (Spark's division is NULL)
 ]
 # C's pow, as DuckDB: Polars computes pow(x, 3) with a scalar exponent as x * x * x (7.020121494361405^3)
-POWERS: list[Expr] = [func("power", col("f"), lit(3)), func("power", col("f"), col("g")), func("power", col("f"), lit(0.5))]
-FIXED_ROWS = [(k, x, 1, Decimal("1.25"), f, g, False) for k, (x, f, g) in enumerate(
-    [(68, 68.0, -0.0), (96, 96.0, 0.0), (7, -0.0, 3.0), (3, 1.1, 0.0), (5, 0.3, -0.0), (11, 1 / 3, 1.1),
-     (2, 7.020121494361405, 3.0), (4, -math.inf, 0.5)])]
+POWERS: list[Expr] = [
+    func("power", col("f"), lit(3)),
+    func("power", col("f"), col("g")),
+    func("power", col("f"), lit(0.5)),
+]
+FIXED_ROWS = [
+    (k, x, 1, Decimal("1.25"), f, g, False)
+    for k, (x, f, g) in enumerate(
+        [
+            (68, 68.0, -0.0),
+            (96, 96.0, 0.0),
+            (7, -0.0, 3.0),
+            (3, 1.1, 0.0),
+            (5, 0.3, -0.0),
+            (11, 1 / 3, 1.1),
+            (2, 7.020121494361405, 3.0),
+            (4, -math.inf, 0.5),
+        ]
+    )
+]
 
 
 def test_fixed_float_expressions_in_every_batch(engine: Any) -> None:
@@ -194,20 +270,40 @@ def test_fixed_float_expressions_in_every_batch(engine: Any) -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(reason="Spark's pow, exp, ln and log10 are Java's StrictMath (fdlibm), not C's (glibc) as in "
-                   "DuckDB and Polars: a few percent of values differ in the last bit", strict=True)
+@pytest.mark.xfail(
+    reason="Spark's pow, exp, ln and log10 are Java's StrictMath (fdlibm), not C's (glibc) as in "
+    "DuckDB and Polars: a few percent of values differ in the last bit",
+    strict=True,
+)
 def test_spark_pow_exp_ln_are_not_cs(spark_engine: Any) -> None:
-    rows_ = [(0, None, None, None, 2.9137883496110453, 1.7, None), (1, None, None, None, 64.95811809119458, 1.7, None),
-             (2, None, None, None, 51.17405400292865, 3.0, None)]
-    exprs = [func("power", col("f"), col("g")), func("exp", col("f")), func("ln", col("f")), func("log10", col("f"))]
+    rows_ = [
+        (0, None, None, None, 2.9137883496110453, 1.7, None),
+        (1, None, None, None, 64.95811809119458, 1.7, None),
+        (2, None, None, None, 51.17405400292865, 3.0, None),
+    ]
+    exprs = [
+        func("power", col("f"), col("g")),
+        func("exp", col("f")),
+        func("ln", col("f")),
+        func("log10", col("f")),
+    ]
     check(exprs, rows_, [rows_], spark_engine)
 
 
-@pytest.mark.parametrize("sql", ["SELECT x / 47 AS q FROM t", "SELECT DISTINCT x / 47 AS q FROM t",
-                                 "SELECT COUNT(*) / 34 AS q FROM t", "SELECT SUM(x) / 27 AS q FROM t",
-                                 "SELECT x / 93 * x AS q FROM t", "SELECT AVG(x) / 40 AS q FROM t"])
-def test_a_delete_cancels_its_insert_through_a_float_division(engine: Any, request: pytest.FixtureRequest,
-                                                              sql: str) -> None:
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT x / 47 AS q FROM t",
+        "SELECT DISTINCT x / 47 AS q FROM t",
+        "SELECT COUNT(*) / 34 AS q FROM t",
+        "SELECT SUM(x) / 27 AS q FROM t",
+        "SELECT x / 93 * x AS q FROM t",
+        "SELECT AVG(x) / 40 AS q FROM t",
+    ],
+)
+def test_a_delete_cancels_its_insert_through_a_float_division(
+    engine: Any, request: pytest.FixtureRequest, sql: str
+) -> None:
     # issue 21: insert (68), (96), delete (68) through `SELECT x / 47`: the view kept 68/47 computed
     # as 68 * (1/47) with weight 1 next to 68/47 with weight -1
     if engine == "local":
@@ -239,8 +335,14 @@ def test_python_operators_on_floats_are_pythons_in_every_batch(engine: Any) -> N
     # a - b * floor(a / b), which rounds twice; Spark's was Python's); `//` is the floor of the quotient
     f, i = col("f"), col("i")
     exprs = [f / lit(47.0), i / lit(47), f % lit(0.1), f % lit(-0.3), f % col("g"), f // lit(0.1)]
-    py = [lambda x, g, n: x / 47.0, lambda x, g, n: n / 47, lambda x, g, n: x % 0.1, lambda x, g, n: x % -0.3,
-          lambda x, g, n: x % g, lambda x, g, n: math.floor(x / 0.1)]
+    py = [
+        lambda x, g, n: x / 47.0,
+        lambda x, g, n: n / 47,
+        lambda x, g, n: x % 0.1,
+        lambda x, g, n: x % -0.3,
+        lambda x, g, n: x % g,
+        lambda x, g, n: math.floor(x / 0.1),
+    ]
     values = [(68.0, 0.1, 68), (5.5, 0.3, 96), (7.3, -2.1, 5), (-5.5, 0.1, -7), (1.0, 3.0, 1), (0.3, 0.1, 3)]
     data = [(k, n, None, None, x, g, None) for k, (x, g, n) in enumerate(values)]
     alone: dict[tuple[int, int], Any] = {}
@@ -252,4 +354,6 @@ def test_python_operators_on_floats_are_pythons_in_every_batch(engine: Any) -> N
             for k, want in enumerate(py):
                 expected = float(want(x, g, n))
                 assert alone[(k_row, k)] == bits(expected), f"{exprs[k]!r} on {values[k_row]} alone"
-                assert got[(k_row, k)] == bits(expected, engine == "local"), f"{exprs[k]!r} on {values[k_row]} in {[len(b) for b in batches]}"
+                assert got[(k_row, k)] == bits(expected, engine == "local"), (
+                    f"{exprs[k]!r} on {values[k_row]} in {[len(b) for b in batches]}"
+                )

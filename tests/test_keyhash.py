@@ -19,35 +19,96 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def golden_frame() -> pl.DataFrame:
-    return pl.DataFrame({
-        "i": pl.Series([0, 1, -1, 2**63 - 1, None, 42], dtype=pl.Int64),
-        "s": pl.Series(["", "a", "héllo wörld ✓", None, "x" * 100, "日本"], dtype=pl.String),
-        "f": pl.Series([0.0, -0.0, float("nan"), 1.5, None, -2.25], dtype=pl.Float64),
-        "d": pl.Series([Decimal("0.00"), Decimal("1.23"), Decimal("-1.23"), None, Decimal("99999999.99"),
-                        Decimal("-0.01")], dtype=pl.Decimal(10, 2)),
-        "t": pl.Series([datetime.date(1970, 1, 1), datetime.date(2024, 2, 29), None, datetime.date(1900, 1, 1),
-                        datetime.date(2000, 1, 1), datetime.date(9999, 12, 31)]),
-        "b": pl.Series([True, False, None, True, False, True]),
-    })
+    return pl.DataFrame(
+        {
+            "i": pl.Series([0, 1, -1, 2**63 - 1, None, 42], dtype=pl.Int64),
+            "s": pl.Series(["", "a", "héllo wörld ✓", None, "x" * 100, "日本"], dtype=pl.String),
+            "f": pl.Series([0.0, -0.0, float("nan"), 1.5, None, -2.25], dtype=pl.Float64),
+            "d": pl.Series(
+                [
+                    Decimal("0.00"),
+                    Decimal("1.23"),
+                    Decimal("-1.23"),
+                    None,
+                    Decimal("99999999.99"),
+                    Decimal("-0.01"),
+                ],
+                dtype=pl.Decimal(10, 2),
+            ),
+            "t": pl.Series(
+                [
+                    datetime.date(1970, 1, 1),
+                    datetime.date(2024, 2, 29),
+                    None,
+                    datetime.date(1900, 1, 1),
+                    datetime.date(2000, 1, 1),
+                    datetime.date(9999, 12, 31),
+                ]
+            ),
+            "b": pl.Series([True, False, None, True, False, True]),
+        }
+    )
 
 
 # Written once from the implementation: any change of the function (which would move every stored
 # key to another bucket of existing state directories) fails here.
 GOLDEN = {
-    "i": [9846649770866748099, 5626881984039482431, 18104739346796688862, 8808903255505420005,
-          13876372659500758171, 9292762740894141031],
-    "s": [8437367036368045964, 5100308038826233616, 11185275626596347481, 13876372659500758171,
-          2889097651706793330, 18040577835999682991],
-    "f": [5294002391298099289, 5294002391298099289, 15123123641292864735, 4576725283587487373,
-          13876372659500758171, 581745036609358388],
-    "d": [9846649770866748099, 9321102724712475563, 12819665092267963926, 13876372659500758171,
-          14792916185840215585, 18104739346796688862],
-    "t": [9846649770866748099, 14729770069332149426, 13876372659500758171, 15216274147459501,
-          16243812662290496516, 10248354632855404874],
-    "b": [5626881984039482431, 9846649770866748099, 13876372659500758171, 5626881984039482431,
-          9846649770866748099, 5626881984039482431],
-    "*": [11924444008479747228, 14916603451594765928, 9598656135833030216, 16554025939146675618,
-          6870831600629000572, 17407759308212350917],
+    "i": [
+        9846649770866748099,
+        5626881984039482431,
+        18104739346796688862,
+        8808903255505420005,
+        13876372659500758171,
+        9292762740894141031,
+    ],
+    "s": [
+        8437367036368045964,
+        5100308038826233616,
+        11185275626596347481,
+        13876372659500758171,
+        2889097651706793330,
+        18040577835999682991,
+    ],
+    "f": [
+        5294002391298099289,
+        5294002391298099289,
+        15123123641292864735,
+        4576725283587487373,
+        13876372659500758171,
+        581745036609358388,
+    ],
+    "d": [
+        9846649770866748099,
+        9321102724712475563,
+        12819665092267963926,
+        13876372659500758171,
+        14792916185840215585,
+        18104739346796688862,
+    ],
+    "t": [
+        9846649770866748099,
+        14729770069332149426,
+        13876372659500758171,
+        15216274147459501,
+        16243812662290496516,
+        10248354632855404874,
+    ],
+    "b": [
+        5626881984039482431,
+        9846649770866748099,
+        13876372659500758171,
+        5626881984039482431,
+        9846649770866748099,
+        5626881984039482431,
+    ],
+    "*": [
+        11924444008479747228,
+        14916603451594765928,
+        9598656135833030216,
+        16554025939146675618,
+        6870831600629000572,
+        17407759308212350917,
+    ],
 }
 
 
@@ -60,18 +121,22 @@ def test_golden_vector() -> None:
 
 
 def test_same_in_another_process() -> None:
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from tests.test_keyhash import golden_frame; "
-            "from dbspark.algebra.keyhash import stable_hash; df = golden_frame(); "
-            "print(json.dumps({c: stable_hash(df, [c]).tolist() for c in df.columns}))")
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); from tests.test_keyhash import golden_frame; "
+        "from dbspark.algebra.keyhash import stable_hash; df = golden_frame(); "
+        "print(json.dumps({c: stable_hash(df, [c]).tolist() for c in df.columns}))"
+    )
     env = {**os.environ, "PYTHONHASHSEED": "12345", "POLARS_MAX_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", code, ROOT], capture_output=True, text=True, env=env,
-                         cwd=ROOT, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code, ROOT], capture_output=True, text=True, env=env, cwd=ROOT, check=True
+    ).stdout
     df = golden_frame()
     assert json.loads(out) == {c: stable_hash(df, [c]).tolist() for c in df.columns}
 
 
-@pytest.mark.parametrize("dtype", [pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64,
-                                   pl.Int128, pl.UInt128])
+@pytest.mark.parametrize(
+    "dtype", [pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64, pl.Int128, pl.UInt128]
+)
 def test_integer_widths_hash_by_value(dtype: pl.DataType) -> None:
     vals = [0, 1, 5, 100, None] + ([-1, -100] if dtype.is_signed_integer() else [])
     ref = stable_hash(pl.DataFrame({"k": pl.Series(vals, dtype=pl.Int64)}), ["k"])
@@ -103,13 +168,20 @@ def test_floats_nan_and_signed_zero() -> None:
 def test_nulls_in_every_type() -> None:
     n = 3
     cols = {
-        "i": pl.Series([None] * n, dtype=pl.Int32), "u": pl.Series([None] * n, dtype=pl.UInt64),
-        "f": pl.Series([None] * n, dtype=pl.Float32), "b": pl.Series([None] * n, dtype=pl.Boolean),
-        "s": pl.Series([None] * n, dtype=pl.String), "bin": pl.Series([None] * n, dtype=pl.Binary),
-        "d": pl.Series([None] * n, dtype=pl.Decimal(20, 4)), "t": pl.Series([None] * n, dtype=pl.Date),
-        "ts": pl.Series([None] * n, dtype=pl.Datetime("us")), "du": pl.Series([None] * n, dtype=pl.Duration("ms")),
-        "tm": pl.Series([None] * n, dtype=pl.Time), "c": pl.Series([None] * n, dtype=pl.Categorical),
-        "n": pl.Series([None] * n, dtype=pl.Null), "i128": pl.Series([None] * n, dtype=pl.Int128),
+        "i": pl.Series([None] * n, dtype=pl.Int32),
+        "u": pl.Series([None] * n, dtype=pl.UInt64),
+        "f": pl.Series([None] * n, dtype=pl.Float32),
+        "b": pl.Series([None] * n, dtype=pl.Boolean),
+        "s": pl.Series([None] * n, dtype=pl.String),
+        "bin": pl.Series([None] * n, dtype=pl.Binary),
+        "d": pl.Series([None] * n, dtype=pl.Decimal(20, 4)),
+        "t": pl.Series([None] * n, dtype=pl.Date),
+        "ts": pl.Series([None] * n, dtype=pl.Datetime("us")),
+        "du": pl.Series([None] * n, dtype=pl.Duration("ms")),
+        "tm": pl.Series([None] * n, dtype=pl.Time),
+        "c": pl.Series([None] * n, dtype=pl.Categorical),
+        "n": pl.Series([None] * n, dtype=pl.Null),
+        "i128": pl.Series([None] * n, dtype=pl.Int128),
     }
     df = pl.DataFrame(cols)
     ref = stable_hash(df, ["n"])
@@ -117,7 +189,10 @@ def test_nulls_in_every_type() -> None:
         assert stable_hash(df, [c]).tolist() == ref.tolist(), c
     # a NULL next to values: the values keep their hashes
     mixed = pl.DataFrame({"s": ["a", None, "b"]})
-    assert stable_hash(mixed, ["s"])[[0, 2]].tolist() == stable_hash(pl.DataFrame({"s": ["a", "b"]}), ["s"]).tolist()
+    assert (
+        stable_hash(mixed, ["s"])[[0, 2]].tolist()
+        == stable_hash(pl.DataFrame({"s": ["a", "b"]}), ["s"]).tolist()
+    )
 
 
 def test_strings() -> None:
@@ -141,7 +216,9 @@ def test_columns_in_order_and_types() -> None:
     ab, ba = stable_hash(df, ["a", "b"]), stable_hash(df, ["b", "a"])
     assert ab[0] != ba[0] and ab[0] == ba[1]
     t = pl.DataFrame({"d": [datetime.datetime(2020, 1, 1, 12)]})
-    assert stable_hash(t, ["d"])[0] != stable_hash(t.with_columns(pl.col("d").dt.cast_time_unit("ms")), ["d"])[0]
+    assert (
+        stable_hash(t, ["d"])[0] != stable_hash(t.with_columns(pl.col("d").dt.cast_time_unit("ms")), ["d"])[0]
+    )
     assert stable_hash(pl.DataFrame({"x": []}, schema={"x": pl.String}), ["x"]).shape == (0,)
     with pytest.raises(TypeError, match="'l'"):
         stable_hash(pl.DataFrame({"l": [[1]]}), ["l"])

@@ -27,8 +27,14 @@ TABLES = {
     "z^-1": (delay, m("0 0 0 0", "0 1 2 3", "2 3 4 5", "4 5 6 7")),
     "↑z^-1": (lift(delay), m("0 0 1 2", "0 2 3 4", "0 4 5 6", "0 6 7 8")),
     "↑z^-1 ∘ z^-1": (lambda s: lift(delay)(delay(s)), m("0 0 0 0", "0 0 1 2", "0 2 3 4", "0 4 5 6")),
-    "D ∘ ↑D": (lambda s: differentiate(lift(differentiate)(s)), m("0 1 1 1", "2 0 0 0", "2 0 0 0", "2 0 0 0")),
-    "↑I ∘ I": (lambda s: lift(integrate)(integrate(s)), m("0 1 3 6", "2 6 12 20", "6 15 27 42", "12 28 48 72")),
+    "D ∘ ↑D": (
+        lambda s: differentiate(lift(differentiate)(s)),
+        m("0 1 1 1", "2 0 0 0", "2 0 0 0", "2 0 0 0"),
+    ),
+    "↑I ∘ I": (
+        lambda s: lift(integrate)(integrate(s)),
+        m("0 1 3 6", "2 6 12 20", "6 15 27 42", "12 28 48 72"),
+    ),
 }
 
 

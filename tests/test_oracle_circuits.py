@@ -56,8 +56,11 @@ def test_random_aggregate_circuits(qc):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(queries(families=tuple(LINEAR_FAMILIES), max_ops=4).flatmap(
-    lambda q: change_streams(q.tables, large_weights=True).map(lambda ch: (q, ch))))
+@given(
+    queries(families=tuple(LINEAR_FAMILIES), max_ops=4).flatmap(
+        lambda q: change_streams(q.tables, large_weights=True).map(lambda ch: (q, ch))
+    )
+)
 def test_random_linear_circuits_with_large_weights(qc):
     q, changes = qc
     assert q.linear
@@ -86,25 +89,57 @@ def test_random_aggregate_circuits_spark(spark_engine, qc):
 
 @pytest.mark.spark
 @settings(SPARK_SETTINGS, max_examples=3)
-@given(queries(families=tuple(LINEAR_FAMILIES), max_ops=4).flatmap(
-    lambda q: change_streams(q.tables, large_weights=True).map(lambda ch: (q, ch))))
+@given(
+    queries(families=tuple(LINEAR_FAMILIES), max_ops=4).flatmap(
+        lambda q: change_streams(q.tables, large_weights=True).map(lambda ch: (q, ch))
+    )
+)
 def test_random_linear_circuits_with_large_weights_spark(spark_engine, qc):
     q, changes = qc
     assert q.linear
     run_against_oracle(q.circuit, q.outputs, changes, engine=spark_engine)
 
 
-EXPR_SCHEMA = pl.Schema({"k": pl.Int64, "a": pl.Int64, "b": pl.Int32, "s": pl.String, "f": pl.Float64,
-                         "t": pl.Boolean})
-EXPR_ROWS = [(k, a, b, s, f, t) for k, a, b, s, f, t in zip(
-    [0, 1, 2, 3, None, 1, 2, 0], [-3, -1, 0, 5, 2, None, 1, 0], [0, 1, 2, 3, 0, 2, None, 1],
-    ["p", "", None, "q", "r", "p", "q", "r"], [-1.5, 0.0, 2.5, None, 0.25, -0.5, 1.0, 0.0],
-    [True, False, None, True, False, True, None, False], strict=True)]
+EXPR_SCHEMA = pl.Schema(
+    {"k": pl.Int64, "a": pl.Int64, "b": pl.Int32, "s": pl.String, "f": pl.Float64, "t": pl.Boolean}
+)
+EXPR_ROWS = [
+    (k, a, b, s, f, t)
+    for k, a, b, s, f, t in zip(
+        [0, 1, 2, 3, None, 1, 2, 0],
+        [-3, -1, 0, 5, 2, None, 1, 0],
+        [0, 1, 2, 3, 0, 2, None, 1],
+        ["p", "", None, "q", "r", "p", "q", "r"],
+        [-1.5, 0.0, 2.5, None, 0.25, -0.5, 1.0, 0.0],
+        [True, False, None, True, False, True, None, False],
+        strict=True,
+    )
+]
 C = {n: col(n) for n in EXPR_SCHEMA}
-EDGE_EXPRS = [C["a"] // C["b"], C["a"] % C["b"], C["a"] / C["b"], C["f"] // C["f"], C["f"] % C["f"], C["f"] / C["f"],
-              C["f"] // lit(0.0), C["f"] % lit(0.0), C["a"] // lit(0), C["a"] % lit(0), C["b"] // C["a"],
-              C["b"] % C["a"], C["f"] // C["b"], C["f"] % C["b"], -C["f"], C["a"].abs(), C["a"] * C["f"],
-              C["a"].eq(C["f"]), C["a"] < C["f"], ~C["t"], C["t"] & C["a"].is_null(), C["t"] | (C["f"] > 0)]
+EDGE_EXPRS = [
+    C["a"] // C["b"],
+    C["a"] % C["b"],
+    C["a"] / C["b"],
+    C["f"] // C["f"],
+    C["f"] % C["f"],
+    C["f"] / C["f"],
+    C["f"] // lit(0.0),
+    C["f"] % lit(0.0),
+    C["a"] // lit(0),
+    C["a"] % lit(0),
+    C["b"] // C["a"],
+    C["b"] % C["a"],
+    C["f"] // C["b"],
+    C["f"] % C["b"],
+    -C["f"],
+    C["a"].abs(),
+    C["a"] * C["f"],
+    C["a"].eq(C["f"]),
+    C["a"] < C["f"],
+    ~C["t"],
+    C["t"] & C["a"].is_null(),
+    C["t"] | (C["f"] > 0),
+]
 
 
 @pytest.mark.spark
@@ -116,7 +151,9 @@ def test_expressions_agree_with_the_local_engine(spark_engine, exprs):
     from dbspark.engines.local.kernel import LocalKernel
 
     named = [(f"e{i}", e) for i, e in enumerate([*EDGE_EXPRS, *exprs])]
-    out = pl.Schema([(n, e.dtype(EXPR_SCHEMA) if e.dtype(EXPR_SCHEMA) != pl.Null() else pl.Int64()) for n, e in named])
+    out = pl.Schema(
+        [(n, e.dtype(EXPR_SCHEMA) if e.dtype(EXPR_SCHEMA) != pl.Null() else pl.Int64()) for n, e in named]
+    )
     sk, lk = spark_engine(), LocalKernel()
     weights = list(range(1, len(EXPR_ROWS) + 1))  # distinct weights: rows stay apart in the comparison
     local = lk.map(lk.input_batch(EXPR_ROWS, EXPR_SCHEMA, weights, "t"), named, out)
@@ -132,7 +169,10 @@ def test_zset_comparison_tolerates_float_rounding_only():
     assert zset_diff({(2, 0.3): 1}, {(1, 0.3): 1}) != ([], [])  # non-float values are exact
     assert zset_diff({(1, None): 1}, {(1, 0.0): 1}) != ([], [])
     assert zset_diff({(True,): 1}, {(1,): 1}) != ([], [])
-    assert zset_diff({(1.0, 2.0): 1, (1.0, 2.0 + 1e-12): 1}, {(1.0, 2.0): 1, (1.0 + 1e-13, 2.0): 1}) == ([], [])
+    assert zset_diff({(1.0, 2.0): 1, (1.0, 2.0 + 1e-12): 1}, {(1.0, 2.0): 1, (1.0 + 1e-13, 2.0): 1}) == (
+        [],
+        [],
+    )
 
 
 # ---- one operator family at a time -------------------------------------------------------------------------
@@ -145,8 +185,10 @@ U = TableSpec("u", (("k", "int64"), ("b", "int64")), "bag")
 FIXED = ChangeStream(
     (T, U),
     [
-        {"t": [((1, 10, "x"), 1), ((2, 20, "y"), 1), ((None, 5, None), 1), ((1, 10, "x"), 1)],
-         "u": [((1, 100), 1), ((3, 300), 1), ((None, 0), 1)]},
+        {
+            "t": [((1, 10, "x"), 1), ((2, 20, "y"), 1), ((None, 5, None), 1), ((1, 10, "x"), 1)],
+            "u": [((1, 100), 1), ((3, 300), 1), ((None, 0), 1)],
+        },
         {"t": [((2, 20, "y"), -1), ((3, None, "z"), 1)], "u": [((3, 300), -1), ((2, 200), 1)]},
         {},
         {"t": [((1, 10, "x"), -1)], "u": [((1, 101), 1)]},
@@ -155,8 +197,11 @@ FIXED = ChangeStream(
 )
 
 
-def views(engine: Any, build: Callable[[dbspark.Stream, dbspark.Stream], dbspark.Stream],
-          changes: ChangeStream = FIXED) -> list[dict[tuple, int]]:
+def views(
+    engine: Any,
+    build: Callable[[dbspark.Stream, dbspark.Stream], dbspark.Stream],
+    changes: ChangeStream = FIXED,
+) -> list[dict[tuple, int]]:
     """Check Q^Δ (on `engine`) against the oracle Q (on the local engine: the engines must agree) at
     every step; return the view of 'out' after each step. (Q's lifted operators on the spark engine
     are checked against the local ones by `test_lifted_operators_agree_with_the_local_engine` and by
@@ -165,7 +210,10 @@ def views(engine: Any, build: Callable[[dbspark.Stream, dbspark.Stream], dbspark
     t = c.input("t", T.schema, kind=T.kind)
     u = c.input("u", U.schema, kind=U.kind)
     c.output("out", build(t, u))
-    return [v.to_dict() for v in run_against_oracle(c, ["out"], changes, engine=engine, oracle_engine="local")["out"]]
+    return [
+        v.to_dict()
+        for v in run_against_oracle(c, ["out"], changes, engine=engine, oracle_engine="local")["out"]
+    ]
 
 
 def test_filter_comparison_and_null(engine):
@@ -196,7 +244,11 @@ def test_projection_keeps_bag_multiplicities(engine):
 
 def test_flat_map(engine):
     def repeat(row):  # a row twice when a > 6, once otherwise (a NULL a too); as a tuple or as a dict
-        return [(row["k"], row["s"])] * 2 if row["a"] is not None and row["a"] > 6 else [{"s": row["s"], "k": row["k"]}]
+        return (
+            [(row["k"], row["s"])] * 2
+            if row["a"] is not None and row["a"] > 6
+            else [{"s": row["s"], "k": row["k"]}]
+        )
 
     v = views(engine, lambda t, u: t.flat_map(repeat, {"k": "int64", "s": "str"}))
     assert v[0] == {(1, "x"): 4, (2, "y"): 2, (None, None): 1}
@@ -250,15 +302,26 @@ def test_self_join(engine):
 
 def test_product(engine):
     v = views(engine, lambda t, u: t.map("k").stream_product(u.map("b")))
-    assert v[0] == {(1, 100): 2, (1, 300): 2, (1, 0): 2, (2, 100): 1, (2, 300): 1, (2, 0): 1,
-                    (None, 100): 1, (None, 300): 1, (None, 0): 1}
+    assert v[0] == {
+        (1, 100): 2,
+        (1, 300): 2,
+        (1, 0): 2,
+        (2, 100): 1,
+        (2, 300): 1,
+        (2, 0): 1,
+        (None, 100): 1,
+        (None, 300): 1,
+        (None, 0): 1,
+    }
     assert v[4] == {}
 
 
 def test_distinct(engine):
     v = views(engine, lambda t, u: t.map("k").stream_distinct())
     assert v[1] == {(1,): 1, (None,): 1, (3,): 1}
-    v = views(engine, lambda t, u: (t.map("k") - u.map("k")).stream_distinct())  # negative weights are dropped
+    v = views(
+        engine, lambda t, u: (t.map("k") - u.map("k")).stream_distinct()
+    )  # negative weights are dropped
     assert v[1] == {(1,): 1, (3,): 1}
 
 
@@ -294,8 +357,12 @@ def test_grouped_aggregate(func, step1, engine):
 
 
 def test_count_star_and_global_aggregate_on_empty_input(engine):
-    v = views(engine, lambda t, u: t.stream_aggregate(n="count", c=("count", "a"), s=("sum", "a"), lo=("min", "s"),
-                                                 md=("median", "a")))
+    v = views(
+        engine,
+        lambda t, u: t.stream_aggregate(
+            n="count", c=("count", "a"), s=("sum", "a"), lo=("min", "s"), md=("median", "a")
+        ),
+    )
     assert v[0] == {(4, 4, 45, "x", 10.0): 1}
     assert v[1] == {(4, 3, 25, "x", 10.0): 1}
     assert v[4] == {(0, 0, None, None, None): 1}
@@ -304,7 +371,9 @@ def test_count_star_and_global_aggregate_on_empty_input(engine):
 def test_aggregate_of_joined_and_filtered_stream(engine):
     def q(t, u):
         j = t.stream_join(u, on="k").filter(col("b") > 0)
-        return j.stream_aggregate(by="s", n="count", total=("sum", "b"), md=("median", "b"), sd=("stddev", "b"))
+        return j.stream_aggregate(
+            by="s", n="count", total=("sum", "b"), md=("median", "b"), sd=("stddev", "b")
+        )
 
     v = views(engine, q)
     assert v[1] == {("x", 2, 200, 100.0, 0.0): 1}
@@ -316,15 +385,28 @@ def test_aggregate_of_joined_and_filtered_stream(engine):
 
 
 def test_aggregate_on_string_and_bool_columns(engine):
-    v = views(engine, lambda t, u: t.map("s", pos=col("a") > 6).stream_aggregate(
-        by="pos", lo=("min", "s"), hi=("max", "s"), md=("median", "s"), mo=("mode", "s")))
-    assert v[1] == {(True, "x", "x", "x", "x"): 1, (False, None, None, None, None): 1, (None, "z", "z", "z", "z"): 1}
+    v = views(
+        engine,
+        lambda t, u: t.map("s", pos=col("a") > 6).stream_aggregate(
+            by="pos", lo=("min", "s"), hi=("max", "s"), md=("median", "s"), mo=("mode", "s")
+        ),
+    )
+    assert v[1] == {
+        (True, "x", "x", "x", "x"): 1,
+        (False, None, None, None, None): 1,
+        (None, "z", "z", "z", "z"): 1,
+    }
 
 
 def test_nested_distinct_chain_is_consolidated_and_correct(engine):
     # the §4.4 shape: distinct of a join of distincts (Prop 4.5 / 4.6 drop the inner ones for bags)
     def q(t, u):
-        return t.map("k").stream_distinct().stream_join(u.map("k", "b").stream_distinct(), on="k").stream_distinct()
+        return (
+            t.map("k")
+            .stream_distinct()
+            .stream_join(u.map("k", "b").stream_distinct(), on="k")
+            .stream_distinct()
+        )
 
     v = views(engine, q)
     assert v[1] == {(1, 100): 1}
@@ -355,8 +437,10 @@ def test_delay_integrate_differentiate_and_a_feedback_loop(engine):
     c.output("di", t.differentiate().integrate())
     c.output("zi", t.integrate().delay())
     c.output("loop", alpha)
-    stream = [dbspark.ZSet.from_rows([r for r, _ in st.get("t", [])], t.schema, [w for _, w in st.get("t", [])])
-              for st in FIXED.steps]
+    stream = [
+        dbspark.ZSet.from_rows([r for r, _ in st.get("t", [])], t.schema, [w for _, w in st.get("t", [])])
+        for st in FIXED.steps
+    ]
     stream[2] = -stream[1]  # a step whose change undoes the previous one
     out = run_stream(c, {"t": stream}, engine=engine)
     empty = dbspark.ZSet.empty(stream[0].schema)
@@ -382,8 +466,18 @@ def test_lifted_operators_agree_with_the_local_engine(spark_engine):
     c.output("distinct", (t.map("k") - u.map("k")).stream_distinct())
     c.output("semi", t.stream_semijoin(u, on="k"))
     c.output("anti", t.stream_antijoin(u, on="k"))
-    c.output("agg", t.stream_aggregate(by="k", n="count", s=("sum", "a"), lo=("min", "s"), md=("median", "a"),
-                                       mo=("mode", "a"), sd=("stddev", "a")))
+    c.output(
+        "agg",
+        t.stream_aggregate(
+            by="k",
+            n="count",
+            s=("sum", "a"),
+            lo=("min", "s"),
+            md=("median", "a"),
+            mo=("mode", "a"),
+            sd=("stddev", "a"),
+        ),
+    )
     c.output("global", t.stream_aggregate(n="count", av=("avg", "a"), hi=("max", "s")))
     contents = FIXED.contents()
     spark, local = c.run(spark_engine, snapshots=True), c.run(snapshots=True)
@@ -395,15 +489,21 @@ def test_lifted_operators_agree_with_the_local_engine(spark_engine):
         got, expected = spark.step(), local.step()
         for o in c.outputs:
             assert_zsets_close(spark.kernel.to_local(got[o]), expected[o], f"step {step}, output {o!r}")
-    assert expected["agg"].to_dict() == {(1, 1, 10, "x", 10.0, 10, None): 1, (None, 1, 5, None, 5.0, 5, None): 1,
-                                         (3, 1, None, "z", None, None, None): 1}  # step 3: (1, 10, 'x') once
+    assert expected["agg"].to_dict() == {
+        (1, 1, 10, "x", 10.0, 10, None): 1,
+        (None, 1, 5, None, 5.0, 5, None): 1,
+        (3, 1, None, "z", None, None, None): 1,
+    }  # step 3: (1, 10, 'x') once
 
 
 def test_views_with_large_weights_on_linear_circuit(engine):
-    ch = ChangeStream((T, U), [
-        {"t": [((1, 10, "x"), LARGE_WEIGHT), ((1, 10, "x"), LARGE_WEIGHT)]},
-        {"t": [((1, 10, "x"), -LARGE_WEIGHT + 1)]},
-    ])
+    ch = ChangeStream(
+        (T, U),
+        [
+            {"t": [((1, 10, "x"), LARGE_WEIGHT), ((1, 10, "x"), LARGE_WEIGHT)]},
+            {"t": [((1, 10, "x"), -LARGE_WEIGHT + 1)]},
+        ],
+    )
     v = views(engine, lambda t, u: t.filter(col("a") > 0).map("k", y=col("a") + 1) - u.map("k", y="b"), ch)
     assert v[0] == {(1, 11): 2 * LARGE_WEIGHT}
     assert v[1] == {(1, 11): LARGE_WEIGHT + 1}

@@ -30,8 +30,11 @@ EXAMPLE = ROOT / "examples" / "orders"
 
 
 def _pipeline(engine: str, spark: Any, directory: Path | None = None) -> dbspark.Pipeline:
-    p = dbspark.Pipeline(directory, engine=engine, spark=spark) if engine == "spark" else dbspark.Pipeline(
-        directory, engine="local")
+    p = (
+        dbspark.Pipeline(directory, engine=engine, spark=spark)
+        if engine == "spark"
+        else dbspark.Pipeline(directory, engine="local")
+    )
     t = p.table("t", {"k": "int64", "v": "int64"})
     p.create_view("sums", t.stream_aggregate("k", n="count", s=("sum", "v")))
     p.create_view("big", t.filter(col("v") > 10).map("k").stream_distinct())
@@ -94,8 +97,13 @@ def test_default_engine_is_spark():
 # ---- crash tests through the CLI ---------------------------------------------------------------------------
 def _cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     e = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "dbspark.cli", *args], env=e, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "dbspark.cli", *args],
+        env=e,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _changes(tmp: Path, steps: int, seed: int) -> Path:
@@ -107,8 +115,9 @@ def _changes(tmp: Path, steps: int, seed: int) -> Path:
         sd = d / f"{s + 1}"
         sd.mkdir(parents=True)
         if s == 0:
-            pl.DataFrame({"cust": [1, 2, 3], "name": ["a", "b", "c"], "region": ["EU", "US", "EU"]}).write_csv(
-                sd / "customers.csv")
+            pl.DataFrame(
+                {"cust": [1, 2, 3], "name": ["a", "b", "c"], "region": ["EU", "US", "EU"]}
+            ).write_csv(sd / "customers.csv")
         rows, ops = [], []
         for _ in range(rng.randint(0, 6)):
             r = (rng.randint(1, 30), rng.randint(1, 4), f"{rng.randint(1, 999)}.{rng.randint(0, 99):02d}")
@@ -123,8 +132,14 @@ def _changes(tmp: Path, steps: int, seed: int) -> Path:
             if orders[r] == 0:
                 del orders[r]
         if rows:
-            pl.DataFrame({"o_id": [r[0] for r in rows], "cust": [r[1] for r in rows],
-                          "total": [r[2] for r in rows], "op": ops}).write_csv(sd / "orders.csv")
+            pl.DataFrame(
+                {
+                    "o_id": [r[0] for r in rows],
+                    "cust": [r[1] for r in rows],
+                    "total": [r[2] for r in rows],
+                    "op": ops,
+                }
+            ).write_csv(sd / "orders.csv")
     return d
 
 
@@ -166,8 +181,20 @@ def _check(out: Path, expected: dict[str, dict], steps: int) -> None:
 @pytest.mark.spark
 def test_spark_pipeline_killed_before_commit_resumes_without_duplicates(tmp_path):
     changes = _changes(tmp_path, steps=4, seed=7)
-    args = ["run", str(EXAMPLE / "pipeline.py"), "--changes", str(changes), "--state", str(tmp_path / "state"),
-            "--output", str(tmp_path / "out"), "--show", "0", "--master", "local[2]"]
+    args = [
+        "run",
+        str(EXAMPLE / "pipeline.py"),
+        "--changes",
+        str(changes),
+        "--state",
+        str(tmp_path / "state"),
+        "--output",
+        str(tmp_path / "out"),
+        "--show",
+        "0",
+        "--master",
+        "local[2]",
+    ]
     first = _cli(args, {"DBSPARK_KILL_BEFORE_COMMIT": "2"})
     first.communicate(timeout=600)
     assert first.returncode == -signal.SIGKILL
@@ -185,8 +212,20 @@ def test_spark_pipeline_killed_before_commit_resumes_without_duplicates(tmp_path
 
 def test_local_pipeline_killed_at_random_moments_finishes_equal_to_the_oracle(tmp_path):
     changes = _changes(tmp_path, steps=12, seed=3)
-    args = ["run", str(EXAMPLE / "pipeline.py"), "--changes", str(changes), "--state", str(tmp_path / "state"),
-            "--output", str(tmp_path / "out"), "--show", "0", "--engine", "local"]
+    args = [
+        "run",
+        str(EXAMPLE / "pipeline.py"),
+        "--changes",
+        str(changes),
+        "--state",
+        str(tmp_path / "state"),
+        "--output",
+        str(tmp_path / "out"),
+        "--show",
+        "0",
+        "--engine",
+        "local",
+    ]
     rng = random.Random(5)
     kills = 0
     for _ in range(3):

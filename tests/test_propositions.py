@@ -100,7 +100,9 @@ def single(build: Callable[[dbspark.Stream], dbspark.Stream], spec: TableSpec, k
     return c
 
 
-def double(build: Builder, a: TableSpec = A, b: TableSpec = B, kinds: tuple[str, str] = ("zset", "zset")) -> Circuit:
+def double(
+    build: Builder, a: TableSpec = A, b: TableSpec = B, kinds: tuple[str, str] = ("zset", "zset")
+) -> Circuit:
     """A circuit with inputs 'a', 'b' and one output 'o' = build(a, b)."""
     c = dbspark.Circuit()
     c.output("o", build(c.input("a", a.schema, kind=kinds[0]), c.input("b", b.schema, kind=kinds[1])))
@@ -126,8 +128,9 @@ catalog = st.sampled_from(sorted(CATALOG))
 
 
 @st.composite
-def ab_streams(draw: st.DrawFn, kind: str | None = None, big: bool = False, max_len: int = 5,
-               positive: bool = False) -> dict[str, list[ZSet]]:
+def ab_streams(
+    draw: st.DrawFn, kind: str | None = None, big: bool = False, max_len: int = 5, positive: bool = False
+) -> dict[str, list[ZSet]]:
     """Streams for inputs 'a' (table A) and 'b' (table B) of one length.
 
     kind None: arbitrary Z-sets per step (snapshots or changes alike); otherwise change streams whose
@@ -135,15 +138,20 @@ def ab_streams(draw: st.DrawFn, kind: str | None = None, big: bool = False, max_
     pa, pb = draw(row_pools(A)), draw(row_pools(B))
     n = draw(st.integers(2, max_len))
     if kind is None:
-        return {"a": draw(streams(A, pa, min_len=n, max_len=n, big=big, positive=positive)),
-                "b": draw(streams(B, pb, min_len=n, max_len=n, big=big, positive=positive))}
-    return {"a": draw(change_streams(A, pa, kind=kind, min_len=n, max_len=n, big=big)),
-            "b": draw(change_streams(B, pb, kind=kind, min_len=n, max_len=n, big=big))}
+        return {
+            "a": draw(streams(A, pa, min_len=n, max_len=n, big=big, positive=positive)),
+            "b": draw(streams(B, pb, min_len=n, max_len=n, big=big, positive=positive)),
+        }
+    return {
+        "a": draw(change_streams(A, pa, kind=kind, min_len=n, max_len=n, big=big)),
+        "b": draw(change_streams(B, pb, kind=kind, min_len=n, max_len=n, big=big)),
+    }
 
 
 @st.composite
-def spec_and_stream(draw: st.DrawFn, big: bool = True, positive: bool = False, kind: str | None = None,
-                    max_len: int = 5) -> tuple[TableSpec, list[ZSet]]:
+def spec_and_stream(
+    draw: st.DrawFn, big: bool = True, positive: bool = False, kind: str | None = None, max_len: int = 5
+) -> tuple[TableSpec, list[ZSet]]:
     """A random table and one stream over it (arbitrary Z-sets, or changes of the given kind)."""
     spec = draw(table_specs())
     pool = draw(row_pools(spec))
@@ -155,7 +163,9 @@ def spec_and_stream(draw: st.DrawFn, big: bool = True, positive: bool = False, k
 # ---- Prop 2.4: lifting distributes over composition ---------------------------------------------------------
 @SETTINGS
 @given(spec_and_stream(), st.data())
-def test_prop_2_4_map_after_map_equals_fused_map(ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) -> None:
+def test_prop_2_4_map_after_map_equals_fused_map(
+    ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
+) -> None:
     """↑f ∘ ↑g = ↑(f∘g) for two maps g, f; f∘g is one map whose expressions are f's with g's substituted."""
     spec, s = ss
     g = data.draw(map_columns(spec.schema, prefix="g"))
@@ -171,7 +181,9 @@ def test_prop_2_4_map_after_map_equals_fused_map(ss: tuple[TableSpec, list[ZSet]
 
 @SETTINGS
 @given(spec_and_stream(), st.data())
-def test_prop_2_4_filter_after_filter_equals_conjunction(ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) -> None:
+def test_prop_2_4_filter_after_filter_equals_conjunction(
+    ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
+) -> None:
     """↑σ_q ∘ ↑σ_p = ↑σ_{p∧q} (SQL three-valued logic: a row passes iff both predicates are TRUE)."""
     spec, s = ss
     p, q = data.draw(predicates(spec.schema)), data.draw(predicates(spec.schema))
@@ -334,7 +346,9 @@ def test_prop_3_2_inversion_incrementalize_I_Q_D_is_Q(s: dict[str, list[ZSet]], 
     """inversion, the other way round: P = I∘Q∘D built as a circuit has P^Δ = Q."""
     p = double(lambda a, b: CATALOG[name](a.differentiate(), b.differentiate()).integrate())
     q = double(CATALOG[name])
-    assert_streams_equal(run_stream(p.incrementalize(), s)["o"], run_stream(q, s)["o"], f"(I∘{name}∘D)^Δ vs {name}")
+    assert_streams_equal(
+        run_stream(p.incrementalize(), s)["o"], run_stream(q, s)["o"], f"(I∘{name}∘D)^Δ vs {name}"
+    )
 
 
 INVARIANT: dict[str, Builder] = {
@@ -370,9 +384,14 @@ def test_prop_3_2_push_pull(s: dict[str, list[ZSet]], name: str) -> None:
     """push/pull: Q∘I = I∘Q^Δ and D∘Q = Q^Δ∘D, on streams (I and D applied numerically)."""
     q = double(CATALOG[name])
     qd = q.incrementalize()
-    assert_streams_equal(run_stream(q, integrate_streams(s))["o"], integrate_stream(run_stream(qd, s)["o"]), "Q∘I vs I∘Q^Δ")
-    assert_streams_equal(differentiate_stream(run_stream(q, s)["o"]), run_stream(qd, differentiate_streams(s))["o"],
-                         "D∘Q vs Q^Δ∘D")
+    assert_streams_equal(
+        run_stream(q, integrate_streams(s))["o"], integrate_stream(run_stream(qd, s)["o"]), "Q∘I vs I∘Q^Δ"
+    )
+    assert_streams_equal(
+        differentiate_stream(run_stream(q, s)["o"]),
+        run_stream(qd, differentiate_streams(s))["o"],
+        "D∘Q vs Q^Δ∘D",
+    )
 
 
 UNARY: dict[str, Callable[[dbspark.Stream], dbspark.Stream]] = {
@@ -507,7 +526,9 @@ def _no_time_ops(c: Circuit) -> bool:
 
 @SETTINGS
 @given(spec_and_stream(kind="zset"), st.data())
-def test_thm_3_3_linear_circuit_is_its_own_incremental(ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) -> None:
+def test_thm_3_3_linear_circuit_is_its_own_incremental(
+    ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
+) -> None:
     """Thm 3.3: a circuit of filter, map, flat_map, index, plus and neg has Q^Δ = Q: the incrementalized
     circuit has no I, D or z^-1, is term-for-term the same, gives the same outputs on any stream, and
     equals D∘Q∘I numerically."""
@@ -531,8 +552,10 @@ def test_thm_3_3_linear_circuit_is_its_own_incremental(ss: tuple[TableSpec, list
 def join_case(draw: st.DrawFn) -> tuple[TableSpec, TableSpec, str, dict[str, list[ZSet]]]:
     left, right, key = draw(join_specs())
     n = draw(st.integers(2, 5))
-    ch = {"a": draw(change_streams(left, kind="zset", min_len=n, max_len=n)),
-          "b": draw(change_streams(right, kind="zset", min_len=n, max_len=n))}
+    ch = {
+        "a": draw(change_streams(left, kind="zset", min_len=n, max_len=n)),
+        "b": draw(change_streams(right, kind="zset", min_len=n, max_len=n)),
+    }
     return left, right, key, ch
 
 
@@ -544,20 +567,38 @@ def test_thm_3_4_join(case: tuple[TableSpec, TableSpec, str, dict[str, list[ZSet
     left, right, key, ch = case
     q = double(lambda a, b: a.stream_join(b, on=key), left, right)
     got = assert_incremental_matches(q, ch)["o"]
-    formula = double(lambda a, b: a.stream_join(b, on=key) + a.integrate().delay().stream_join(b, on=key)
-                     + a.stream_join(b.integrate().delay(), on=key), left, right)
+    formula = double(
+        lambda a, b: (
+            a.stream_join(b, on=key)
+            + a.integrate().delay().stream_join(b, on=key)
+            + a.stream_join(b.integrate().delay(), on=key)
+        ),
+        left,
+        right,
+    )
     assert_streams_equal(got, run_stream(formula, ch)["o"], "(a⋈b)^Δ vs the three-term formula")
 
 
 # values each key type can hold, shared values first, so that a wider type meets out-of-range values
 KEY_VALUES: dict[str, list] = {
-    "int64": [-2, 0, 1, 100, 2**40], "int32": [-2, 0, 1, 100, 2**31 - 1], "int16": [-2, 0, 1, 100],
-    "float64": [-2.0, 0.0, 1.0, 100.0, 0.1, 2.0**40], "float32": [-2.0, 0.0, 1.0, 100.0, 0.1],
-    "decimal(10,2)": [-2, 0, 1, 100], "decimal(12,2)": [-2, 0, 1, 100, 10**9],
+    "int64": [-2, 0, 1, 100, 2**40],
+    "int32": [-2, 0, 1, 100, 2**31 - 1],
+    "int16": [-2, 0, 1, 100],
+    "float64": [-2.0, 0.0, 1.0, 100.0, 0.1, 2.0**40],
+    "float32": [-2.0, 0.0, 1.0, 100.0, 0.1],
+    "decimal(10,2)": [-2, 0, 1, 100],
+    "decimal(12,2)": [-2, 0, 1, 100, 10**9],
 }
 KEY_TYPE_PAIRS = [
-    ("int64", "int32"), ("int32", "int64"), ("int64", "int16"), ("float64", "float64"), ("float32", "float64"),
-    ("float64", "float32"), ("int64", "float64"), ("float64", "int32"), ("decimal(10,2)", "decimal(12,2)"),
+    ("int64", "int32"),
+    ("int32", "int64"),
+    ("int64", "int16"),
+    ("float64", "float64"),
+    ("float32", "float64"),
+    ("float64", "float32"),
+    ("int64", "float64"),
+    ("float64", "int32"),
+    ("decimal(10,2)", "decimal(12,2)"),
 ]
 
 
@@ -568,16 +609,19 @@ def test_thm_3_4_join_keys_of_different_types(left_type: str, right_type: str, d
     """Thm 3.4 for every join dbspark accepts: keys of two numeric types either make the join a
     SchemaError when it is built, or (↑⋈)^Δ = D∘↑⋈∘I — never a crash at run time, never a trace probe
     that misses matches the non-incremental join finds."""
-    left = TableSpec.of({"k": left_type, "a": "str"}, nullable=["k"],
-                        domains={"k": KEY_VALUES[left_type], "a": ["x", "y"]})
+    left = TableSpec.of(
+        {"k": left_type, "a": "str"}, nullable=["k"], domains={"k": KEY_VALUES[left_type], "a": ["x", "y"]}
+    )
     right = TableSpec.of({"j": right_type, "b": "int64"}, domains={"j": KEY_VALUES[right_type], "b": [0, 1]})
     try:
         q = double(lambda a, b: a.stream_join(b, left_on="k", right_on="j"), left, right)
     except dbspark.SchemaError:
         return
     n = data.draw(st.integers(2, 4))
-    ch = {"a": data.draw(change_streams(left, kind="zset", min_len=n, max_len=n)),
-          "b": data.draw(change_streams(right, kind="zset", min_len=n, max_len=n))}
+    ch = {
+        "a": data.draw(change_streams(left, kind="zset", min_len=n, max_len=n)),
+        "b": data.draw(change_streams(right, kind="zset", min_len=n, max_len=n)),
+    }
     assert_incremental_matches(q, ch)
 
 
@@ -588,23 +632,38 @@ def test_thm_3_4_product(data: st.DataObject) -> None:
     left = data.draw(table_specs(max_cols=2))
     right = data.draw(table_specs(max_cols=2, names=("a", "e")))
     n = data.draw(st.integers(2, 4))
-    ch = {"a": data.draw(change_streams(left, kind="zset", min_len=n, max_len=n)),
-          "b": data.draw(change_streams(right, kind="zset", min_len=n, max_len=n))}
+    ch = {
+        "a": data.draw(change_streams(left, kind="zset", min_len=n, max_len=n)),
+        "b": data.draw(change_streams(right, kind="zset", min_len=n, max_len=n)),
+    }
     q = double(lambda a, b: a.stream_product(b), left, right)
     got = assert_incremental_matches(q, ch)["o"]
-    formula = double(lambda a, b: a.stream_product(b) + a.integrate().delay().stream_product(b)
-                     + a.stream_product(b.integrate().delay()), left, right)
+    formula = double(
+        lambda a, b: (
+            a.stream_product(b)
+            + a.integrate().delay().stream_product(b)
+            + a.stream_product(b.integrate().delay())
+        ),
+        left,
+        right,
+    )
     assert_streams_equal(got, run_stream(formula, ch)["o"], "(a×b)^Δ vs the three-term formula")
 
 
 # ---- Prop 4.5 and 4.6: moving and consolidating distinct on positive Z-sets -----------------------------------------
-def _both(build1: Builder, build2: Builder, a: TableSpec, b: TableSpec, s: dict[str, list[ZSet]], what: str) -> None:
+def _both(
+    build1: Builder, build2: Builder, a: TableSpec, b: TableSpec, s: dict[str, list[ZSet]], what: str
+) -> None:
     """The two circuits built on the same inputs give the same stream."""
-    assert_streams_equal(run_stream(double(build1, a, b), s)["o"], run_stream(double(build2, a, b), s)["o"], what)
+    assert_streams_equal(
+        run_stream(double(build1, a, b), s)["o"], run_stream(double(build2, a, b), s)["o"], what
+    )
 
 
 @st.composite
-def positive_pair(draw: st.DrawFn, join: bool = False, big: bool = False) -> tuple[TableSpec, TableSpec, str, dict]:
+def positive_pair(
+    draw: st.DrawFn, join: bool = False, big: bool = False
+) -> tuple[TableSpec, TableSpec, str, dict]:
     """Two tables (joinable on 'k' if `join`) and positive streams (bags) over them, of one length."""
     if join:
         left, right, key = draw(join_specs())
@@ -613,8 +672,10 @@ def positive_pair(draw: st.DrawFn, join: bool = False, big: bool = False) -> tup
         right = draw(table_specs(max_cols=2, names=("a", "e")))
         key = ""
     n = draw(st.integers(2, 4))
-    s = {"a": draw(streams(left, draw(row_pools(left)), min_len=n, max_len=n, big=big, positive=True)),
-         "b": draw(streams(right, draw(row_pools(right)), min_len=n, max_len=n, big=big, positive=True))}
+    s = {
+        "a": draw(streams(left, draw(row_pools(left)), min_len=n, max_len=n, big=big, positive=True)),
+        "b": draw(streams(right, draw(row_pools(right)), min_len=n, max_len=n, big=big, positive=True)),
+    }
     return left, right, key, s
 
 
@@ -624,8 +685,14 @@ def test_prop_4_5_filter(ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) 
     """Prop 4.5, σ: σ(distinct(i)) = distinct(σ(i)) for positive i."""
     spec, s = ss
     p = data.draw(predicates(spec.schema))
-    _both(lambda a, b: a.stream_distinct().filter(p), lambda a, b: a.filter(p).stream_distinct(), spec, spec,
-          {"a": s}, "σ∘distinct vs distinct∘σ")
+    _both(
+        lambda a, b: a.stream_distinct().filter(p),
+        lambda a, b: a.filter(p).stream_distinct(),
+        spec,
+        spec,
+        {"a": s},
+        "σ∘distinct vs distinct∘σ",
+    )
 
 
 @SETTINGS
@@ -633,8 +700,14 @@ def test_prop_4_5_filter(ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) 
 def test_prop_4_5_join(case: tuple) -> None:
     """Prop 4.5, ⋈: distinct(a) ⋈ distinct(b) = distinct(a ⋈ b) for positive a, b (NULL keys included)."""
     left, right, key, s = case
-    _both(lambda a, b: a.stream_distinct().stream_join(b.stream_distinct(), on=key),
-          lambda a, b: a.stream_join(b, on=key).stream_distinct(), left, right, s, "⋈∘distinct vs distinct∘⋈")
+    _both(
+        lambda a, b: a.stream_distinct().stream_join(b.stream_distinct(), on=key),
+        lambda a, b: a.stream_join(b, on=key).stream_distinct(),
+        left,
+        right,
+        s,
+        "⋈∘distinct vs distinct∘⋈",
+    )
 
 
 @SETTINGS
@@ -642,18 +715,30 @@ def test_prop_4_5_join(case: tuple) -> None:
 def test_prop_4_5_product(case: tuple) -> None:
     """Prop 4.5, ×: distinct(a) × distinct(b) = distinct(a × b) for positive a, b."""
     left, right, _, s = case
-    _both(lambda a, b: a.stream_distinct().stream_product(b.stream_distinct()),
-          lambda a, b: a.stream_product(b).stream_distinct(), left, right, s, "×∘distinct vs distinct∘×")
+    _both(
+        lambda a, b: a.stream_distinct().stream_product(b.stream_distinct()),
+        lambda a, b: a.stream_product(b).stream_distinct(),
+        left,
+        right,
+        s,
+        "×∘distinct vs distinct∘×",
+    )
 
 
 def test_prop_4_5_needs_positive_inputs() -> None:
     """The hypothesis of Prop 4.5 matters: with a = -x, b = -y, distinct(a) ⋈ distinct(b) = 0 but
     distinct(a ⋈ b) = {(x, y)}; so dbspark must not consolidate distincts over Z-set ('zset') inputs."""
     a_spec, b_spec = TableSpec.of({"k": "int64"}), TableSpec.of({"k": "int64", "v": "int64"})
-    s = {"a": [ZSet.from_rows([(1,)], a_spec.schema, [-1])], "b": [ZSet.from_rows([(1, 2)], b_spec.schema, [-1])]}
-    moved = run_stream(double(lambda a, b: a.stream_distinct().stream_join(b.stream_distinct(), on="k"),
-                              a_spec, b_spec), s)["o"]
-    direct = run_stream(double(lambda a, b: a.stream_join(b, on="k").stream_distinct(), a_spec, b_spec), s)["o"]
+    s = {
+        "a": [ZSet.from_rows([(1,)], a_spec.schema, [-1])],
+        "b": [ZSet.from_rows([(1, 2)], b_spec.schema, [-1])],
+    }
+    moved = run_stream(
+        double(lambda a, b: a.stream_distinct().stream_join(b.stream_distinct(), on="k"), a_spec, b_spec), s
+    )["o"]
+    direct = run_stream(double(lambda a, b: a.stream_join(b, on="k").stream_distinct(), a_spec, b_spec), s)[
+        "o"
+    ]
     assert moved[0].to_dict() == {} and direct[0].to_dict() == {(1, 2): 1}
 
 
@@ -666,7 +751,10 @@ def test_prop_4_6_filter_and_map(ss: tuple[TableSpec, list[ZSet]], data: st.Data
     m = data.draw(map_columns(spec.schema))
     proj = data.draw(st.lists(st.sampled_from(spec.columns), min_size=1, unique=True))
     ops: list[tuple[str, Callable[[dbspark.Stream], dbspark.Stream]]] = [
-        ("σ", lambda x: x.filter(p)), ("map", lambda x: x.map(*m)), ("π", lambda x: x.map(*proj))]
+        ("σ", lambda x: x.filter(p)),
+        ("map", lambda x: x.map(*m)),
+        ("π", lambda x: x.map(*proj)),
+    ]
     for name, q in ops:
         _both(_distinct_q_distinct(q), _distinct_q(q), spec, spec, {"a": s}, name)
 
@@ -714,15 +802,27 @@ def test_prop_4_6_product(case: tuple) -> None:
     """Prop 4.6, ×: distinct(distinct(a) × distinct(b)) = distinct(a × b)."""
     left, right, _, s = case
     want = run_stream(double(lambda a, b: a.stream_product(b).stream_distinct(), left, right), s)["o"]
-    got = run_stream(double(lambda a, b: a.stream_distinct().stream_product(b.stream_distinct()).stream_distinct(),
-                            left, right), s)["o"]
+    got = run_stream(
+        double(
+            lambda a, b: a.stream_distinct().stream_product(b.stream_distinct()).stream_distinct(),
+            left,
+            right,
+        ),
+        s,
+    )["o"]
     assert_streams_equal(got, want, "distinct∘×∘distinct vs distinct∘×")
 
 
-T44 = TableSpec.of({"a": "int64", "x": "int64", "id": "int64"}, nullable=["x"],
-                   domains={"a": [-1, 1, 3], "x": [0, 1], "id": [0, 1, 2]})
-R44 = TableSpec.of({"s": "int64", "id": "int64", "y": "str"}, nullable=["y", "id"],
-                   domains={"s": [0, 1, 6], "id": [0, 1, 2], "y": ["p", "q"]})
+T44 = TableSpec.of(
+    {"a": "int64", "x": "int64", "id": "int64"},
+    nullable=["x"],
+    domains={"a": [-1, 1, 3], "x": [0, 1], "id": [0, 1, 2]},
+)
+R44 = TableSpec.of(
+    {"s": "int64", "id": "int64", "y": "str"},
+    nullable=["y", "id"],
+    domains={"s": [0, 1, 6], "id": [0, 1, 2], "y": ["p", "q"]},
+)
 
 
 def _query_4_4(kind_t: str, kind_r: str) -> Circuit:
@@ -738,12 +838,21 @@ def _query_4_4(kind_t: str, kind_r: str) -> Circuit:
     return c
 
 
-@pytest.mark.parametrize(("kind_t", "kind_r", "n_distinct"), [
-    ("bag", "bag", 1), ("set", "set", 1), ("set", "bag", 1), ("bag", "zset", 2), ("zset", "zset", 3),
-])
+@pytest.mark.parametrize(
+    ("kind_t", "kind_r", "n_distinct"),
+    [
+        ("bag", "bag", 1),
+        ("set", "set", 1),
+        ("set", "bag", 1),
+        ("bag", "zset", 2),
+        ("zset", "zset", 3),
+    ],
+)
 @settings(SETTINGS, max_examples=12)
 @given(data=st.data())
-def test_prop_4_5_4_6_section_4_4_query(kind_t: str, kind_r: str, n_distinct: int, data: st.DataObject) -> None:
+def test_prop_4_5_4_6_section_4_4_query(
+    kind_t: str, kind_r: str, n_distinct: int, data: st.DataObject
+) -> None:
     """Algorithm 4.8 step 2 on the §4.4 query: with bag/set inputs the three distincts consolidate into
     one H node (Prop 4.5, 4.6); a distinct over a 'zset' input must stay. Numerically Q^Δ = D∘Q∘I."""
     c = _query_4_4(kind_t, kind_r)
@@ -752,8 +861,10 @@ def test_prop_4_5_4_6_section_4_4_query(kind_t: str, kind_r: str, n_distinct: in
     assert count_ops(qd, StreamDistinct) == 0, qd.explain()
     n = data.draw(st.integers(2, 6))
     pt, pr = data.draw(row_pools(T44, 3, 8)), data.draw(row_pools(R44, 3, 8))
-    ch = {"t": data.draw(change_streams(T44, pt, kind=kind_t, min_len=n, max_len=n)),
-          "r": data.draw(change_streams(R44, pr, kind=kind_r, min_len=n, max_len=n))}
+    ch = {
+        "t": data.draw(change_streams(T44, pt, kind=kind_t, min_len=n, max_len=n)),
+        "r": data.draw(change_streams(R44, pr, kind=kind_r, min_len=n, max_len=n)),
+    }
     assert_incremental_matches(c, ch, qd)
 
 
@@ -768,7 +879,9 @@ def test_prop_4_7_H_circuit_equals_D_distinct_I(ss: tuple[TableSpec, list[ZSet]]
     qd = c.incrementalize()
     assert count_ops(qd, DistinctH) == 1 and count_ops(qd, StreamDistinct) == 0, qd.explain()
     got = assert_incremental_matches(c, {"s": ch}, qd)["o"]
-    assert_streams_equal(got, differentiate_stream([z.distinct() for z in integrate_stream(ch)]), "H vs D∘distinct∘I")
+    assert_streams_equal(
+        got, differentiate_stream([z.distinct() for z in integrate_stream(ch)]), "H vs D∘distinct∘I"
+    )
 
 
 @SETTINGS
@@ -777,7 +890,9 @@ def test_prop_4_7_incremental_distinct_operator(ss: tuple[TableSpec, list[ZSet]]
     """The incremental operator `s.distinct()` built directly equals D∘distinct∘I computed on Z-sets."""
     spec, ch = ss
     got = run_stream(single(lambda s: s.distinct(), spec), {"s": ch})["o"]
-    assert_streams_equal(got, differentiate_stream([z.distinct() for z in integrate_stream(ch)]), "distinct()")
+    assert_streams_equal(
+        got, differentiate_stream([z.distinct() for z in integrate_stream(ch)]), "distinct()"
+    )
 
 
 @SETTINGS

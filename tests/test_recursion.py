@@ -63,8 +63,11 @@ def py_tc(e: Rel) -> Rel:
 
 def py_sg(par: Rel) -> Rel:
     base = {(x, y) for (p, x) in par for (q, y) in par if p == q and x != y}
-    return py_fix(lambda sg: base | {(x, y) for (a, x) in par for (a2, b) in sg if a == a2
-                                     for (b2, y) in par if b == b2})
+    return py_fix(
+        lambda sg: (
+            base | {(x, y) for (a, x) in par for (a2, b) in sg if a == a2 for (b2, y) in par if b == b2}
+        )
+    )
 
 
 def py_reach(roots: set[int], e: Rel) -> set[int]:
@@ -72,7 +75,7 @@ def py_reach(roots: set[int], e: Rel) -> set[int]:
     frontier = list(roots)
     while frontier:
         n = frontier.pop()
-        for (s, d) in e:
+        for s, d in e:
             if s == n and d not in seen:
                 seen.add(d)
                 frontier.append(d)
@@ -127,11 +130,12 @@ def tc_left_body(e: Stream, p: Stream) -> Stream:
 
 def sg_rules(par_a: Stream, par_b: Stream, sg: Stream) -> Stream:
     """sg(x, y) :- parent(p, x), parent(p, y), x != y.  sg(x, y) :- parent(a, x), sg(a, b), parent(b, y)."""
-    base = (par_a.stream_join(par_b, on="p").filter(col("c").ne(col("c_right")))
-            .map(x="c", y="c_right"))
-    rec = (par_a.stream_join(sg, left_on="p", right_on="x")        # p, c, x, y
-           .stream_join(par_b, left_on="y", right_on="p")          # ..., p_right, c_right
-           .map(x="c", y="c_right"))
+    base = par_a.stream_join(par_b, on="p").filter(col("c").ne(col("c_right"))).map(x="c", y="c_right")
+    rec = (
+        par_a.stream_join(sg, left_on="p", right_on="x")  # p, c, x, y
+        .stream_join(par_b, left_on="y", right_on="p")  # ..., p_right, c_right
+        .map(x="c", y="c_right")
+    )
     return (base + rec).stream_distinct()
 
 
@@ -149,28 +153,42 @@ class Query:
     graph: str | None = "e"  # the edge input that `cycle` and `break` steps act on
 
 
-def build_tc(body: Callable[[Stream, Stream], Stream]) -> Callable[[dict[str, Stream], str], dict[str, Stream]]:
+def build_tc(
+    body: Callable[[Stream, Stream], Stream],
+) -> Callable[[dict[str, Stream], str], dict[str, Stream]]:
     def build(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
-        return {"tc": ins["e"].circuit.recursive(body, [ins["e"]], name="tc", mode=mode, max_iterations=MAX_IT)}
+        return {
+            "tc": ins["e"].circuit.recursive(body, [ins["e"]], name="tc", mode=mode, max_iterations=MAX_IT)
+        }
+
     return build
 
 
 def build_sg_one_import(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     par = ins["par"]
-    sg = par.circuit.recursive(lambda p, s: sg_rules(p, p, s), [par], schemas=[XY], name="sg", mode=mode, max_iterations=MAX_IT)
+    sg = par.circuit.recursive(
+        lambda p, s: sg_rules(p, p, s), [par], schemas=[XY], name="sg", mode=mode, max_iterations=MAX_IT
+    )
     return {"sg": sg}
 
 
 def build_sg_two_imports(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     par = ins["par"]
-    sg = par.circuit.recursive(sg_rules, [par, par], schemas=[XY], name="sg", mode=mode, max_iterations=MAX_IT)
+    sg = par.circuit.recursive(
+        sg_rules, [par, par], schemas=[XY], name="sg", mode=mode, max_iterations=MAX_IT
+    )
     return {"sg": sg}
 
 
 def build_reach_root(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     c = ins["e"].circuit
-    reach = c.recursive(lambda root, e, r: (root + reach_step(r, e)).stream_distinct(),
-                        [ins["root"], ins["e"]], name="reach", mode=mode, max_iterations=MAX_IT)
+    reach = c.recursive(
+        lambda root, e, r: (root + reach_step(r, e)).stream_distinct(),
+        [ins["root"], ins["e"]],
+        name="reach",
+        mode=mode,
+        max_iterations=MAX_IT,
+    )
     return {"reach": reach}
 
 
@@ -179,7 +197,12 @@ def build_reach_const(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     e = ins["e"]
     reach = e.circuit.recursive(
         lambda e, r: (e.filter(col("src").eq(0)).map(n="dst") + reach_step(r, e)).stream_distinct(),
-        [e], schemas=[NODE], name="reach0", mode=mode, max_iterations=MAX_IT)
+        [e],
+        schemas=[NODE],
+        name="reach0",
+        mode=mode,
+        max_iterations=MAX_IT,
+    )
     return {"reach0": reach}
 
 
@@ -192,33 +215,49 @@ def build_unreach(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
 def build_even_odd(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     def body(e: Stream, even: Stream, odd: Stream) -> tuple[Stream, Stream]:
         new_even = e.stream_join(odd, left_on="dst", right_on="x").map(x="src", y="y").stream_distinct()
-        new_odd = (e.map(x="src", y="dst")
-                   + e.stream_join(even, left_on="dst", right_on="x").map(x="src", y="y")).stream_distinct()
+        new_odd = (
+            e.map(x="src", y="dst") + e.stream_join(even, left_on="dst", right_on="x").map(x="src", y="y")
+        ).stream_distinct()
         return new_even, new_odd
 
-    even, odd = ins["e"].circuit.recursive(body, [ins["e"]], schemas=[XY, XY], name="parity", mode=mode, max_iterations=MAX_IT)
+    even, odd = ins["e"].circuit.recursive(
+        body, [ins["e"]], schemas=[XY, XY], name="parity", mode=mode, max_iterations=MAX_IT
+    )
     return {"even": even, "odd": odd}
 
 
 def build_dist(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     """dist(n, min(d)): dist(r, 0) :- root(r).  dist(m, d + 1) :- dist(n, d), e(n, m), d + 1 <= MAX_HOPS."""
+
     def body(root: Stream, e: Stream, dist: Stream) -> Stream:
         seed = root.map("n", d=lit(0))
-        step = (dist.stream_join(e, left_on="n", right_on="src").map(n="dst", d=col("d") + 1)
-                .filter(col("d") <= MAX_HOPS))
+        step = (
+            dist.stream_join(e, left_on="n", right_on="src")
+            .map(n="dst", d=col("d") + 1)
+            .filter(col("d") <= MAX_HOPS)
+        )
         return (seed + step).stream_aggregate(by="n", d=("min", "d"))
 
-    dist = ins["e"].circuit.recursive(body, [ins["root"], ins["e"]], schemas=[{"n": "int64", "d": "int64"}],
-                                      name="dist", mode=mode, max_iterations=MAX_IT)
+    dist = ins["e"].circuit.recursive(
+        body,
+        [ins["root"], ins["e"]],
+        schemas=[{"n": "int64", "d": "int64"}],
+        name="dist",
+        mode=mode,
+        max_iterations=MAX_IT,
+    )
     return {"dist": dist}
 
 
 def build_reach_avoiding(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     """A body with a difference: reach(y) :- reach(x), e(x, y), !blocked(y) (antijoin = a - semijoin)."""
+
     def body(root: Stream, e: Stream, blocked: Stream, r: Stream) -> Stream:
         return (root + reach_step(r, e).stream_antijoin(blocked, on="n")).stream_distinct()
 
-    reach = ins["e"].circuit.recursive(body, [ins["root"], ins["e"], ins["blocked"]], name="avoid", mode=mode, max_iterations=MAX_IT)
+    reach = ins["e"].circuit.recursive(
+        body, [ins["root"], ins["e"], ins["blocked"]], name="avoid", mode=mode, max_iterations=MAX_IT
+    )
     return {"reach": reach}
 
 
@@ -227,8 +266,13 @@ def build_alternate(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     negation goes through the recursion (not stratified); on integers it converges (each run a..a+m of
     i settles from its left end: a, a+2, a+4, ...)."""
     i = ins["i"]
-    x = i.circuit.recursive(lambda i, x: i.stream_antijoin(x.map(n=col("n") + 1), on="n"), [i],
-                            name="alternate", mode=mode, max_iterations=MAX_IT)
+    x = i.circuit.recursive(
+        lambda i, x: i.stream_antijoin(x.map(n=col("n") + 1), on="n"),
+        [i],
+        name="alternate",
+        mode=mode,
+        max_iterations=MAX_IT,
+    )
     return {"x": x}
 
 
@@ -243,15 +287,36 @@ def py_alternate(i: set[int]) -> set[int]:
 
 TC = Query("tc", {"e": EDGE}, build_tc(tc_body), lambda s: {"tc": py_tc(s["e"])}, {"e": EDGES})
 TC_LEFT = Query("tc_left", {"e": EDGE}, build_tc(tc_left_body), lambda s: {"tc": py_tc(s["e"])}, {"e": EDGES})
-SG1 = Query("sg_one_import", {"par": PARENT}, build_sg_one_import, lambda s: {"sg": py_sg(s["par"])},
-            {"par": EDGES}, graph="par")
-SG2 = Query("sg_two_imports", {"par": PARENT}, build_sg_two_imports, lambda s: {"sg": py_sg(s["par"])},
-            {"par": EDGES}, graph="par")
-REACH = Query("reach_root", {"root": NODE, "e": EDGE}, build_reach_root,
-              lambda s: {"reach": rows(py_reach(nodes_of(s["root"]), s["e"]))},
-              {"root": NODE_ROWS, "e": EDGES})
-REACH0 = Query("reach_const", {"e": EDGE}, build_reach_const,
-               lambda s: {"reach0": rows(py_reach({b for (a, b) in s["e"] if a == 0}, s["e"]))}, {"e": EDGES})
+SG1 = Query(
+    "sg_one_import",
+    {"par": PARENT},
+    build_sg_one_import,
+    lambda s: {"sg": py_sg(s["par"])},
+    {"par": EDGES},
+    graph="par",
+)
+SG2 = Query(
+    "sg_two_imports",
+    {"par": PARENT},
+    build_sg_two_imports,
+    lambda s: {"sg": py_sg(s["par"])},
+    {"par": EDGES},
+    graph="par",
+)
+REACH = Query(
+    "reach_root",
+    {"root": NODE, "e": EDGE},
+    build_reach_root,
+    lambda s: {"reach": rows(py_reach(nodes_of(s["root"]), s["e"]))},
+    {"root": NODE_ROWS, "e": EDGES},
+)
+REACH0 = Query(
+    "reach_const",
+    {"e": EDGE},
+    build_reach_const,
+    lambda s: {"reach0": rows(py_reach({b for (a, b) in s["e"] if a == 0}, s["e"]))},
+    {"e": EDGES},
+)
 
 
 def unreach_oracle(s: State) -> dict[str, Rel]:
@@ -259,8 +324,13 @@ def unreach_oracle(s: State) -> dict[str, Rel]:
     return {"reach": rows(reach), "unreach": rows(nodes_of(s["node"]) - reach)}
 
 
-UNREACH = Query("unreach", {"node": NODE, "root": NODE, "e": EDGE}, build_unreach, unreach_oracle,
-                {"node": NODE_ROWS, "root": NODE_ROWS, "e": EDGES})
+UNREACH = Query(
+    "unreach",
+    {"node": NODE, "root": NODE, "e": EDGE},
+    build_unreach,
+    unreach_oracle,
+    {"node": NODE_ROWS, "root": NODE_ROWS, "e": EDGES},
+)
 
 
 def even_odd_oracle(s: State) -> dict[str, Rel]:
@@ -269,42 +339,71 @@ def even_odd_oracle(s: State) -> dict[str, Rel]:
 
 
 EVEN_ODD = Query("even_odd", {"e": EDGE}, build_even_odd, even_odd_oracle, {"e": EDGES})
-DIST = Query("dist", {"root": NODE, "e": EDGE}, build_dist,
-             lambda s: {"dist": py_dist(nodes_of(s["root"]), s["e"], MAX_HOPS)},
-             {"root": NODE_ROWS, "e": EDGES})
-AVOID = Query("reach_avoiding", {"root": NODE, "e": EDGE, "blocked": NODE}, build_reach_avoiding,
-              lambda s: {"reach": rows(py_reach_avoiding(nodes_of(s["root"]), s["e"], nodes_of(s["blocked"])))},
-              {"root": NODE_ROWS, "e": EDGES, "blocked": NODE_ROWS})
+DIST = Query(
+    "dist",
+    {"root": NODE, "e": EDGE},
+    build_dist,
+    lambda s: {"dist": py_dist(nodes_of(s["root"]), s["e"], MAX_HOPS)},
+    {"root": NODE_ROWS, "e": EDGES},
+)
+AVOID = Query(
+    "reach_avoiding",
+    {"root": NODE, "e": EDGE, "blocked": NODE},
+    build_reach_avoiding,
+    lambda s: {"reach": rows(py_reach_avoiding(nodes_of(s["root"]), s["e"], nodes_of(s["blocked"])))},
+    {"root": NODE_ROWS, "e": EDGES, "blocked": NODE_ROWS},
+)
 
 
-ALTERNATE = Query("alternate", {"i": NODE}, build_alternate,
-                  lambda s: {"x": rows(py_alternate(nodes_of(s["i"])))}, {"i": NODE_ROWS}, graph=None)
+ALTERNATE = Query(
+    "alternate",
+    {"i": NODE},
+    build_alternate,
+    lambda s: {"x": rows(py_alternate(nodes_of(s["i"])))},
+    {"i": NODE_ROWS},
+    graph=None,
+)
 
 
 def build_reach_constant_root(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     """reach(0).  reach(y) :- reach(x), e(x, y): the root is a constant of the body's own circuit."""
     e = ins["e"]
-    reach = e.circuit.recursive(lambda e, r: (e.circuit.constant(NODE, [(0,)]) + reach_step(r, e)).stream_distinct(),
-                                [e], schemas=[NODE], name="reach_c", mode=mode, max_iterations=MAX_IT)
+    reach = e.circuit.recursive(
+        lambda e, r: (e.circuit.constant(NODE, [(0,)]) + reach_step(r, e)).stream_distinct(),
+        [e],
+        schemas=[NODE],
+        name="reach_c",
+        mode=mode,
+        max_iterations=MAX_IT,
+    )
     return {"reach": reach}
 
 
 def build_reach_product(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     """reach(n) :- root(n).  reach(y) :- reach(x), e(s, y), x = s: the step as a product and a filter."""
+
     def body(root: Stream, e: Stream, r: Stream) -> Stream:
         return (root + r.stream_product(e).filter(col("n").eq(col("src"))).map(n="dst")).stream_distinct()
 
-    return {"reach": ins["e"].circuit.recursive(body, [ins["root"], ins["e"]], name="reach_x", mode=mode,
-                                                max_iterations=MAX_IT)}
+    return {
+        "reach": ins["e"].circuit.recursive(
+            body, [ins["root"], ins["e"]], name="reach_x", mode=mode, max_iterations=MAX_IT
+        )
+    }
 
 
 def build_count_bound(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     """x := {n in i : n <= count(x)} from x = {}: an aggregate without GROUP BY over the recursive
     relation, whose row for the empty relation (count 0) starts the iteration."""
+
     def body(i: Stream, x: Stream) -> Stream:
         return i.stream_product(x.stream_aggregate(c="count")).filter(col("n") <= col("c")).map("n")
 
-    return {"x": ins["i"].circuit.recursive(body, [ins["i"]], name="count_bound", mode=mode, max_iterations=MAX_IT)}
+    return {
+        "x": ins["i"].circuit.recursive(
+            body, [ins["i"]], name="count_bound", mode=mode, max_iterations=MAX_IT
+        )
+    }
 
 
 def py_count_bound(i: set[int]) -> set[int]:
@@ -315,8 +414,16 @@ def build_envelope(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     """p := (min(src), max(dst)) of e and p: an aggregate without GROUP BY as the scope's result (one
     row of NULLs when e is empty)."""
     env = ins["e"].circuit.recursive(
-        lambda e, p: (e.map(src="src", dst="dst") + p).stream_distinct().stream_aggregate(
-            src=("min", "src"), dst=("max", "dst")), [ins["e"]], name="envelope", mode=mode, max_iterations=MAX_IT)
+        lambda e, p: (
+            (e.map(src="src", dst="dst") + p)
+            .stream_distinct()
+            .stream_aggregate(src=("min", "src"), dst=("max", "dst"))
+        ),
+        [ins["e"]],
+        name="envelope",
+        mode=mode,
+        max_iterations=MAX_IT,
+    )
     return {"env": env}
 
 
@@ -324,13 +431,31 @@ def py_envelope(e: Rel) -> Rel:
     return {(min(a for a, _ in e), max(b for _, b in e))} if e else {(None, None)}
 
 
-CONST_ROOT = Query("reach_constant_root", {"e": EDGE}, build_reach_constant_root,
-                   lambda s: {"reach": rows(py_reach({0}, s["e"]))}, {"e": EDGES})
-PRODUCT = Query("reach_product", {"root": NODE, "e": EDGE}, build_reach_product,
-                lambda s: {"reach": rows(py_reach(nodes_of(s["root"]), s["e"]))}, {"root": NODE_ROWS, "e": EDGES})
-COUNT_BOUND = Query("count_bound", {"i": NODE}, build_count_bound,
-                    lambda s: {"x": rows(py_count_bound(nodes_of(s["i"])))}, {"i": NODE_ROWS}, graph=None)
-ENVELOPE = Query("envelope", {"e": EDGE}, build_envelope, lambda s: {"env": py_envelope(s["e"])}, {"e": EDGES})
+CONST_ROOT = Query(
+    "reach_constant_root",
+    {"e": EDGE},
+    build_reach_constant_root,
+    lambda s: {"reach": rows(py_reach({0}, s["e"]))},
+    {"e": EDGES},
+)
+PRODUCT = Query(
+    "reach_product",
+    {"root": NODE, "e": EDGE},
+    build_reach_product,
+    lambda s: {"reach": rows(py_reach(nodes_of(s["root"]), s["e"]))},
+    {"root": NODE_ROWS, "e": EDGES},
+)
+COUNT_BOUND = Query(
+    "count_bound",
+    {"i": NODE},
+    build_count_bound,
+    lambda s: {"x": rows(py_count_bound(nodes_of(s["i"])))},
+    {"i": NODE_ROWS},
+    graph=None,
+)
+ENVELOPE = Query(
+    "envelope", {"e": EDGE}, build_envelope, lambda s: {"env": py_envelope(s["e"])}, {"e": EDGES}
+)
 
 
 def make_circuit(q: Query, mode: str, kind: str = "set") -> dbspark.Circuit:
@@ -362,7 +487,9 @@ def subset(draw: st.DrawFn, rel: Rel | list[tuple], lo: int, hi: int) -> set[tup
 
 
 @st.composite
-def change_streams(draw: st.DrawFn, q: Query, max_steps: int = 5, end_clear: bool | None = None) -> list[Step]:
+def change_streams(
+    draw: st.DrawFn, q: Query, max_steps: int = 5, end_clear: bool | None = None
+) -> list[Step]:
     """Steps of inserts and deletes (deletes only of present rows) over `q`'s inputs.
 
     The first step builds a graph (random edges and a cycle); later steps mix inserts of absent rows
@@ -383,8 +510,12 @@ def change_streams(draw: st.DrawFn, q: Query, max_steps: int = 5, end_clear: boo
                 cyc = {(ns[j], ns[(j + 1) % len(ns)]) for j in range(len(ns))}
                 ins[q.graph] = cyc - state[q.graph]
             for k, universe in q.universes.items():
-                ins[k] |= subset(draw, set(universe) - state[k], 1 if kind == "build" else 0,
-                                 10 if kind == "build" and k == q.graph else 2)
+                ins[k] |= subset(
+                    draw,
+                    set(universe) - state[k],
+                    1 if kind == "build" else 0,
+                    10 if kind == "build" and k == q.graph else 2,
+                )
         elif kind == "mixed":
             for k, universe in q.universes.items():
                 dels[k] = subset(draw, state[k], 0, 3)
@@ -398,8 +529,13 @@ def change_streams(draw: st.DrawFn, q: Query, max_steps: int = 5, end_clear: boo
             dels = {k: set(v) for k, v in state.items()}
         for k in q.universes:
             state[k] = (state[k] - dels[k]) | ins[k]
-        steps.append(Step(kind, {k: sorted(v) for k, v in ins.items() if v},
-                          {k: sorted(v) for k, v in dels.items() if v}))
+        steps.append(
+            Step(
+                kind,
+                {k: sorted(v) for k, v in ins.items() if v},
+                {k: sorted(v) for k, v in dels.items() if v},
+            )
+        )
     if end_clear if end_clear is not None else draw(st.booleans()):
         steps.append(Step("clear", {}, {k: sorted(v) for k, v in state.items() if v}))
     return steps
@@ -458,7 +594,9 @@ def check_against_oracles(q: Query, steps: list[Step], inc_modes: tuple[str, ...
             got = rt.step()
             for o in outs:
                 change = got[o].to_dict()
-                assert rt.view(o).to_dict() == expected[o], f"{q.name}: incremental from {m}, view {o}, {where}"
+                assert rt.view(o).to_dict() == expected[o], (
+                    f"{q.name}: incremental from {m}, view {o}, {where}"
+                )
                 acc[m][o] = add_into(acc[m][o], change)
                 assert acc[m][o] == naive[o], f"{q.name}: I(incremental {m} outputs) != naive, {o}, {where}"
                 want = add_into(naive[o], {r: -w for r, w in prev_naive[o].items()})
@@ -567,7 +705,13 @@ def test_theorem_5_4_example_values():
     assert py_tc(e) == {(a, b) for a in (0, 1, 2) for b in (0, 1, 2)} | {(3, 4)}
     assert py_even_odd({(0, 1), (1, 2), (2, 3)}) == ({(0, 2), (1, 3)}, {(0, 1), (1, 2), (2, 3), (0, 3)})
     assert py_sg({(0, 1), (0, 2), (1, 3), (2, 4)}) == {(1, 2), (2, 1), (3, 4), (4, 3)}
-    assert py_dist({0}, {(0, 1), (1, 2), (2, 3), (3, 4), (0, 3)}, 3) == {(0, 0), (1, 1), (2, 2), (3, 1), (4, 2)}
+    assert py_dist({0}, {(0, 1), (1, 2), (2, 3), (3, 4), (0, 3)}, 3) == {
+        (0, 0),
+        (1, 1),
+        (2, 2),
+        (3, 1),
+        (4, 2),
+    }
     for mode in MODES:
         c = make_circuit(TC, mode)
         rt = c.run()
@@ -577,8 +721,11 @@ def test_theorem_5_4_example_values():
 
 # ---- 3. Prop 6.2: I(incremental outputs) == naive on I(inputs), empty steps, delete back to empty ----------
 @settings(SETTINGS, max_examples=8)
-@given(st.sampled_from([TC, EVEN_ODD, REACH]).flatmap(
-    lambda q: change_streams(q, max_steps=5, end_clear=True).map(lambda s: (q, s))))
+@given(
+    st.sampled_from([TC, EVEN_ODD, REACH]).flatmap(
+        lambda q: change_streams(q, max_steps=5, end_clear=True).map(lambda s: (q, s))
+    )
+)
 def test_prop_6_2_incremental_scope_is_the_lifted_scope(qs):
     q, steps = qs
     steps = [Step("empty", {}, {}), *steps, Step("empty", {}, {})]
@@ -733,9 +880,13 @@ def test_aggregate_without_group_by_over_the_recursive_relation(steps, inc_from)
 
 def test_aggregate_without_group_by_values():
     assert py_count_bound({0, 1, 2, 5, 6}) == {0, 1, 2}
-    steps = [Step("start", {"i": [(0,), (1,), (2,), (5,), (6,)]}, {}), Step("gap", {"i": [(3,), (4,)]}, {}),
-             Step("cut", {}, {"i": [(0,)]}), Step("restart", {"i": [(0,)]}, {"i": [(2,)]}),
-             Step("clear", {}, {"i": [(0,), (1,), (3,), (4,), (5,), (6,)]})]
+    steps = [
+        Step("start", {"i": [(0,), (1,), (2,), (5,), (6,)]}, {}),
+        Step("gap", {"i": [(3,), (4,)]}, {}),
+        Step("cut", {}, {"i": [(0,)]}),
+        Step("restart", {"i": [(0,)]}, {"i": [(2,)]}),
+        Step("clear", {}, {"i": [(0,), (1,), (3,), (4,), (5,), (6,)]}),
+    ]
     check_against_oracles(COUNT_BOUND, steps)
 
 
@@ -745,7 +896,7 @@ def test_aggregate_without_group_by_as_the_result_empty_input_included(steps, in
     check_against_oracles(ENVELOPE, steps, inc_from)
     steps = [
         Step("run", {"i": [(0,), (1,), (2,), (3,), (5,), (6,)]}, {}),
-        Step("join runs", {"i": [(4,)]}, {}),       # 0..6 is one run: 0, 2, 4, 6
+        Step("join runs", {"i": [(4,)]}, {}),  # 0..6 is one run: 0, 2, 4, 6
         Step("cut at the start", {}, {"i": [(0,)]}),  # 1..6: 1, 3, 5
         Step("empty", {}, {}),
         Step("clear", {}, {"i": [(1,), (2,), (3,), (4,), (5,), (6,)]}),
@@ -760,16 +911,24 @@ def counter_circuit(mode: str) -> dbspark.Circuit:
     c = dbspark.Circuit()
     seed = c.input("seed", {"x": "int64"}, kind="set")
     other = c.input("other", {"x": "int64"}, kind="set")
-    p = c.recursive(lambda s, p: (s + p.map(x=col("x") + 1)).stream_distinct(), [seed],
-                    name="counter", max_iterations=50, mode=mode)
+    p = c.recursive(
+        lambda s, p: (s + p.map(x=col("x") + 1)).stream_distinct(),
+        [seed],
+        name="counter",
+        max_iterations=50,
+        mode=mode,
+    )
     c.output("counter", p)
     c.output("other", other.filter(col("x") > 0))
     return c
 
 
 def snapshot(rt: dbspark.Runtime, outs: list[str]) -> dict:
-    return {"time": rt.time, **{o: rt.view(o).to_dict() for o in outs},
-            **{f"last {o}": rt.output(o).to_dict() for o in outs}}
+    return {
+        "time": rt.time,
+        **{o: rt.view(o).to_dict() for o in outs},
+        **{f"last {o}": rt.output(o).to_dict() for o in outs},
+    }
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -803,8 +962,13 @@ def stride_circuit(mode: str) -> dbspark.Circuit:
     """p(x, k) :- seed(x, k).  p(x + k, k) :- p(x, k): converges iff every seed has k = 0."""
     c = dbspark.Circuit()
     seed = c.input("seed", {"x": "int64", "k": "int64"}, kind="set")
-    p = c.recursive(lambda s, p: (s + p.map(x=col("x") + col("k"), k="k")).stream_distinct(), [seed],
-                    name="stride", max_iterations=40, mode=mode)
+    p = c.recursive(
+        lambda s, p: (s + p.map(x=col("x") + col("k"), k="k")).stream_distinct(),
+        [seed],
+        name="stride",
+        max_iterations=40,
+        mode=mode,
+    )
     c.output("p", p)
     return c
 
@@ -847,8 +1011,14 @@ def test_runaway_rolls_back_a_scope_that_converged_in_the_same_step(mode):
     e = c.input("e", EDGE, kind="set")
     seed = c.input("seed", {"x": "int64"}, kind="set")
     tc = c.recursive(tc_body, [e], name="tc", mode=mode)
-    cnt = c.recursive(lambda s, _tc, p: (s + p.map(x=col("x") + 1)).stream_distinct(), [seed, tc],
-                      schemas=[{"x": "int64"}], name="counter", max_iterations=30, mode=mode)
+    cnt = c.recursive(
+        lambda s, _tc, p: (s + p.map(x=col("x") + 1)).stream_distinct(),
+        [seed, tc],
+        schemas=[{"x": "int64"}],
+        name="counter",
+        max_iterations=30,
+        mode=mode,
+    )
     c.output("tc", tc)
     c.output("counter", cnt)
     rt = c.incrementalize().run()
@@ -862,7 +1032,12 @@ def test_runaway_rolls_back_a_scope_that_converged_in_the_same_step(mode):
     with pytest.raises(RecursionLimitError, match="'counter'"):
         rt.step()
     assert snapshot(rt, ["tc", "counter"]) == before
-    for ins, dels in (([(3, 1)], [(0, 1)]), ([(0, 1)], [(3, 1)]), ([(3, 0)], [(2, 3)]), ([], [(0, 1), (1, 2), (3, 0)])):
+    for ins, dels in (
+        ([(3, 1)], [(0, 1)]),
+        ([(0, 1)], [(3, 1)]),
+        ([(3, 0)], [(2, 3)]),
+        ([], [(0, 1), (1, 2), (3, 0)]),
+    ):
         old = py_tc(edges)
         edges = (edges | set(ins)) - set(dels)
         if ins:
@@ -952,7 +1127,9 @@ def test_non_feedback_delay_in_body_is_unsupported_when_incrementalizing(mode):
             c.recursive(body, [e], mode=mode)
         return
     c.output("v", c.recursive(body, [e], mode=mode))
-    with pytest.raises(UnsupportedError, match="z\\^-1 inside a recursive scope is only allowed as the scope's feedback"):
+    with pytest.raises(
+        UnsupportedError, match="z\\^-1 inside a recursive scope is only allowed as the scope's feedback"
+    ):
         c.incrementalize()
 
 

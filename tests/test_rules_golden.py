@@ -99,8 +99,18 @@ def cancel() -> dbspark.Circuit:  # Thm 2.22: D(I(x)) = x
 
 CASES: dict[str, Callable[[], dbspark.Circuit]] = {
     f.__name__: f
-    for f in (linear, bilinear, product, distinct, distinct_consolidation, distinct_not_consolidated, aggregate,
-              cycle, definition, cancel)
+    for f in (
+        linear,
+        bilinear,
+        product,
+        distinct,
+        distinct_consolidation,
+        distinct_not_consolidated,
+        aggregate,
+        cycle,
+        definition,
+        cancel,
+    )
 }
 
 
@@ -119,7 +129,10 @@ def test_golden(name: str) -> None:
 
 
 def _random_rows(rng: random.Random, schema: dict[str, str], n: int) -> list[tuple]:
-    return [tuple(rng.randint(0, 3) if t == "int64" else rng.choice("pq") for t in schema.values()) for _ in range(n)]
+    return [
+        tuple(rng.randint(0, 3) if t == "int64" else rng.choice("pq") for t in schema.values())
+        for _ in range(n)
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -129,7 +142,9 @@ def test_rule_is_correct(name: str) -> None:
     inc, full = q.incrementalize().run(), q.run(snapshots=True)
     rng = random.Random(name)
     tables: dict[str, dict[tuple, int]] = {n: {} for n in q.inputs}
-    schemas = {n: {c: str(t).lower() for c, t in q.nodes[i].shape.schema.items()} for n, i in q.inputs.items()}
+    schemas = {
+        n: {c: str(t).lower() for c, t in q.nodes[i].shape.schema.items()} for n, i in q.inputs.items()
+    }
     for _ in range(6):
         for n in q.inputs:
             sch = {c: ("int64" if "int" in t else "str") for c, t in schemas[n].items()}

@@ -86,13 +86,22 @@ def test_names_bind_as_duckdb_binds_them(pipeline, views):
         oracle.check(pipeline, what=f"after step {i}")
 
 
-@pytest.mark.parametrize(("query", "names"), [
-    ("SELECT b AS a, count(*) AS n FROM t GROUP BY a", "column b must appear in the GROUP BY"),  # a is t.a
-    ("SELECT count(*) AS c FROM t GROUP BY c", "GROUP BY c refers to an aggregate"),
-    ("SELECT a + 1 AS x FROM t GROUP BY x + 1", "unknown column x"),  # no alias inside a GROUP BY expression
-    # after GROUP BY, ORDER BY's a is the FROM column (not grouped), not the alias
-    ("SELECT a % 2 AS a, count(*) AS n FROM t GROUP BY 1 ORDER BY a + 0 LIMIT 5", "column a must appear"),
-])
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        (
+            "SELECT b AS a, count(*) AS n FROM t GROUP BY a",
+            "column b must appear in the GROUP BY",
+        ),  # a is t.a
+        ("SELECT count(*) AS c FROM t GROUP BY c", "GROUP BY c refers to an aggregate"),
+        (
+            "SELECT a + 1 AS x FROM t GROUP BY x + 1",
+            "unknown column x",
+        ),  # no alias inside a GROUP BY expression
+        # after GROUP BY, ORDER BY's a is the FROM column (not grouped), not the alias
+        ("SELECT a % 2 AS a, count(*) AS n FROM t GROUP BY 1 ORDER BY a + 0 LIMIT 5", "column a must appear"),
+    ],
+)
 def test_names_duckdb_refuses_are_errors_naming_them(query, names):
     with pytest.raises(UnknownNameError if "unknown" in names else SchemaError, match=names):
         dbspark.Pipeline(engine="local").sql(DDL + f"CREATE VIEW v AS {query};")

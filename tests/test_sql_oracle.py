@@ -39,8 +39,12 @@ from dbspark.errors import DbsparkError, UnsupportedError
 from dbspark.testing.sql_oracle import SqlOracle, compare_frames, expand, view_frame
 from dbspark.testing.sql_strategies import Case, View, cases
 
-LOCAL = settings(max_examples=int(os.environ.get("SQL_ORACLE_EXAMPLES", "40")), deadline=None, print_blob=True,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+LOCAL = settings(
+    max_examples=int(os.environ.get("SQL_ORACLE_EXAMPLES", "40")),
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 SPARK = settings(LOCAL, max_examples=3)
 DUCK_ERRORS = (duckdb.OutOfRangeException, duckdb.ConversionException, duckdb.InvalidInputException)
 INT64 = (-(2**63), 2**63 - 1)
@@ -77,14 +81,15 @@ def expected_error(o: SqlOracle, views: tuple[View, ...]) -> str | None:
     """Why DuckDB's answers on the current tables cannot be a view's contents (an error, or a HUGEINT
     value outside BIGINT), or None."""
     for v in views:
-        for sql in ([v.duck, v.mode] if v.mode else [f'SELECT * FROM "{v.name}"']):
+        for sql in [v.duck, v.mode] if v.mode else [f'SELECT * FROM "{v.name}"']:
             try:
                 df = o.query(sql)
             except DUCK_ERRORS as e:
                 return f"{v.name}: {e}"
             for c, t in df.schema.items():  # HUGEINT (SUM of BIGINT) arrives as DECIMAL(38, 0)
-                if (t == pl.Int128 or (isinstance(t, pl.Decimal) and t.scale == 0)) and \
-                        any(not INT64[0] <= x <= INT64[1] for x in df[c].drop_nulls().to_list()):
+                if (t == pl.Int128 or (isinstance(t, pl.Decimal) and t.scale == 0)) and any(
+                    not INT64[0] <= x <= INT64[1] for x in df[c].drop_nulls().to_list()
+                ):
                     return f"{v.name}: column {c} does not fit BIGINT (DuckDB: HUGEINT)"
     return None
 
@@ -99,8 +104,9 @@ def check_mode(o: SqlOracle, p: dbspark.Pipeline, v: View, what: str) -> None:
         allowed.setdefault(g, set()).add(x)
     for row in got.iter_rows(named=True):
         ok = allowed.get(row.get("g", 0), set())
-        assert (row["mo"] in ok) if ok else row["mo"] is None, \
+        assert (row["mo"] in ok) if ok else row["mo"] is None, (
             f"view {v.name} {what}: MODE {row['mo']!r} of group {row.get('g', 0)!r}; most frequent: {sorted(ok, key=repr)}"
+        )
 
 
 def snapshot(o: SqlOracle) -> None:
@@ -291,8 +297,11 @@ CREATE VIEW v2 AS SELECT x.k, y.k AS yk FROM t0 AS x LEFT JOIN t1 AS y ON x.k = 
 """
     o, p = SqlOracle(ddl), local()
     p.sql(ddl)
-    for t, rows in {"t0": [(None, None), (1, None), (2, 0.5)], "t1": [(1, 1.0), (None, None)],
-                    "t2": [(2, None), (3, 1.0), (None, None)]}.items():
+    for t, rows in {
+        "t0": [(None, None), (1, None), (2, 0.5)],
+        "t1": [(1, 1.0), (None, None)],
+        "t2": [(2, None), (3, 1.0), (None, None)],
+    }.items():
         o.insert(t, rows)
         p.push(t, rows)
     p.step()
@@ -314,8 +323,10 @@ CREATE VIEW v2 AS SELECT x.k, 0 = CASE WHEN y.c3 = DATE '2020-01-31' THEN x.k EN
 """
     o, p = SqlOracle(ddl), local()
     p.sql(ddl)
-    for t, rows in {"t0": [(None, None), (None, None), (1, None)],
-                    "t1": [(None, None), (None, datetime.date(2020, 1, 31)), (2, None)]}.items():
+    for t, rows in {
+        "t0": [(None, None), (None, None), (1, None)],
+        "t1": [(None, None), (None, datetime.date(2020, 1, 31)), (2, None)],
+    }.items():
         o.insert(t, rows)
         p.push(t, rows)
     p.step()

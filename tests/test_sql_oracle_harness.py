@@ -30,8 +30,10 @@ CREATE VIEW rows_t AS SELECT g, x FROM t;
 CREATE VIEW top2 AS SELECT g, x FROM t ORDER BY x DESC LIMIT 2;
 """
 
-ROWS = st.tuples(st.one_of(st.none(), st.integers(0, 2)),
-                 st.one_of(st.none(), st.integers(-300, 300).map(lambda i: Decimal(i) / 100)))
+ROWS = st.tuples(
+    st.one_of(st.none(), st.integers(0, 2)),
+    st.one_of(st.none(), st.integers(-300, 300).map(lambda i: Decimal(i) / 100)),
+)
 
 
 def frame(rows: list[tuple], weights: list[int] | None = None) -> pl.DataFrame:
@@ -86,8 +88,10 @@ def test_keyed_table_insert_replaces_and_delete_is_by_key() -> None:
 
 # ---- comparison ----------------------------------------------------------------------------------------
 def test_compare_multisets_nulls_and_tolerance() -> None:
-    exp = pl.DataFrame({"g": [1, 1, None], "s": [Decimal("0.10"), Decimal("0.10"), None]},
-                       schema={"g": pl.Int64, "s": pl.Decimal(38, 2)})
+    exp = pl.DataFrame(
+        {"g": [1, 1, None], "s": [Decimal("0.10"), Decimal("0.10"), None]},
+        schema={"g": pl.Int64, "s": pl.Decimal(38, 2)},
+    )
     same = pl.DataFrame({"g": [None, 1], "s": [None, 0.1 + 1e-15], WEIGHT: [1, 2]})
     assert compare_frames(same, exp) is None
     assert compare_frames(same.with_columns(pl.Series(WEIGHT, [1, 1])), exp) is not None  # multiplicity
@@ -106,8 +110,12 @@ def test_top_k_ties_at_the_boundary_accept_any_correct_top_k() -> None:
     ok2 = frame([(1, Decimal("5")), (3, Decimal("3"))])
     o.assert_view(ok1, "top2")
     o.assert_view(ok2, "top2")
-    for wrong in (frame([(1, Decimal("5")), (4, Decimal("1"))]), frame([(2, Decimal("3")), (3, Decimal("3"))]),
-                  frame([(1, Decimal("5")), (9, Decimal("3"))]), frame([(1, Decimal("5"))])):
+    for wrong in (
+        frame([(1, Decimal("5")), (4, Decimal("1"))]),
+        frame([(2, Decimal("3")), (3, Decimal("3"))]),
+        frame([(1, Decimal("5")), (9, Decimal("3"))]),
+        frame([(1, Decimal("5"))]),
+    ):
         with pytest.raises(AssertionError):
             o.assert_view(wrong, "top2")
 
@@ -122,7 +130,9 @@ def pipeline() -> dbspark.Pipeline:
 
 
 @SETTINGS
-@given(st.lists(st.tuples(st.lists(ROWS, max_size=4), st.integers(0, 3)), min_size=1, max_size=5), st.randoms())
+@given(
+    st.lists(st.tuples(st.lists(ROWS, max_size=4), st.integers(0, 3)), min_size=1, max_size=5), st.randoms()
+)
 def test_oracle_agrees_with_a_dbspark_pipeline(steps: list, rnd) -> None:
     p, o = pipeline(), SqlOracle(DDL)
     model: Counter = Counter()
@@ -143,8 +153,11 @@ def test_oracle_agrees_with_a_dbspark_pipeline(steps: list, rnd) -> None:
 
 def test_oracle_detects_a_wrong_view() -> None:
     p = pipeline()
-    wrong = SqlOracle(DDL.replace("count(*) AS n", "count(x) AS n").replace("SELECT g, x FROM t;",
-                                                                              "SELECT DISTINCT g, x FROM t;"))
+    wrong = SqlOracle(
+        DDL.replace("count(*) AS n", "count(x) AS n").replace(
+            "SELECT g, x FROM t;", "SELECT DISTINCT g, x FROM t;"
+        )
+    )
     rows = [(1, Decimal("1.00")), (1, Decimal("1.00")), (1, None)]
     p.insert("t", rows)
     wrong.insert("t", rows)
@@ -153,5 +166,7 @@ def test_oracle_detects_a_wrong_view() -> None:
         wrong.check(p, ["agg", "rows_t"])
     assert "2 of 2 view(s) differ" in str(e.value) and "view agg" in str(e.value)
     # the right SQL on the same connection passes
-    assert_view_equals_duckdb(p.view("agg"), wrong.con, "SELECT g, count(*) AS n, sum(x) AS s FROM t GROUP BY g")
+    assert_view_equals_duckdb(
+        p.view("agg"), wrong.con, "SELECT g, count(*) AS n, sum(x) AS s FROM t GROUP BY g"
+    )
     p.close()

@@ -75,8 +75,12 @@ def test_recursive_ctes_with_constants_products_and_aggregates_equal_duckdb(make
     p.sql(TABLES + VIEWS)
     o = SqlOracle(TABLES + VIEWS)
     for i, (ins_t, ins_e, del_t, del_e) in enumerate(STEPS):
-        for table, rows, f in (("t", del_t, "delete"), ("e", del_e, "delete"), ("t", ins_t, "insert"),
-                               ("e", ins_e, "insert")):
+        for table, rows, f in (
+            ("t", del_t, "delete"),
+            ("e", del_e, "delete"),
+            ("t", ins_t, "insert"),
+            ("e", ins_e, "insert"),
+        ):
             if rows:
                 getattr(p, f)(table, rows)
                 getattr(o, f)(table, rows)
@@ -102,19 +106,27 @@ def test_pipeline_without_tables(make_pipeline):
     o.check(p, what="the second step")
 
 
-@pytest.mark.parametrize(("step", "what"), [
-    ("SELECT max(n) + 1 FROM r WHERE n < 5", "aggregate MAX(n) over the recursive CTE r"),
-    ("SELECT count(*) FROM r WHERE n < 5", "aggregate COUNT(*) over the recursive CTE r"),
-    ("SELECT n + 1 FROM r GROUP BY n HAVING n < 5", "GROUP BY over the recursive CTE r"),
-    ("SELECT n + 1 FROM r WHERE n < (SELECT max(n) FROM r) + 2", "aggregate MAX(n) over the recursive CTE r"),
-    ("SELECT sum(a) FROM t WHERE a IN (SELECT n FROM r)", "aggregate SUM(a) over the recursive CTE r"),
-])
+@pytest.mark.parametrize(
+    ("step", "what"),
+    [
+        ("SELECT max(n) + 1 FROM r WHERE n < 5", "aggregate MAX(n) over the recursive CTE r"),
+        ("SELECT count(*) FROM r WHERE n < 5", "aggregate COUNT(*) over the recursive CTE r"),
+        ("SELECT n + 1 FROM r GROUP BY n HAVING n < 5", "GROUP BY over the recursive CTE r"),
+        (
+            "SELECT n + 1 FROM r WHERE n < (SELECT max(n) FROM r) + 2",
+            "aggregate MAX(n) over the recursive CTE r",
+        ),
+        ("SELECT sum(a) FROM t WHERE a IN (SELECT n FROM r)", "aggregate SUM(a) over the recursive CTE r"),
+    ],
+)
 def test_aggregates_over_the_recursive_cte_are_refused(make_pipeline, step, what):
     """DuckDB aggregates the rows the previous iteration added (its working table); the scope's fixpoint
     applies the step to the whole relation, so the two differ (`SELECT max(n) + 1 ...` gives 1..5 and
     NULL in DuckDB, and has no fixpoint over the whole relation)."""
     p = make_pipeline()
     with pytest.raises(dbspark.UnsupportedError, match=re.escape(what) + ".*recursive term of r"):
-        p.sql(f"CREATE TABLE t (a BIGINT); CREATE VIEW v AS WITH RECURSIVE r(n) AS (SELECT 1 UNION {step}) "
-              "SELECT n FROM r")
+        p.sql(
+            f"CREATE TABLE t (a BIGINT); CREATE VIEW v AS WITH RECURSIVE r(n) AS (SELECT 1 UNION {step}) "
+            "SELECT n FROM r"
+        )
     assert p.views == []

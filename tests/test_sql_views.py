@@ -56,16 +56,29 @@ CREATE VIEW stats AS SELECT count(*) AS n, sum(amount) AS s, median(amount) AS m
 
 D = dt.date
 STEPS = [
-    {"insert": {
-        "emp": [(1, "ann", 10, Decimal("120.50"), D(2020, 3, 1), None), (2, "bob", 10, Decimal("90"), D(2021, 5, 31), 1),
-                (3, "cy", 20, Decimal("150"), D(2022, 1, 31), 2), (4, "al", None, None, None, 3)],
-        "dept": [(10, "eng", 50.0), (20, "ops", 5.0), (30, "hr", None)],
-        "sale": [(1, 5, D(2024, 1, 1)), (1, 5, D(2024, 1, 1)), (2, 0, D(2024, 1, 2)), (None, 3, None)],
-    }},
+    {
+        "insert": {
+            "emp": [
+                (1, "ann", 10, Decimal("120.50"), D(2020, 3, 1), None),
+                (2, "bob", 10, Decimal("90"), D(2021, 5, 31), 1),
+                (3, "cy", 20, Decimal("150"), D(2022, 1, 31), 2),
+                (4, "al", None, None, None, 3),
+            ],
+            "dept": [(10, "eng", 50.0), (20, "ops", 5.0), (30, "hr", None)],
+            "sale": [(1, 5, D(2024, 1, 1)), (1, 5, D(2024, 1, 1)), (2, 0, D(2024, 1, 2)), (None, 3, None)],
+        }
+    },
     {"delete": {"sale": [(1, 5, D(2024, 1, 1))]}, "insert": {"sale": [(3, 7, D(2024, 1, 3))]}},
     # primary-key updates: bob moves to ops with a raise, ann leaves, a new boss appears
-    {"insert": {"emp": [(2, "bob", 20, Decimal("200"), D(2021, 5, 31), 1), (5, "ed", 30, Decimal("80"), D(2023, 2, 28), 2)]},
-     "delete": {"emp": [(1, "ann", 10, Decimal("120.50"), D(2020, 3, 1), None)]}},  # by key: only the key counts
+    {
+        "insert": {
+            "emp": [
+                (2, "bob", 20, Decimal("200"), D(2021, 5, 31), 1),
+                (5, "ed", 30, Decimal("80"), D(2023, 2, 28), 2),
+            ]
+        },
+        "delete": {"emp": [(1, "ann", 10, Decimal("120.50"), D(2020, 3, 1), None)]},
+    },  # by key: only the key counts
     {"delete": {"dept": [(20, "ops", 5.0)], "sale": [(None, 3, None)]}},
     {},  # an empty step
     {"insert": {"dept": [(20, "ops", 500.0)], "emp": [(1, "ann", 10, Decimal("120.50"), D(2020, 3, 1), 5)]}},
@@ -164,8 +177,12 @@ def test_mutually_recursive_ctes_are_one_scope_maintained_with_deletes():
 def apply_steps(p: dbspark.Pipeline, o: SqlOracle, steps: list) -> None:
     """Each step (inserts into t0, t1, deletes from t0, t1) on the pipeline and the oracle, then a check."""
     for ins0, ins1, del0, del1 in steps:
-        for t, rows, f in (("t0", ins0, "insert"), ("t1", ins1, "insert"), ("t0", del0, "delete"),
-                           ("t1", del1, "delete")):
+        for t, rows, f in (
+            ("t0", ins0, "insert"),
+            ("t1", ins1, "insert"),
+            ("t0", del0, "delete"),
+            ("t1", del1, "delete"),
+        ):
             if rows:
                 getattr(p, f)(t, rows)
                 getattr(o, f)(t, rows)
@@ -183,9 +200,11 @@ def test_subqueries_as_values_under_or_and_in_the_select_list():
     p = dbspark.Pipeline(engine="local")
     p.sql(ddl)
     o = SqlOracle(ddl)
-    steps = [([(1, 0), (2, 5), (None, 1), (3, None)], [(1, 9), (2, None)], [], []),
-             ([(4, 4)], [(None, 4)], [], [(2, None)]),
-             ([], [], [(1, 0)], [(1, 9)])]
+    steps = [
+        ([(1, 0), (2, 5), (None, 1), (3, None)], [(1, 9), (2, None)], [], []),
+        ([(4, 4)], [(None, 4)], [], [(2, None)]),
+        ([], [], [(1, 0)], [(1, 9)]),
+    ]
     apply_steps(p, o, steps)
 
 
@@ -200,8 +219,19 @@ def test_the_sql_example_with_the_cli_equals_duckdb(tmp_path):
 
     ex = Path(__file__).resolve().parent.parent / "examples" / "orders"
     out = tmp_path / "out"
-    r = CliRunner().invoke(app, ["run", str(ex / "pipeline.sql"), "--changes", str(ex / "changes"), "--engine",
-                                 "local", "--output", str(out)])
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(ex / "pipeline.sql"),
+            "--changes",
+            str(ex / "changes"),
+            "--engine",
+            "local",
+            "--output",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     ddl = (ex / "pipeline.sql").read_text()
     p = dbspark.Pipeline(engine="local")
@@ -241,8 +271,14 @@ def test_correlated_subqueries_beyond_equalities_and_full_joins_with_one_sided_c
     p = dbspark.Pipeline(engine="local")
     p.sql(CORRELATED)
     o = SqlOracle(CORRELATED)
-    steps = [([(1, 5), (1, 5), (2, None), (None, 3), (3, 1), (4, 4)],
-              [(1, 2), (1, 5), (2, 1), (None, 9), (3, None), (1, 2), (2, 2)], [], []),
-             ([(5, 3)], [(4, 1)], [(1, 5)], [(1, 5)]),
-             ([], [], [(4, 4), (None, 3)], [(3, None), (2, 2)])]
+    steps = [
+        (
+            [(1, 5), (1, 5), (2, None), (None, 3), (3, 1), (4, 4)],
+            [(1, 2), (1, 5), (2, 1), (None, 9), (3, None), (1, 2), (2, 2)],
+            [],
+            [],
+        ),
+        ([(5, 3)], [(4, 1)], [(1, 5)], [(1, 5)]),
+        ([], [], [(4, 4), (None, 3)], [(3, None), (2, 2)]),
+    ]
     apply_steps(p, o, steps)

@@ -20,10 +20,24 @@ import dbspark
 from dbspark.columnar.coerce import coerce_column
 from dbspark.errors import CoercionError, DataError, NegativeStateError, SchemaError
 
-SCHEMA = {"k": "int64", "price": "decimal(10,2)", "d": "date", "ts": "timestamp", "ok": "bool", "name": "str",
-          "x": "float64"}
-DUCK = {"k": "BIGINT", "price": "DECIMAL(10,2)", "d": "DATE", "ts": "TIMESTAMP", "ok": "BOOLEAN",
-        "name": "VARCHAR", "x": "DOUBLE"}
+SCHEMA = {
+    "k": "int64",
+    "price": "decimal(10,2)",
+    "d": "date",
+    "ts": "timestamp",
+    "ok": "bool",
+    "name": "str",
+    "x": "float64",
+}
+DUCK = {
+    "k": "BIGINT",
+    "price": "DECIMAL(10,2)",
+    "d": "DATE",
+    "ts": "TIMESTAMP",
+    "ok": "BOOLEAN",
+    "name": "VARCHAR",
+    "x": "DOUBLE",
+}
 COLS = list(SCHEMA)
 
 
@@ -36,7 +50,11 @@ def eng(request: pytest.FixtureRequest) -> tuple[str, Any]:
 
 def pipeline(eng: tuple[str, Any], schema: dict[str, str] = SCHEMA, **table: Any) -> dbspark.Pipeline:
     engine, spark = eng
-    p = dbspark.Pipeline(engine=engine, spark=spark) if engine == "spark" else dbspark.Pipeline(engine="local")
+    p = (
+        dbspark.Pipeline(engine=engine, spark=spark)
+        if engine == "spark"
+        else dbspark.Pipeline(engine="local")
+    )
     t = p.table("t", schema, **table)
     p.create_view("v", t.map(*schema))
     return p
@@ -73,10 +91,17 @@ PY_ROWS = [  # values of other types than the columns', each coerced as an INSER
 
 def frame_rows() -> pl.DataFrame:
     """Typed columns that are not the declared types: ints for decimals, strings for dates, ..."""
-    return pl.DataFrame({
-        "k": [1, 2, 3], "price": [1.005, 2.675, -3.0], "d": ["2024-01-02", "2024-2-3", None],
-        "ts": [dt.datetime(2024, 1, 2, 3, 4, 5, 123456), dt.datetime(2024, 1, 3), None],
-        "ok": [1, 0, None], "name": ["a", None, "c"], "x": [1, 2, 3]})
+    return pl.DataFrame(
+        {
+            "k": [1, 2, 3],
+            "price": [1.005, 2.675, -3.0],
+            "d": ["2024-01-02", "2024-2-3", None],
+            "ts": [dt.datetime(2024, 1, 2, 3, 4, 5, 123456), dt.datetime(2024, 1, 3), None],
+            "ok": [1, 0, None],
+            "name": ["a", None, "c"],
+            "x": [1, 2, 3],
+        }
+    )
 
 
 def as_format(df: pl.DataFrame, fmt: str, spark: Any) -> Any:
@@ -108,8 +133,15 @@ def test_python_rows_coerced_as_duckdb_inserts_them(eng, duck):
 FORMATS = ["polars", "pandas", "arrow", "batch", "dicts", "tuples"]
 
 
-@pytest.mark.parametrize("engine, fmt", [*[("local", f) for f in FORMATS], ("spark", "pandas"), ("spark", "spark_df"),
-                                         pytest.param("local", "spark_df", marks=pytest.mark.spark)])
+@pytest.mark.parametrize(
+    "engine, fmt",
+    [
+        *[("local", f) for f in FORMATS],
+        ("spark", "pandas"),
+        ("spark", "spark_df"),
+        pytest.param("local", "spark_df", marks=pytest.mark.spark),
+    ],
+)
 def test_each_input_format_coerced_as_duckdb(engine, fmt, duck, request):
     spark = request.getfixturevalue("spark_session") if "spark" in (engine, fmt[:5]) else None
     df = frame_rows()
@@ -139,24 +171,82 @@ def _deviation(t: pl.DataType, v: Any) -> bool:
 
 
 def _values() -> st.SearchStrategy[Any]:
-    nums = st.one_of(st.integers(-10**6, 10**6), st.floats(-1e6, 1e6), st.floats(allow_nan=True, allow_infinity=True),
-                     st.decimals(-10**5, 10**5, places=3), st.integers(-2**70, 2**70))
-    num_text = st.one_of(nums.map(str), st.sampled_from(["", " 7 ", "+4", "1e3", "1.5e-2", "abc", "nan", "inf", "0x10",
-                                                          ".5", "5.", "1,5", "--1", "1 2", "0X1f", "0b101", " 0x10",
-                                                          "-0x10", "1_000", "1__000", "1_000.5_5", "_1", "1_"]))
+    nums = st.one_of(
+        st.integers(-(10**6), 10**6),
+        st.floats(-1e6, 1e6),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.decimals(-(10**5), 10**5, places=3),
+        st.integers(-(2**70), 2**70),
+    )
+    num_text = st.one_of(
+        nums.map(str),
+        st.sampled_from(
+            [
+                "",
+                " 7 ",
+                "+4",
+                "1e3",
+                "1.5e-2",
+                "abc",
+                "nan",
+                "inf",
+                "0x10",
+                ".5",
+                "5.",
+                "1,5",
+                "--1",
+                "1 2",
+                "0X1f",
+                "0b101",
+                " 0x10",
+                "-0x10",
+                "1_000",
+                "1__000",
+                "1_000.5_5",
+                "_1",
+                "1_",
+            ]
+        ),
+    )
     dates = st.dates(dt.date(1900, 1, 1), dt.date(2100, 1, 1))
     stamps = st.datetimes(dt.datetime(1900, 1, 1), dt.datetime(2100, 1, 1))
-    date_text = st.one_of(dates.map(str), stamps.map(str), stamps.map(lambda t: t.isoformat()),
-                          st.sampled_from(["2024-02-30", "2024-1-2", "2024-01-02 10:00", "2024-13-01", "20240102",
-                                           "2024-01-02 25:00:00", "2024-01-02T10:00:00Z", "2024-01-02 10:00:00+05",
-                                           " 2024-01-02", "2024-01-02 xyz", "2024-01-02T"]))
-    bool_text = st.sampled_from(["true", "FALSE", "t", "f", "yes", "no", "y", "n", "1", "0", "on", "2", " true"])
+    date_text = st.one_of(
+        dates.map(str),
+        stamps.map(str),
+        stamps.map(lambda t: t.isoformat()),
+        st.sampled_from(
+            [
+                "2024-02-30",
+                "2024-1-2",
+                "2024-01-02 10:00",
+                "2024-13-01",
+                "20240102",
+                "2024-01-02 25:00:00",
+                "2024-01-02T10:00:00Z",
+                "2024-01-02 10:00:00+05",
+                " 2024-01-02",
+                "2024-01-02 xyz",
+                "2024-01-02T",
+            ]
+        ),
+    )
+    bool_text = st.sampled_from(
+        ["true", "FALSE", "t", "f", "yes", "no", "y", "n", "1", "0", "on", "2", " true"]
+    )
     return st.one_of(st.none(), st.booleans(), nums, num_text, dates, stamps, date_text, bool_text)
 
 
-_TYPES = [("BIGINT", pl.Int64()), ("INTEGER", pl.Int32()), ("DOUBLE", pl.Float64()), ("DECIMAL(9,2)", pl.Decimal(9, 2)),
-          ("DECIMAL(4,0)", pl.Decimal(4, 0)), ("DATE", pl.Date()), ("TIMESTAMP", pl.Datetime("us")),
-          ("BOOLEAN", pl.Boolean()), ("VARCHAR", pl.String())]
+_TYPES = [
+    ("BIGINT", pl.Int64()),
+    ("INTEGER", pl.Int32()),
+    ("DOUBLE", pl.Float64()),
+    ("DECIMAL(9,2)", pl.Decimal(9, 2)),
+    ("DECIMAL(4,0)", pl.Decimal(4, 0)),
+    ("DATE", pl.Date()),
+    ("TIMESTAMP", pl.Datetime("us")),
+    ("BOOLEAN", pl.Boolean()),
+    ("VARCHAR", pl.String()),
+]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -191,10 +281,16 @@ def test_coercion_matches_duckdb_insert(duck, values, ti):
     for v, g, (kind, want) in zip(values, got, expected, strict=True):
         assert kind == "ok", f"accepted {v!r} as {g!r}; DuckDB: {want}"
         # DuckDB writes a DECIMAL(s,s) without its leading zero ('.100'); dbspark writes '0.100'
-        quirk = isinstance(v, decimal.Decimal) and g == "0" + str(want).lstrip("-") or g == "-0" + str(want)[1:]
+        quirk = (
+            isinstance(v, decimal.Decimal) and g == "0" + str(want).lstrip("-") or g == "-0" + str(want)[1:]
+        )
         # DuckDB rounds tiny exponent text into a DECIMAL up ('5.4e-80' -> 0.01); dbspark rounds the exact value
-        tiny = isinstance(v, str) and "e" in v.lower() and isinstance(t, pl.Decimal) and abs(g - want) <= \
-            decimal.Decimal(1).scaleb(-(t.scale or 0))
+        tiny = (
+            isinstance(v, str)
+            and "e" in v.lower()
+            and isinstance(t, pl.Decimal)
+            and abs(g - want) <= decimal.Decimal(1).scaleb(-(t.scale or 0))
+        )
         assert _same(g, want) or quirk or tiny, f"{v!r} became {g!r}, DuckDB stores {want!r}"
 
 
@@ -221,8 +317,9 @@ BAD_PUSHES = [
 ]
 
 
-@pytest.mark.parametrize("engine, case", [*[("local", i) for i in range(len(BAD_PUSHES))],
-                                          ("spark", 0), ("spark", 4)])
+@pytest.mark.parametrize(
+    "engine, case", [*[("local", i) for i in range(len(BAD_PUSHES))], ("spark", 0), ("spark", 4)]
+)
 def test_bad_push_is_rejected_whole_and_named(engine, case, request):
     spark = request.getfixturevalue("spark_session") if engine == "spark" else None
     rows, err, names = BAD_PUSHES[case]
@@ -246,7 +343,9 @@ def test_spark_frame_with_a_bad_value_rejects_the_step(spark_session):
         before = p.view("v").to_dict()
         p.insert("t", [(8, 2)])
         p.insert("t", spark_session.createDataFrame(pd.DataFrame({"k": [1, 2], "v": ["1.5", "oops"]})))
-        with pytest.raises(DataError, match=r"table 't': column 'v' \(DECIMAL\(5,2\)\) cannot take the value 'oops'"):
+        with pytest.raises(
+            DataError, match=r"table 't': column 'v' \(DECIMAL\(5,2\)\) cannot take the value 'oops'"
+        ):
             p.step()
         assert p.view("v").to_dict() == before
         p.insert("t", spark_session.createDataFrame(pd.DataFrame({"k": [None, 2.0], "v": [1.0, 2.0]})))
@@ -263,8 +362,20 @@ TRICKY = {  # column: (declared type, DuckDB type, values of another type that D
     "i": ("int64", "BIGINT", [" 7 ", "+4", "-0", "1e3", "3.0", "1_000", "9007199254740993", "0x1f"]),
     "f": ("float64", "DOUBLE", ["1.5", " 2 ", "-1e-3", "inf", "1_000.5", "+0", "3", "1e300"]),
     "b": ("bool", "BOOLEAN", ["true", "F", "yes", "n", "1", "0", "T", "no"]),
-    "dt": ("date", "DATE", ["2024-01-02", "2024-1-2", "2024-01-02 10:11:12", "0999-12-31", "2024-02-29",
-                            " 2024-03-04", "2024-03-04T05:06", "2000-1-01"]),
+    "dt": (
+        "date",
+        "DATE",
+        [
+            "2024-01-02",
+            "2024-1-2",
+            "2024-01-02 10:11:12",
+            "0999-12-31",
+            "2024-02-29",
+            " 2024-03-04",
+            "2024-03-04T05:06",
+            "2000-1-01",
+        ],
+    ),
 }
 
 
@@ -307,15 +418,19 @@ KEY = ["a", "b"]
 def test_upsert_delete_by_key_and_in_step_order(eng):
     with pipeline(eng, KEYED, primary_key=KEY) as p:
         p.insert("t", [(1, "x", 1, "one"), (2, "y", 2, None), (1, "x", 1.5, "one again")])  # last write wins
-        assert p.step()["v"].to_dict() == {(1, "x", decimal.Decimal("1.50"), "one again"): 1,
-                                           (2, "y", decimal.Decimal("2.00"), None): 1}
-        p.insert("t", [(2, "y", 3, "up")])   # an update: retract the old row, insert the new
-        p.delete("t", [(1, "x")])            # a delete by key
+        assert p.step()["v"].to_dict() == {
+            (1, "x", decimal.Decimal("1.50"), "one again"): 1,
+            (2, "y", decimal.Decimal("2.00"), None): 1,
+        }
+        p.insert("t", [(2, "y", 3, "up")])  # an update: retract the old row, insert the new
+        p.delete("t", [(1, "x")])  # a delete by key
         p.insert("t", [(5, "z", 5, "tmp")])
         p.delete("t", [{"a": 5, "b": "z", "v": 0, "note": "ignored"}])  # a full row: only its key is used
-        assert p.step()["v"].to_dict() == {(2, "y", decimal.Decimal("2.00"), None): -1,
-                                           (2, "y", decimal.Decimal("3.00"), "up"): 1,
-                                           (1, "x", decimal.Decimal("1.50"), "one again"): -1}
+        assert p.step()["v"].to_dict() == {
+            (2, "y", decimal.Decimal("2.00"), None): -1,
+            (2, "y", decimal.Decimal("3.00"), "up"): 1,
+            (1, "x", decimal.Decimal("1.50"), "one again"): -1,
+        }
         p.insert("t", [(2, "y", 3, "up")])  # an update to the same row: no change
         assert p.step()["v"].to_dict() == {}
         before = p.view("v").to_dict()
@@ -336,11 +451,21 @@ def test_spark_frame_push_to_a_keyed_table(spark_session):
     with pipeline(("spark", spark_session), KEYED, primary_key=KEY) as p:
         p.insert("t", [(1, "x", 1, "a"), (2, "y", 2, "b")])
         p.step()
-        cdc = pd.DataFrame({"a": [1, 3, 1], "b": ["x", "z", "x"], "v": [4.0, 3.0, 1.0], "note": ["new", "c", "a"],
-                            "weight": [1, 1, -1]})  # an update as an insert and a delete, in no useful order
+        cdc = pd.DataFrame(
+            {
+                "a": [1, 3, 1],
+                "b": ["x", "z", "x"],
+                "v": [4.0, 3.0, 1.0],
+                "note": ["new", "c", "a"],
+                "weight": [1, 1, -1],
+            }
+        )  # an update as an insert and a delete, in no useful order
         p.push("t", spark_session.createDataFrame(cdc))
-        assert p.step()["v"].to_dict() == {(1, "x", D("1.00"), "a"): -1, (1, "x", D("4.00"), "new"): 1,
-                                           (3, "z", D("3.00"), "c"): 1}
+        assert p.step()["v"].to_dict() == {
+            (1, "x", D("1.00"), "a"): -1,
+            (1, "x", D("4.00"), "new"): 1,
+            (3, "z", D("3.00"), "c"): 1,
+        }
         before = p.view("v").to_dict()
         twice = pd.DataFrame({"a": [2, 2], "b": ["y", "y"], "v": [5.0, 6.0], "note": ["p", "q"]})
         p.insert("t", spark_session.createDataFrame(twice))
@@ -357,8 +482,10 @@ def test_spark_frame_push_to_a_keyed_table(spark_session):
 # The dict oracle: a step is a list of operations; an operation inserts rows or deletes keys.
 _key = st.tuples(st.integers(0, 4), st.sampled_from(["p", "q"]))
 _row = st.tuples(_key, st.integers(-5, 5), st.sampled_from([None, "n1", "n2"]))
-_op = st.one_of(st.tuples(st.just("insert"), st.lists(_row, min_size=1, max_size=4)),
-                st.tuples(st.just("delete"), st.lists(_key, min_size=1, max_size=3), st.booleans()))
+_op = st.one_of(
+    st.tuples(st.just("insert"), st.lists(_row, min_size=1, max_size=4)),
+    st.tuples(st.just("delete"), st.lists(_key, min_size=1, max_size=3), st.booleans()),
+)
 _steps = st.lists(st.lists(_op, max_size=4), min_size=1, max_size=6)
 
 
@@ -463,8 +590,11 @@ def test_keyed_table_survives_a_reopen(tmp_path):
     with make() as p:
         p.insert("t", [("a", "1.25")])
         p.delete("t", ["b"])
-        assert p.step()["v"].to_dict() == {("a", decimal.Decimal("1.500")): -1, ("a", decimal.Decimal("1.250")): 1,
-                                           ("b", decimal.Decimal("2.000")): -1}
+        assert p.step()["v"].to_dict() == {
+            ("a", decimal.Decimal("1.500")): -1,
+            ("a", decimal.Decimal("1.250")): 1,
+            ("b", decimal.Decimal("2.000")): -1,
+        }
         p.delete("t", ["b"])
         with pytest.raises(NegativeStateError, match=r"table 't': delete of key \(k='b'\)"):
             p.step()

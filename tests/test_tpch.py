@@ -76,38 +76,60 @@ def test_refresh_deletes_hit_loaded_orders_once_with_all_lineitems(data: dict, r
         # full rows of the loaded tables, and every lineitem of each deleted order
         assert r.orders_delete.join(data["orders"], on=data["orders"].columns, how="anti").height == 0
         want = data["lineitem"].filter(pl.col("l_orderkey").is_in(r.orders_delete["o_orderkey"].implode()))
-        assert want.sort(["l_orderkey", "l_linenumber"]).equals(r.lineitem_delete.sort(["l_orderkey", "l_linenumber"]))
+        assert want.sort(["l_orderkey", "l_linenumber"]).equals(
+            r.lineitem_delete.sort(["l_orderkey", "l_linenumber"])
+        )
 
 
 def test_refresh_rows_are_drawn_like_dbgen(data: dict, refreshes: list) -> None:
     o = pl.concat([r.orders_insert for r in refreshes])
     li = pl.concat([r.lineitem_insert for r in refreshes])
     assert o.schema == tpch.schema("orders") and li.schema == tpch.schema("lineitem")
-    assert (o["o_custkey"] % 3 != 0).all() and o["o_custkey"].is_in(data["customer"]["c_custkey"].implode()).all()
-    n = li.group_by("l_orderkey").agg(pl.len(), pl.col("l_linenumber").max().alias("mx"), pl.col("l_linenumber").n_unique().alias("u"))
+    assert (o["o_custkey"] % 3 != 0).all() and o["o_custkey"].is_in(
+        data["customer"]["c_custkey"].implode()
+    ).all()
+    n = li.group_by("l_orderkey").agg(
+        pl.len(), pl.col("l_linenumber").max().alias("mx"), pl.col("l_linenumber").n_unique().alias("u")
+    )
     assert n["len"].is_between(1, 7).all() and (n["len"] == n["mx"]).all() and (n["len"] == n["u"]).all()
     assert set(n["l_orderkey"]) == set(o["o_orderkey"])
     # every (partkey, suppkey) is a partsupp row (Q9 joins them)
-    assert li.join(data["partsupp"], left_on=["l_partkey", "l_suppkey"], right_on=["ps_partkey", "ps_suppkey"],
-                   how="anti").height == 0
+    assert (
+        li.join(
+            data["partsupp"],
+            left_on=["l_partkey", "l_suppkey"],
+            right_on=["ps_partkey", "ps_suppkey"],
+            how="anti",
+        ).height
+        == 0
+    )
     j = li.join(o, left_on="l_orderkey", right_on="o_orderkey")
     assert ((j["l_shipdate"] > j["o_orderdate"]) & (j["l_receiptdate"] > j["l_shipdate"])).all()
     # o_orderstatus from the line statuses; the dates and flags of the whole population stay in range
-    st = j.group_by("l_orderkey").agg((pl.col("l_linestatus") == "F").all().alias("f"),
-                                      (pl.col("l_linestatus") == "O").all().alias("o"), pl.col("o_orderstatus").first())
+    st = j.group_by("l_orderkey").agg(
+        (pl.col("l_linestatus") == "F").all().alias("f"),
+        (pl.col("l_linestatus") == "O").all().alias("o"),
+        pl.col("o_orderstatus").first(),
+    )
     want = np.where(st["f"].to_numpy(), "F", np.where(st["o"].to_numpy(), "O", "P"))
     assert (st["o_orderstatus"].to_numpy() == want).all() and len(set(want)) == 3
     for col in ("l_returnflag", "l_linestatus", "l_shipmode", "l_shipinstruct"):
         assert set(li[col]) <= set(data["lineitem"][col])
     assert set(o["o_orderpriority"]) <= set(data["orders"]["o_orderpriority"])
-    assert o["o_orderdate"].is_between(data["orders"]["o_orderdate"].min(), data["orders"]["o_orderdate"].max()).all()
+    assert (
+        o["o_orderdate"]
+        .is_between(data["orders"]["o_orderdate"].min(), data["orders"]["o_orderdate"].max())
+        .all()
+    )
 
 
 def test_refreshes_are_deterministic_by_seed(data: dict) -> None:
     a, b = tpch.refreshes(data, 2, seed=7), tpch.refreshes(data, 2, seed=7)
     c = tpch.refreshes(data, 2, seed=8)
-    assert all(x.lineitem_insert.equals(y.lineitem_insert) and x.orders_delete.equals(y.orders_delete)
-               for x, y in zip(a, b, strict=True))
+    assert all(
+        x.lineitem_insert.equals(y.lineitem_insert) and x.orders_delete.equals(y.orders_delete)
+        for x, y in zip(a, b, strict=True)
+    )
     assert not a[0].orders_delete.equals(c[0].orders_delete)
 
 
@@ -126,7 +148,7 @@ def test_skewed_refreshes_change_every_view(data: dict) -> None:
     o = loaded_oracle(data)
     rs = tpch.refreshes(data, N_REFRESH, seed=SEED + 1, size=100, skew=True)
     assert all(r.updates for r in rs)
-    assert (rs[0].updates["part"].join(data["part"], on="p_partkey").height == rs[0].updates["part"].height)
+    assert rs[0].updates["part"].join(data["part"], on="p_partkey").height == rs[0].updates["part"].height
     changed: set[str] = set()
     for r in rs:
         before = {v: o.expected(v) for v in VIEWS}
@@ -152,7 +174,9 @@ class DuckDBPipeline:
 def test_oracle_accepts_right_and_detects_wrong_tpch_views(data: dict, refreshes: list) -> None:
     o = loaded_oracle(data)
     wrong_q06 = tpch.VIEWS["q06"].replace("l_quantity < 24", "l_quantity <= 24")
-    other = loaded_oracle(data, tpch.DDL + "\n".join(wrong_q06 if v == "q06" else tpch.VIEWS[v] for v in VIEWS))
+    other = loaded_oracle(
+        data, tpch.DDL + "\n".join(wrong_q06 if v == "q06" else tpch.VIEWS[v] for v in VIEWS)
+    )
     apply(o, refreshes[0])
     apply(other, refreshes[0])
     right = loaded_oracle(data)
@@ -170,7 +194,9 @@ def test_check_views_fails_a_wrong_view_of_a_real_pipeline(data: dict, refreshes
     res = tpch.check_views("local", ["q01", "q06"], data, refreshes[:2], sql={"q06": wrong})
     assert res["q01"] is None
     assert res["q06"] is not None and "view q06 after the load" in res["q06"] and "revenue" in res["q06"]
-    res = tpch.check_views("local", ["q06"], data, [], sql={"q06": "CREATE VIEW q06 AS SELECT nosuch FROM lineitem"})
+    res = tpch.check_views(
+        "local", ["q06"], data, [], sql={"q06": "CREATE VIEW q06 AS SELECT nosuch FROM lineitem"}
+    )
     assert res["q06"] is not None and "rejected q06" in res["q06"]
 
 
@@ -184,14 +210,17 @@ def local_results() -> dict[str, str | None]:
 
 @pytest.fixture(scope="module")
 def local_skewed_results() -> dict[str, str | None]:
-    return tpch.check_views_isolated(VIEWS, SF, N_REFRESH, SEED + 1, size=100, skew=True, max_rss_gib=MAX_RSS_GIB)
+    return tpch.check_views_isolated(
+        VIEWS, SF, N_REFRESH, SEED + 1, size=100, skew=True, max_rss_gib=MAX_RSS_GIB
+    )
 
 
 @pytest.fixture(scope="module")
 def spark_results(data: dict, refreshes: list, spark_session: Any) -> dict[str, str | None]:
     # after a step error each view is re-run alone (slow on Spark, but the failures name their queries)
-    return tpch.check_views("spark", VIEWS, data, refreshes[:N_REFRESH_SPARK], spark_session,
-                            label=f"SF {SF}, spark")
+    return tpch.check_views(
+        "spark", VIEWS, data, refreshes[:N_REFRESH_SPARK], spark_session, label=f"SF {SF}, spark"
+    )
 
 
 @pytest.mark.slow

@@ -16,7 +16,9 @@ from dbspark.trace import spine
 from dbspark.trace.spine import Spine
 
 SCHEMA = pl.Schema({"k": pl.Int64, "v": pl.String, WEIGHT: pl.Int64})
-rows = st.tuples(st.one_of(st.none(), st.integers(0, 6)), st.sampled_from(["a", "b", None]), st.integers(-3, 3))
+rows = st.tuples(
+    st.one_of(st.none(), st.integers(0, 6)), st.sampled_from(["a", "b", None]), st.integers(-3, 3)
+)
 
 
 def frame(batch: list[tuple]) -> pl.DataFrame:
@@ -24,7 +26,10 @@ def frame(batch: list[tuple]) -> pl.DataFrame:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(rows, max_size=12), max_size=12), st.lists(st.one_of(st.none(), st.integers(0, 7)), max_size=4))
+@given(
+    st.lists(st.lists(rows, max_size=12), max_size=12),
+    st.lists(st.one_of(st.none(), st.integers(0, 7)), max_size=4),
+)
 def test_spine_matches_a_dict_oracle(batches: list[list[tuple]], probe: list[int | None]) -> None:
     sp = Spine(("k",), SCHEMA)
     oracle: Counter = Counter()
@@ -38,7 +43,9 @@ def test_spine_matches_a_dict_oracle(batches: list[list[tuple]], probe: list[int
         full = {(k, v): w for k, v, w in snap.to_frame().rows()}
         assert full == {kv: w for kv, w in expected.items() if w != 0}
         assert all(w != 0 for w in full.values())
-        got = {(k, v): w for k, v, w in snap.seek(pl.DataFrame({"k": probe}, schema={"k": pl.Int64})).df.rows()}
+        got = {
+            (k, v): w for k, v, w in snap.seek(pl.DataFrame({"k": probe}, schema={"k": pl.Int64})).df.rows()
+        }
         want = {kv: w for kv, w in expected.items() if w != 0 and kv[0] in set(probe)}
         assert got == want
     # geometric merging keeps the number of batches logarithmic

@@ -97,9 +97,9 @@ def _bytes_hash(arr: pa.Array) -> np.ndarray:
     while i < n:  # row ranges of about _CHUNK_BYTES bytes (one pass when the column is small)
         j = int(np.searchsorted(offs, offs[i] + _CHUNK_BYTES, side="right")) - 1
         j = min(max(j, i + 1), n)
-        o = offs[i:j + 1]
+        o = offs[i : j + 1]
         base = int(o[0])
-        d = data[base:int(o[-1])]
+        d = data[base : int(o[-1])]
         ln = lens[i:j]
         pos = np.arange(len(d), dtype=np.int64) - np.repeat(o[:-1] - base, ln)
         terms = (d.astype(np.uint64) + np.uint64(1)) * table[pos]

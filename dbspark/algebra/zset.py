@@ -41,7 +41,9 @@ def weight_sum_checked(df: pl.DataFrame, by: Sequence[str], extra: Sequence[str]
             raise WeightError("weight overflow while consolidating a Z-set")
         return pl.DataFrame({WEIGHT: [total]}, schema={WEIGHT: pl.Int64})
     out = df.group_by(list(by)).agg(
-        pl.col(WEIGHT).sum(), pl.col(WEIGHT).cast(pl.Float64).sum().alias("__wf"), *[pl.col(c).sum() for c in extra]
+        pl.col(WEIGHT).sum(),
+        pl.col(WEIGHT).cast(pl.Float64).sum().alias("__wf"),
+        *[pl.col(c).sum() for c in extra],
     )
     if out.height and out["__wf"].abs().max() > _OVERFLOW:  # type: ignore[operator]
         raise WeightError("weight overflow while consolidating a Z-set: a row's weight left int64")
@@ -136,8 +138,11 @@ class ZSet:
             return self
         right = other._df
         if right.schema != self._df.schema:
-            right = right.select([pl.col(c).cast(t) for c, t in self._df.schema.items()]) \
-                if right.columns == self._df.columns else right
+            right = (
+                right.select([pl.col(c).cast(t) for c, t in self._df.schema.items()])
+                if right.columns == self._df.columns
+                else right
+            )
         return self.with_df(pl.concat([self._df, right], how="vertical_relaxed"))
 
     def __neg__(self) -> ZSet:
@@ -153,7 +158,9 @@ class ZSet:
     def distinct(self) -> ZSet:
         """Weight 1 for rows of positive weight; others dropped."""
         c = self.consolidate()._df
-        return self.with_df(c.filter(pl.col(WEIGHT) > 0).with_columns(pl.lit(1, pl.Int64).alias(WEIGHT)), True)
+        return self.with_df(
+            c.filter(pl.col(WEIGHT) > 0).with_columns(pl.lit(1, pl.Int64).alias(WEIGHT)), True
+        )
 
     def isset(self) -> bool:
         """Every weight is 1 (after consolidation)."""

@@ -98,8 +98,14 @@ class Circuit:
 
         return Stream(self, node_id)
 
-    def input(self, name: str, schema: Mapping[str, Any] | pl.Schema, kind: str = "zset",
-              primary_key: str | Sequence[str] | None = None, not_null: Sequence[str] = ()) -> Stream:
+    def input(
+        self,
+        name: str,
+        schema: Mapping[str, Any] | pl.Schema,
+        kind: str = "zset",
+        primary_key: str | Sequence[str] | None = None,
+        not_null: Sequence[str] = (),
+    ) -> Stream:
         """A named input of the given schema. kind: 'zset' (any weights), 'bag' (its integral must stay
         non-negative: a delete of an absent row is rejected) or 'set' (weights of the integral 0 or 1).
 
@@ -115,11 +121,15 @@ class Circuit:
         for what, cols in (("primary key", key), ("NOT NULL", nn)):
             unknown = [c for c in cols if c not in sch]
             if unknown:
-                raise UnknownNameError(f"input {name!r}: {what} column(s) {unknown} are not in its columns {list(sch)}")
+                raise UnknownNameError(
+                    f"input {name!r}: {what} column(s) {unknown} are not in its columns {list(sch)}"
+                )
             if len(set(cols)) != len(cols):
                 raise CircuitError(f"input {name!r}: {what} columns {list(cols)} repeat a name")
         if key and kind == "zset":
-            raise CircuitError(f"input {name!r}: a table with a primary key is a 'bag' or 'set', not a 'zset'")
+            raise CircuitError(
+                f"input {name!r}: a table with a primary key is a 'bag' or 'set', not a 'zset'"
+            )
         s = self.add(Input(name, sch, kind, key, tuple(c for c in sch if c in nn)))
         self.inputs[name] = s.node_id
         return s
@@ -143,7 +153,9 @@ class Circuit:
         self.outputs[name] = s.node_id
         return s
 
-    def feedback(self, schema: Mapping[str, Any] | pl.Schema, keys: tuple[str, ...] | None = None) -> Feedback:
+    def feedback(
+        self, schema: Mapping[str, Any] | pl.Schema, keys: tuple[str, ...] | None = None
+    ) -> Feedback:
         """An open loop through z^-1: use `fb.stream`, then `fb.connect(result)`."""
         nid = len(self.nodes)
         sch = schema if isinstance(schema, pl.Schema) else to_schema(schema)
@@ -156,8 +168,9 @@ class Circuit:
         """A recursive scope: the fixpoint of `body` over `inputs` (see `circuit.scope.recursive`)."""
         from dbspark.circuit.scope import recursive
 
-        return recursive(self, body, list(inputs) if not hasattr(inputs, "circuit") else [inputs], schemas,
-                         **options)
+        return recursive(
+            self, body, list(inputs) if not hasattr(inputs, "circuit") else [inputs], schemas, **options
+        )
 
     # ---- inspection ---------------------------------------------------------------------------
     def check(self) -> None:

@@ -43,7 +43,9 @@ class Runtime:
             n = nodes[nid]
             if isinstance(n.op, Delay):
                 sh = n.shape
-                empty = kernel.empty_snapshot(sh.schema, sh.index_keys) if sh.trace else kernel.empty(sh.schema)
+                empty = (
+                    kernel.empty_snapshot(sh.schema, sh.index_keys) if sh.trace else kernel.empty(sh.schema)
+                )
                 self.states[nid] = DelayState(empty)
             else:
                 self.states[nid] = n.op.init(kernel, n.shape, [nodes[i].shape for i in n.inputs])
@@ -78,7 +80,8 @@ class Runtime:
         op = self._input(name)
         key = op.primary_key or None
         self._pending[name].append(
-            self.kernel.input_batch(rows, op.schema, weights, self._where(name), op.required, key))
+            self.kernel.input_batch(rows, op.schema, weights, self._where(name), op.required, key)
+        )
 
     def _where(self, name: str) -> str:
         return f"{self.input_noun} {name!r}"
@@ -156,7 +159,9 @@ class Runtime:
         """The last step's value of an output."""
         if name not in self.circuit.outputs:
             raise UnknownNameError(f"unknown output {name!r}; the outputs are {sorted(self.circuit.outputs)}")
-        return self._last.get(name) or self.kernel.empty(self.circuit.nodes[self.circuit.outputs[name]].shape.schema)
+        return self._last.get(name) or self.kernel.empty(
+            self.circuit.nodes[self.circuit.outputs[name]].shape.schema
+        )
 
     # ---- checkpoints --------------------------------------------------------------------------
     def checkpoint(self, path: str | Path) -> None:

@@ -57,7 +57,12 @@ def schedule(c: Circuit) -> list[int]:
 
 
 def evaluate(
-    order: list[int], c: Circuit, states: dict[int, Any], kernel: Kernel, source: Callable[[Input], Any], undo: list
+    order: list[int],
+    c: Circuit,
+    states: dict[int, Any],
+    kernel: Kernel,
+    source: Callable[[Input], Any],
+    undo: list,
 ) -> dict[int, Any]:
     """Every node's value for one step; `source(op)` gives an input's value."""
     nodes, values = c.nodes, {}
@@ -73,7 +78,11 @@ def evaluate(
 
 
 def advance_delays(
-    order: list[int], c: Circuit, states: dict[int, Any], values: dict[int, Any], undo: list,
+    order: list[int],
+    c: Circuit,
+    states: dict[int, Any],
+    values: dict[int, Any],
+    undo: list,
     normalize: Callable[[Any], Any] = lambda v: v,
 ) -> list[Any]:
     """Store each delay's input for the next step; returns the stored values."""

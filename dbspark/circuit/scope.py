@@ -63,11 +63,13 @@ def recursive(
     results = list(result) if isinstance(result, (tuple, list)) else [result]
     if len(results) != len(feedbacks):
         raise CircuitError(
-            f"scope {scope!r}: the body returned {len(results)} relation(s) for {len(feedbacks)} recursive relation(s)")
+            f"scope {scope!r}: the body returned {len(results)} relation(s) for {len(feedbacks)} recursive relation(s)"
+        )
     for i, (fb, r) in enumerate(zip(feedbacks, results, strict=True)):
         if not isinstance(r, Stream):
             raise CircuitError(
-                f"scope {scope!r}: result {i} of the body is {type(r).__name__}, not a stream built from its arguments")
+                f"scope {scope!r}: result {i} of the body is {type(r).__name__}, not a stream built from its arguments"
+            )
         if r.circuit is not inner:
             raise CircuitError(f"scope {scope!r}: result {i} is not built from the body's arguments")
         fb.connect(r)
@@ -76,8 +78,14 @@ def recursive(
         from dbspark.incremental.fixpoint import nested_delta
 
         inner = nested_delta(inner)
-    op = Fixpoint(inner, tuple(f"import{i}" for i in range(len(inputs))), tuple(f"rel{i}" for i in range(len(results))),
-                  scope, mode, max_iterations)
+    op = Fixpoint(
+        inner,
+        tuple(f"import{i}" for i in range(len(inputs))),
+        tuple(f"rel{i}" for i in range(len(results))),
+        scope,
+        mode,
+        max_iterations,
+    )
     fix = c.add(op, *inputs)
     picks = [c.add(Pick(i, r.schema), fix) for i, r in enumerate(results)]
     return picks[0] if len(picks) == 1 else tuple(picks)

@@ -123,7 +123,9 @@ class Stream:
         return self.circuit.add(Differentiate(), self)
 
     # ---- lifted (per-step) non-linear and bilinear operators -------------------------------------
-    def _join_parts(self, other: Stream, on: Any, left_on: Any, right_on: Any) -> tuple[Stream, Stream, StreamJoin]:
+    def _join_parts(
+        self, other: Stream, on: Any, left_on: Any, right_on: Any
+    ) -> tuple[Stream, Stream, StreamJoin]:
         if on is not None:
             lk = rk = _keys(on)
             drop = rk
@@ -141,7 +143,9 @@ class Stream:
         op = StreamJoin(lk, rk, right_columns(self.schema, other.schema, drop))
         return self.index(lk), other.index(rk), op
 
-    def stream_join(self, other: Stream, on: Any = None, *, left_on: Any = None, right_on: Any = None) -> Stream:
+    def stream_join(
+        self, other: Stream, on: Any = None, *, left_on: Any = None, right_on: Any = None
+    ) -> Stream:
         """↑⋈: equi-join of each step's Z-sets."""
         a, b, op = self._join_parts(other, on, left_on, right_on)
         return self.circuit.add(op, a, b)
@@ -165,11 +169,15 @@ class Stream:
         weight); the output has the columns (src, dst) of this stream, which must have no others."""
         return self.circuit.add(StreamClosure(src, dst), self)
 
-    def stream_semijoin(self, other: Stream, on: Any = None, *, left_on: Any = None, right_on: Any = None) -> Stream:
+    def stream_semijoin(
+        self, other: Stream, on: Any = None, *, left_on: Any = None, right_on: Any = None
+    ) -> Stream:
         """Rows of this stream (with their weights) whose key occurs in `other`."""
         return self._semijoin(other, on, left_on, right_on, incremental=False)
 
-    def stream_antijoin(self, other: Stream, on: Any = None, *, left_on: Any = None, right_on: Any = None) -> Stream:
+    def stream_antijoin(
+        self, other: Stream, on: Any = None, *, left_on: Any = None, right_on: Any = None
+    ) -> Stream:
         """Rows of this stream whose key does not occur in `other` (§7.5: a - semijoin(a, b))."""
         return self - self.stream_semijoin(other, on, left_on=left_on, right_on=right_on)
 

@@ -27,7 +27,9 @@ from rich.table import Table
 from dbspark.errors import DbsparkError, UnknownNameError
 from dbspark.pipeline import Pipeline
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Incremental view maintenance on DBSP, on Spark.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Incremental view maintenance on DBSP, on Spark."
+)
 console = Console()
 err = Console(stderr=True)
 
@@ -73,7 +75,9 @@ def push_batch(p: Pipeline, step: Path) -> None:
     for f in list_batches(step):
         table = f.stem if f.is_file() else f.name
         if table not in p.tables:
-            raise UnknownNameError(f"{f}: no table {table!r} in the pipeline; its tables are {sorted(p.tables)}")
+            raise UnknownNameError(
+                f"{f}: no table {table!r} in the pipeline; its tables are {sorted(p.tables)}"
+            )
         schema = p.circuit.nodes[p.circuit.inputs[table]].shape.schema
         rows, weights = read_changes(f, schema)
         if rows.height:
@@ -102,10 +106,16 @@ def run(
     pipeline: Annotated[Path, typer.Argument(help="the pipeline file (Python with define(p))")],
     changes: Annotated[Path, typer.Option("--changes", help="directory of steps of change batches")],
     engine: Annotated[str, typer.Option(help="spark (default) or local")] = "spark",
-    state: Annotated[Path | None, typer.Option(help="directory for durable state (resume after a crash)")] = None,
+    state: Annotated[
+        Path | None, typer.Option(help="directory for durable state (resume after a crash)")
+    ] = None,
     output: Annotated[Path | None, typer.Option(help="write each view's changes here, per step")] = None,
-    master: Annotated[str | None, typer.Option(help="Spark master URL (default: active session or local[*])")] = None,
-    show: Annotated[int, typer.Option(help="print up to this many changed rows per view and step (0: none)")] = 10,
+    master: Annotated[
+        str | None, typer.Option(help="Spark master URL (default: active session or local[*])")
+    ] = None,
+    show: Annotated[
+        int, typer.Option(help="print up to this many changed rows per view and step (0: none)")
+    ] = 10,
 ) -> None:
     """Run PIPELINE over the change batches in --changes, one step per sub-directory."""
     try:
@@ -115,14 +125,20 @@ def run(
             done = p.steps
             if done:
                 console.print(f"resuming after step {done} (committed in {state})")
-            cols = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn())
+            cols = (
+                TextColumn("[progress.description]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+            )
             with Progress(*cols, console=err, transient=True, disable=not err.is_terminal) as bar:
                 task = bar.add_task("steps", total=len(steps), completed=min(done, len(steps)))
                 for i, d in enumerate(steps[done:], start=done):
                     bar.update(task, description=f"step {i} ({d.name})")
                     push_batch(p, d)
-                    out = p.step(sink=(lambda n, ch: write_outputs(output, n, ch)) if output is not None else None)
+                    out = p.step(
+                        sink=(lambda n, ch: write_outputs(output, n, ch)) if output is not None else None
+                    )
                     if show:
                         show_changes(i, out, show)
                     bar.advance(task)

@@ -46,9 +46,17 @@ def sql_type(t: pl.DataType) -> str:
     """A column type as SQL writes it (for messages)."""
     if isinstance(t, pl.Decimal):
         return f"DECIMAL({t.precision},{t.scale})"
-    names = {pl.Int8: "TINYINT", pl.Int16: "SMALLINT", pl.Int32: "INTEGER", pl.Int64: "BIGINT",
-             pl.Float32: "REAL", pl.Float64: "DOUBLE", pl.String: "VARCHAR", pl.Boolean: "BOOLEAN",
-             pl.Date: "DATE"}
+    names = {
+        pl.Int8: "TINYINT",
+        pl.Int16: "SMALLINT",
+        pl.Int32: "INTEGER",
+        pl.Int64: "BIGINT",
+        pl.Float32: "REAL",
+        pl.Float64: "DOUBLE",
+        pl.String: "VARCHAR",
+        pl.Boolean: "BOOLEAN",
+        pl.Date: "DATE",
+    }
     for k, v in names.items():
         if t == k:
             return v
@@ -231,7 +239,9 @@ def _to_int(s: pl.Series, t: pl.DataType) -> pl.Series | None:
         return pl.select(pl.when(ok).then(whole)).to_series().cast(t, strict=False)
     if src == pl.String:  # integer text, or exact decimal text ('3.0', '1e3') with an integral value
         x = _number_text(s)
-        i = pl.select(pl.coalesce(x.cast(pl.Int128, strict=False), _radix(s, "x", 16), _radix(s, "b", 2))).to_series()
+        i = pl.select(
+            pl.coalesce(x.cast(pl.Int128, strict=False), _radix(s, "x", 16), _radix(s, "b", 2))
+        ).to_series()
         d = x.cast(pl.Decimal(38, 9), strict=False)
         whole = d.cast(pl.Int128, strict=False)
         exact = pl.select(pl.when(whole.cast(pl.Decimal(38, 9), strict=False) == d).then(whole)).to_series()
@@ -241,7 +251,9 @@ def _to_int(s: pl.Series, t: pl.DataType) -> pl.Series | None:
 
 def _radix(s: pl.Series, letter: str, base: int) -> pl.Series:
     """'0x1f' / '0b101' as DuckDB reads them into an integer column (no sign, no spaces)."""
-    digits = s.str.extract(f"^\\s*0[{letter}{letter.upper()}]([0-9a-fA-F]+)$", 1)  # DuckDB: leading spaces only
+    digits = s.str.extract(
+        f"^\\s*0[{letter}{letter.upper()}]([0-9a-fA-F]+)$", 1
+    )  # DuckDB: leading spaces only
     return digits.str.to_integer(base=base, strict=False).cast(pl.Int128)
 
 
@@ -307,15 +319,20 @@ def _to_decimal(s: pl.Series, t: pl.Decimal) -> pl.Series | None:
     if src == pl.Boolean:
         s, src = s.cast(pl.Int64), pl.Int64()
     if src.is_integer():
-        return s.cast(pl.Int128).cast(pl.Decimal(38, 0)).cast(t, strict=False) if src != pl.UInt64 \
+        return (
+            s.cast(pl.Int128).cast(pl.Decimal(38, 0)).cast(t, strict=False)
+            if src != pl.UInt64
             else s.cast(pl.Decimal(38, 0), strict=False).cast(t, strict=False)
+        )
     if src.is_float():
         return _float_to_decimal(s.cast(pl.Float64), p, sc)
     if src == pl.String:
         x = _number_text(s)
         hi = max(sc, min(38 - (p - sc) - 1, sc + 20))  # parse exactly at a larger scale, then round
         d = x.cast(pl.Decimal(38, hi), strict=False)
-        d = pl.select(pl.when(x.str.contains(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")).then(d)).to_series()
+        d = pl.select(
+            pl.when(x.str.contains(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")).then(d)
+        ).to_series()
         return _round_decimal(d, p, sc)
     if isinstance(src, pl.Decimal):
         return _round_decimal(s, p, sc)
@@ -338,10 +355,10 @@ def _float_to_decimal(s: pl.Series, p: int, sc: int) -> pl.Series:
     x = s.to_numpy(allow_copy=True).astype(np.float64, copy=False)
     valid = s.is_not_null().to_numpy()
     with np.errstate(invalid="ignore", over="ignore"):
-        v = x * (10.0 ** sc)
+        v = x * (10.0**sc)
         whole = np.trunc(v)
         r = whole + np.where(np.abs(v - whole) >= 0.5, np.sign(v), 0.0)
-        ok = valid & np.isfinite(r) & (np.abs(r) < 10.0 ** p)
+        ok = valid & np.isfinite(r) & (np.abs(r) < 10.0**p)
     r = np.where(ok, r, 0.0)
     if np.all(np.abs(r) < 2.0**63):
         lo = r.astype(np.int64)

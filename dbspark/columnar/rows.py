@@ -21,8 +21,14 @@ def rows_to_frame(rows: Any, schema: pl.Schema, where: str) -> pl.DataFrame:
     return df
 
 
-def input_frame(rows: Any, schema: pl.Schema, weights: Any, where: str, not_null: Sequence[str] = (),
-                key: Sequence[str] | None = None) -> pl.DataFrame:
+def input_frame(
+    rows: Any,
+    schema: pl.Schema,
+    weights: Any,
+    where: str,
+    not_null: Sequence[str] = (),
+    key: Sequence[str] | None = None,
+) -> pl.DataFrame:
     """The Z-set frame (data columns, then the weight) of one push, checked whole before anything is queued.
 
     `rows`: tuples in column order, dicts by column name (every column; None for NULL), pandas / Polars /
@@ -38,11 +44,15 @@ def input_frame(rows: Any, schema: pl.Schema, weights: Any, where: str, not_null
         w = df[WEIGHT]
         bad = df.filter((w != 1) & (w != -1))
         if bad.height:
-            raise DataError(f"{where} has a primary key {tuple(key)}: a push takes weight 1 (insert or update) "
-                            f"or -1 (delete), not {bad[WEIGHT][0]} (row {_row_text(bad, schema, 0)})")
+            raise DataError(
+                f"{where} has a primary key {tuple(key)}: a push takes weight 1 (insert or update) "
+                f"or -1 (delete), not {bad[WEIGHT][0]} (row {_row_text(bad, schema, 0)})"
+            )
         if key_only and (w > 0).any():
-            raise SchemaError(f"{where}: an insert needs every column {list(schema)}; only a delete may give "
-                              f"just the primary key {list(key)}")
+            raise SchemaError(
+                f"{where}: an insert needs every column {list(schema)}; only a delete may give "
+                f"just the primary key {list(key)}"
+            )
     check_not_null(df, list(key) if key_only and key is not None else not_null, where)
     return df
 
@@ -53,8 +63,10 @@ def check_not_null(df: pl.DataFrame, cols: Sequence[str], where: str) -> None:
         if df[c].null_count():
             i = int(df[c].is_null().arg_true()[0])
             data = [c for c in df.columns if c != WEIGHT]
-            raise DataError(f"{where}: column {c!r} is NOT NULL but row {i} {_row_text(df, data, i)} "
-                            f"has the value NULL (None) there")
+            raise DataError(
+                f"{where}: column {c!r} is NOT NULL but row {i} {_row_text(df, data, i)} "
+                f"has the value NULL (None) there"
+            )
 
 
 def _row_text(df: pl.DataFrame, schema: Any, i: int) -> str:
@@ -62,7 +74,9 @@ def _row_text(df: pl.DataFrame, schema: Any, i: int) -> str:
     return repr(tuple(r[c] for c in schema))
 
 
-def _rows_frame(rows: Any, schema: pl.Schema, where: str, key: Sequence[str] | None) -> tuple[pl.DataFrame, bool]:
+def _rows_frame(
+    rows: Any, schema: pl.Schema, where: str, key: Sequence[str] | None
+) -> tuple[pl.DataFrame, bool]:
     """(the frame of `schema`, whether the rows gave only the `key` columns)."""
     cols = list(schema)
     frame = _frame_columns(rows, where)
@@ -78,11 +92,14 @@ def _rows_frame(rows: Any, schema: pl.Schema, where: str, key: Sequence[str] | N
             data, key_only = _tuple_columns(rows, cols, key, where)
     out = {c: coerce_column(c, data[c], schema[c], where) for c in data}
     n = len(next(iter(out.values()))) if out else 0
-    return pl.DataFrame([out[c] if c in out else pl.Series(c, [None] * n, dtype=t) for c, t in schema.items()]), \
-        key_only
+    return pl.DataFrame(
+        [out[c] if c in out else pl.Series(c, [None] * n, dtype=t) for c, t in schema.items()]
+    ), key_only
 
 
-def match_columns(given: list[str], cols: list[str], key: Sequence[str] | None, where: str, what: str) -> dict[str, str]:
+def match_columns(
+    given: list[str], cols: list[str], key: Sequence[str] | None, where: str, what: str
+) -> dict[str, str]:
     """{schema column: given name}: exact names, else a unique case-insensitive match (SQL identifiers).
 
     Every column must be given; or, with a `key`, exactly the key columns."""
@@ -106,12 +123,18 @@ def match_columns(given: list[str], cols: list[str], key: Sequence[str] | None, 
             f"{where}: {what} {given} do not match the columns {cols}"
             + (f"; unknown {unknown}" if unknown else "")
             + (f"; missing {missing}" if missing else "")
-            + (f" (a delete may give just the primary key {list(key)})" if key is not None and missing else ""))
+            + (
+                f" (a delete may give just the primary key {list(key)})"
+                if key is not None and missing
+                else ""
+            )
+        )
     return out
 
 
-def _dict_columns(rows: list[Any], cols: list[str], key: Sequence[str] | None,
-                  where: str) -> tuple[dict[str, list[Any]], bool]:
+def _dict_columns(
+    rows: list[Any], cols: list[str], key: Sequence[str] | None, where: str
+) -> tuple[dict[str, list[Any]], bool]:
     for i, r in enumerate(rows):
         if not isinstance(r, dict):
             raise SchemaError(f"{where}: row {i} is {r!r}, expected a dict like the first row")
@@ -126,8 +149,10 @@ def _dict_columns(rows: list[Any], cols: list[str], key: Sequence[str] | None,
             missing = [c for c in cols if c not in shape]
             raise SchemaError(
                 f"{where}: row {i} {rows[i]!r} does not match columns {cols}"
-                + (f"; unknown {extra}" if extra else "") + (f"; missing {missing}" if missing else "")
-                + (" (give None for NULL)" if missing and not extra else "")) from None
+                + (f"; unknown {extra}" if extra else "")
+                + (f"; missing {missing}" if missing else "")
+                + (" (give None for NULL)" if missing and not extra else "")
+            ) from None
     if not maps:
         return {c: [] for c in cols}, False
     given = {frozenset(m) for m in maps.values()}
@@ -141,8 +166,9 @@ def _dict_columns(rows: list[Any], cols: list[str], key: Sequence[str] | None,
     return out, len(names) < len(cols)
 
 
-def _tuple_columns(rows: list[Any], cols: list[str], key: Sequence[str] | None,
-                   where: str) -> tuple[dict[str, Any], bool]:
+def _tuple_columns(
+    rows: list[Any], cols: list[str], key: Sequence[str] | None, where: str
+) -> tuple[dict[str, Any], bool]:
     n = len(cols)
     widths = {len(r) if isinstance(r, (tuple, list)) else -1 for r in rows}
     if -1 in widths:
@@ -161,7 +187,8 @@ def _tuple_columns(rows: list[Any], cols: list[str], key: Sequence[str] | None,
         if len(r) != width:
             also = f" (or just the primary key {list(key)} to delete)" if key is not None else ""
             raise SchemaError(
-                f"{where}: row {i} {tuple(r)!r} has {len(r)} values, the schema has {n} columns {cols}{also}")
+                f"{where}: row {i} {tuple(r)!r} has {len(r)} values, the schema has {n} columns {cols}{also}"
+            )
     names = list(key) if key_only and key is not None else cols
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
     return {c: list(v) for c, v in zip(names, columns, strict=True)}, key_only
@@ -194,7 +221,9 @@ def _pandas_column(s: Any) -> Any:
         return s.astype(object).where(s.notna(), None).tolist()
 
 
-def with_weights(df: pl.DataFrame, weights: Sequence[int] | np.ndarray | int | None, where: str) -> pl.DataFrame:
+def with_weights(
+    df: pl.DataFrame, weights: Sequence[int] | np.ndarray | int | None, where: str
+) -> pl.DataFrame:
     if weights is None:
         w = np.ones(df.height, dtype=np.int64)
     elif isinstance(weights, (int, np.integer)) and not isinstance(weights, bool):
@@ -203,7 +232,9 @@ def with_weights(df: pl.DataFrame, weights: Sequence[int] | np.ndarray | int | N
         raise WeightError(f"{where}: weight {weights!r} is not an integer")
     else:
         try:
-            w = check_weights(weights if isinstance(weights, np.ndarray) else list(cast(Sequence[int], weights)))
+            w = check_weights(
+                weights if isinstance(weights, np.ndarray) else list(cast(Sequence[int], weights))
+            )
         except WeightError as e:
             raise WeightError(f"{where}: {e}") from None
         if len(w) != df.height:
@@ -241,7 +272,8 @@ def check_kind(z: ZSet, cur: pl.DataFrame | None, kind: str, where: str) -> None
     relation's current rows among those of `z` (None: empty; then `z` is the relation itself)."""
     cur = (z.df.clear() if cur is None else cur).rename({WEIGHT: "__old"})
     j = z.df.join(cur, on=z.columns, how="left", nulls_equal=True).with_columns(
-        (pl.col("__old").fill_null(0) + pl.col(WEIGHT)).alias("__new"))
+        (pl.col("__old").fill_null(0) + pl.col(WEIGHT)).alias("__new")
+    )
     too_many = pl.col("__new") > 1 if kind == "set" else pl.lit(False)
     bad = j.filter((pl.col("__new") < 0) | too_many)
     if bad.height:
@@ -250,5 +282,6 @@ def check_kind(z: ZSet, cur: pl.DataFrame | None, kind: str, where: str) -> None
         if r["__new"] < 0:
             raise NegativeStateError(
                 f"{where}: delete of row {row} that is not there (present {r['__old'] or 0} time(s), "
-                f"change {r[WEIGHT]})")
+                f"change {r[WEIGHT]})"
+            )
         raise NegativeStateError(f"{where} is a set: row {row} would occur {r['__new']} times")

@@ -33,8 +33,15 @@ def like_regex(name: str, pattern: str, escape: str | None) -> str:
             out.append(f"\\x{{{ord(ch):x}}}")
             i += 2
             continue
-        out.append(".*" if ch == "%" else "." if ch == "_" else
-                   ch if ch.isascii() and ch.isalnum() else f"\\x{{{ord(ch):x}}}")
+        out.append(
+            ".*"
+            if ch == "%"
+            else "."
+            if ch == "_"
+            else ch
+            if ch.isascii() and ch.isalnum()
+            else f"\\x{{{ord(ch):x}}}"
+        )
         i += 1
     return ("(?si)" if name == "ilike" else "(?s)") + "^" + "".join(out) + "$"
 

@@ -13,7 +13,16 @@ from dbspark.incremental import aggregate, bilinear, closure, cycle, definition,
 from dbspark.incremental.rewrite import copy_circuit
 
 # Order matters: the first rule whose `applies` holds rewrites the node; `definition` always applies.
-NODE_RULES: tuple[ModuleType, ...] = (cycle, linear, bilinear, distinct, aggregate, closure, fixpoint, definition)
+NODE_RULES: tuple[ModuleType, ...] = (
+    cycle,
+    linear,
+    bilinear,
+    distinct,
+    aggregate,
+    closure,
+    fixpoint,
+    definition,
+)
 
 
 def delta_node(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:

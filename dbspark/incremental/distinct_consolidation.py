@@ -56,14 +56,19 @@ def removable_distincts(c: Circuit) -> set[int]:
             node = c.nodes[m]
             if isinstance(node.op, StreamDistinct):
                 continue
-            if not (isinstance(node.op, TRANSPARENT) and all(i in pos for i in node.inputs) and reaches_distinct(m)):
+            if not (
+                isinstance(node.op, TRANSPARENT)
+                and all(i in pos for i in node.inputs)
+                and reaches_distinct(m)
+            ):
                 ok = False
                 break
         memo[nid] = ok
         return ok
 
     return {
-        n.id for n in c.nodes.values()
+        n.id
+        for n in c.nodes.values()
         if isinstance(n.op, StreamDistinct) and n.inputs[0] in pos and reaches_distinct(n.id)
     }
 

@@ -20,7 +20,13 @@ from dbspark.errors import SchemaError, UnknownNameError
 
 LINEAR = {"count", "count_star", "sum", "avg", "var_samp", "var_pop", "stddev_samp", "stddev_pop"}
 ORDERED = {"min", "max", "median", "mode"}
-ALIASES = {"mean": "avg", "variance": "var_samp", "var": "var_samp", "stddev": "stddev_samp", "std": "stddev_samp"}
+ALIASES = {
+    "mean": "avg",
+    "variance": "var_samp",
+    "var": "var_samp",
+    "stddev": "stddev_samp",
+    "std": "stddev_samp",
+}
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,12 @@ class UserAggregate:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, UserAggregate) and (self.name, self.f, self.g, self.d, self.r) == (
-            other.name, other.f, other.g, other.d, other.r)
+            other.name,
+            other.f,
+            other.g,
+            other.d,
+            other.r,
+        )
 
 
 @dataclass(frozen=True)
@@ -107,8 +118,9 @@ class AggSpec:
         """The one row of this aggregate without GROUP BY over an empty input (SQL): COUNT is 0, every
         other aggregate (SUM, AVG, MIN, ..., a user aggregate, which folds nothing) is NULL."""
         s = self.output_schema()
-        return pl.DataFrame([[0 if c.func in ("count", "count_star") else None for c in self.calls]],
-                            schema=s, orient="row")
+        return pl.DataFrame(
+            [[0 if c.func in ("count", "count_star") else None for c in self.calls]], schema=s, orient="row"
+        )
 
     @property
     def needs_ordered(self) -> bool:
@@ -185,8 +197,17 @@ def make_spec(by: tuple[str, ...], aggs: dict[str, Any], schema: pl.Schema) -> A
             if func != "count_star" and arg is None:
                 raise SchemaError(f"aggregate {func!r} for {name!r} needs a column")
         if arg is not None and arg not in schema:
-            raise UnknownNameError(f"aggregate {name!r} reads unknown column {arg!r}; the stream has {list(schema)}")
-        if isinstance(func, str) and func in ("sum", "avg", "var_samp", "var_pop", "stddev_samp", "stddev_pop"):
+            raise UnknownNameError(
+                f"aggregate {name!r} reads unknown column {arg!r}; the stream has {list(schema)}"
+            )
+        if isinstance(func, str) and func in (
+            "sum",
+            "avg",
+            "var_samp",
+            "var_pop",
+            "stddev_samp",
+            "stddev_pop",
+        ):
             t = schema[arg]  # type: ignore[index]
             if not (t.is_numeric() or t == pl.Boolean()):
                 raise SchemaError(f"aggregate {func}({arg}) needs a numeric column, {arg!r} is {t}")

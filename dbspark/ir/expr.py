@@ -20,8 +20,17 @@ from dbspark.ir import functions as fn
 # truediv / floordiv / mod are Python's (Polars') operators; sql_div / int_div / sql_mod are DuckDB's
 # `/` (always DOUBLE), `//` and `%` (truncating, sign of the dividend); add / sub / mul / neg / abs
 # raise DataError on integer overflow (SQL), in the result's width.
-ARITH = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
-         "sql_div": "/", "int_div": "//", "sql_mod": "%"}
+ARITH = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "truediv": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "sql_div": "/",
+    "int_div": "//",
+    "sql_mod": "%",
+}
 SQL_ARITH = ("add", "sub", "mul", "sql_div", "int_div", "sql_mod")
 COMPARE = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 LOGIC = {"and": "AND", "or": "OR"}
@@ -35,25 +44,62 @@ class Expr:
         o = other if isinstance(other, Expr) else Lit(other)
         return Binary(op, o, self) if swap else Binary(op, self, o)
 
-    def __add__(self, o: Any) -> Expr: return self._bin("add", o)
-    def __radd__(self, o: Any) -> Expr: return self._bin("add", o, True)
-    def __sub__(self, o: Any) -> Expr: return self._bin("sub", o)
-    def __rsub__(self, o: Any) -> Expr: return self._bin("sub", o, True)
-    def __mul__(self, o: Any) -> Expr: return self._bin("mul", o)
-    def __rmul__(self, o: Any) -> Expr: return self._bin("mul", o, True)
-    def __truediv__(self, o: Any) -> Expr: return self._bin("truediv", o)
-    def __floordiv__(self, o: Any) -> Expr: return self._bin("floordiv", o)
-    def __mod__(self, o: Any) -> Expr: return self._bin("mod", o)
-    def __lt__(self, o: Any) -> Expr: return self._bin("lt", o)
-    def __le__(self, o: Any) -> Expr: return self._bin("le", o)
-    def __gt__(self, o: Any) -> Expr: return self._bin("gt", o)
-    def __ge__(self, o: Any) -> Expr: return self._bin("ge", o)
-    def __and__(self, o: Any) -> Expr: return self._bin("and", o)
-    def __rand__(self, o: Any) -> Expr: return self._bin("and", o, True)
-    def __or__(self, o: Any) -> Expr: return self._bin("or", o)
-    def __ror__(self, o: Any) -> Expr: return self._bin("or", o, True)
-    def __neg__(self) -> Expr: return Unary("neg", self)
-    def __invert__(self) -> Expr: return Unary("not", self)
+    def __add__(self, o: Any) -> Expr:
+        return self._bin("add", o)
+
+    def __radd__(self, o: Any) -> Expr:
+        return self._bin("add", o, True)
+
+    def __sub__(self, o: Any) -> Expr:
+        return self._bin("sub", o)
+
+    def __rsub__(self, o: Any) -> Expr:
+        return self._bin("sub", o, True)
+
+    def __mul__(self, o: Any) -> Expr:
+        return self._bin("mul", o)
+
+    def __rmul__(self, o: Any) -> Expr:
+        return self._bin("mul", o, True)
+
+    def __truediv__(self, o: Any) -> Expr:
+        return self._bin("truediv", o)
+
+    def __floordiv__(self, o: Any) -> Expr:
+        return self._bin("floordiv", o)
+
+    def __mod__(self, o: Any) -> Expr:
+        return self._bin("mod", o)
+
+    def __lt__(self, o: Any) -> Expr:
+        return self._bin("lt", o)
+
+    def __le__(self, o: Any) -> Expr:
+        return self._bin("le", o)
+
+    def __gt__(self, o: Any) -> Expr:
+        return self._bin("gt", o)
+
+    def __ge__(self, o: Any) -> Expr:
+        return self._bin("ge", o)
+
+    def __and__(self, o: Any) -> Expr:
+        return self._bin("and", o)
+
+    def __rand__(self, o: Any) -> Expr:
+        return self._bin("and", o, True)
+
+    def __or__(self, o: Any) -> Expr:
+        return self._bin("or", o)
+
+    def __ror__(self, o: Any) -> Expr:
+        return self._bin("or", o, True)
+
+    def __neg__(self) -> Expr:
+        return Unary("neg", self)
+
+    def __invert__(self) -> Expr:
+        return Unary("not", self)
 
     def eq(self, o: Any) -> Expr:
         """SQL `=` (Python `==` stays structural equality, which the circuit cache needs)."""

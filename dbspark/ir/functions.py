@@ -29,9 +29,17 @@ if TYPE_CHECKING:
 NULL = pl.Null()
 INT_ORDER: list[pl.DataType] = [pl.Int8(), pl.Int16(), pl.Int32(), pl.Int64()]
 INT_DIGITS: dict[pl.DataType, int] = {pl.Int8(): 3, pl.Int16(): 5, pl.Int32(): 10, pl.Int64(): 19}
-SQL_NAMES = {pl.Int8(): "TINYINT", pl.Int16(): "SMALLINT", pl.Int32(): "INTEGER", pl.Int64(): "BIGINT",
-             pl.Float64(): "DOUBLE", pl.Float32(): "FLOAT", pl.String(): "VARCHAR", pl.Boolean(): "BOOLEAN",
-             pl.Date(): "DATE"}
+SQL_NAMES = {
+    pl.Int8(): "TINYINT",
+    pl.Int16(): "SMALLINT",
+    pl.Int32(): "INTEGER",
+    pl.Int64(): "BIGINT",
+    pl.Float64(): "DOUBLE",
+    pl.Float32(): "FLOAT",
+    pl.String(): "VARCHAR",
+    pl.Boolean(): "BOOLEAN",
+    pl.Date(): "DATE",
+}
 
 
 def sql_name(t: pl.DataType) -> str:
@@ -122,8 +130,9 @@ def arith_type(op: str, a: pl.DataType, b: pl.DataType, sym: str) -> pl.DataType
             return pl.Date()
     for t in (a, b):
         if not (is_num(t) or t == NULL):
-            raise SchemaError(f"arithmetic {sym!r} on non-numeric type {sql_name(t)} "
-                              f"({sql_name(a)} {sym} {sql_name(b)})")
+            raise SchemaError(
+                f"arithmetic {sym!r} on non-numeric type {sql_name(t)} ({sql_name(a)} {sym} {sql_name(b)})"
+            )
     if op == "sql_div":
         return pl.Float64()
     if a == NULL and b == NULL:
@@ -140,7 +149,9 @@ def arith_type(op: str, a: pl.DataType, b: pl.DataType, sym: str) -> pl.DataType
             return dec_cap(max(pa - sa, pb - sb) + s + 1, s, max(pa, pb))
         if op == "mul":
             if sa + sb > 38:
-                raise SchemaError(f"DECIMAL multiplication {sql_name(a)} * {sql_name(b)}: scale {sa + sb} > 38")
+                raise SchemaError(
+                    f"DECIMAL multiplication {sql_name(a)} * {sql_name(b)}: scale {sa + sb} > 38"
+                )
             return dec_cap(pa + pb, sa + sb, max(pa, pb))
         if op == "int_div":
             return pl.Float64()
@@ -234,6 +245,7 @@ def _reg(name: str, lo: int, hi: int | None, doc: str = "") -> Callable[[Typer],
     def deco(f: Typer) -> Typer:
         REGISTRY[name] = FuncDef(name, lo, hi, f, doc)
         return f
+
     return deco
 
 
@@ -274,11 +286,13 @@ def typed(name: str, types: list[pl.DataType], args: tuple[Expr, ...]) -> pl.Dat
 
 
 @_reg("coalesce", 1, None)
-def _coalesce(ts, args): return supertype(ts, "coalesce")
+def _coalesce(ts, args):
+    return supertype(ts, "coalesce")
 
 
 @_reg("ifnull", 2, 2)
-def _ifnull(ts, args): return supertype(ts, "ifnull")
+def _ifnull(ts, args):
+    return supertype(ts, "ifnull")
 
 
 @_reg("nullif", 2, 2)
@@ -293,19 +307,38 @@ for _n in ("greatest", "least"):
 
 def _string_fn(name: str, lo: int, hi: int, sig: str) -> None:
     """sig: one letter per argument: s string, i integer; result type is the registered one."""
+
     def typer(ts, args, name=name, sig=sig):
         for t, c in zip(ts, sig, strict=False):
             _need(name, [t], _str if c == "s" else is_int, "VARCHAR" if c == "s" else "integer")
-        return {"length": pl.Int64(), "strpos": pl.Int64(), "starts_with": pl.Boolean(),
-                "ends_with": pl.Boolean(), "contains": pl.Boolean()}.get(name, pl.String())
+        return {
+            "length": pl.Int64(),
+            "strpos": pl.Int64(),
+            "starts_with": pl.Boolean(),
+            "ends_with": pl.Boolean(),
+            "contains": pl.Boolean(),
+        }.get(name, pl.String())
+
     _reg(name, lo, hi)(typer)
 
 
-for _n, _lo, _hi, _sig in [("upper", 1, 1, "s"), ("lower", 1, 1, "s"), ("length", 1, 1, "s"),
-                           ("substring", 2, 3, "sii"), ("trim", 1, 2, "ss"), ("ltrim", 1, 2, "ss"),
-                           ("rtrim", 1, 2, "ss"), ("replace", 3, 3, "sss"), ("strpos", 2, 2, "ss"),
-                           ("starts_with", 2, 2, "ss"), ("ends_with", 2, 2, "ss"), ("contains", 2, 2, "ss"),
-                           ("left", 2, 2, "si"), ("right", 2, 2, "si"), ("reverse", 1, 1, "s")]:
+for _n, _lo, _hi, _sig in [
+    ("upper", 1, 1, "s"),
+    ("lower", 1, 1, "s"),
+    ("length", 1, 1, "s"),
+    ("substring", 2, 3, "sii"),
+    ("trim", 1, 2, "ss"),
+    ("ltrim", 1, 2, "ss"),
+    ("rtrim", 1, 2, "ss"),
+    ("replace", 3, 3, "sss"),
+    ("strpos", 2, 2, "ss"),
+    ("starts_with", 2, 2, "ss"),
+    ("ends_with", 2, 2, "ss"),
+    ("contains", 2, 2, "ss"),
+    ("left", 2, 2, "si"),
+    ("right", 2, 2, "si"),
+    ("reverse", 1, 1, "s"),
+]:
     _string_fn(_n, _lo, _hi, _sig)
 
 
@@ -315,6 +348,7 @@ def _concat_typer(name: str):
             if kind(t) not in (*CASTABLE_TO_STRING, "null"):
                 raise _err(name, ts, f"cannot convert {sql_name(t)} to VARCHAR")
         return pl.String()
+
     return typer
 
 
@@ -331,6 +365,7 @@ def _like_typer(name: str):
             if not (isinstance(esc, str) and len(esc) <= 1):
                 raise _err(name, ts, "the escape must be a single character")
         return pl.Boolean()
+
     return typer
 
 
@@ -339,7 +374,8 @@ _reg("ilike", 2, 3)(_like_typer("ilike"))
 
 
 @_reg("abs", 1, 1)
-def _abs(ts, args): return unary_type("abs", ts[0])
+def _abs(ts, args):
+    return unary_type("abs", ts[0])
 
 
 @_reg("round", 1, 2)
@@ -359,6 +395,7 @@ def _round(ts, args):
 
 
 for _n in ("floor", "ceil"):
+
     @_reg(_n, 1, 1)
     def _fc(ts, args, _n=_n):
         _need(_n, ts, is_num, "numeric")
@@ -366,6 +403,7 @@ for _n in ("floor", "ceil"):
 
 
 for _n, _k in [("sqrt", 1), ("ln", 1), ("log10", 1), ("exp", 1), ("power", 2)]:
+
     @_reg(_n, _k, _k)
     def _fl(ts, args, _n=_n):
         _need(_n, ts, is_num, "numeric")
@@ -378,8 +416,21 @@ def _sign(ts, args):
     return pl.Int8()
 
 
-EXTRACT_PARTS = {"year", "quarter", "month", "day", "dayofweek", "dow", "dayofyear", "doy", "week", "hour",
-                 "minute", "second", "epoch"}
+EXTRACT_PARTS = {
+    "year",
+    "quarter",
+    "month",
+    "day",
+    "dayofweek",
+    "dow",
+    "dayofyear",
+    "doy",
+    "week",
+    "hour",
+    "minute",
+    "second",
+    "epoch",
+}
 TRUNC_PARTS = {"year", "quarter", "month", "week", "day", "hour", "minute", "second"}
 
 
@@ -410,6 +461,7 @@ def _date_add(ts, args):
 
 
 for _n in ("is_distinct_from", "is_not_distinct_from"):
+
     @_reg(_n, 2, 2)
     def _dist(ts, args, _n=_n):
         check_comparable(ts[0], ts[1], _n)

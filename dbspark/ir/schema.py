@@ -11,13 +11,32 @@ import polars as pl
 from dbspark.errors import SchemaError
 
 _NAMES: dict[str, pl.DataType] = {
-    "int": pl.Int64(), "integer": pl.Int64(), "bigint": pl.Int64(), "int64": pl.Int64(), "i64": pl.Int64(),
-    "int32": pl.Int32(), "smallint": pl.Int16(), "int16": pl.Int16(), "tinyint": pl.Int8(), "int8": pl.Int8(),
-    "float": pl.Float64(), "double": pl.Float64(), "float64": pl.Float64(), "real": pl.Float32(),
-    "float32": pl.Float32(), "number": pl.Int64(),
-    "str": pl.String(), "string": pl.String(), "text": pl.String(), "varchar": pl.String(), "symbol": pl.String(),
-    "bool": pl.Boolean(), "boolean": pl.Boolean(),
-    "date": pl.Date(), "timestamp": pl.Datetime("us"), "datetime": pl.Datetime("us"),
+    "int": pl.Int64(),
+    "integer": pl.Int64(),
+    "bigint": pl.Int64(),
+    "int64": pl.Int64(),
+    "i64": pl.Int64(),
+    "int32": pl.Int32(),
+    "smallint": pl.Int16(),
+    "int16": pl.Int16(),
+    "tinyint": pl.Int8(),
+    "int8": pl.Int8(),
+    "float": pl.Float64(),
+    "double": pl.Float64(),
+    "float64": pl.Float64(),
+    "real": pl.Float32(),
+    "float32": pl.Float32(),
+    "number": pl.Int64(),
+    "str": pl.String(),
+    "string": pl.String(),
+    "text": pl.String(),
+    "varchar": pl.String(),
+    "symbol": pl.String(),
+    "bool": pl.Boolean(),
+    "boolean": pl.Boolean(),
+    "date": pl.Date(),
+    "timestamp": pl.Datetime("us"),
+    "datetime": pl.Datetime("us"),
 }
 _DECIMAL = re.compile(r"^(?:decimal|numeric)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)$", re.I)
 
@@ -43,7 +62,9 @@ def to_dtype(t: Any) -> pl.DataType:
         m = _DECIMAL.match(name)
         if m:
             return pl.Decimal(int(m.group(1)), int(m.group(2) or 0))
-    raise SchemaError(f"unknown column type {t!r}; use e.g. 'int64', 'float64', 'str', 'bool', 'date', 'decimal(p,s)'")
+    raise SchemaError(
+        f"unknown column type {t!r}; use e.g. 'int64', 'float64', 'str', 'bool', 'date', 'decimal(p,s)'"
+    )
 
 
 def to_schema(spec: Mapping[str, Any] | pl.Schema) -> pl.Schema:

@@ -9,7 +9,25 @@ from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, Differentiate, Integrate
 
 __all__ = [
-    "BILINEAR", "LINEAR", "NONLINEAR", "SOURCE", "Aggregate", "Delay", "Differentiate", "DistinctH",
-    "Filter", "FlatMap", "Index", "Input", "Integrate", "Map", "Neg", "Operator", "Plus",
-    "StreamAggregate", "StreamDistinct", "StreamJoin", "StreamProduct",
+    "BILINEAR",
+    "LINEAR",
+    "NONLINEAR",
+    "SOURCE",
+    "Aggregate",
+    "Delay",
+    "Differentiate",
+    "DistinctH",
+    "Filter",
+    "FlatMap",
+    "Index",
+    "Input",
+    "Integrate",
+    "Map",
+    "Neg",
+    "Operator",
+    "Plus",
+    "StreamAggregate",
+    "StreamDistinct",
+    "StreamJoin",
+    "StreamProduct",
 ]

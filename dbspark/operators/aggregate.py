@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 def _label(name: str, spec: AggSpec) -> str:
     calls = ", ".join(
-        f"{c.name}={getattr(c.func, 'name', c.func)}({c.arg or '*'})".replace("count_star", "count") for c in spec.calls
+        f"{c.name}={getattr(c.func, 'name', c.func)}({c.arg or '*'})".replace("count_star", "count")
+        for c in spec.calls
     )
     by = ", ".join(spec.by)
     return f"{name}[by ({by}): {calls}]"

@@ -73,8 +73,10 @@ class Fixpoint(Operator):
         """The scope runs on the engine's scope kernel: the engine itself, or, on Spark, the local kernel
         in the driver (the imports' changes are collected, the results handed back to Spark)."""
         inner = kernel.scope_kernel()
-        values = {name: inner.consolidate(kernel.to_local(v) if inner is not kernel else v)
-                  for name, v in zip(self.imports, inputs, strict=True)}
+        values = {
+            name: inner.consolidate(kernel.to_local(v) if inner is not kernel else v)
+            for name, v in zip(self.imports, inputs, strict=True)
+        }
         if self.mode == "naive":
             out = self._naive(inner, values)
         elif self.mode == "seminaive":  # `inner` is already the incremental body: run it from empty state
@@ -172,7 +174,8 @@ class ScopeState:
                 t1 = nxt
             if t1 > op.max_iterations:
                 raise RecursionLimitError(
-                    f"recursive scope {op.scope!r} did not reach a fixpoint within {op.max_iterations} iterations")
+                    f"recursive scope {op.scope!r} did not reach a fixpoint within {op.max_iterations} iterations"
+                )
         for s in self.it.nested_states():
             s.end_step(undo)
         t0 = self.t0
@@ -184,8 +187,11 @@ class ScopeState:
     def to_state(self) -> Any:
         return {
             "t0": self.t0,
-            "traces": {nid: [t.to_state() for t in s.traces] for nid, s in self.it.states.items()
-                       if isinstance(s, NestedState)},
+            "traces": {
+                nid: [t.to_state() for t in s.traces]
+                for nid, s in self.it.states.items()
+                if isinstance(s, NestedState)
+            },
         }
 
     def restore(self, saved: Any) -> None:

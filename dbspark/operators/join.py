@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from dbspark.engines.base import Kernel
 
 
-def right_columns(left: pl.Schema, right: pl.Schema, drop: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
+def right_columns(
+    left: pl.Schema, right: pl.Schema, drop: tuple[str, ...] = ()
+) -> tuple[tuple[str, str], ...]:
     """(source, output name) of each right column kept by a join or product."""
     taken = set(left)
     out = []
@@ -54,12 +56,15 @@ class StreamJoin(Operator):
             if ta != tb and not ((ta.is_integer() and tb.is_integer()) or (ta.is_float() and tb.is_float())):
                 raise SchemaError(
                     f"join key {k} ({ta}) = {r} ({tb}): incompatible types; cast one side to the other's type "
-                    f"first, e.g. map(..., {k}=Cast(col({k!r}), ...))")
+                    f"first, e.g. map(..., {k}=Cast(col({k!r}), ...))"
+                )
         cols = list(a.schema.items()) + [(d, b.schema[s]) for s, d in self.right_out]
         return Shape(pl.Schema(cols))
 
     def label(self) -> str:
-        on = ", ".join(k if k == r else f"{k}={r}" for k, r in zip(self.left_keys, self.right_keys, strict=True))
+        on = ", ".join(
+            k if k == r else f"{k}={r}" for k, r in zip(self.left_keys, self.right_keys, strict=True)
+        )
         return f"stream_join[{on}]"
 
     def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:

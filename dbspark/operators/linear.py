@@ -130,7 +130,9 @@ class Plus(Operator):
     def shape(self, ins: list[Shape]) -> Shape:
         a, b = ins
         if list(a.schema.items()) != list(b.schema.items()):
-            raise SchemaError(f"plus of streams with different schemas {describe(a.schema)} and {describe(b.schema)}")
+            raise SchemaError(
+                f"plus of streams with different schemas {describe(a.schema)} and {describe(b.schema)}"
+            )
         return Shape(a.schema, a.keys if a.keys == b.keys else None)
 
     def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:

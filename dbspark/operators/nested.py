@@ -98,11 +98,13 @@ class NestedJoin(Operator):
         return self.join.shape(ins)
 
     def label(self) -> str:
-        return "nested_" + self.join.label()[len("stream_"):]
+        return "nested_" + self.join.label()[len("stream_") :]
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         a, b = in_shapes
-        return NestedState(NestedTrace(a.schema, self.join.left_keys), NestedTrace(b.schema, self.join.right_keys))
+        return NestedState(
+            NestedTrace(a.schema, self.join.left_keys), NestedTrace(b.schema, self.join.right_keys)
+        )
 
     def eval(self, kernel: Kernel, state: NestedState, inputs: list[Any], undo: list) -> Any:
         ta, tb = state.traces
@@ -120,8 +122,11 @@ class NestedJoin(Operator):
         parts: list[ZSet] = state.take(t1, undo)  # terms 3-4 queued by earlier iterations
         ra, rb = ta.row_snapshot(), tb.row_snapshot()
         if len(a):  # term 1: a ⋈ B[t], B[t] = prefix_b(t1) + row_b + b
-            found = tb.seek_cols(tb.probe_hashes(a.df.select(list(j.left_keys)).rename(
-                dict(zip(j.left_keys, j.right_keys, strict=True)))))
+            found = tb.seek_cols(
+                tb.probe_hashes(
+                    a.df.select(list(j.left_keys)).rename(dict(zip(j.left_keys, j.right_keys, strict=True)))
+                )
+            )
             before, at, after = _split(found, t1)
             now = pl.concat([before, at], how="vertical").drop(ITER)
             parts.append(join(a, ZSet(now)))
@@ -133,8 +138,11 @@ class NestedJoin(Operator):
             if len(b):
                 parts.append(join(a, b))
         if len(b):  # term 2: (prefix_a(t1) + row_a) ⋈ b
-            found = ta.seek_cols(ta.probe_hashes(b.df.select(list(j.right_keys)).rename(
-                dict(zip(j.right_keys, j.left_keys, strict=True)))))
+            found = ta.seek_cols(
+                ta.probe_hashes(
+                    b.df.select(list(j.right_keys)).rename(dict(zip(j.right_keys, j.left_keys, strict=True)))
+                )
+            )
             before, at, after = _split(found, t1)
             now = pl.concat([before, at], how="vertical").drop(ITER)
             parts.append(join(ZSet(now), b))
@@ -144,7 +152,9 @@ class NestedJoin(Operator):
                 parts.append(join(ra, b))
         ta.add(t1, a.df, undo)
         tb.add(t1, b.df, undo)
-        out = kernel.empty(pl.Schema({c: t for c, t in self.shape([Shape(a.schema), Shape(b.schema)]).schema.items()}))
+        out = kernel.empty(
+            pl.Schema({c: t for c, t in self.shape([Shape(a.schema), Shape(b.schema)]).schema.items()})
+        )
         for p in parts:
             out = kernel.plus(out, p)
         return out
@@ -218,7 +228,9 @@ class NestedKeyed(Operator):
         # keys changed at an earlier iteration of this step that earlier steps changed at t1 (w2 ∧ w3)
         queued = state.take(t1, undo)
         # x is consolidated, so its rows (hence the keys of a distinct) are unique already
-        probe = pl.concat([xkeys, *queued], how="vertical").unique() if queued or self.spec is not None else xkeys
+        probe = (
+            pl.concat([xkeys, *queued], how="vertical").unique() if queued or self.spec is not None else xkeys
+        )
         tr.add(t1, x.df, undo)
         schema = self.shape([Shape(x.schema)]).schema
         if probe.height == 0:
@@ -226,7 +238,11 @@ class NestedKeyed(Operator):
         hashes = tr.probe_hashes(probe)
         before, at, after = _split(tr.seek_cols(hashes), t1)
         if after.height and xkeys.height:  # x's keys become keys of interest where earlier steps changed
-            future = after.select([*keys, ITER]).unique().join(xkeys.unique(), on=keys, how="semi", nulls_equal=True)
+            future = (
+                after.select([*keys, ITER])
+                .unique()
+                .join(xkeys.unique(), on=keys, how="semi", nulls_equal=True)
+            )
             state.defer(future, keys, undo, lambda part: part)
         w3 = [row.seek_hashes(hashes)] if len(row) else []
         parts = {1: [before.drop(ITER)], 2: [at.drop(ITER)], 3: w3, 4: [x.df]}
@@ -236,8 +252,12 @@ class NestedKeyed(Operator):
 
     @staticmethod
     def _tagged(parts: dict[int, list[pl.DataFrame]], cols: list[str]) -> pl.DataFrame:
-        frames = [f.select([*cols, WEIGHT]).with_columns(pl.lit(tag, pl.Int8).alias("__tag"))
-                  for tag, fs in parts.items() for f in fs if f.height]
+        frames = [
+            f.select([*cols, WEIGHT]).with_columns(pl.lit(tag, pl.Int8).alias("__tag"))
+            for tag, fs in parts.items()
+            for f in fs
+            if f.height
+        ]
         return pl.concat(frames, how="vertical")
 
     def _distinct(self, parts: dict[int, list[pl.DataFrame]], cols: list[str]) -> ZSet:

@@ -40,7 +40,9 @@ class Input(Operator):
     def label(self) -> str:
         cols = ", ".join(f"{c}: {t}" for c, t in self.schema.items())
         key = f", key ({', '.join(self.primary_key)})" if self.primary_key else ""
-        return f"input {self.name_}({cols})" + ("" if self.kind_ == "zset" and not key else f" [{self.kind_}{key}]")
+        return f"input {self.name_}({cols})" + (
+            "" if self.kind_ == "zset" and not key else f" [{self.kind_}{key}]"
+        )
 
     @property
     def positive(self) -> bool:

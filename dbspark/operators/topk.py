@@ -70,8 +70,12 @@ def topk_frame(df: pl.DataFrame, order: tuple[SortKey, ...], limit: int | None, 
     df = df.filter(pl.col(WEIGHT) > 0)
     if df.height == 0:
         return df
-    s = df.sort([k.column for k in keys], descending=[k.descending for k in keys],
-                nulls_last=[not k.nulls_first for k in keys], maintain_order=True)
+    s = df.sort(
+        [k.column for k in keys],
+        descending=[k.descending for k in keys],
+        nulls_last=[not k.nulls_first for k in keys],
+        maintain_order=True,
+    )
     end = pl.col(WEIGHT).cum_sum()
     start = end - pl.col(WEIGHT)
     hi = end if limit is None else pl.min_horizontal(end, pl.lit(offset + limit, pl.Int64))

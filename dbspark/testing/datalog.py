@@ -78,8 +78,14 @@ def _match(a: Atom, row: tuple, b: Binding) -> Binding | None:
     return out
 
 
-CMP = {"=": lambda x, y: x == y, "!=": lambda x, y: x != y, "<": lambda x, y: x < y,
-       "<=": lambda x, y: x <= y, ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}
+CMP = {
+    "=": lambda x, y: x == y,
+    "!=": lambda x, y: x != y,
+    "<": lambda x, y: x < y,
+    "<=": lambda x, y: x <= y,
+    ">": lambda x, y: x > y,
+    ">=": lambda x, y: x >= y,
+}
 
 
 class _Eval:
@@ -123,7 +129,11 @@ class _Eval:
         if isinstance(lit, Negation):
             if not lit.vars() <= known:
                 return None
-            return [b for b in bs if not any(_match(lit.atom, row, b) is not None for row in self.rels[lit.atom.pred])]
+            return [
+                b
+                for b in bs
+                if not any(_match(lit.atom, row, b) is not None for row in self.rels[lit.atom.pred])
+            ]
         assert isinstance(lit, Aggregate)
         outside = set(rule.head.vars())
         for o in rule.body:
@@ -211,8 +221,12 @@ def strata(prog: Program) -> dict[str, int]:
     raise ValueError("not stratifiable")
 
 
-def evaluate(text: str | Program, inputs: Mapping[str, Iterable[tuple]],
-             external: Mapping[str, Iterable[tuple]] | None = None, max_rounds: int = 10_000) -> dict[str, Rel]:
+def evaluate(
+    text: str | Program,
+    inputs: Mapping[str, Iterable[tuple]],
+    external: Mapping[str, Iterable[tuple]] | None = None,
+    max_rounds: int = 10_000,
+) -> dict[str, Rel]:
     """Every relation of the program, from scratch: `inputs` are the `.input` relations' facts,
     `external` the relations of the pipeline the program reads."""
     prog = parse(text) if isinstance(text, str) else text
@@ -228,8 +242,10 @@ def evaluate(text: str | Program, inputs: Mapping[str, Iterable[tuple]],
             new = False
             for r in rules:
                 for b in ev.body(r, r.body, [{}]):
-                    row = tuple(float(x) if t == "float" else x
-                                for x, t in zip((_value(a, b) for a in r.head.args), types[r.head.pred], strict=True))
+                    row = tuple(
+                        float(x) if t == "float" else x
+                        for x, t in zip((_value(a, b) for a in r.head.args), types[r.head.pred], strict=True)
+                    )
                     if row not in rels[r.head.pred]:
                         rels[r.head.pred].add(row)
                         new = True
@@ -257,7 +273,9 @@ class GenProgram:
 
 
 @st.composite
-def _rule(draw: st.DrawFn, head: str, arity: int, lower: list[tuple[str, int]], same: list[tuple[str, int]]) -> str:
+def _rule(
+    draw: st.DrawFn, head: str, arity: int, lower: list[tuple[str, int]], same: list[tuple[str, int]]
+) -> str:
     """One safe rule for `head`: positive atoms over `lower` and `same` (recursion), optional
     comparison, assignment (modulo DOMAIN, so recursion stays finite), negation and aggregate over
     `lower` only (stratified)."""
@@ -304,7 +322,9 @@ def _rule(draw: st.DrawFn, head: str, arity: int, lower: list[tuple[str, int]], 
             val = "Q" if "Q" in inner else (keys[0] if keys else None)
             fn = draw(st.sampled_from(["count", "sum", "min", "max"]))
             agg_inner = [x if x in keys or x == val else "_" for x in inner]
-            extras.append(f"groupby({name}({', '.join(agg_inner)}), [{', '.join(keys)}], W = {fn}<{val if fn != 'count' else ''}>)")
+            extras.append(
+                f"groupby({name}({', '.join(agg_inner)}), [{', '.join(keys)}], W = {fn}<{val if fn != 'count' else ''}>)"
+            )
         elif kind == "count":
             extras.append(f"W = count : {{ {name}({', '.join(x if x != 'Q' else '_' for x in inner)}) }}")
         else:
@@ -327,7 +347,9 @@ def programs(draw: st.DrawFn, max_relations: int = 4) -> GenProgram:
     aggregates read lower levels."""
     n = draw(st.integers(1, max_relations))
     arities = [draw(st.integers(1, 2)) for _ in range(n)]
-    lines = [f".decl {k}({', '.join(f'c{i}: number' for i in range(ar))})\n.input {k}" for k, ar in EDB.items()]
+    lines = [
+        f".decl {k}({', '.join(f'c{i}: number' for i in range(ar))})\n.input {k}" for k, ar in EDB.items()
+    ]
     rules = []
     for i in range(n):
         lines.append(f".decl r{i}({', '.join(f'c{j}: number' for j in range(arities[i]))})\n.output r{i}")
@@ -336,15 +358,24 @@ def programs(draw: st.DrawFn, max_relations: int = 4) -> GenProgram:
         for _ in range(draw(st.integers(1, 3))):
             rules.append(draw(_rule(f"r{i}", arities[i], lower, same)))
         if draw(st.integers(0, 4)) == 0:
-            rules.append(f"r{i}({', '.join(str(draw(st.integers(0, DOMAIN - 1))) for _ in range(arities[i]))}).")
+            rules.append(
+                f"r{i}({', '.join(str(draw(st.integers(0, DOMAIN - 1))) for _ in range(arities[i]))})."
+            )
     if draw(st.integers(0, 2)) == 0:  # an input relation that rules extend (here: recursively)
-        rules.append(draw(st.sampled_from(["u(Y) :- u(X), a(X, Y).", "u(X) :- b(X, X).", "u(Y) :- u(X), b(X, Y), !a(X, Y)."])))
+        rules.append(
+            draw(
+                st.sampled_from(
+                    ["u(Y) :- u(X), a(X, Y).", "u(X) :- b(X, X).", "u(Y) :- u(X), b(X, Y), !a(X, Y)."]
+                )
+            )
+        )
     return GenProgram("\n".join(lines + rules) + "\n", dict(EDB), [f"r{i}" for i in range(n)])
 
 
 @st.composite
-def change_streams(draw: st.DrawFn, inputs: Mapping[str, int], max_steps: int = 4,
-                   domain: int = DOMAIN) -> list[tuple[dict[str, list[tuple]], dict[str, list[tuple]]]]:
+def change_streams(
+    draw: st.DrawFn, inputs: Mapping[str, int], max_steps: int = 4, domain: int = DOMAIN
+) -> list[tuple[dict[str, list[tuple]], dict[str, list[tuple]]]]:
     """Steps of (inserts, deletes) per input relation: inserts of absent facts, deletes of present ones;
     later steps delete more, and the stream may end by deleting everything."""
     import itertools
@@ -358,7 +389,11 @@ def change_streams(draw: st.DrawFn, inputs: Mapping[str, int], max_steps: int = 
             universe = sorted(itertools.product(range(domain), repeat=ar))
             absent = [r for r in universe if r not in state[k]]
             present = sorted(state[k])
-            i = draw(st.lists(st.sampled_from(absent), max_size=6 if t == 0 else 3, unique=True)) if absent else []
+            i = (
+                draw(st.lists(st.sampled_from(absent), max_size=6 if t == 0 else 3, unique=True))
+                if absent
+                else []
+            )
             d = draw(st.lists(st.sampled_from(present), max_size=3, unique=True)) if present and t else []
             state[k] = (state[k] - set(d)) | set(i)
             if i:

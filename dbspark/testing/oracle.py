@@ -60,15 +60,22 @@ def stream_length(inputs: Streams) -> int:
     return max((len(v) for v in inputs.values()), default=0)
 
 
-def run_stream(circuit: Circuit, inputs: Streams, steps: int | None = None,
-               runtime: Runtime | None = None, engine: Any = "local") -> dict[str, list[ZSet]]:
+def run_stream(
+    circuit: Circuit,
+    inputs: Streams,
+    steps: int | None = None,
+    runtime: Runtime | None = None,
+    engine: Any = "local",
+) -> dict[str, list[ZSet]]:
     """Run `circuit` for `steps` steps (default: the longest input), pushing inputs[name][t] at step t.
 
     Returns {output: [value at step 0, 1, ...]}, each value consolidated (and local: a value of another
     engine is collected). A new runtime runs on `engine` (a name, kernel or kernel factory)."""
     unknown = set(inputs) - set(circuit.inputs)
     if unknown:
-        raise KeyError(f"run_stream: unknown inputs {sorted(unknown)}; the circuit has {sorted(circuit.inputs)}")
+        raise KeyError(
+            f"run_stream: unknown inputs {sorted(unknown)}; the circuit has {sorted(circuit.inputs)}"
+        )
     n = stream_length(inputs) if steps is None else steps
     rt = runtime if runtime is not None else circuit.run(engine)
     out: dict[str, list[ZSet]] = {name: [] for name in circuit.outputs}
@@ -89,8 +96,10 @@ def _local(rt: Runtime, z: Any) -> ZSet:
 
 def evaluate(circuit: Circuit, inputs: Mapping[str, ZSet], engine: Any = "local") -> dict[str, ZSet]:
     """One step of a fresh runtime: for a circuit of lifted operators, the scalar function it lifts."""
-    return {k: v[0] for k, v in run_stream(circuit, {n: [z] for n, z in inputs.items()}, steps=1,
-                                           engine=engine).items()}
+    return {
+        k: v[0]
+        for k, v in run_stream(circuit, {n: [z] for n, z in inputs.items()}, steps=1, engine=engine).items()
+    }
 
 
 def integrate_stream(zs: Sequence[ZSet]) -> list[ZSet]:
@@ -144,8 +153,12 @@ def assert_incremental_matches(
     q = incremental if incremental is not None else circuit.incrementalize()
     n = stream_length(changes)
     padded = _pad(changes, n, circuit)
-    expected = run_stream(relax_inputs(circuit), integrate_streams(padded), steps=n,
-                          engine=engine if oracle_engine is None else oracle_engine)
+    expected = run_stream(
+        relax_inputs(circuit),
+        integrate_streams(padded),
+        steps=n,
+        engine=engine if oracle_engine is None else oracle_engine,
+    )
     expected_changes = {k: differentiate_stream(v) for k, v in expected.items()}
     rt = q.run(engine)
     names = list(outputs) if outputs is not None else list(circuit.outputs)
@@ -163,14 +176,17 @@ def assert_incremental_matches(
                     f"Q^Δ != D∘Q∘I at step {t}, output {name!r}:\n"
                     f"  view(Q^Δ)      = {view!r}\n  Q(I(changes))  = {expected[name][t]!r}\n"
                     f"  Q^Δ output     = {change!r}\n  D(Q(I(changes)))= {expected_changes[name][t]!r}\n"
-                    f"  changes so far = { {k: v[: t + 1] for k, v in padded.items()} !r}\n"
+                    f"  changes so far = { {k: v[: t + 1] for k, v in padded.items()}!r}\n"
                     f"Q:\n{circuit.explain()}\nQ^Δ:\n{q.explain()}"
                 )
     return got
 
 
-def assert_streams_equal(actual: Mapping[str, Sequence[ZSet]] | Sequence[ZSet],
-                         expected: Mapping[str, Sequence[ZSet]] | Sequence[ZSet], what: str = "") -> None:
+def assert_streams_equal(
+    actual: Mapping[str, Sequence[ZSet]] | Sequence[ZSet],
+    expected: Mapping[str, Sequence[ZSet]] | Sequence[ZSet],
+    what: str = "",
+) -> None:
     """Pointwise equality of stream prefixes (lists, or dicts of lists), with a readable message."""
     if isinstance(actual, Mapping):
         assert isinstance(expected, Mapping)
@@ -188,6 +204,14 @@ def assert_streams_equal(actual: Mapping[str, Sequence[ZSet]] | Sequence[ZSet],
 
 
 __all__ = [
-    "assert_incremental_matches", "assert_streams_equal", "differentiate_stream", "differentiate_streams",
-    "evaluate", "integrate_stream", "integrate_streams", "push", "relax_inputs", "run_stream",
+    "assert_incremental_matches",
+    "assert_streams_equal",
+    "differentiate_stream",
+    "differentiate_streams",
+    "evaluate",
+    "integrate_stream",
+    "integrate_streams",
+    "push",
+    "relax_inputs",
+    "run_stream",
 ]

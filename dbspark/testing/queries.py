@@ -47,7 +47,18 @@ OPTIONAL_COLUMNS = ("a", "b", "s", "f", "t")
 LARGE_WEIGHT = 10**9
 
 # hypothesis favours the first entries of a sampled_from: the operators most worth testing come first
-FAMILIES = ("aggregate", "join", "distinct", "filter", "map", "antijoin", "semijoin", "minus", "plus", "product")
+FAMILIES = (
+    "aggregate",
+    "join",
+    "distinct",
+    "filter",
+    "map",
+    "antijoin",
+    "semijoin",
+    "minus",
+    "plus",
+    "product",
+)
 LINEAR_FAMILIES = frozenset({"filter", "map", "plus", "minus"})
 NUMERIC_AGGS = ("sum", "avg", "var_samp", "var_pop", "stddev_samp", "stddev_pop")
 ORDERED_AGGS = ("min", "max", "median", "mode")
@@ -155,7 +166,9 @@ def change_streams(
                     row = draw(st.sampled_from(present))
                     w = draw(st.integers(1, 2))
                 else:
-                    row = draw(row_strategies[t.name] if row_strategies and t.name in row_strategies else rows(t))
+                    row = draw(
+                        row_strategies[t.name] if row_strategies and t.name in row_strategies else rows(t)
+                    )
                     if t.kind == "set":
                         if state[row] > 0:
                             continue
@@ -174,8 +187,20 @@ def change_streams(
 
 
 # ---- expressions as code ---------------------------------------------------------------------------------
-_OPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
-        "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "&", "or": "|"}
+_OPS = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "truediv": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "and": "&",
+    "or": "|",
+}
 
 
 def expr_code(e: Expr) -> str:
@@ -237,8 +262,9 @@ def predicates(draw: st.DrawFn, schema: pl.Schema, depth: int = 2) -> Expr:
         return c.is_not_null()
     if t == pl.Boolean():
         return draw(st.sampled_from([c, ~c, c.eq(lit(True)), c.ne(lit(False))]))
-    others = [n for n, u in schema.items() if n != name and (
-        (_is_num(t) and _is_num(u)) or (t == u == pl.String()))]
+    others = [
+        n for n, u in schema.items() if n != name and ((_is_num(t) and _is_num(u)) or (t == u == pl.String()))
+    ]
     rhs: Expr = col(draw(st.sampled_from(others))) if kind == 2 and others else lit(draw(_literal_for(t)))
     op = draw(st.sampled_from(["eq", "ne", "lt", "le", "gt", "ge"]))
     return Binary(op, c, rhs)
@@ -378,7 +404,9 @@ def _apply(draw: st.DrawFn, b: _Builder, family: str, max_size: int) -> bool:
         return True
     if family == "map":
         keep = draw(st.lists(st.sampled_from(list(sx)), unique=True, max_size=len(sx)))
-        derived = {b.name("m"): draw(derived_columns(sx)) for _ in range(draw(st.integers(0 if keep else 1, 2)))}
+        derived = {
+            b.name("m"): draw(derived_columns(sx)) for _ in range(draw(st.integers(0 if keep else 1, 2)))
+        }
         s = x.stream.map(*keep, **derived)
         args = [repr(k) for k in keep] + [f"{n}={expr_code(e)}" for n, e in derived.items()]
         b.add(s, f"{x.var}.map({', '.join(args)})", x.positive, x.size, family)
@@ -410,8 +438,13 @@ def _apply(draw: st.DrawFn, b: _Builder, family: str, max_size: int) -> bool:
         y = draw(pick)
         if x.size * y.size > max_size or len(sx) + len(y.stream.schema) > 8:
             return False
-        b.add(x.stream.stream_product(y.stream), f"{x.var}.stream_product({y.var})",
-              x.positive and y.positive, x.size * y.size, family)
+        b.add(
+            x.stream.stream_product(y.stream),
+            f"{x.var}.stream_product({y.var})",
+            x.positive and y.positive,
+            x.size * y.size,
+            family,
+        )
         return True
     if family in ("join", "semijoin", "antijoin"):
         y = draw(pick)
@@ -423,7 +456,13 @@ def _apply(draw: st.DrawFn, b: _Builder, family: str, max_size: int) -> bool:
             if x.size * y.size > max_size or len(sx) + len(y.stream.schema) > 9:
                 return False
             s = x.stream.stream_join(y.stream, **kwargs)
-            b.add(s, f"{x.var}.stream_join({y.var}, {kcode})", x.positive and y.positive, x.size * y.size, family)
+            b.add(
+                s,
+                f"{x.var}.stream_join({y.var}, {kcode})",
+                x.positive and y.positive,
+                x.size * y.size,
+                family,
+            )
         else:
             s = getattr(x.stream, f"stream_{family}")(y.stream, **kwargs)
             b.add(s, f"{x.var}.stream_{family}({y.var}, {kcode})", x.positive, x.size, family)
@@ -471,7 +510,7 @@ def queries(
     b.c.output("out", root.stream)
     b.code.append(f"c.output('out', {root.var})")
     outputs = ["out"]
-    derived = b.nodes[len(tables):-1]
+    derived = b.nodes[len(tables) : -1]
     if derived and draw(st.integers(0, 3)) == 0:
         aux = draw(st.sampled_from(derived))
         b.c.output("aux", aux.stream)
@@ -502,8 +541,9 @@ def _exact_part(row: tuple) -> tuple:
     return tuple((type(v).__name__, None if isinstance(v, float) else v) for v in row)
 
 
-def zset_diff(actual: dict[tuple, int], expected: dict[tuple, int], rel: float = 1e-9,
-              abs_tol: float = 1e-9) -> tuple[list, list]:
+def zset_diff(
+    actual: dict[tuple, int], expected: dict[tuple, int], rel: float = 1e-9, abs_tol: float = 1e-9
+) -> tuple[list, list]:
     """(unmatched actual entries, unmatched expected entries), matching rows whose non-float values and
     weights are equal and whose floats are close."""
     buckets: dict[tuple, list[tuple[tuple, int]]] = {}
@@ -522,8 +562,9 @@ def zset_diff(actual: dict[tuple, int], expected: dict[tuple, int], rel: float =
     return extra, missing
 
 
-def assert_zsets_close(actual: dbspark.ZSet, expected: dbspark.ZSet, context: str = "",
-                       rel: float = 1e-9, abs_tol: float = 1e-9) -> None:
+def assert_zsets_close(
+    actual: dbspark.ZSet, expected: dbspark.ZSet, context: str = "", rel: float = 1e-9, abs_tol: float = 1e-9
+) -> None:
     """Equal as Z-sets (same columns; rows consolidated), floats compared with math.isclose."""
     if list(actual.schema.items()) != list(expected.schema.items()):
         raise AssertionError(f"{context}: schema {actual.schema} != expected {expected.schema}")
@@ -537,7 +578,9 @@ def assert_zsets_close(actual: dbspark.ZSet, expected: dbspark.ZSet, context: st
 
 
 # ---- the oracle: Q^Δ on changes vs Q on the integrated inputs ---------------------------------------------
-def _push_all(r: dbspark.Runtime, name: str, entries: Sequence[tuple[tuple, int]], split: bool = False) -> None:
+def _push_all(
+    r: dbspark.Runtime, name: str, entries: Sequence[tuple[tuple, int]], split: bool = False
+) -> None:
     if not entries:
         return
     if split and len(entries) > 1:  # several pushes in one step accumulate
@@ -589,7 +632,22 @@ def _local(r: dbspark.Runtime, z: Any) -> dbspark.ZSet:
 
 
 __all__ = [
-    "DOMAINS", "FAMILIES", "LARGE_WEIGHT", "ChangeStream", "GeneratedQuery", "TableSpec", "assert_zsets_close",
-    "change_streams", "derived_columns", "expr_code", "predicates", "queries", "queries_with_changes", "rows",
-    "run_against_oracle", "table_specs", "values", "zset_diff",
+    "DOMAINS",
+    "FAMILIES",
+    "LARGE_WEIGHT",
+    "ChangeStream",
+    "GeneratedQuery",
+    "TableSpec",
+    "assert_zsets_close",
+    "change_streams",
+    "derived_columns",
+    "expr_code",
+    "predicates",
+    "queries",
+    "queries_with_changes",
+    "rows",
+    "run_against_oracle",
+    "table_specs",
+    "values",
+    "zset_diff",
 ]

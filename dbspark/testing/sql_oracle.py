@@ -100,7 +100,7 @@ def _close(x: pl.Series, y: pl.Series, rtol: float, atol: float) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         ok = np.abs(xv - yv) <= atol + rtol * np.maximum(np.abs(xv), np.abs(yv))
         ok |= np.isnan(xv) & np.isnan(yv)
-        ok |= (xv == yv)  # equal infinities
+        ok |= xv == yv  # equal infinities
     return np.where(xn | yn, xn & yn, ok)
 
 
@@ -136,19 +136,31 @@ def expand(frame: pl.DataFrame, what: str = "view") -> pl.DataFrame:
     bad = np.flatnonzero(w <= 0)
     if bad.size:
         data = frame.drop(WEIGHT)
-        raise AssertionError(f"{what}: {bad.size} row(s) with a non-positive weight, e.g.\n"
-                             + _fmt(frame, data.columns + [WEIGHT], bad[:_SHOW]))
+        raise AssertionError(
+            f"{what}: {bad.size} row(s) with a non-positive weight, e.g.\n"
+            + _fmt(frame, data.columns + [WEIGHT], bad[:_SHOW])
+        )
     return frame.drop(WEIGHT)[np.repeat(np.arange(frame.height), w)]
 
 
-def compare_frames(actual: pl.DataFrame, expected: pl.DataFrame, what: str = "view", *, rtol: float = RTOL,
-                   atol: float = ATOL, check_names: bool = True, label: str = "dbspark") -> str | None:
+def compare_frames(
+    actual: pl.DataFrame,
+    expected: pl.DataFrame,
+    what: str = "view",
+    *,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    check_names: bool = True,
+    label: str = "dbspark",
+) -> str | None:
     """None if `actual` (a bag; a `__w` column is expanded) equals `expected` as a multiset of rows,
     else a message showing the first rows that differ (`label` names the actual side)."""
     actual = expand(actual, what)
     if actual.width != expected.width:
-        return (f"{what}: {actual.width} columns {actual.columns}, DuckDB has {expected.width} "
-                f"columns {expected.columns}")
+        return (
+            f"{what}: {actual.width} columns {actual.columns}, DuckDB has {expected.width} "
+            f"columns {expected.columns}"
+        )
     if check_names:
         for i, (x, y) in enumerate(zip(actual.columns, expected.columns, strict=True)):
             if _IDENT.match(y) and x.lower() != y.lower():
@@ -166,22 +178,31 @@ def compare_frames(actual: pl.DataFrame, expected: pl.DataFrame, what: str = "vi
     only_a, only_e = _unmatched(a, e, approx, rtol, atol)
     msg = [f"{what}: {label} has {a.height} rows, DuckDB {e.height}"]
     if first >= 0:
-        msg.append(f"  first difference at sorted row {first}:\n    {label}:\n{_fmt(a, cols, [first])}\n"
-                   f"    duckdb:\n{_fmt(e, cols, [first])}")
+        msg.append(
+            f"  first difference at sorted row {first}:\n    {label}:\n{_fmt(a, cols, [first])}\n"
+            f"    duckdb:\n{_fmt(e, cols, [first])}"
+        )
     msg.append(f"  rows only in {label} ({len(only_a)}), first {_SHOW}:\n{_fmt(a, cols, only_a[:_SHOW])}")
     msg.append(f"  rows only in DuckDB ({len(only_e)}), first {_SHOW}:\n{_fmt(e, cols, only_e[:_SHOW])}")
     return "\n".join(msg)
 
 
-def _unmatched(a: pl.DataFrame, e: pl.DataFrame, approx: list[str], rtol: float,
-               atol: float) -> tuple[list[int], list[int]]:
+def _unmatched(
+    a: pl.DataFrame, e: pl.DataFrame, approx: list[str], rtol: float, atol: float
+) -> tuple[list[int], list[int]]:
     """Indices of rows of `a` and of `e` left over by a multiset matching (exact columns joined, approximate
     ones within tolerance; used to explain a difference, so only on failure)."""
     exact = [c for c in a.columns if c not in approx]
-    ai = a.with_row_index("__i").with_columns(pl.int_range(pl.len()).over(exact).alias("__k")) if exact else \
-        a.with_row_index("__i").with_columns(pl.int_range(pl.len()).alias("__k"))
-    ei = e.with_row_index("__j").with_columns(pl.int_range(pl.len()).over(exact).alias("__k")) if exact else \
-        e.with_row_index("__j").with_columns(pl.int_range(pl.len()).alias("__k"))
+    ai = (
+        a.with_row_index("__i").with_columns(pl.int_range(pl.len()).over(exact).alias("__k"))
+        if exact
+        else a.with_row_index("__i").with_columns(pl.int_range(pl.len()).alias("__k"))
+    )
+    ei = (
+        e.with_row_index("__j").with_columns(pl.int_range(pl.len()).over(exact).alias("__k"))
+        if exact
+        else e.with_row_index("__j").with_columns(pl.int_range(pl.len()).alias("__k"))
+    )
     j = ai.join(ei, on=[*exact, "__k"], how="full", nulls_equal=True, suffix="_e", coalesce=True)
     ok = np.ones(j.height, dtype=bool)
     for c in approx:
@@ -195,23 +216,35 @@ def _unmatched(a: pl.DataFrame, e: pl.DataFrame, approx: list[str], rtol: float,
 def view_frame(value: Any) -> pl.DataFrame:
     """A view's contents (a dbspark ZSet, a spark engine value, or a Polars frame) as data columns + `__w`."""
     if isinstance(value, pl.DataFrame):
-        return value.rename({"weight": WEIGHT}) if "weight" in value.columns and WEIGHT not in value.columns \
+        return (
+            value.rename({"weight": WEIGHT})
+            if "weight" in value.columns and WEIGHT not in value.columns
             else value
+        )
     if hasattr(value, "to_zset"):
         value = value.to_zset()
     return value.consolidate().df
 
 
-def assert_view_equals_duckdb(view: Any, con: Any, query: str, what: str = "view", *, rtol: float = RTOL,
-                              atol: float = ATOL, check_names: bool = True) -> None:
+def assert_view_equals_duckdb(
+    view: Any,
+    con: Any,
+    query: str,
+    what: str = "view",
+    *,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    check_names: bool = True,
+) -> None:
     """Assert that a view's contents (ZSet, SparkZSet or frame with `__w`) equal DuckDB's result of `query`
     (SQL text, or the name of a view) on connection `con` (or a `SqlOracle`)."""
     if isinstance(con, SqlOracle):
         con.assert_view(view, query, what, rtol=rtol, atol=atol, check_names=check_names)
         return
     sql = query if re.search(r"\s", query.strip()) else f'SELECT * FROM "{query}"'
-    msg = compare_frames(view_frame(view), con.execute(sql).pl(), what, rtol=rtol, atol=atol,
-                         check_names=check_names)
+    msg = compare_frames(
+        view_frame(view), con.execute(sql).pl(), what, rtol=rtol, atol=atol, check_names=check_names
+    )
     if msg is not None:
         raise AssertionError(msg)
 
@@ -227,18 +260,33 @@ class SqlOracle:
         self.con.execute(ddl)
         self.keys: dict[str, list[str]] = {}
         for t, kind, cols in self.con.execute(
-                "SELECT table_name, constraint_type, constraint_column_names FROM duckdb_constraints() "
-                "WHERE constraint_type IN ('PRIMARY KEY', 'UNIQUE')").fetchall():
+            "SELECT table_name, constraint_type, constraint_column_names FROM duckdb_constraints() "
+            "WHERE constraint_type IN ('PRIMARY KEY', 'UNIQUE')"
+        ).fetchall():
             if kind == "PRIMARY KEY":
                 self.keys[t] = list(cols)
-        self.tables: list[str] = [r[0] for r in self.con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE NOT internal AND NOT temporary ORDER BY table_oid").fetchall()]
-        for t in self.keys:  # keys are kept by the oracle itself (no index: fast loads, update = delete + insert)
-            self.con.execute(f'CREATE TABLE "__k_{t}" AS SELECT * FROM "{t}" LIMIT 0; DROP TABLE "{t}"; '
-                             f'ALTER TABLE "__k_{t}" RENAME TO "{t}"')
-        self.views: dict[str, str] = {v: sql for v, sql in self.con.execute(
-            "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary ORDER BY view_oid").fetchall()}
-        self.columns = {t: [r[0] for r in self.con.execute(f'DESCRIBE "{t}"').fetchall()] for t in self.tables}
+        self.tables: list[str] = [
+            r[0]
+            for r in self.con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE NOT internal AND NOT temporary ORDER BY table_oid"
+            ).fetchall()
+        ]
+        for (
+            t
+        ) in self.keys:  # keys are kept by the oracle itself (no index: fast loads, update = delete + insert)
+            self.con.execute(
+                f'CREATE TABLE "__k_{t}" AS SELECT * FROM "{t}" LIMIT 0; DROP TABLE "{t}"; '
+                f'ALTER TABLE "__k_{t}" RENAME TO "{t}"'
+            )
+        self.views: dict[str, str] = {
+            v: sql
+            for v, sql in self.con.execute(
+                "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary ORDER BY view_oid"
+            ).fetchall()
+        }
+        self.columns = {
+            t: [r[0] for r in self.con.execute(f'DESCRIBE "{t}"').fetchall()] for t in self.tables
+        }
         self._topk: dict[str, Any] = {}
 
     # ---- changes ---------------------------------------------------------------------------------
@@ -303,7 +351,8 @@ class SqlOracle:
                 self.con.execute(f"CREATE OR REPLACE TEMP TABLE __d AS SELECT DISTINCT {keys} FROM __b")
                 missing = self.con.execute(
                     f'SELECT * FROM __d AS __b WHERE NOT EXISTS (SELECT 1 FROM "{table}" WHERE {self._key_match(table)}) '
-                    "LIMIT 3").fetchall()
+                    "LIMIT 3"
+                ).fetchall()
                 if missing:
                     raise DataError(f"oracle {table}: delete of absent key(s) {missing}")
                 self.con.execute(f'DELETE FROM "{table}" USING __d AS __b WHERE {self._key_match(table)}')
@@ -314,11 +363,14 @@ class SqlOracle:
                 self.con.execute(
                     f"CREATE OR REPLACE TEMP TABLE __d AS SELECT x.rowid AS r FROM "
                     f'(SELECT rowid, {q}, row_number() OVER (PARTITION BY {q}) AS __n FROM "{table}") x '
-                    f"JOIN (SELECT {q}, count(*) AS __c FROM __b GROUP BY ALL) d ON {on} AND x.__n <= d.__c")
+                    f"JOIN (SELECT {q}, count(*) AS __c FROM __b GROUP BY ALL) d ON {on} AND x.__n <= d.__c"
+                )
                 n = self.con.execute("SELECT count(*) FROM __d").fetchone()[0]  # type: ignore[index]
                 if n != df.height:
-                    raise DataError(f"oracle {table}: {df.height - n} deleted row(s) are not in the table "
-                                    f"(first rows of the delete: {df.head(3).rows()})")
+                    raise DataError(
+                        f"oracle {table}: {df.height - n} deleted row(s) are not in the table "
+                        f"(first rows of the delete: {df.head(3).rows()})"
+                    )
                 self.con.execute(f'DELETE FROM "{table}" WHERE rowid IN (SELECT r FROM __d)')
 
     # ---- answers ---------------------------------------------------------------------------------
@@ -334,8 +386,16 @@ class SqlOracle:
     def table(self, name: str) -> pl.DataFrame:
         return self.query(f'SELECT * FROM "{name}"')
 
-    def assert_view(self, value: Any, view: str, what: str | None = None, *, rtol: float | None = None,
-                    atol: float | None = None, check_names: bool = True) -> None:
+    def assert_view(
+        self,
+        value: Any,
+        view: str,
+        what: str | None = None,
+        *,
+        rtol: float | None = None,
+        atol: float | None = None,
+        check_names: bool = True,
+    ) -> None:
         """Assert that `value` (a view's contents) equals DuckDB's answer for `view`."""
         rt = self.rtol if rtol is None else rtol
         at = self.atol if atol is None else atol
@@ -358,7 +418,9 @@ class SqlOracle:
             except AssertionError as e:
                 errors.append(str(e))
         if errors:
-            raise AssertionError(f"{len(errors)} of {len(names)} view(s) differ from DuckDB:\n" + "\n".join(errors))
+            raise AssertionError(
+                f"{len(errors)} of {len(names)} view(s) differ from DuckDB:\n" + "\n".join(errors)
+            )
 
     # ---- ORDER BY ... LIMIT with ties at the boundary ----------------------------------------------
     def _topk_spec(self, view: str) -> tuple[str, list[int]] | None:
@@ -374,7 +436,11 @@ class SqlOracle:
             tree = sqlglot.parse_one(self.views[view], read="duckdb")
             q = tree.expression if isinstance(tree, exp.Create) else tree
             order = q.args.get("order")
-            if isinstance(q, exp.Query) and order is not None and (q.args.get("limit") or q.args.get("offset")):
+            if (
+                isinstance(q, exp.Query)
+                and order is not None
+                and (q.args.get("limit") or q.args.get("offset"))
+            ):
                 outs = [c.lower() for c in self.query(f'SELECT * FROM "{view}" LIMIT 0').columns]
                 pos = []
                 for o in order.expressions:

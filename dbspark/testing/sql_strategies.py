@@ -39,12 +39,25 @@ DEC_UNITS = (-150, -1, 0, 1, 25, 100, 999)  # times 10**-scale
 STR_VALUES = ("", "a", "b", "ab", "A", "a%", "_b", "%", "abc", "b_a")
 # the `ordered` family's columns: values near the bounds of wide DECIMALs (through DOUBLE, MEDIAN lost
 # their digits) and of DATE (issue 21)
-WIDE_UNITS = {"d18": (10**18 - 1, -(10**18 - 1), 123456789012345678, 123456789012345690, 123456789012345691, -1, 5),
-              "d38": (10**38 - 1, -(10**38 - 1), 12345678901234567890123456789012345678, 10**37 + 1, -3, 1)}
+WIDE_UNITS = {
+    "d18": (10**18 - 1, -(10**18 - 1), 123456789012345678, 123456789012345690, 123456789012345691, -1, 5),
+    "d38": (10**38 - 1, -(10**38 - 1), 12345678901234567890123456789012345678, 10**37 + 1, -3, 1),
+}
 WIDE_SCALES = {"d18": 4, "d38": 10}
-WIDE_DATES = (dt.date(1, 1, 1), dt.date(1970, 1, 1), dt.date(2020, 2, 29), dt.date(2020, 3, 1), dt.date(9999, 12, 31))
-DATE_VALUES = (dt.date(2020, 1, 31), dt.date(2020, 2, 29), dt.date(2021, 12, 31), dt.date(2022, 6, 15),
-               dt.date(2023, 3, 1))
+WIDE_DATES = (
+    dt.date(1, 1, 1),
+    dt.date(1970, 1, 1),
+    dt.date(2020, 2, 29),
+    dt.date(2020, 3, 1),
+    dt.date(9999, 12, 31),
+)
+DATE_VALUES = (
+    dt.date(2020, 1, 31),
+    dt.date(2020, 2, 29),
+    dt.date(2021, 12, 31),
+    dt.date(2022, 6, 15),
+    dt.date(2023, 3, 1),
+)
 LIKE_PATTERNS = ("'a%'", "'%b'", "'_'", "'%a%'", "'a_'", "'%!%%' ESCAPE '!'", "'!_%' ESCAPE '!'", "'%'", "''")
 STR_LITS = ("''", "'a'", "'b'", "'ab'", "'%'", "'_b'")
 
@@ -102,22 +115,33 @@ class Case:
     steps: tuple[Step, ...]
 
     def ddl(self, oracle: bool = False) -> str:
-        views = [f"CREATE VIEW {v.name} AS {v.duck if oracle else v.sql};" for v in self.views
-                 if not (oracle and v.mode)]
+        views = [
+            f"CREATE VIEW {v.name} AS {v.duck if oracle else v.sql};"
+            for v in self.views
+            if not (oracle and v.mode)
+        ]
         return "\n".join([self.schema.ddl(), *views])
 
 
 # ---- schemas and rows ------------------------------------------------------------------------------------
 def _sql_type(kind: str, dec: tuple[int, int]) -> str:
-    return {"int": "BIGINT", "float": "DOUBLE", "dec": f"DECIMAL({dec[0]},{dec[1]})", "str": "VARCHAR",
-            "date": "DATE", "bool": "BOOLEAN"}[kind]
+    return {
+        "int": "BIGINT",
+        "float": "DOUBLE",
+        "dec": f"DECIMAL({dec[0]},{dec[1]})",
+        "str": "VARCHAR",
+        "date": "DATE",
+        "bool": "BOOLEAN",
+    }[kind]
 
 
 @st.composite
 def schemas(draw: st.DrawFn, min_tables: int = 2, max_tables: int = 3) -> Schema:
     dec = draw(st.sampled_from([(5, 2), (9, 3), (12, 0), (15, 2), (18, 4)]))
     kinds = draw(st.lists(st.sampled_from(KINDS), min_size=3, max_size=5))
-    pool = [Column("k", "int", "BIGINT")] + [Column(f"c{i}", kd, _sql_type(kd, dec)) for i, kd in enumerate(kinds)]
+    pool = [Column("k", "int", "BIGINT")] + [
+        Column(f"c{i}", kd, _sql_type(kd, dec)) for i, kd in enumerate(kinds)
+    ]
     n = draw(st.integers(min_tables, max_tables))
     tables = []
     for i in range(n):
@@ -140,14 +164,25 @@ def values(col: Column, dec: tuple[int, int]) -> tuple[Any, ...]:
         return WIDE_DATES
     if col.kind == "dec":
         p, s = dec
-        return tuple(Decimal(u).scaleb(-s) for u in DEC_UNITS if abs(u) < 10 ** p)
-    return {"int": INT_VALUES, "float": FLOAT_VALUES, "str": STR_VALUES, "date": DATE_VALUES,
-            "bool": (True, False)}[col.kind]
+        return tuple(Decimal(u).scaleb(-s) for u in DEC_UNITS if abs(u) < 10**p)
+    return {
+        "int": INT_VALUES,
+        "float": FLOAT_VALUES,
+        "str": STR_VALUES,
+        "date": DATE_VALUES,
+        "bool": (True, False),
+    }[col.kind]
 
 
-def rows(table: Table, dec: tuple[int, int], min_size: int = 0, max_size: int = 5) -> st.SearchStrategy[list[tuple]]:
-    cells = [st.one_of(st.none(), st.sampled_from(values(c, dec))) if c.name not in ("src", "dst")
-             else st.sampled_from(values(c, dec)) for c in table.columns]
+def rows(
+    table: Table, dec: tuple[int, int], min_size: int = 0, max_size: int = 5
+) -> st.SearchStrategy[list[tuple]]:
+    cells = [
+        st.one_of(st.none(), st.sampled_from(values(c, dec)))
+        if c.name not in ("src", "dst")
+        else st.sampled_from(values(c, dec))
+        for c in table.columns
+    ]
     return st.lists(st.tuples(*cells), min_size=min_size, max_size=max_size)
 
 
@@ -211,22 +246,51 @@ class QueryGen:
             return d(st.sampled_from(cols)) if cols and d(st.integers(0, 3)) != 0 else lit(d, kind)
         sub = lambda k=kind: self.expr(k, refs, depth - 1)  # noqa: E731
         forms = {
-            "int": [lambda: f"({sub()} + {sub()})", lambda: f"({sub()} - {sub()})", lambda: f"({sub()} * {lit(d, 'int')})",
-                    lambda: f"abs({sub()})", lambda: f"({sub()} % 3)", lambda: f"(- {sub()})",
-                    lambda: f"length({sub('str')})", lambda: f"CAST({sub('dec')} AS BIGINT)",
-                    lambda: f"CAST({sub('float')} AS BIGINT)", lambda: f"({sub()} // 2)",
-                    lambda: f"extract({d(st.sampled_from(('year', 'month', 'day')))} FROM {sub('date')})"],
-            "float": [lambda: f"({sub()} + {sub()})", lambda: f"({sub()} * {lit(d, 'float')})",
-                      lambda: f"CAST({sub('int')} AS DOUBLE)", lambda: f"({sub('int')} / 4)", lambda: f"abs({sub()})"],
-            "dec": [lambda: f"({sub()} + {sub()})", lambda: f"({sub()} - {lit(d, 'dec')})", lambda: f"({sub()} * 2)",
-                    lambda: f"CAST({sub('int')} AS DECIMAL(10,2))", lambda: f"(- {sub()})", lambda: f"round({sub()}, 1)"],
-            "str": [lambda: f"upper({sub()})", lambda: f"lower({sub()})", lambda: f"substring({sub()}, 1, 2)",
-                    lambda: f"({sub()} || {lit(d, 'str')})", lambda: f"concat({sub()}, {sub()})",
-                    lambda: f"replace({sub()}, 'a', 'x')", lambda: f"left({sub()}, 1)", lambda: f"reverse({sub()})",
-                    lambda: f"CAST({sub('int')} AS VARCHAR)"],
-            "date": [lambda: f"CAST({sub()} + INTERVAL {d(st.integers(1, 40))} DAY AS DATE)",
-                     lambda: f"CAST({sub()} - INTERVAL {d(st.integers(1, 14))} MONTH AS DATE)",
-                     lambda: f"CAST({sub()} + INTERVAL 1 YEAR AS DATE)", lambda: f"({sub()} + {d(st.integers(-3, 30))})"],
+            "int": [
+                lambda: f"({sub()} + {sub()})",
+                lambda: f"({sub()} - {sub()})",
+                lambda: f"({sub()} * {lit(d, 'int')})",
+                lambda: f"abs({sub()})",
+                lambda: f"({sub()} % 3)",
+                lambda: f"(- {sub()})",
+                lambda: f"length({sub('str')})",
+                lambda: f"CAST({sub('dec')} AS BIGINT)",
+                lambda: f"CAST({sub('float')} AS BIGINT)",
+                lambda: f"({sub()} // 2)",
+                lambda: f"extract({d(st.sampled_from(('year', 'month', 'day')))} FROM {sub('date')})",
+            ],
+            "float": [
+                lambda: f"({sub()} + {sub()})",
+                lambda: f"({sub()} * {lit(d, 'float')})",
+                lambda: f"CAST({sub('int')} AS DOUBLE)",
+                lambda: f"({sub('int')} / 4)",
+                lambda: f"abs({sub()})",
+            ],
+            "dec": [
+                lambda: f"({sub()} + {sub()})",
+                lambda: f"({sub()} - {lit(d, 'dec')})",
+                lambda: f"({sub()} * 2)",
+                lambda: f"CAST({sub('int')} AS DECIMAL(10,2))",
+                lambda: f"(- {sub()})",
+                lambda: f"round({sub()}, 1)",
+            ],
+            "str": [
+                lambda: f"upper({sub()})",
+                lambda: f"lower({sub()})",
+                lambda: f"substring({sub()}, 1, 2)",
+                lambda: f"({sub()} || {lit(d, 'str')})",
+                lambda: f"concat({sub()}, {sub()})",
+                lambda: f"replace({sub()}, 'a', 'x')",
+                lambda: f"left({sub()}, 1)",
+                lambda: f"reverse({sub()})",
+                lambda: f"CAST({sub('int')} AS VARCHAR)",
+            ],
+            "date": [
+                lambda: f"CAST({sub()} + INTERVAL {d(st.integers(1, 40))} DAY AS DATE)",
+                lambda: f"CAST({sub()} - INTERVAL {d(st.integers(1, 14))} MONTH AS DATE)",
+                lambda: f"CAST({sub()} + INTERVAL 1 YEAR AS DATE)",
+                lambda: f"({sub()} + {d(st.integers(-3, 30))})",
+            ],
             "bool": [lambda: self.pred(refs, depth - 1)],
         }[kind] + [
             lambda: f"CASE WHEN {self.pred(refs, depth - 1)} THEN {sub()} ELSE {sub()} END",
@@ -250,13 +314,21 @@ class QueryGen:
         ]
         if "str" in kinds:
             s = lambda: self.expr("str", refs, 0)  # noqa: E731
-            forms += [lambda: f"({s()} {d(st.sampled_from(('LIKE', 'NOT LIKE', 'ILIKE')))} {d(st.sampled_from(LIKE_PATTERNS))})",
-                      lambda: f"starts_with({s()}, 'a')"]
+            forms += [
+                lambda: (
+                    f"({s()} {d(st.sampled_from(('LIKE', 'NOT LIKE', 'ILIKE')))} {d(st.sampled_from(LIKE_PATTERNS))})"
+                ),
+                lambda: f"starts_with({s()}, 'a')",
+            ]
         if "bool" in kinds:
             forms.append(lambda: d(st.sampled_from([r for r, k in refs if k == "bool"])))
         if depth > 0:
-            forms += [lambda: f"({self.pred(refs, depth - 1)} {d(st.sampled_from(('AND', 'OR')))} {self.pred(refs, depth - 1)})",
-                      lambda: f"NOT ({self.pred(refs, depth - 1)})"]
+            forms += [
+                lambda: (
+                    f"({self.pred(refs, depth - 1)} {d(st.sampled_from(('AND', 'OR')))} {self.pred(refs, depth - 1)})"
+                ),
+                lambda: f"NOT ({self.pred(refs, depth - 1)})",
+            ]
         return d(st.sampled_from(forms))()
 
     # ---- helpers ----
@@ -272,8 +344,9 @@ class QueryGen:
         q = f"{alias or t.name}." if qualify or alias else ""
         return [(f"{q}{c.name}", c.kind) for c in t.columns]
 
-    def items(self, refs: list[Ref], n_max: int = 3, kinds: tuple[str, ...] = KINDS,
-              depth: tuple[int, int] = (0, 2)) -> list[tuple[str, str]]:
+    def items(
+        self, refs: list[Ref], n_max: int = 3, kinds: tuple[str, ...] = KINDS, depth: tuple[int, int] = (0, 2)
+    ) -> list[tuple[str, str]]:
         """SELECT items (text, kind), aliased o1, o2, ..."""
         out = []
         for i in range(self.draw(st.integers(1, n_max))):
@@ -292,7 +365,10 @@ class QueryGen:
             items = ", ".join(i for i, _ in self.items(refs, 4, depth=(2, 3)))
             dates = [r for r, k in refs if k == "date"]
             if dates and self.draw(st.booleans()) is True:  # DATE +/- INTERVAL is a TIMESTAMP (DuckDB)
-                n, unit = self.draw(st.integers(1, 13)), self.draw(st.sampled_from(["DAY", "MONTH", "YEAR", "WEEK"]))
+                n, unit = (
+                    self.draw(st.integers(1, 13)),
+                    self.draw(st.sampled_from(["DAY", "MONTH", "YEAR", "WEEK"])),
+                )
                 items += f", {self.draw(st.sampled_from(dates))} {self.draw(st.sampled_from('+-'))} INTERVAL {n} {unit} AS ts"
             where = f" WHERE {self.pred(refs, 3)}" if self.draw(st.booleans()) else ""
             return f"SELECT {items} FROM {t.name}{where}"
@@ -304,14 +380,20 @@ class QueryGen:
 
     def aggregate_call(self, refs: list[Ref], exact: bool = False) -> str:
         d = self.draw
-        funcs = ["count", "sum", "min", "max"] + ([] if exact else ["avg", "stddev", "variance", "median",
-                                                                     "median", "stddev_pop", "var_pop"])
+        funcs = ["count", "sum", "min", "max"] + (
+            [] if exact else ["avg", "stddev", "variance", "median", "median", "stddev_pop", "var_pop"]
+        )
         f = d(st.sampled_from(funcs + ["count_star", "count_distinct"]))
         if f == "count_star":
             return "count(*)"
         ordered = ("int", "dec", "str", "date", "float")
-        kinds: tuple[str, ...] = NUMERIC if f in ("sum", "avg", "stddev", "variance", "stddev_pop", "var_pop") else \
-            ordered if f in ("min", "max", "median") else KINDS
+        kinds: tuple[str, ...] = (
+            NUMERIC
+            if f in ("sum", "avg", "stddev", "variance", "stddev_pop", "var_pop")
+            else ordered
+            if f in ("min", "max", "median")
+            else KINDS
+        )
         if exact and f == "sum":
             kinds = ("int", "dec")
         kind = d(st.sampled_from(sorted({k for _, k in refs if k in kinds}) or ["int"]))
@@ -330,9 +412,16 @@ class QueryGen:
             if d(st.integers(0, 3)) == 0:
                 return self.group_by_shadowed(refs, source, exact)
         kref = next(r for r in refs if r[0].split(".")[-1] == "k")
-        shape = d(st.sampled_from(["k", "k", "none", "any"]))  # groups of several rows are what aggregates test
-        keys = [kref] if shape == "k" else [] if shape == "none" else \
-            d(st.lists(st.sampled_from(refs), unique=True, max_size=2))
+        shape = d(
+            st.sampled_from(["k", "k", "none", "any"])
+        )  # groups of several rows are what aggregates test
+        keys = (
+            [kref]
+            if shape == "k"
+            else []
+            if shape == "none"
+            else d(st.lists(st.sampled_from(refs), unique=True, max_size=2))
+        )
         if keys and d(st.integers(0, 3)) == 0:  # a computed key (not a bare integer: that is a position)
             kind = keys[0][1]
             key = self.expr(kind, refs, 1)
@@ -343,8 +432,17 @@ class QueryGen:
         having = ""
         if d(st.integers(0, 2)) == 0:
             kcol = kref[0]
-            having = " HAVING " + d(st.sampled_from(["count(*) > 1", "count(*) <= 2", f"min({kcol}) >= 1",
-                                                     f"max({kcol}) < 3", f"sum({kcol}) > 2"]))
+            having = " HAVING " + d(
+                st.sampled_from(
+                    [
+                        "count(*) > 1",
+                        "count(*) <= 2",
+                        f"min({kcol}) >= 1",
+                        f"max({kcol}) < 3",
+                        f"sum({kcol}) > 2",
+                    ]
+                )
+            )
         return f"SELECT {', '.join(sel)} FROM {source}{self.where(refs)}{group}{having}"
 
     def group_by_shadowed(self, refs: list[Ref], source: str, exact: bool) -> str:
@@ -376,15 +474,19 @@ class QueryGen:
         d = self.draw
         a, b = self.two_tables()
         shared = [c.name for c in a.columns if c in b.columns]
-        kind = d(st.sampled_from(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "CROSS JOIN", "USING", "NATURAL",
-                                  "COMMA"]))
+        kind = d(
+            st.sampled_from(
+                ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "CROSS JOIN", "USING", "NATURAL", "COMMA"]
+            )
+        )
         ra, rb = self.refs(a, "x"), self.refs(b, "y")
         refs = ra + rb
         if kind == "NATURAL":
             how = d(st.sampled_from(["", "LEFT ", "FULL "]))
             src = f"{a.name} AS x NATURAL {how}JOIN {b.name} AS y"
-            refs = [(c.name, c.kind) for c in a.columns if c.name in shared] + \
-                [r for r in refs if r[0].split(".")[1] not in shared]
+            refs = [(c.name, c.kind) for c in a.columns if c.name in shared] + [
+                r for r in refs if r[0].split(".")[1] not in shared
+            ]
         elif kind == "USING":
             how = d(st.sampled_from(["", "LEFT ", "RIGHT ", "FULL "]))
             using = d(st.lists(st.sampled_from(shared), unique=True, min_size=1))
@@ -427,8 +529,11 @@ class QueryGen:
         negated = d(st.booleans())
         corr: str | None
         if variant == "hard":
-            corr = d(st.sampled_from(non_equi)) if form not in ("in", "in_select") or d(st.booleans()) else \
-                d(st.sampled_from(equi))
+            corr = (
+                d(st.sampled_from(non_equi))
+                if form not in ("in", "in_select") or d(st.booleans())
+                else d(st.sampled_from(equi))
+            )
             negated = negated or form == "in"  # a correlated NOT IN (IN as a value: either)
         elif variant == "basic":
             corr = d(st.sampled_from(equi)) if d(st.booleans()) else None
@@ -448,8 +553,15 @@ class QueryGen:
         elif form in ("exists", "mixed"):
             cond = f"{'NOT EXISTS' if negated else 'EXISTS'} (SELECT 1 FROM {b.name} AS y{iw})"
         else:
-            agg = self.aggregate_call(rb, exact=True) if form == "scalar_select" else \
-                d(st.sampled_from(["count(*)", "sum(y.k)", "max(y.k)", "min(y.k) + 1", f"count({rb[-1][0]})"]))
+            agg = (
+                self.aggregate_call(rb, exact=True)
+                if form == "scalar_select"
+                else d(
+                    st.sampled_from(
+                        ["count(*)", "sum(y.k)", "max(y.k)", "min(y.k) + 1", f"count({rb[-1][0]})"]
+                    )
+                )
+            )
             cond = f"(SELECT {agg} FROM {b.name} AS y{iw})"
         items = [i for i, _ in self.items(ra, 2)]
         if form in ("scalar_select", "in_select"):
@@ -473,12 +585,16 @@ class QueryGen:
         def side() -> str:
             t = self.table()
             refs = self.refs(t)
-            items = ", ".join(f"{self.expr(k, refs, d(st.integers(0, 1)))} AS o{i + 1}" for i, k in enumerate(kinds))
+            items = ", ".join(
+                f"{self.expr(k, refs, d(st.integers(0, 1)))} AS o{i + 1}" for i, k in enumerate(kinds)
+            )
             return f"SELECT {items} FROM {t.name}{self.where(refs)}"
 
         out = side()
         for i in range(d(st.integers(1, 2))):
-            op = d(st.sampled_from(["UNION", "UNION ALL", "INTERSECT", "EXCEPT", "INTERSECT ALL", "EXCEPT ALL"]))
+            op = d(
+                st.sampled_from(["UNION", "UNION ALL", "INTERSECT", "EXCEPT", "INTERSECT ALL", "EXCEPT ALL"])
+            )
             out = f"({out}) {op} ({side()})" if i else f"{out} {op} {side()}"
         return out
 
@@ -490,8 +606,12 @@ class QueryGen:
         elif base == "join":
             a, b = self.two_tables()
             refs = self.refs(a, "x") + self.refs(b, "y")
-            items = [f"{self.expr(k, refs, 0)} AS o{i + 1}" for i, k in
-                     enumerate(d(st.lists(st.sampled_from(("int", "str", "dec", "date")), min_size=1, max_size=3)))]
+            items = [
+                f"{self.expr(k, refs, 0)} AS o{i + 1}"
+                for i, k in enumerate(
+                    d(st.lists(st.sampled_from(("int", "str", "dec", "date")), min_size=1, max_size=3))
+                )
+            ]
             how = d(st.sampled_from(["JOIN", "LEFT JOIN", "FULL JOIN"]))
             q = f"SELECT {', '.join(items)} FROM {a.name} AS x {how} {b.name} AS y ON x.k = y.k"
         elif base == "setop":
@@ -499,18 +619,25 @@ class QueryGen:
         else:
             t = self.table()
             refs = self.refs(t)
-            cols = ", ".join(i for i, _ in self.items(refs, 3, kinds=("int", "dec", "str", "date", "bool", "float")))
+            cols = ", ".join(
+                i for i, _ in self.items(refs, 3, kinds=("int", "dec", "str", "date", "bool", "float"))
+            )
             q = f"SELECT {'DISTINCT ' if d(st.booleans()) else ''}{cols} FROM {t.name}{self.where(refs)}"
         outs = _outputs(q)
         keys = d(st.lists(st.sampled_from(outs), unique=True, min_size=1, max_size=2))
-        order = ", ".join(f"{k} {d(st.sampled_from(['', 'ASC', 'DESC']))}"
-                          f"{d(st.sampled_from(['', '', ' NULLS FIRST', ' NULLS LAST']))}".strip() for k in keys)
+        order = ", ".join(
+            f"{k} {d(st.sampled_from(['', 'ASC', 'DESC']))}"
+            f"{d(st.sampled_from(['', '', ' NULLS FIRST', ' NULLS LAST']))}".strip()
+            for k in keys
+        )
         limit = f" LIMIT {d(st.integers(0, 4))}" if d(st.integers(0, 3)) else ""
         offset = f" OFFSET {d(st.integers(1, 3))}" if d(st.integers(0, 2)) == 0 or not limit else ""
         ties = ", ".join(f"{o} ASC NULLS LAST" for o in outs)
         if base == "setop":
-            return (f"SELECT * FROM {q} AS s ORDER BY {order}{limit}{offset}",
-                    f"SELECT * FROM {q} AS s ORDER BY {order}, {ties}{limit}{offset}")
+            return (
+                f"SELECT * FROM {q} AS s ORDER BY {order}{limit}{offset}",
+                f"SELECT * FROM {q} AS s ORDER BY {order}, {ties}{limit}{offset}",
+            )
         return f"{q} ORDER BY {order}{limit}{offset}", f"{q} ORDER BY {order}, {ties}{limit}{offset}"
 
     def cte(self) -> str:
@@ -521,7 +648,9 @@ class QueryGen:
         if form == "twice":
             inner = self.group_by(exact=True, refs=refs, source=t.name)
             c0 = _outputs(inner)[0]
-            return f"WITH c AS ({inner}) SELECT c.{c0} AS o1, d.{c0} AS o2 FROM c JOIN c AS d ON c.{c0} = d.{c0}"
+            return (
+                f"WITH c AS ({inner}) SELECT c.{c0} AS o1, d.{c0} AS o2 FROM c JOIN c AS d ON c.{c0} = d.{c0}"
+            )
         if form == "filter_join":
             inner = f"SELECT * FROM {t.name}{self.where(refs)}"
             items = ", ".join(i for i, _ in self.items(self.refs(t, "c") + self.refs(u, "u"), 3))
@@ -531,48 +660,84 @@ class QueryGen:
             inner = f"SELECT k, count(*) AS n, {self.aggregate_call(refs, exact=True)} AS s FROM {t.name} GROUP BY k"
             items = ", ".join(i for i, _ in self.items(self.refs(u, "u"), 2))
             return f"WITH c AS ({inner}) SELECT c.k AS ck, c.n AS cn, c.s AS cs, {items} FROM c JOIN {u.name} AS u ON u.k = c.k"
-        return (f"WITH c AS (SELECT * FROM {t.name}{self.where(refs)}), e AS (SELECT k, count(*) AS n FROM c GROUP BY k) "
-                f"SELECT e.k AS o1, e.n AS o2 FROM e WHERE e.n {d(st.sampled_from(['>', '<=']))} {d(st.integers(0, 2))}")
+        return (
+            f"WITH c AS (SELECT * FROM {t.name}{self.where(refs)}), e AS (SELECT k, count(*) AS n FROM c GROUP BY k) "
+            f"SELECT e.k AS o1, e.n AS o2 FROM e WHERE e.n {d(st.sampled_from(['>', '<=']))} {d(st.integers(0, 2))}"
+        )
 
     def recursive(self) -> str:
         d = self.draw
-        form = d(st.sampled_from(["closure", "from_node", "bounded_all", "closure_agg", "two_hop", "const_start",
-                                  "const_depth", "counter", "const_steps", "table_steps"]))
+        form = d(
+            st.sampled_from(
+                [
+                    "closure",
+                    "from_node",
+                    "bounded_all",
+                    "closure_agg",
+                    "two_hop",
+                    "const_start",
+                    "const_depth",
+                    "counter",
+                    "const_steps",
+                    "table_steps",
+                ]
+            )
+        )
         union = d(st.sampled_from(["UNION", "UNION ALL"]))
         bound = d(st.integers(0, 6))
         # constant bases (a SELECT without FROM): from a node, paths of bounded length, a counter bounded
         # by a count of e, sums of constant steps or of e's values (a cross product in the step)
         if form == "const_start":
-            return (f"WITH RECURSIVE r(x) AS (SELECT {d(st.integers(0, 2))} UNION SELECT e.dst FROM r JOIN e "
-                    "ON e.src = r.x) SELECT x FROM r")
+            return (
+                f"WITH RECURSIVE r(x) AS (SELECT {d(st.integers(0, 2))} UNION SELECT e.dst FROM r JOIN e "
+                "ON e.src = r.x) SELECT x FROM r"
+            )
         if form == "const_depth":
-            return (f"WITH RECURSIVE r(x, len) AS (SELECT {d(st.integers(0, 2))}, 0 UNION ALL SELECT e.dst, r.len + 1 "
-                    f"FROM r JOIN e ON e.src = r.x WHERE r.len < {min(bound, 3)}) SELECT x, len FROM r")
+            return (
+                f"WITH RECURSIVE r(x, len) AS (SELECT {d(st.integers(0, 2))}, 0 UNION ALL SELECT e.dst, r.len + 1 "
+                f"FROM r JOIN e ON e.src = r.x WHERE r.len < {min(bound, 3)}) SELECT x, len FROM r"
+            )
         if form == "counter":
-            return (f"WITH RECURSIVE r(n) AS (SELECT 0 {union} SELECT n + 1 FROM r WHERE n < (SELECT count(*) FROM e "
-                    f"WHERE w) + {bound}) SELECT n FROM r")
+            return (
+                f"WITH RECURSIVE r(n) AS (SELECT 0 {union} SELECT n + 1 FROM r WHERE n < (SELECT count(*) FROM e "
+                f"WHERE w) + {bound}) SELECT n FROM r"
+            )
         if form == "const_steps":
-            return (f"WITH RECURSIVE r(n) AS (SELECT 0 UNION SELECT r.n + s.k FROM r CROSS JOIN (SELECT 1 AS k UNION "
-                    f"SELECT 2) AS s WHERE r.n + s.k <= {bound}) SELECT n FROM r")
+            return (
+                f"WITH RECURSIVE r(n) AS (SELECT 0 UNION SELECT r.n + s.k FROM r CROSS JOIN (SELECT 1 AS k UNION "
+                f"SELECT 2) AS s WHERE r.n + s.k <= {bound}) SELECT n FROM r"
+            )
         if form == "table_steps":
-            return (f"WITH RECURSIVE r(n) AS (SELECT 0 UNION SELECT r.n + e.dst FROM r, e WHERE e.dst > 0 AND "
-                    f"r.n + e.dst <= {bound}) SELECT n FROM r")
+            return (
+                f"WITH RECURSIVE r(n) AS (SELECT 0 UNION SELECT r.n + e.dst FROM r, e WHERE e.dst > 0 AND "
+                f"r.n + e.dst <= {bound}) SELECT n FROM r"
+            )
         if form == "closure":
-            return ("WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM e UNION SELECT r.a, e.dst FROM r JOIN e "
-                    "ON r.b = e.src) SELECT a, b FROM r")
+            return (
+                "WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM e UNION SELECT r.a, e.dst FROM r JOIN e "
+                "ON r.b = e.src) SELECT a, b FROM r"
+            )
         if form == "closure_agg":
-            return ("WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM e UNION SELECT r.a, e.dst FROM r JOIN e "
-                    "ON r.b = e.src) SELECT a, count(*) AS n, max(b) AS mx FROM r GROUP BY a")
+            return (
+                "WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM e UNION SELECT r.a, e.dst FROM r JOIN e "
+                "ON r.b = e.src) SELECT a, count(*) AS n, max(b) AS mx FROM r GROUP BY a"
+            )
         if form == "from_node":
             start = d(st.integers(0, 2))
-            return (f"WITH RECURSIVE r(x) AS (SELECT src FROM e WHERE src = {start} UNION SELECT e.dst FROM r JOIN e "
-                    f"ON e.src = r.x) SELECT x FROM r")
+            return (
+                f"WITH RECURSIVE r(x) AS (SELECT src FROM e WHERE src = {start} UNION SELECT e.dst FROM r JOIN e "
+                f"ON e.src = r.x) SELECT x FROM r"
+            )
         if form == "two_hop":
-            return ("WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM e WHERE w UNION SELECT r.a, e.dst FROM r, e "
-                    "WHERE r.b = e.src AND e.w) SELECT a, b FROM r WHERE a <> b")
+            return (
+                "WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM e WHERE w UNION SELECT r.a, e.dst FROM r, e "
+                "WHERE r.b = e.src AND e.w) SELECT a, b FROM r WHERE a <> b"
+            )
         depth = d(st.integers(1, 3))
-        return (f"WITH RECURSIVE p(a, b, len) AS (SELECT src, dst, 1 FROM e UNION ALL SELECT p.a, e.dst, p.len + 1 "
-                f"FROM p JOIN e ON p.b = e.src WHERE p.len < {depth}) SELECT a, b, len FROM p")
+        return (
+            f"WITH RECURSIVE p(a, b, len) AS (SELECT src, dst, 1 FROM e UNION ALL SELECT p.a, e.dst, p.len + 1 "
+            f"FROM p JOIN e ON p.b = e.src WHERE p.len < {depth}) SELECT a, b, len FROM p"
+        )
 
     def mode(self) -> tuple[str, str, str]:
         """(the view, DuckDB's query of its other columns, DuckDB's allowed (key, MODE) pairs: the values of
@@ -583,13 +748,17 @@ class QueryGen:
         x = self.draw(st.sampled_from([r for r, k in refs if k == kind]))
         grouped = self.draw(st.integers(0, 3)) > 0
         base = f"SELECT {'k' if grouped else '0'} AS g, {x} AS x FROM {t.name}{self.where(refs)}"
-        view = f"WITH b AS ({base}) SELECT {'g, ' if grouped else ''}mode(x) AS mo, count(*) AS n FROM b" + \
-            (" GROUP BY g" if grouped else "")
-        rest = f"WITH b AS ({base}) SELECT {'g, ' if grouped else ''}count(*) AS n FROM b" + \
-            (" GROUP BY g" if grouped else "")
-        allowed = (f"WITH b AS ({base}), c AS (SELECT g, x, count(*) AS n FROM b WHERE x IS NOT NULL GROUP BY g, x), "
-                   "m AS (SELECT g, max(n) AS mx FROM c GROUP BY g) "
-                   "SELECT c.g, c.x FROM c JOIN m ON c.g IS NOT DISTINCT FROM m.g AND c.n = m.mx")
+        view = f"WITH b AS ({base}) SELECT {'g, ' if grouped else ''}mode(x) AS mo, count(*) AS n FROM b" + (
+            " GROUP BY g" if grouped else ""
+        )
+        rest = f"WITH b AS ({base}) SELECT {'g, ' if grouped else ''}count(*) AS n FROM b" + (
+            " GROUP BY g" if grouped else ""
+        )
+        allowed = (
+            f"WITH b AS ({base}), c AS (SELECT g, x, count(*) AS n FROM b WHERE x IS NOT NULL GROUP BY g, x), "
+            "m AS (SELECT g, max(n) AS mx FROM c GROUP BY g) "
+            "SELECT c.g, c.x FROM c JOIN m ON c.g IS NOT DISTINCT FROM m.g AND c.n = m.mx"
+        )
         return view, rest, allowed
 
     def ordered(self) -> str:
@@ -600,11 +769,16 @@ class QueryGen:
         c = d(st.sampled_from([c.name for c in t.columns if c.name != "k"]))
         x = d(st.sampled_from([c, f"CASE WHEN k >= 2 THEN {c} END"] + ([f"(- {c})"] if c != "dd" else [])))
         funcs = d(st.lists(st.sampled_from(["median", "median", "min", "max"]), min_size=1, max_size=3))
-        calls = [f"{f}({'DISTINCT ' if d(st.integers(0, 4)) == 0 else ''}{x}) AS a{i + 1}" for i, f in enumerate(funcs)]
+        calls = [
+            f"{f}({'DISTINCT ' if d(st.integers(0, 4)) == 0 else ''}{x}) AS a{i + 1}"
+            for i, f in enumerate(funcs)
+        ]
         grouped = d(st.integers(0, 3)) > 0
         where = d(st.sampled_from(["", "", " WHERE k >= 1", " WHERE k <> 2"]))
-        return (f"SELECT {'k AS g1, ' if grouped else ''}{', '.join(calls)} FROM {t.name}{where}"
-                f"{' GROUP BY k' if grouped else ''}")
+        return (
+            f"SELECT {'k AS g1, ' if grouped else ''}{', '.join(calls)} FROM {t.name}{where}"
+            f"{' GROUP BY k' if grouped else ''}"
+        )
 
     def overflow(self) -> str:
         d = self.draw
@@ -653,19 +827,47 @@ def _outputs(query: str) -> list[str]:
 
 
 # ---- cases -----------------------------------------------------------------------------------------------
-FAMILIES = ("select", "expressions", "aggregates", "joins", "subqueries", "setops", "topk", "ctes", "recursive",
-            "mode", "overflow", "subqueries_or", "subqueries_hard", "ordered")
+FAMILIES = (
+    "select",
+    "expressions",
+    "aggregates",
+    "joins",
+    "subqueries",
+    "setops",
+    "topk",
+    "ctes",
+    "recursive",
+    "mode",
+    "overflow",
+    "subqueries_or",
+    "subqueries_hard",
+    "ordered",
+)
 
-EDGES = Schema((Table("e", (Column("src", "int", "BIGINT"), Column("dst", "int", "BIGINT"),
-                            Column("w", "bool", "BOOLEAN"))),))
+EDGES = Schema(
+    (
+        Table(
+            "e",
+            (Column("src", "int", "BIGINT"), Column("dst", "int", "BIGINT"), Column("w", "bool", "BOOLEAN")),
+        ),
+    )
+)
 
 
-_WIDE_COLS = (Column("k", "int", "BIGINT"), Column("d18", "dec", "DECIMAL(18,4)"),
-              Column("d38", "dec", "DECIMAL(38,10)"), Column("dd", "date", "DATE"))
+_WIDE_COLS = (
+    Column("k", "int", "BIGINT"),
+    Column("d18", "dec", "DECIMAL(18,4)"),
+    Column("d38", "dec", "DECIMAL(38,10)"),
+    Column("dd", "date", "DATE"),
+)
 WIDE = Schema((Table("t0", _WIDE_COLS), Table("t1", _WIDE_COLS)), (18, 4))
 
-BIG = Schema((Table("t0", (Column("k", "int", "BIGINT"), Column("a", "int", "BIGINT"))),
-              Table("t1", (Column("k", "int", "BIGINT"), Column("a", "int", "BIGINT")))))
+BIG = Schema(
+    (
+        Table("t0", (Column("k", "int", "BIGINT"), Column("a", "int", "BIGINT"))),
+        Table("t1", (Column("k", "int", "BIGINT"), Column("a", "int", "BIGINT"))),
+    )
+)
 
 
 @st.composite
@@ -690,13 +892,34 @@ def cases(draw: st.DrawFn, family: str, max_views: int = 3, max_steps: int = 4) 
             q, rest, allowed = g.mode()
             views.append(View(name, q, rest, mode=allowed))
         else:
-            build = {"select": g.select, "expressions": lambda: g.select(deep=True), "aggregates": g.group_by, "joins": g.join,
-                     "subqueries": g.subquery, "subqueries_or": lambda: g.subquery("or"),
-                     "subqueries_hard": lambda: g.subquery("hard"), "setops": g.setop, "ctes": g.cte, "recursive": g.recursive,
-                     "overflow": g.overflow, "ordered": g.ordered}[fam]
+            build = {
+                "select": g.select,
+                "expressions": lambda: g.select(deep=True),
+                "aggregates": g.group_by,
+                "joins": g.join,
+                "subqueries": g.subquery,
+                "subqueries_or": lambda: g.subquery("or"),
+                "subqueries_hard": lambda: g.subquery("hard"),
+                "setops": g.setop,
+                "ctes": g.cte,
+                "recursive": g.recursive,
+                "overflow": g.overflow,
+                "ordered": g.ordered,
+            }[fam]
             views.append(View(name, build()))
     return Case(schema, tuple(views), draw(change_streams(schema, max_steps)))
 
 
-__all__ = ["Case", "Column", "FAMILIES", "QueryGen", "Schema", "Step", "Table", "View", "cases", "change_streams",
-           "schemas"]
+__all__ = [
+    "Case",
+    "Column",
+    "FAMILIES",
+    "QueryGen",
+    "Schema",
+    "Step",
+    "Table",
+    "View",
+    "cases",
+    "change_streams",
+    "schemas",
+]

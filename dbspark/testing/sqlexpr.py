@@ -19,8 +19,22 @@ from dbspark.errors import UnsupportedError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary, decimal_literal_type
 
-_BIN = {"add": "+", "sub": "-", "mul": "*", "sql_div": "/", "int_div": "//", "sql_mod": "%",
-        "eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "AND", "or": "OR"}
+_BIN = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "sql_div": "/",
+    "int_div": "//",
+    "sql_mod": "%",
+    "eq": "=",
+    "ne": "<>",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "and": "AND",
+    "or": "OR",
+}
 
 
 def quote(s: str) -> str:
@@ -82,18 +96,28 @@ class _Printer:
             if e.op not in _BIN:
                 raise UnsupportedError(f"no DuckDB operator for {e.op!r}")
             if e.op in ("add", "sub") and pl.Date() in (self.dtype(e.left), self.dtype(e.right)):
-                left, right = (f"CAST({to_sql(x)} AS INTEGER)" if fn.is_int(self.dtype(x)) else to_sql(x)
-                               for x in (e.left, e.right))
+                left, right = (
+                    f"CAST({to_sql(x)} AS INTEGER)" if fn.is_int(self.dtype(x)) else to_sql(x)
+                    for x in (e.left, e.right)
+                )
                 return f"({left} {_BIN[e.op]} {right})"
-            if e.op in ("and", "or"):  # dbspark short-circuits: the right side runs where the left does not decide
+            if e.op in (
+                "and",
+                "or",
+            ):  # dbspark short-circuits: the right side runs where the left does not decide
                 a, b = to_sql(e.left), to_sql(e.right)
                 stop = "FALSE" if e.op == "and" else "TRUE"
                 return f"(CASE WHEN ({a}) IS NOT DISTINCT FROM {stop} THEN {stop} ELSE ({a} {_BIN[e.op]} {b}) END)"
             return f"({to_sql(e.left)} {_BIN[e.op]} {to_sql(e.right)})"
         if isinstance(e, Unary):
             a = to_sql(e.arg)
-            return {"neg": f"(- {a})", "not": f"(NOT {a})", "is_null": f"({a} IS NULL)",
-                    "is_not_null": f"({a} IS NOT NULL)", "abs": f"abs({a})"}[e.op]
+            return {
+                "neg": f"(- {a})",
+                "not": f"(NOT {a})",
+                "is_null": f"({a} IS NULL)",
+                "is_not_null": f"({a} IS NOT NULL)",
+                "abs": f"abs({a})",
+            }[e.op]
         if isinstance(e, Cast):
             return f"CAST({to_sql(e.arg)} AS {type_sql(e.to)})"
         if isinstance(e, Case):

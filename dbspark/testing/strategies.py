@@ -60,8 +60,12 @@ class TableSpec:
     domains: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     @classmethod
-    def of(cls, columns: Mapping[str, Any], nullable: Iterable[str] | bool = (),
-           domains: Mapping[str, Sequence[Any]] | None = None) -> TableSpec:
+    def of(
+        cls,
+        columns: Mapping[str, Any],
+        nullable: Iterable[str] | bool = (),
+        domains: Mapping[str, Sequence[Any]] | None = None,
+    ) -> TableSpec:
         """`TableSpec.of({"a": "int64", "b": "str"}, nullable=["b"], domains={"a": [0, 1, 2]})`;
         `nullable=True`: every column."""
         from dbspark.ir.schema import to_schema
@@ -238,7 +242,9 @@ def change_streams(
         # insertions
         cands = absent if kind == "set" else pool
         n_ins = 0 if not cands or draw(st.integers(0, 4)) == 0 else 1  # no insertion 1 step in 5
-        inserted: list[tuple] = draw(st.lists(st.sampled_from(cands), min_size=n_ins, unique=True)) if cands else []
+        inserted: list[tuple] = (
+            draw(st.lists(st.sampled_from(cands), min_size=n_ins, unique=True)) if cands else []
+        )
         for r in inserted:
             w = 1 if kind == "set" else draw(weights(big, positive=True))
             change[r] = change.get(r, 0) + w
@@ -268,7 +274,9 @@ def _atoms(schema: pl.Schema) -> list[st.SearchStrategy[Expr]]:
         if t == pl.Boolean():
             out.append(st.just(x))
         elif t.is_numeric():
-            out.append(st.builds(_compare, st.just(x), st.sampled_from(["gt", "le", "eq", "ne"]), values_of(t)))
+            out.append(
+                st.builds(_compare, st.just(x), st.sampled_from(["gt", "le", "eq", "ne"]), values_of(t))
+            )
         else:
             out.append(st.builds(_compare, st.just(x), st.just("eq"), values_of(t)))
     return out
@@ -313,8 +321,9 @@ def _column_exprs(schema: pl.Schema) -> st.SearchStrategy[Expr]:
 
 
 @st.composite
-def map_columns(draw: st.DrawFn, schema: pl.Schema, min_cols: int = 1, max_cols: int = 3,
-                prefix: str = "o") -> list[tuple[str, Expr]]:
+def map_columns(
+    draw: st.DrawFn, schema: pl.Schema, min_cols: int = 1, max_cols: int = 3, prefix: str = "o"
+) -> list[tuple[str, Expr]]:
     """A map's output columns [(name, expr)]: projections of input columns and simple computed columns.
 
     Integer arithmetic stays within int64 for the values `values_of` draws (|x| <= 2**62)."""
@@ -323,6 +332,20 @@ def map_columns(draw: st.DrawFn, schema: pl.Schema, min_cols: int = 1, max_cols:
 
 
 __all__ = [
-    "BIG_WEIGHTS", "DTYPES", "KEY_DOMAINS", "SMALL_WEIGHTS", "TableSpec", "change_streams", "join_specs", "map_columns",
-    "predicates", "row_pools", "rows", "streams", "table_specs", "values_of", "weights", "zsets",
+    "BIG_WEIGHTS",
+    "DTYPES",
+    "KEY_DOMAINS",
+    "SMALL_WEIGHTS",
+    "TableSpec",
+    "change_streams",
+    "join_specs",
+    "map_columns",
+    "predicates",
+    "row_pools",
+    "rows",
+    "streams",
+    "table_specs",
+    "values_of",
+    "weights",
+    "zsets",
 ]

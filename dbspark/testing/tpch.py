@@ -33,31 +33,88 @@ import polars as pl
 D = "DECIMAL(15,2)"
 COLUMNS: dict[str, list[tuple[str, str]]] = {
     "region": [("r_regionkey", "BIGINT"), ("r_name", "VARCHAR"), ("r_comment", "VARCHAR")],
-    "nation": [("n_nationkey", "BIGINT"), ("n_name", "VARCHAR"), ("n_regionkey", "BIGINT"),
-               ("n_comment", "VARCHAR")],
-    "part": [("p_partkey", "BIGINT"), ("p_name", "VARCHAR"), ("p_mfgr", "VARCHAR"), ("p_brand", "VARCHAR"),
-             ("p_type", "VARCHAR"), ("p_size", "BIGINT"), ("p_container", "VARCHAR"), ("p_retailprice", D),
-             ("p_comment", "VARCHAR")],
-    "supplier": [("s_suppkey", "BIGINT"), ("s_name", "VARCHAR"), ("s_address", "VARCHAR"),
-                 ("s_nationkey", "BIGINT"), ("s_phone", "VARCHAR"), ("s_acctbal", D), ("s_comment", "VARCHAR")],
-    "partsupp": [("ps_partkey", "BIGINT"), ("ps_suppkey", "BIGINT"), ("ps_availqty", "BIGINT"),
-                 ("ps_supplycost", D), ("ps_comment", "VARCHAR")],
-    "customer": [("c_custkey", "BIGINT"), ("c_name", "VARCHAR"), ("c_address", "VARCHAR"),
-                 ("c_nationkey", "BIGINT"), ("c_phone", "VARCHAR"), ("c_acctbal", D),
-                 ("c_mktsegment", "VARCHAR"), ("c_comment", "VARCHAR")],
-    "orders": [("o_orderkey", "BIGINT"), ("o_custkey", "BIGINT"), ("o_orderstatus", "VARCHAR"),
-               ("o_totalprice", D), ("o_orderdate", "DATE"), ("o_orderpriority", "VARCHAR"),
-               ("o_clerk", "VARCHAR"), ("o_shippriority", "BIGINT"), ("o_comment", "VARCHAR")],
-    "lineitem": [("l_orderkey", "BIGINT"), ("l_partkey", "BIGINT"), ("l_suppkey", "BIGINT"),
-                 ("l_linenumber", "BIGINT"), ("l_quantity", D), ("l_extendedprice", D), ("l_discount", D),
-                 ("l_tax", D), ("l_returnflag", "VARCHAR"), ("l_linestatus", "VARCHAR"),
-                 ("l_shipdate", "DATE"), ("l_commitdate", "DATE"), ("l_receiptdate", "DATE"),
-                 ("l_shipinstruct", "VARCHAR"), ("l_shipmode", "VARCHAR"), ("l_comment", "VARCHAR")],
+    "nation": [
+        ("n_nationkey", "BIGINT"),
+        ("n_name", "VARCHAR"),
+        ("n_regionkey", "BIGINT"),
+        ("n_comment", "VARCHAR"),
+    ],
+    "part": [
+        ("p_partkey", "BIGINT"),
+        ("p_name", "VARCHAR"),
+        ("p_mfgr", "VARCHAR"),
+        ("p_brand", "VARCHAR"),
+        ("p_type", "VARCHAR"),
+        ("p_size", "BIGINT"),
+        ("p_container", "VARCHAR"),
+        ("p_retailprice", D),
+        ("p_comment", "VARCHAR"),
+    ],
+    "supplier": [
+        ("s_suppkey", "BIGINT"),
+        ("s_name", "VARCHAR"),
+        ("s_address", "VARCHAR"),
+        ("s_nationkey", "BIGINT"),
+        ("s_phone", "VARCHAR"),
+        ("s_acctbal", D),
+        ("s_comment", "VARCHAR"),
+    ],
+    "partsupp": [
+        ("ps_partkey", "BIGINT"),
+        ("ps_suppkey", "BIGINT"),
+        ("ps_availqty", "BIGINT"),
+        ("ps_supplycost", D),
+        ("ps_comment", "VARCHAR"),
+    ],
+    "customer": [
+        ("c_custkey", "BIGINT"),
+        ("c_name", "VARCHAR"),
+        ("c_address", "VARCHAR"),
+        ("c_nationkey", "BIGINT"),
+        ("c_phone", "VARCHAR"),
+        ("c_acctbal", D),
+        ("c_mktsegment", "VARCHAR"),
+        ("c_comment", "VARCHAR"),
+    ],
+    "orders": [
+        ("o_orderkey", "BIGINT"),
+        ("o_custkey", "BIGINT"),
+        ("o_orderstatus", "VARCHAR"),
+        ("o_totalprice", D),
+        ("o_orderdate", "DATE"),
+        ("o_orderpriority", "VARCHAR"),
+        ("o_clerk", "VARCHAR"),
+        ("o_shippriority", "BIGINT"),
+        ("o_comment", "VARCHAR"),
+    ],
+    "lineitem": [
+        ("l_orderkey", "BIGINT"),
+        ("l_partkey", "BIGINT"),
+        ("l_suppkey", "BIGINT"),
+        ("l_linenumber", "BIGINT"),
+        ("l_quantity", D),
+        ("l_extendedprice", D),
+        ("l_discount", D),
+        ("l_tax", D),
+        ("l_returnflag", "VARCHAR"),
+        ("l_linestatus", "VARCHAR"),
+        ("l_shipdate", "DATE"),
+        ("l_commitdate", "DATE"),
+        ("l_receiptdate", "DATE"),
+        ("l_shipinstruct", "VARCHAR"),
+        ("l_shipmode", "VARCHAR"),
+        ("l_comment", "VARCHAR"),
+    ],
 }
 PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
-    "region": ("r_regionkey",), "nation": ("n_nationkey",), "part": ("p_partkey",),
-    "supplier": ("s_suppkey",), "partsupp": ("ps_partkey", "ps_suppkey"), "customer": ("c_custkey",),
-    "orders": ("o_orderkey",), "lineitem": ("l_orderkey", "l_linenumber"),
+    "region": ("r_regionkey",),
+    "nation": ("n_nationkey",),
+    "part": ("p_partkey",),
+    "supplier": ("s_suppkey",),
+    "partsupp": ("ps_partkey", "ps_suppkey"),
+    "customer": ("c_custkey",),
+    "orders": ("o_orderkey",),
+    "lineitem": ("l_orderkey", "l_linenumber"),
 }
 TABLES = tuple(COLUMNS)
 _PL = {"BIGINT": pl.Int64(), "VARCHAR": pl.String(), "DATE": pl.Date(), D: pl.Decimal(15, 2)}
@@ -85,7 +142,8 @@ def extension_path() -> str:
 
     root = Path(duckdb_extension_tpch.__file__).parent / "extensions"
     files = sorted(root.glob(f"v{duckdb.__version__}/*.duckdb_extension")) or sorted(
-        root.glob("**/tpch.duckdb_extension"))
+        root.glob("**/tpch.duckdb_extension")
+    )
     if not files:
         raise FileNotFoundError(f"no tpch.duckdb_extension under {root}; pip install duckdb-extension-tpch")
     return str(files[0])
@@ -125,7 +183,7 @@ def generate(sf: float) -> dict[str, pl.DataFrame]:
     out = {}
     for t in TABLES:
         df = con.execute(f"SELECT * FROM {t}").pl()  # type: ignore[attr-defined]
-        out[t] = df.cast(dict(schema(t)))
+        out[t] = df.cast(schema(t))
     con.close()  # type: ignore[attr-defined]
     return out
 
@@ -165,7 +223,9 @@ def new_order_keys(first: int, count: int, max_index: int) -> np.ndarray:
     c = np.arange(first, first + count, dtype=np.int64)
     s = 1 + c // max_index
     if count and s.max() > 3:
-        raise ValueError(f"the unused order key space holds {3 * max_index} new orders; {first + count} asked")
+        raise ValueError(
+            f"the unused order key space holds {3 * max_index} new orders; {first + count} asked"
+        )
     i = 1 + c % max_index
     return ((i >> 3) << 5) | (s << 3) | (i & 7)
 
@@ -188,9 +248,13 @@ def hot_pairs(data: dict[str, pl.DataFrame]) -> list[np.ndarray]:
     per case: Q8 (ECONOMY ANODIZED STEEL parts, Brazilian suppliers), Q17 (Brand#23 MED BOX), Q19's three
     brand / container / size cases, Q20 ('forest' parts, Canadian suppliers), Q9 ('green' parts), Q21
     (Saudi suppliers). A skewed refresh draws half of its lineitems from them, a case chosen uniformly."""
-    ps = data["partsupp"].with_row_index("__i").join(data["part"], left_on="ps_partkey", right_on="p_partkey").join(
-        data["supplier"], left_on="ps_suppkey", right_on="s_suppkey").join(
-        data["nation"], left_on="s_nationkey", right_on="n_nationkey")
+    ps = (
+        data["partsupp"]
+        .with_row_index("__i")
+        .join(data["part"], left_on="ps_partkey", right_on="p_partkey")
+        .join(data["supplier"], left_on="ps_suppkey", right_on="s_suppkey")
+        .join(data["nation"], left_on="s_nationkey", right_on="n_nationkey")
+    )
     c, b, z, nat = pl.col("p_container"), pl.col("p_brand"), pl.col("p_size"), pl.col("n_name")
     cases = [
         (pl.col("p_type") == "ECONOMY ANODIZED STEEL") & (nat == "BRAZIL"),
@@ -206,8 +270,9 @@ def hot_pairs(data: dict[str, pl.DataFrame]) -> list[np.ndarray]:
     return [x for x in out if len(x)]
 
 
-def _rf1(data: dict[str, pl.DataFrame], keys: np.ndarray, rng: np.random.Generator,
-         skew: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _rf1(
+    data: dict[str, pl.DataFrame], keys: np.ndarray, rng: np.random.Generator, skew: bool = False
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     n = len(keys)
     n_cust = data["customer"].height
     n_supp = data["supplier"].height
@@ -238,8 +303,9 @@ def _rf1(data: dict[str, pl.DataFrame], keys: np.ndarray, rng: np.random.Generat
         hot = rng.random(m) < 0.5
         partkey = np.where(hot, pairs["ps_partkey"].to_numpy(), partkey)
         suppkey = np.where(hot, pairs["ps_suppkey"].to_numpy(), suppkey)
-        qty = np.where(big[o_of_line], rng.integers(44, 51, m),
-                       np.where(rng.random(m) < 0.2, rng.integers(1, 5, m), qty))  # Q17: small quantities
+        qty = np.where(
+            big[o_of_line], rng.integers(44, 51, m), np.where(rng.random(m) < 0.2, rng.integers(1, 5, m), qty)
+        )  # Q17: small quantities
     ext = qty * price_cents[partkey - 1]
     disc = rng.integers(0, 11, m)
     tax = rng.integers(0, 9, m)
@@ -255,25 +321,43 @@ def _rf1(data: dict[str, pl.DataFrame], keys: np.ndarray, rng: np.random.Generat
     ostatus = np.where(n_f == n_lines, "F", np.where(n_f == 0, "O", "P"))
     n_clerk = max(1, round(n_supp / 10))  # SF * 1000 clerks (SF * 10000 suppliers)
     clerk = pl.Series(rng.integers(1, n_clerk + 1, n)).cast(pl.String).str.zfill(9)
-    orders = pl.DataFrame({
-        "o_orderkey": keys, "o_custkey": cust, "o_orderstatus": ostatus, "o_totalprice": _dec(total),
-        "o_orderdate": pl.Series(odate, dtype=pl.Int32).cast(pl.Date),
-        "o_orderpriority": _pick(rng, PRIORITIES, n), "o_clerk": "Clerk#" + clerk,
-        "o_shippriority": np.zeros(n, dtype=np.int64), "o_comment": _pick(rng, data["orders"]["o_comment"], n),
-    })
-    lineitem = pl.DataFrame({
-        "l_orderkey": keys[o_of_line], "l_partkey": partkey, "l_suppkey": suppkey, "l_linenumber": linenumber,
-        "l_quantity": _dec(qty * 100), "l_extendedprice": _dec(ext), "l_discount": _dec(disc), "l_tax": _dec(tax),
-        "l_returnflag": rflag, "l_linestatus": lstatus,
-        "l_shipdate": pl.Series(ship, dtype=pl.Int32).cast(pl.Date),
-        "l_commitdate": pl.Series(commit, dtype=pl.Int32).cast(pl.Date),
-        "l_receiptdate": pl.Series(receipt, dtype=pl.Int32).cast(pl.Date),
-        "l_shipinstruct": _pick(rng, INSTRUCTIONS[:1] if skew else INSTRUCTIONS, m),
-        "l_shipmode": _pick(rng, MODES[:2] if skew else MODES, m),
-        "l_comment": _pick(rng, data["lineitem"]["l_comment"], m),
-    })
-    return (orders.cast(dict(schema("orders"))),  # type: ignore[arg-type]
-            lineitem.cast(dict(schema("lineitem"))))  # type: ignore[arg-type]
+    orders = pl.DataFrame(
+        {
+            "o_orderkey": keys,
+            "o_custkey": cust,
+            "o_orderstatus": ostatus,
+            "o_totalprice": _dec(total),
+            "o_orderdate": pl.Series(odate, dtype=pl.Int32).cast(pl.Date),
+            "o_orderpriority": _pick(rng, PRIORITIES, n),
+            "o_clerk": "Clerk#" + clerk,
+            "o_shippriority": np.zeros(n, dtype=np.int64),
+            "o_comment": _pick(rng, data["orders"]["o_comment"], n),
+        }
+    )
+    lineitem = pl.DataFrame(
+        {
+            "l_orderkey": keys[o_of_line],
+            "l_partkey": partkey,
+            "l_suppkey": suppkey,
+            "l_linenumber": linenumber,
+            "l_quantity": _dec(qty * 100),
+            "l_extendedprice": _dec(ext),
+            "l_discount": _dec(disc),
+            "l_tax": _dec(tax),
+            "l_returnflag": rflag,
+            "l_linestatus": lstatus,
+            "l_shipdate": pl.Series(ship, dtype=pl.Int32).cast(pl.Date),
+            "l_commitdate": pl.Series(commit, dtype=pl.Int32).cast(pl.Date),
+            "l_receiptdate": pl.Series(receipt, dtype=pl.Int32).cast(pl.Date),
+            "l_shipinstruct": _pick(rng, INSTRUCTIONS[:1] if skew else INSTRUCTIONS, m),
+            "l_shipmode": _pick(rng, MODES[:2] if skew else MODES, m),
+            "l_comment": _pick(rng, data["lineitem"]["l_comment"], m),
+        }
+    )
+    return (
+        orders.cast(schema("orders")),
+        lineitem.cast(schema("lineitem")),
+    )
 
 
 SEGMENTS = ("AUTOMOBILE", "BUILDING", "FURNITURE", "MACHINERY", "HOUSEHOLD")
@@ -285,6 +369,7 @@ def _updates(data: dict[str, pl.DataFrame], rng: np.random.Generator) -> dict[st
     'forest' parts; suppliers (one of them of a Q2 part) move to CANADA / BRAZIL / SAUDI ARABIA / FRANCE /
     GERMANY (Q20, Q8, Q21, Q2, Q7); customers get a new balance and segment (Q3, Q10, Q22); partsupp rows
     (half of them of Q2's parts) a new quantity and cost (Q2, Q11, Q16, Q20)."""
+
     def sample(t: str, n: int) -> pl.DataFrame:
         df = data[t]
         return df[np.sort(rng.choice(df.height, min(n, df.height), replace=False))]
@@ -293,24 +378,43 @@ def _updates(data: dict[str, pl.DataFrame], rng: np.random.Generator) -> dict[st
     part = part.with_columns(
         pl.Series("p_brand", ["Brand#23", "Brand#23"] + part["p_brand"].to_list()[2:]),
         pl.Series("p_container", ["MED BOX", "MED BOX"] + part["p_container"].to_list()[2:]),
-        pl.Series("p_type", part["p_type"].to_list()[:2] + ["ECONOMY ANODIZED STEEL"] * 2 + part["p_type"].to_list()[4:]),
-        pl.Series("p_name", part["p_name"].to_list()[:4] + ["forest " + x for x in part["p_name"].to_list()[4:]]))
+        pl.Series(
+            "p_type",
+            part["p_type"].to_list()[:2] + ["ECONOMY ANODIZED STEEL"] * 2 + part["p_type"].to_list()[4:],
+        ),
+        pl.Series(
+            "p_name", part["p_name"].to_list()[:4] + ["forest " + x for x in part["p_name"].to_list()[4:]]
+        ),
+    )
     q2 = data["part"].filter((pl.col("p_size") == 15) & pl.col("p_type").str.ends_with("BRASS"))["p_partkey"]
     ps2 = data["partsupp"].filter(pl.col("ps_partkey").is_in(q2.implode()))  # Q2's parts
-    nations = data["nation"].filter(pl.col("n_name").is_in(["CANADA", "BRAZIL", "SAUDI ARABIA", "FRANCE", "GERMANY"]))
-    q2_supp = data["supplier"].filter(pl.col("s_suppkey") == ps2["ps_suppkey"][int(rng.integers(0, ps2.height))])
+    nations = data["nation"].filter(
+        pl.col("n_name").is_in(["CANADA", "BRAZIL", "SAUDI ARABIA", "FRANCE", "GERMANY"])
+    )
+    q2_supp = data["supplier"].filter(
+        pl.col("s_suppkey") == ps2["ps_suppkey"][int(rng.integers(0, ps2.height))]
+    )
     supp = pl.concat([sample("supplier", 3), q2_supp]).unique("s_suppkey", maintain_order=True)
-    supp = supp.with_columns(pl.Series("s_nationkey", nations["n_nationkey"].to_numpy()[
-        rng.integers(0, nations.height, supp.height)]))
+    supp = supp.with_columns(
+        pl.Series(
+            "s_nationkey", nations["n_nationkey"].to_numpy()[rng.integers(0, nations.height, supp.height)]
+        )
+    )
     cust = sample("customer", 6).with_columns(
         _dec(rng.integers(-99_999, 1_000_000, 6)).cast(pl.Decimal(15, 2)).alias("c_acctbal"),
-        _pick(rng, SEGMENTS, 6).alias("c_mktsegment"))
-    ps = pl.concat([sample("partsupp", 6), ps2[rng.choice(ps2.height, min(6, ps2.height), replace=False)]]).unique(
-        ["ps_partkey", "ps_suppkey"], maintain_order=True)
-    ps = ps.with_columns(pl.Series("ps_availqty", rng.integers(1, 10_000, ps.height)),
-                         _dec(rng.integers(100, 100_001, ps.height)).cast(pl.Decimal(15, 2)).alias("ps_supplycost"))
-    return {t: df.cast(dict(schema(t))) for t, df in  # type: ignore[arg-type]
-            {"part": part, "supplier": supp, "customer": cust, "partsupp": ps}.items()}
+        _pick(rng, SEGMENTS, 6).alias("c_mktsegment"),
+    )
+    ps = pl.concat(
+        [sample("partsupp", 6), ps2[rng.choice(ps2.height, min(6, ps2.height), replace=False)]]
+    ).unique(["ps_partkey", "ps_suppkey"], maintain_order=True)
+    ps = ps.with_columns(
+        pl.Series("ps_availqty", rng.integers(1, 10_000, ps.height)),
+        _dec(rng.integers(100, 100_001, ps.height)).cast(pl.Decimal(15, 2)).alias("ps_supplycost"),
+    )
+    return {
+        t: df.cast(schema(t))
+        for t, df in {"part": part, "supplier": supp, "customer": cust, "partsupp": ps}.items()
+    }
 
 
 def refresh_size(data: dict[str, pl.DataFrame]) -> int:
@@ -318,8 +422,9 @@ def refresh_size(data: dict[str, pl.DataFrame]) -> int:
     return max(1, round(data["orders"].height / 1000))
 
 
-def refreshes(data: dict[str, pl.DataFrame], n: int, seed: int = 0, size: int | None = None,
-              skew: bool = False) -> list[Refresh]:
+def refreshes(
+    data: dict[str, pl.DataFrame], n: int, seed: int = 0, size: int | None = None, skew: bool = False
+) -> list[Refresh]:
     """`n` refresh pairs (RF1, RF2) over `data` (as returned by `generate`), deterministic by `seed`.
 
     Each RF1 inserts `size` (default SF*1500) new orders with 1-7 lineitems each; each RF2 deletes
@@ -348,7 +453,7 @@ def refreshes(data: dict[str, pl.DataFrame], n: int, seed: int = 0, size: int | 
     for r in range(n):
         keys = new_order_keys(r * k, k, max_index)
         o_ins, l_ins = _rf1(data, keys, rng, skew)
-        gone = pl.Series("o_orderkey", victims[r * k:(r + 1) * k])
+        gone = pl.Series("o_orderkey", victims[r * k : (r + 1) * k])
         o_del = orders.filter(pl.col("o_orderkey").is_in(gone.implode()))
         l_del = lineitem.filter(pl.col("l_orderkey").is_in(gone.implode()))
         out.append(Refresh(o_ins, l_ins, o_del, l_del, _updates(data, rng) if skew else {}))
@@ -371,9 +476,16 @@ def _err(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}\n" + "".join(traceback.format_exception(e)[-4:])
 
 
-def check_views(engine: str, views: list[str], data: dict[str, pl.DataFrame], refreshes_: list[Refresh],
-                spark: Any = None, label: str = "", sql: dict[str, str] | None = None,
-                isolate: bool = True) -> dict[str, str | None]:
+def check_views(
+    engine: str,
+    views: list[str],
+    data: dict[str, pl.DataFrame],
+    refreshes_: list[Refresh],
+    spark: Any = None,
+    label: str = "",
+    sql: dict[str, str] | None = None,
+    isolate: bool = True,
+) -> dict[str, str | None]:
     """Maintain `views` in one pipeline (`p.sql`): load the tables in one step, then one step per
     refresh; after each step compare every view with DuckDB (`SqlOracle`). Returns {view: None if it
     always agreed, else the first failure: rejected by the front end, a mismatch (rows shown), or an
@@ -451,16 +563,37 @@ def _watch_memory(limit_gib: float) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def check_views_isolated(views: list[str], sf: float, n_refresh: int, seed: int, size: int | None = None,
-                         max_rss_gib: float = 6.0, timeout_s: float = 1200, skew: bool = False) -> dict[str, str | None]:
+def check_views_isolated(
+    views: list[str],
+    sf: float,
+    n_refresh: int,
+    seed: int,
+    size: int | None = None,
+    max_rss_gib: float = 6.0,
+    timeout_s: float = 1200,
+    skew: bool = False,
+) -> dict[str, str | None]:
     """`check_views` on the local engine in a subprocess that stops itself above `max_rss_gib` (a view
     whose plan blows up must not take the machine down). If the subprocess dies, each view is re-run in
     a subprocess of its own, and a view that dies alone gets the reason."""
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "dbspark.testing.tpch", "--views", ",".join(views), "--sf", repr(sf),
-           "--refreshes", str(n_refresh), "--seed", str(seed), "--max-rss-gib", repr(max_rss_gib)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dbspark.testing.tpch",
+        "--views",
+        ",".join(views),
+        "--sf",
+        repr(sf),
+        "--refreshes",
+        str(n_refresh),
+        "--seed",
+        str(seed),
+        "--max-rss-gib",
+        repr(max_rss_gib),
+    ]
     if size is not None:
         cmd += ["--size", str(size)]
     if skew:
@@ -469,8 +602,11 @@ def check_views_isolated(views: list[str], sf: float, n_refresh: int, seed: int,
         cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         last = cp.stdout.strip().splitlines()[-1:] or ["{}"]
         out = json.loads(last[0])
-        why = (f"more than {max_rss_gib} GiB of memory" if "memory_limit_gib" in out else
-               f"exit code {cp.returncode}: {cp.stderr[-2000:]}")
+        why = (
+            f"more than {max_rss_gib} GiB of memory"
+            if "memory_limit_gib" in out
+            else f"exit code {cp.returncode}: {cp.stderr[-2000:]}"
+        )
     except subprocess.TimeoutExpired:
         out, why = {}, f"more than {timeout_s:.0f} s"
     except json.JSONDecodeError:
@@ -504,8 +640,13 @@ def main(argv: list[str] | None = None) -> int:
         _watch_memory(a.max_rss_gib)
     data = generate(a.sf)
     rs = refreshes(data, a.refreshes, a.seed, a.size, a.skew)
-    res = check_views("local", a.views.split(","), data, rs,
-                      label=f"SF {a.sf:g}, local{', skewed refreshes' if a.skew else ''}")
+    res = check_views(
+        "local",
+        a.views.split(","),
+        data,
+        rs,
+        label=f"SF {a.sf:g}, local{', skewed refreshes' if a.skew else ''}",
+    )
     print(json.dumps({"results": res}), flush=True)
     return 0
 

@@ -131,7 +131,9 @@ def _in_sorted(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return sorted_set[np.minimum(pos, len(sorted_set) - 1)] == x
 
 
-def merge_runs(a: pl.DataFrame, b: pl.DataFrame, data_cols: Sequence[str], sums: Sequence[str]) -> pl.DataFrame:
+def merge_runs(
+    a: pl.DataFrame, b: pl.DataFrame, data_cols: Sequence[str], sums: Sequence[str]
+) -> pl.DataFrame:
     """Merge two sorted consolidated runs (same columns, `__h` last) into one sorted consolidated run.
 
     Rows whose hash is in one input only pass through in order; the rows of hashes in both are

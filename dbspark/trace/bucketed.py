@@ -118,17 +118,23 @@ class BucketLayout:
         if not self.sum_types:
             object.__setattr__(self, "sum_types", tuple(pl.Int64() for _ in self.sums))
         if len(self.sum_types) != len(self.sums):
-            raise ValueError(f"state {self.name!r}: {len(self.sums)} sums but {len(self.sum_types)} sum types")
+            raise ValueError(
+                f"state {self.name!r}: {len(self.sums)} sums but {len(self.sum_types)} sum types"
+            )
         for k in self.keys:
             if k not in self.schema:
-                raise ValueError(f"state {self.name!r}: key column {k!r} is not in its schema {list(self.schema)}")
+                raise ValueError(
+                    f"state {self.name!r}: key column {k!r} is not in its schema {list(self.schema)}"
+                )
         for c in (*self.schema, *self.sums):
             if c == HASH or (c in self.sums and c in self.schema):
                 raise ValueError(f"state {self.name!r}: column {c!r} is reserved or both data and sum")
         for c, t in self.schema.items():
             if isinstance(t, pl.Categorical):
-                raise TypeError(f"state {self.name!r}: column {c!r} is Categorical, whose files would depend "
-                                "on the process's categories; store it as String")
+                raise TypeError(
+                    f"state {self.name!r}: column {c!r} is Categorical, whose files would depend "
+                    "on the process's categories; store it as String"
+                )
         if not 0 < self.n_buckets < (1 << 31):
             raise ValueError(f"state {self.name!r}: bucket count {self.n_buckets} out of range")
 
@@ -191,8 +197,10 @@ class BucketLayout:
         df = df[order]
         starts = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
         ends = np.append(starts[1:], len(bs))
-        return {int(bs[s]): sort_run(df.slice(int(s), int(e - s)), self.data_cols)
-                for s, e in zip(starts, ends, strict=True)}
+        return {
+            int(bs[s]): sort_run(df.slice(int(s), int(e - s)), self.data_cols)
+            for s, e in zip(starts, ends, strict=True)
+        }
 
     # ---- writing --------------------------------------------------------------------------------
     def _read(self, rel: str | None) -> pl.DataFrame:
@@ -222,8 +230,10 @@ class BucketLayout:
 
         A bucket whose part of the change consolidates to nothing is not touched. An entry may come
         back empty (the bucket's rows all cancelled): `updated` drops it from the version."""
-        return {b: self.apply_bucket(files.get(b, EMPTY), part, b, step)
-                for b, part in self._hashed_parts(change).items()}
+        return {
+            b: self.apply_bucket(files.get(b, EMPTY), part, b, step)
+            for b, part in self._hashed_parts(change).items()
+        }
 
     def apply_partition(self, files: BucketFiles, change: pl.DataFrame, step: int) -> pl.DataFrame:
         """`apply` for a worker holding several buckets' change, with the new entries as a frame (what a
@@ -237,8 +247,14 @@ class BucketLayout:
         missing = [k for k in self.keys if k not in probe.columns]
         if missing:
             raise ValueError(f"state {self.name!r}: probe lacks key columns {missing}")
-        return probe.select([pl.col(k) if probe.schema[k] == self.schema[k]
-                             else pl.col(k).cast(self.schema[k], strict=False) for k in self.keys])
+        return probe.select(
+            [
+                pl.col(k)
+                if probe.schema[k] == self.schema[k]
+                else pl.col(k).cast(self.schema[k], strict=False)
+                for k in self.keys
+            ]
+        )
 
     def seek(self, files: BucketFiles, probe: pl.DataFrame, exact: bool = True) -> pl.DataFrame:
         """The consolidated rows (with their sums) whose key equals a key of `probe`.
@@ -311,17 +327,30 @@ class BucketLayout:
 def entries_frame(entries: Mapping[int, BucketEntry]) -> pl.DataFrame:
     """Entries as a frame (bucket, base, mid, base_rows, mid_rows): what a worker task emits."""
     items = sorted(entries.items())
-    return pl.DataFrame({
-        "bucket": [b for b, _ in items], "base": [e.base for _, e in items], "mid": [e.mid for _, e in items],
-        "base_rows": [e.base_rows for _, e in items], "mid_rows": [e.mid_rows for _, e in items],
-    }, schema={"bucket": pl.Int32, "base": pl.String, "mid": pl.String, "base_rows": pl.Int64,
-               "mid_rows": pl.Int64})
+    return pl.DataFrame(
+        {
+            "bucket": [b for b, _ in items],
+            "base": [e.base for _, e in items],
+            "mid": [e.mid for _, e in items],
+            "base_rows": [e.base_rows for _, e in items],
+            "mid_rows": [e.mid_rows for _, e in items],
+        },
+        schema={
+            "bucket": pl.Int32,
+            "base": pl.String,
+            "mid": pl.String,
+            "base_rows": pl.Int64,
+            "mid_rows": pl.Int64,
+        },
+    )
 
 
 def entries_from_frame(df: pl.DataFrame) -> dict[int, BucketEntry]:
     """The inverse of `entries_frame` (the driver collecting its tasks' results)."""
-    return {int(r[0]): BucketEntry(r[1], r[2], int(r[3]), int(r[4]))
-            for r in df.select(["bucket", "base", "mid", "base_rows", "mid_rows"]).iter_rows()}
+    return {
+        int(r[0]): BucketEntry(r[1], r[2], int(r[3]), int(r[4]))
+        for r in df.select(["bucket", "base", "mid", "base_rows", "mid_rows"]).iter_rows()
+    }
 
 
 @dataclass(frozen=True)
@@ -372,11 +401,16 @@ class BucketedTrace:
 
     # ---- checkpoint: JSON-able data -----------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
-        return {"name": self.layout.name, "n_buckets": self.layout.n_buckets,
-                "files": {str(b): e.to_json() for b, e in sorted(self.files.items())}}
+        return {
+            "name": self.layout.name,
+            "n_buckets": self.layout.n_buckets,
+            "files": {str(b): e.to_json() for b, e in sorted(self.files.items())},
+        }
 
     def restore(self, state: Mapping[str, Any]) -> None:
         if state.get("n_buckets") != self.layout.n_buckets:
-            raise ValueError(f"state {self.layout.name!r}: checkpoint has {state.get('n_buckets')} buckets, "
-                             f"the layout {self.layout.n_buckets}")
+            raise ValueError(
+                f"state {self.layout.name!r}: checkpoint has {state.get('n_buckets')} buckets, "
+                f"the layout {self.layout.n_buckets}"
+            )
         self.files = {int(b): BucketEntry.from_json(v) for b, v in state["files"].items()}

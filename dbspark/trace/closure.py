@@ -127,11 +127,13 @@ class ClosureState:
             self.ids = pl.concat([self.ids, new])
             self.values = pl.concat([self.values, new[_VAL]])
         ids = self.ids
-        u = d.select(self.src).join(ids, left_on=self.src, right_on=_VAL, how="left", maintain_order="left")[_ID]
-        w = d.select(self.dst).join(ids, left_on=self.dst, right_on=_VAL, how="left", maintain_order="left")[_ID]
-        return pl.DataFrame(
-            {"__a": u.fill_null(NULL_OUT), "__b": w.fill_null(NULL_IN), WEIGHT: d[WEIGHT]}
-        )
+        u = d.select(self.src).join(ids, left_on=self.src, right_on=_VAL, how="left", maintain_order="left")[
+            _ID
+        ]
+        w = d.select(self.dst).join(ids, left_on=self.dst, right_on=_VAL, how="left", maintain_order="left")[
+            _ID
+        ]
+        return pl.DataFrame({"__a": u.fill_null(NULL_OUT), "__b": w.fill_null(NULL_IN), WEIGHT: d[WEIGHT]})
 
     def _empty(self) -> pl.DataFrame:
         return pl.DataFrame(schema={self.src: self.dtype, self.dst: self.dtype, WEIGHT: pl.Int64})

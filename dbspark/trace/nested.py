@@ -84,7 +84,9 @@ class NestedTrace:
             self.current = saved_cur
 
         undo.append(restore)
-        frames = [c.with_columns(pl.lit(t1, pl.Int32).alias(ITER)) for t1, c in enumerate(self.current) if c.height]
+        frames = [
+            c.with_columns(pl.lit(t1, pl.Int32).alias(ITER)) for t1, c in enumerate(self.current) if c.height
+        ]
         if frames:
             change = pl.concat(frames, how="vertical").select(list(self.cols.schema))
             self.cols.insert(consolidate_frame(change, [WEIGHT]), consolidated=True)

@@ -64,8 +64,11 @@ def consolidate_frame(df: pl.DataFrame, weight_cols: Sequence[str]) -> pl.DataFr
     if df.height == 0:
         return df
     if WEIGHT in weight_cols and data_cols:
-        return weight_sum_checked(df, data_cols, [c for c in weight_cols if c != WEIGHT]).filter(
-            _nonzero(weight_cols)).select(df.columns)
+        return (
+            weight_sum_checked(df, data_cols, [c for c in weight_cols if c != WEIGHT])
+            .filter(_nonzero(weight_cols))
+            .select(df.columns)
+        )
     if not data_cols:
         out = df.select([pl.col(c).sum() for c in weight_cols])
     else:
@@ -189,8 +192,13 @@ class TraceSnapshot:
         NULL instead of raising; no stored key can equal it anyway (callers joining on the keys afterwards
         drop the NULL-key rows such a probe may find)."""
         return probe_keys.select(
-            [pl.col(k).cast(self.schema[k], strict=False) if probe_keys.schema[k] != self.schema[k] else pl.col(k)
-             for k in self.keys])
+            [
+                pl.col(k).cast(self.schema[k], strict=False)
+                if probe_keys.schema[k] != self.schema[k]
+                else pl.col(k)
+                for k in self.keys
+            ]
+        )
 
     def seek_hashes(self, probe: np.ndarray) -> pl.DataFrame:
         """Every stored entry whose key hash is in `probe` (sorted, unique): may include collisions."""
@@ -219,13 +227,19 @@ class TraceSnapshot:
         """All stored entries, not consolidated across batches (enough for a bilinear operator)."""
         if not self.batches:
             return self.empty_frame()
-        return pl.concat([b.df for b in self.batches], how="vertical") if len(self.batches) > 1 else self.batches[0].df
+        return (
+            pl.concat([b.df for b in self.batches], how="vertical")
+            if len(self.batches) > 1
+            else self.batches[0].df
+        )
 
 
 class Spine:
     """A mutable trace: append consolidated batches, merge geometrically, hand out snapshots."""
 
-    def __init__(self, keys: Sequence[str], schema: pl.Schema, weight_cols: Sequence[str] = (WEIGHT,)) -> None:
+    def __init__(
+        self, keys: Sequence[str], schema: pl.Schema, weight_cols: Sequence[str] = (WEIGHT,)
+    ) -> None:
         self.keys = tuple(keys)
         self.schema = schema
         self.weight_cols = tuple(weight_cols)

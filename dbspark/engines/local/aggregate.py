@@ -71,7 +71,9 @@ def _check_int_sums(acc: pl.DataFrame, spec: AggSpec) -> None:
             s = acc[f"__s{i}"]
             if not (-INT64_MAX - 1 <= s.min() and s.max() <= INT64_MAX):  # type: ignore[operator]
                 bad = s.filter((s > INT64_MAX) | (s < -INT64_MAX - 1))[0]
-                raise WeightError(f"aggregate {c.name!r}: SUM({c.arg}) = {bad} does not fit in a 64-bit integer")
+                raise WeightError(
+                    f"aggregate {c.name!r}: SUM({c.arg}) = {bad} does not fit in a 64-bit integer"
+                )
 
 
 def _finalize(acc: pl.DataFrame, spec: AggSpec) -> list[pl.Expr]:
@@ -139,8 +141,11 @@ def aggregate_full(z: ZSet, spec: AggSpec) -> ZSet:
         if c.kind == "linear":
             continue
         vals = _nonlinear_full(df, keys, c, spec)
-        out = out.join(vals, on=keys, how="left", nulls_equal=True) if vals.height else out.with_columns(
-            pl.lit(None, result_dtype(c, spec.input_schema)).alias(c.name))
+        out = (
+            out.join(vals, on=keys, how="left", nulls_equal=True)
+            if vals.height
+            else out.with_columns(pl.lit(None, result_dtype(c, spec.input_schema)).alias(c.name))
+        )
     out = out.select([*_keys(spec), *[c.name for c in spec.calls]])
     if not spec.by:
         out = out.drop(G)
@@ -158,8 +163,13 @@ def _nonlinear_full(df: pl.DataFrame, keys: list[str], c: AggCall, spec: AggSpec
     t = result_dtype(c, spec.input_schema)
     assert c.arg is not None
     x = "__x"  # the argument under a name of its own: it may also be a GROUP BY column
-    v = df.filter(pl.col(c.arg).is_not_null()).with_columns(pl.col(c.arg).alias(x)).group_by([*keys, x]).agg(
-        pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
+    v = (
+        df.filter(pl.col(c.arg).is_not_null())
+        .with_columns(pl.col(c.arg).alias(x))
+        .group_by([*keys, x])
+        .agg(pl.col(WEIGHT).sum())
+        .filter(pl.col(WEIGHT) != 0)
+    )
     if (v[WEIGHT] < 0).any():
         raise NegativeStateError(f"aggregate {c.name!r} over a Z-set with negative weights")
     if isinstance(c.func, UserAggregate):
@@ -176,8 +186,9 @@ def _nonlinear_full(df: pl.DataFrame, keys: list[str], c: AggCall, spec: AggSpec
         v = v.sort([*keys, WEIGHT, x], descending=[False] * len(keys) + [True, False], nulls_last=True)
         return v.group_by(keys, maintain_order=True).agg(pl.col(x).first().cast(t).alias(c.name))
     else:  # median over weighted values: the value at positions (n-1)//2 and n//2
-        v = v.sort([*keys, x]).with_columns(pl.col(WEIGHT).cum_sum().over(keys).alias("__cum"),
-                                            pl.col(WEIGHT).sum().over(keys).alias("__n"))
+        v = v.sort([*keys, x]).with_columns(
+            pl.col(WEIGHT).cum_sum().over(keys).alias("__cum"), pl.col(WEIGHT).sum().over(keys).alias("__n")
+        )
         lo = pl.col(x).filter(pl.col("__cum") > (pl.col("__n") - 1) // 2).first()
         hi = pl.col(x).filter(pl.col("__cum") > pl.col("__n") // 2).first()
         mid = v.group_by(keys).agg(lo.alias("__lo"), hi.alias("__hi"), pl.col("__n").first())
@@ -194,7 +205,9 @@ class AggregateState:
         self.spec = spec
         keys = _keys(spec)
         probe = _with_key(pl.DataFrame(schema=spec.input_schema), spec)
-        acc_schema = probe.with_columns(pl.lit(0, pl.Int64).alias(WEIGHT)).group_by(keys).agg(_acc_exprs(spec)).schema
+        acc_schema = (
+            probe.with_columns(pl.lit(0, pl.Int64).alias(WEIGHT)).group_by(keys).agg(_acc_exprs(spec)).schema
+        )
         wcols = [c for c in acc_schema if c not in keys]
         self.acc = Spine(keys, acc_schema, wcols)
         self.groups: dict[tuple, list[Any]] = {}  # key -> per-call OrderedMultiset / user accumulator
@@ -219,7 +232,7 @@ class AggregateState:
         if (new[WEIGHT] < 0).any():
             bad = new.filter(pl.col(WEIGHT) < 0).row(0, named=True)
             raise NegativeStateError(
-                f"aggregate: group {({k: bad[k] for k in spec.by})} would have {bad[WEIGHT]} rows; "
+                f"aggregate: group { ({k: bad[k] for k in spec.by}) } would have {bad[WEIGHT]} rows; "
                 "a delete of rows that are not there"
             )
         if self.rows is not None:
@@ -267,8 +280,13 @@ class AggregateState:
         for i, c in self.nl:
             x = c.arg
             assert x is not None
-            ch = d.filter(pl.col(x).is_not_null()).select(*keys, pl.col(x).alias("__x"), WEIGHT).group_by(
-                [*keys, "__x"]).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)  # x may be a key too
+            ch = (
+                d.filter(pl.col(x).is_not_null())
+                .select(*keys, pl.col(x).alias("__x"), WEIGHT)
+                .group_by([*keys, "__x"])
+                .agg(pl.col(WEIGHT).sum())
+                .filter(pl.col(WEIGHT) != 0)
+            )  # x may be a key too
             by_group: dict[tuple, tuple[list, list]] = {}
             for row in ch.iter_rows():
                 g = row[: len(keys)]
@@ -312,7 +330,9 @@ class AggregateState:
             bad = next(((v, n) for v, n in counts.items() if n < 0), None)
             if bad is not None:
                 e = NegativeMultiplicityError(*bad)
-                raise NegativeStateError(f"aggregate {c.name!r}, group {g}: {e}; a delete of a value not there")
+                raise NegativeStateError(
+                    f"aggregate {c.name!r}, group {g}: {e}; a delete of a value not there"
+                )
             keys = sorted(v for v, n in counts.items() if n)
             new = OrderedMultiset.from_state(keys, [counts[v] for v in keys])
             undo.append(lambda: state.__setitem__(i, ms))
@@ -321,7 +341,9 @@ class AggregateState:
         try:
             ms.update(vs, ws)
         except NegativeMultiplicityError as e:
-            raise NegativeStateError(f"aggregate {c.name!r}, group {g}: {e}; a delete of a value not there") from None
+            raise NegativeStateError(
+                f"aggregate {c.name!r}, group {g}: {e}; a delete of a value not there"
+            ) from None
         undo.append(lambda: ms.update(vs, [-w for w in ws]))
         return ms
 
@@ -355,6 +377,6 @@ class AggregateState:
 def _add_acc(old: pl.DataFrame, dacc: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     wcols = [c for c in old.columns if c not in keys]
     j = old.join(dacc, on=keys, how="left", nulls_equal=True, suffix="__d")
-    return j.select([pl.col(k) for k in keys] + [
-        (pl.col(c) + pl.col(f"{c}__d").fill_null(0)).alias(c) for c in wcols])
-
+    return j.select(
+        [pl.col(k) for k in keys] + [(pl.col(c) + pl.col(f"{c}__d").fill_null(0)).alias(c) for c in wcols]
+    )

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from dbspark.engines.local.exprs import Compiler, Guard
 
 
-
 def parse_number(x: pl.Expr, s: int) -> tuple[pl.Expr, pl.Expr]:
     """(Int128 unscaled value at scale s rounded half away from zero, ok) of a numeric string."""
     m = x.str.extract_groups(NUM_RE)
@@ -124,8 +123,11 @@ def _body(x: pl.Expr, src: pl.DataType, to: pl.DataType) -> tuple[pl.Expr, pl.Ex
             return x.dt.strftime("%Y-%m-%d"), None
         if ks == "datetime":
             us = x.dt.microsecond()
-            frac = pl.when(us == 0).then(pl.lit("")).otherwise(
-                ("." + us.cast(pl.String).str.zfill(6)).str.strip_chars_end("0"))
+            frac = (
+                pl.when(us == 0)
+                .then(pl.lit(""))
+                .otherwise(("." + us.cast(pl.String).str.zfill(6)).str.strip_chars_end("0"))
+            )
             return x.dt.strftime("%Y-%m-%d %H:%M:%S") + frac, None
         if ks == "decimal" and fn.dec_of(src)[0] == fn.dec_of(src)[1]:  # DuckDB: DECIMAL(p,p) has no "0."
             return x.cast(pl.String).str.replace(r"^(-?)0\.", "$1."), None
@@ -161,4 +163,3 @@ def _parse_timestamp(x: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     h, mi, sec, us = (pl.when(ok).then(v).otherwise(0) for v in (h, mi, sec, us))
     v = pl.when(ok).then(pl.datetime(y, mo, d, h, mi, sec, us, time_unit="us"))
     return v, ~ok
-

@@ -35,11 +35,19 @@ _PY_BIN: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
     "mod": lambda a, b: a % b,
 }
 _CMP: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
-    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
 }
-INT_RANGE: dict[pl.DataType, tuple[int, int]] = {pl.Int8(): (-(2**7), 2**7 - 1), pl.Int16(): (-(2**15), 2**15 - 1),
-             pl.Int32(): (-(2**31), 2**31 - 1), pl.Int64(): (-(2**63), 2**63 - 1)}
+INT_RANGE: dict[pl.DataType, tuple[int, int]] = {
+    pl.Int8(): (-(2**7), 2**7 - 1),
+    pl.Int16(): (-(2**15), 2**15 - 1),
+    pl.Int32(): (-(2**31), 2**31 - 1),
+    pl.Int64(): (-(2**63), 2**63 - 1),
+}
 
 
 def to_polars(e: Expr, schema: pl.Schema | None = None) -> pl.Expr:
@@ -63,8 +71,9 @@ def _simple(x: pl.Expr) -> bool:
     return x.meta.is_column() or x.meta.is_literal()
 
 
-def checked(inputs: list[pl.Expr], build: Build, dtype: pl.DataType, guard: Guard = None,
-            message: str = "") -> pl.Expr:
+def checked(
+    inputs: list[pl.Expr], build: Build, dtype: pl.DataType, guard: Guard = None, message: str = ""
+) -> pl.Expr:
     """The value `build` computes from `inputs`, raising DataError(message) if its mask of faulty rows
     holds on any row the guard admits. `build` gets placeholders for the inputs and returns (value,
     bad or None); each input is evaluated once (a Polars UDF over whole batches), so expressions that
@@ -76,8 +85,13 @@ def checked(inputs: list[pl.Expr], build: Build, dtype: pl.DataType, guard: Guar
     return _on_batches(inputs, build, dtype, guard, message, 1)
 
 
-def exact(inputs: list[pl.Expr], build: Build, dtype: pl.DataType | None = None, guard: Guard = None,
-          message: str = "") -> pl.Expr:
+def exact(
+    inputs: list[pl.Expr],
+    build: Build,
+    dtype: pl.DataType | None = None,
+    guard: Guard = None,
+    message: str = "",
+) -> pl.Expr:
     """As `checked`, always on materialized columns (a batch's scalar inputs repeated to its length, and
     a one-row batch padded to two rows): `build`'s float operations then take Polars' element-by-element
     kernels, so a row's value does not depend on its batch (see the module's docstring). A constant
@@ -91,8 +105,9 @@ def fdiv(a: pl.Expr, b: pl.Expr) -> pl.Expr:
     return exact([a.cast(pl.Float64), b.cast(pl.Float64)], lambda x: (x[0] / x[1], None))
 
 
-def _on_batches(inputs: list[pl.Expr], build: Build, dtype: pl.DataType, guard: Guard, message: str,
-                least: int) -> pl.Expr:
+def _on_batches(
+    inputs: list[pl.Expr], build: Build, dtype: pl.DataType, guard: Guard, message: str, least: int
+) -> pl.Expr:
     names = [f"_{k}" for k in range(len(inputs))]
     value, bad = build([pl.col(n) for n in names])
     g = [] if bad is None or guard is None else [guard]
@@ -127,8 +142,12 @@ def _fmod(series: Sequence[pl.Series]) -> pl.Series:
 
 def _nonzero_lit(e: Expr) -> bool:
     """A literal number other than zero (Polars' float `+` / `-` with a scalar shortcut only zero)."""
-    return isinstance(e, Lit) and isinstance(e.value, int | float | decimal.Decimal) \
-        and not isinstance(e.value, bool) and e.value != 0
+    return (
+        isinstance(e, Lit)
+        and isinstance(e.value, int | float | decimal.Decimal)
+        and not isinstance(e.value, bool)
+        and e.value != 0
+    )
 
 
 def _py_fmod(x: list[pl.Expr]) -> tuple[pl.Expr, None]:
@@ -269,6 +288,7 @@ class Compiler:
             def add_days(x: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr]:
                 days = pl.duration(days=x[1].cast(pl.Int64))
                 return ((x[0] - days) if op == "sub" else (x[0] + days)), ~int_in_range(x[1], pl.Int32())
+
             # DuckDB adds an INTEGER number of days to a DATE
             return checked([d, n], add_days, pl.Date(), g, f"DATE {sym} integer: days out of INTEGER range")
         if op == "sql_div" or rt.is_float():
@@ -330,8 +350,13 @@ class Compiler:
                 big = (ua.cast(pl.Float64) * ub.cast(pl.Float64)).abs() >= 1e38
             return from_unscaled(u, p, s), ~dec_fits(u, p) | big
 
-        return checked([self.c(e.left, g), self.c(e.right, g)], build, rt, g,
-                       f"DECIMAL overflow in {sym!r} (result {fn.sql_name(rt)})")
+        return checked(
+            [self.c(e.left, g), self.c(e.right, g)],
+            build,
+            rt,
+            g,
+            f"DECIMAL overflow in {sym!r} (result {fn.sql_name(rt)})",
+        )
 
     def unary(self, e: Unary, g: Guard) -> pl.Expr:
         a = self.c(e.arg, g)
@@ -343,10 +368,12 @@ class Compiler:
             return a.is_not_null()
         t = self.t(e)
         if fn.is_int(t):
+
             def build(x: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr]:
                 w = x[0].cast(wide(t))
                 r = (pl.lit(0, dtype=wide(t)) - w) if e.op == "neg" else w.abs()
                 return r.cast(t, strict=False), ~int_in_range(r, t)
+
             what = "-" if e.op == "neg" else "abs"
             return checked([a], build, t, g, f"integer overflow in {what!r} ({fn.sql_name(t)})")
         return -a if e.op == "neg" else a.abs()

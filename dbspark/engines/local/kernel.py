@@ -66,8 +66,15 @@ class LocalKernel:
     def is_empty(self, a: Value) -> bool:
         return len(a) == 0 if isinstance(a, TraceSnapshot) else a.df.height == 0
 
-    def input_batch(self, rows: Any, schema: pl.Schema, weights: Any, where: str, not_null: Sequence[str] = (),
-                    key: Sequence[str] | None = None) -> ZSet:
+    def input_batch(
+        self,
+        rows: Any,
+        schema: pl.Schema,
+        weights: Any,
+        where: str,
+        not_null: Sequence[str] = (),
+        key: Sequence[str] | None = None,
+    ) -> ZSet:
         """Checked rows coerced to `schema`, with weights (a frame may carry its own `weight` column);
         see `convert.input_frame` for `not_null` and a primary `key`."""
         return ZSet(input_frame(rows, schema, weights, where, not_null, key))
@@ -85,8 +92,9 @@ class LocalKernel:
             self.check_input(trace, z, kind, where)
             self.trace_insert(trace, z, undo)
 
-    def keyed_change(self, trace: Spine, batches: Sequence[ZSet], key: Sequence[str], where: str,
-                     undo: list) -> ZSet:
+    def keyed_change(
+        self, trace: Spine, batches: Sequence[ZSet], key: Sequence[str], where: str, undo: list
+    ) -> ZSet:
         """One step's pushes to a table with a primary `key` (upserts and deletes by key, in push order)
         as a change of the table, added to its integral `trace` (`engines.local.keyed`)."""
         ops = pl.concat([b.df for b in batches], how="vertical").with_row_index(SEQ)
@@ -182,7 +190,9 @@ class LocalKernel:
         data = [c for c in left.columns if c != WEIGHT] + [d for _, d in right_out]
         return ZSet(j.select(data).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)))
 
-    def _empty_join(self, left: pl.DataFrame, right: pl.DataFrame, right_out: Sequence[tuple[str, str]]) -> ZSet:
+    def _empty_join(
+        self, left: pl.DataFrame, right: pl.DataFrame, right_out: Sequence[tuple[str, str]]
+    ) -> ZSet:
         schema = [(c, t) for c, t in left.schema.items() if c != WEIGHT]
         schema += [(d, right.schema[s]) for s, d in right_out]
         return ZSet.empty(pl.Schema(schema))
@@ -201,9 +211,13 @@ class LocalKernel:
         j = d.df.join(old, on=cols, how="left", nulls_equal=True).with_columns(pl.col("__i").fill_null(0))
         new = pl.col("__i") + pl.col(WEIGHT)
         out = j.with_columns(
-            pl.when((pl.col("__i") > 0) & (new <= 0)).then(-1)
-            .when((pl.col("__i") <= 0) & (new > 0)).then(1)
-            .otherwise(0).cast(pl.Int64).alias(WEIGHT)
+            pl.when((pl.col("__i") > 0) & (new <= 0))
+            .then(-1)
+            .when((pl.col("__i") <= 0) & (new > 0))
+            .then(1)
+            .otherwise(0)
+            .cast(pl.Int64)
+            .alias(WEIGHT)
         ).filter(pl.col(WEIGHT) != 0)
         return ZSet(out.select(d.df.columns), True)
 

@@ -26,8 +26,9 @@ from dbspark.trace.spine import TraceSnapshot, consolidate_frame
 SEQ = "__seq"
 
 
-def keyed_change(snapshot: TraceSnapshot, ops: pl.DataFrame, schema: pl.Schema, key: Sequence[str],
-                 where: str) -> pl.DataFrame:
+def keyed_change(
+    snapshot: TraceSnapshot, ops: pl.DataFrame, schema: pl.Schema, key: Sequence[str], where: str
+) -> pl.DataFrame:
     """The change (data columns and weight, consolidated) that the operations `ops` (rows with weights
     1 / -1 and their order in `SEQ`) make to a keyed table whose integral is `snapshot`.
 
@@ -37,12 +38,19 @@ def keyed_change(snapshot: TraceSnapshot, ops: pl.DataFrame, schema: pl.Schema, 
     cols = list(schema)
     old = snapshot.seek(ops.select(key).unique()).df.select(*cols, WEIGHT)
     had = old.select(key).unique().with_columns(pl.lit(True).alias("__had"))
-    s = ops.sort(SEQ).with_columns(
-        pl.col(WEIGHT).shift(1).over(key).alias("__prev"),
-        (pl.col(SEQ) == pl.col(SEQ).max().over(key)).alias("__last"),
-    ).join(had, on=key, how="left")
-    present = pl.when(pl.col("__prev").is_null()).then(pl.col("__had").fill_null(False)).otherwise(
-        pl.col("__prev") == 1)
+    s = (
+        ops.sort(SEQ)
+        .with_columns(
+            pl.col(WEIGHT).shift(1).over(key).alias("__prev"),
+            (pl.col(SEQ) == pl.col(SEQ).max().over(key)).alias("__last"),
+        )
+        .join(had, on=key, how="left")
+    )
+    present = (
+        pl.when(pl.col("__prev").is_null())
+        .then(pl.col("__had").fill_null(False))
+        .otherwise(pl.col("__prev") == 1)
+    )
     bad = s.filter((pl.col(WEIGHT) == -1) & ~present)
     if bad.height:
         r = bad.row(0, named=True)

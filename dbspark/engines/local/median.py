@@ -38,7 +38,7 @@ def median_expr(lo: pl.Expr, hi: pl.Expr, odd: pl.Expr, t: pl.DataType) -> pl.Ex
         else:
             units = (hugeint_to_double(ul) * 0.5 + hugeint_to_double(uh) * 0.5).cast(pl.Int128)
             top = pl.lit(10**p - 1, pl.Int128)  # DuckDB's double may round past the type's bounds (it
-            units = units.clip(-top, top)       # returns 1E20 for DECIMAL(20,0)'s largest value twice)
+            units = units.clip(-top, top)  # returns 1E20 for DECIMAL(20,0)'s largest value twice)
         unit = pl.lit(Decimal(1).scaleb(-s), pl.Decimal(38, s))
         mid = (units.cast(pl.Decimal(38, 0)) * unit).cast(rt)
     elif isinstance(rt, pl.Datetime):
@@ -64,7 +64,8 @@ def hugeint_to_double(u: pl.Expr) -> pl.Expr:
 
 def median_frame(lo: list, hi: list, n: list[int | None], t: pl.DataType, name: str) -> pl.Series:
     """`median_expr` over per-group lists (the incremental path's middle values; n None: an empty group)."""
-    df = pl.DataFrame({"lo": pl.Series(lo, dtype=t), "hi": pl.Series(hi, dtype=t),
-                       "n": pl.Series(n, dtype=pl.Int64)})
+    df = pl.DataFrame(
+        {"lo": pl.Series(lo, dtype=t), "hi": pl.Series(hi, dtype=t), "n": pl.Series(n, dtype=pl.Int64)}
+    )
     e = median_expr(pl.col("lo"), pl.col("hi"), pl.col("n") % 2 == 1, t)
     return df.select(pl.when(pl.col("n") > 0).then(e).alias(name))[name]

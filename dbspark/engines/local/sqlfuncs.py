@@ -29,6 +29,7 @@ def _impl(*names: str) -> Callable[[Impl], Impl]:
         for n in names:
             POLARS[n] = f
         return f
+
     return deco
 
 
@@ -64,8 +65,14 @@ def _nullif(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     st = fn.supertype2(comp.t(e.args[0]), comp.t(e.args[1]), "nullif")
     a, b = comp.c(e.args[0], g), comp.c(e.args[1], g)
     ta, tb = comp.t(e.args[0]), comp.t(e.args[1])
-    return checked([a, b], lambda x: (pl.when(comp.coerce(x[0], ta, st) == comp.coerce(x[1], tb, st))
-                                      .then(None).otherwise(x[0]), None), comp.t(e))
+    return checked(
+        [a, b],
+        lambda x: (
+            pl.when(comp.coerce(x[0], ta, st) == comp.coerce(x[1], tb, st)).then(None).otherwise(x[0]),
+            None,
+        ),
+        comp.t(e),
+    )
 
 
 @_impl("greatest", "least")
@@ -135,8 +142,12 @@ def _left(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
 @_impl("upper", "lower", "length", "reverse")
 def _simple(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     (s,) = _args(comp, e, g)
-    return {"upper": lambda: s.str.to_uppercase(), "lower": lambda: s.str.to_lowercase(),
-            "length": lambda: s.str.len_chars().cast(pl.Int64), "reverse": lambda: s.str.reverse()}[e.name]()
+    return {
+        "upper": lambda: s.str.to_uppercase(),
+        "lower": lambda: s.str.to_lowercase(),
+        "length": lambda: s.str.len_chars().cast(pl.Int64),
+        "reverse": lambda: s.str.reverse(),
+    }[e.name]()
 
 
 @_impl("trim", "ltrim", "rtrim")
@@ -148,8 +159,12 @@ def _trim(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
 
 
 def _as_strings(comp: Compiler, e: Func, g: Guard) -> list[pl.Expr]:
-    return [cast(comp, comp.c(a, g), comp.t(a), pl.String(), g) if comp.t(a) != fn.NULL
-            else pl.lit(None, dtype=pl.String) for a in e.args]
+    return [
+        cast(comp, comp.c(a, g), comp.t(a), pl.String(), g)
+        if comp.t(a) != fn.NULL
+        else pl.lit(None, dtype=pl.String)
+        for a in e.args
+    ]
 
 
 @_impl("concat")
@@ -219,6 +234,7 @@ def _round(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     if t == fn.NULL:
         return pl.lit(None)
     if t.is_float():  # DuckDB's RoundOperatorPrecision, operation for operation
+
         def build_f(c: list[pl.Expr]) -> tuple[pl.Expr, None]:
             v, m = c
             if n >= 0:
@@ -226,6 +242,7 @@ def _round(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
                 return pl.when(r.is_finite()).then(r).otherwise(v), None
             r = round_half_away(v / m) * m
             return pl.when(r.is_finite() | r.is_null()).then(r).otherwise(0.0), None
+
         return exact([x, pl.lit(float(10 ** abs(n)))], build_f)
     if n >= 0 and fn.is_int(t):
         return x
@@ -261,10 +278,20 @@ def _math(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     if e.name == "exp":
         return x.exp()
     if e.name == "sqrt":
-        return checked([x], lambda c: (c[0].sqrt(), c[0] < 0), pl.Float64(), g,
-                       "cannot take square root of a negative number")
-    return checked([x], lambda c: (c[0].log() if e.name == "ln" else c[0].log10(), c[0] <= 0), pl.Float64(), g,
-                   f"{e.name}: cannot take logarithm of zero or a negative number")
+        return checked(
+            [x],
+            lambda c: (c[0].sqrt(), c[0] < 0),
+            pl.Float64(),
+            g,
+            "cannot take square root of a negative number",
+        )
+    return checked(
+        [x],
+        lambda c: (c[0].log() if e.name == "ln" else c[0].log10(), c[0] <= 0),
+        pl.Float64(),
+        g,
+        f"{e.name}: cannot take logarithm of zero or a negative number",
+    )
 
 
 @_impl("power")
@@ -279,15 +306,32 @@ def _sign(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     x = comp.c(e.args[0], g)
     t = comp.t(e.args[0])
     if fn.is_dec(t):
-        return checked([x], lambda c: (pl.when(c[0] > 0).then(1).when(c[0] < 0).then(-1)
-                                       .when(c[0] == 0).then(0).cast(pl.Int8), None), pl.Int8())
-    return checked([x.cast(pl.Float64)], lambda c: (pl.when(c[0].is_nan()).then(0).otherwise(c[0].sign())
-                                                    .cast(pl.Int8), None), pl.Int8())
+        return checked(
+            [x],
+            lambda c: (
+                pl.when(c[0] > 0).then(1).when(c[0] < 0).then(-1).when(c[0] == 0).then(0).cast(pl.Int8),
+                None,
+            ),
+            pl.Int8(),
+        )
+    return checked(
+        [x.cast(pl.Float64)],
+        lambda c: (pl.when(c[0].is_nan()).then(0).otherwise(c[0].sign()).cast(pl.Int8), None),
+        pl.Int8(),
+    )
 
 
 # ---- dates ----------------------------------------------------------------------------------------------
-_TRUNC = {"year": "1y", "quarter": "1q", "month": "1mo", "week": "1w", "day": "1d", "hour": "1h",
-          "minute": "1m", "second": "1s"}
+_TRUNC = {
+    "year": "1y",
+    "quarter": "1q",
+    "month": "1mo",
+    "week": "1w",
+    "day": "1d",
+    "hour": "1h",
+    "minute": "1m",
+    "second": "1s",
+}
 
 
 def _datetime(comp: Compiler, a: Expr, g: Guard) -> pl.Expr:
@@ -300,10 +344,20 @@ def _extract(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     part = str(_lit(e, 0)).lower()
     x = _datetime(comp, e.args[1], g)
     dt = x.dt
-    f = {"year": dt.year, "quarter": dt.quarter, "month": dt.month, "day": dt.day,
-         "dayofweek": lambda: dt.weekday() % 7, "dow": lambda: dt.weekday() % 7,
-         "dayofyear": dt.ordinal_day, "doy": dt.ordinal_day, "week": dt.week, "hour": dt.hour,
-         "minute": dt.minute, "second": dt.second}
+    f = {
+        "year": dt.year,
+        "quarter": dt.quarter,
+        "month": dt.month,
+        "day": dt.day,
+        "dayofweek": lambda: dt.weekday() % 7,
+        "dow": lambda: dt.weekday() % 7,
+        "dayofyear": dt.ordinal_day,
+        "doy": dt.ordinal_day,
+        "week": dt.week,
+        "hour": dt.hour,
+        "minute": dt.minute,
+        "second": dt.second,
+    }
     if part == "epoch":
         return fdiv(dt.epoch("us"), pl.lit(1e6))
     return f[part]().cast(pl.Int64)

@@ -89,7 +89,8 @@ def _fields(spec: AggSpec, arg: str) -> tuple[str, ...]:
     for _, c in _array_calls(spec):
         if c.arg == arg:
             need |= {"min": {"mn"}, "max": {"mx"}, "mode": {"bx", "bw"}, "median": {"cum", "lo", "hi"}}.get(
-                c.func if isinstance(c.func, str) else "", set())
+                c.func if isinstance(c.func, str) else "", set()
+            )
     return tuple(f for f in _SCAN if f in need)
 
 
@@ -162,7 +163,9 @@ def _acc_sql(spec: AggSpec, w: str, s: str = "", arrays: bool = False) -> list[s
     if arrays:
         for j, arg in enumerate(_array_args(spec)):
             x = _q(arg)
-            entry = f"IF({x} IS NOT NULL AND {w} != 0, named_struct('x', {x}, 'w', CAST({w} AS bigint)), NULL)"
+            entry = (
+                f"IF({x} IS NOT NULL AND {w} != 0, named_struct('x', {x}, 'w', CAST({w} AS bigint)), NULL)"
+            )
             out.append(f"array_sort(collect_list({entry})) AS {_q(f'__a{j}{s}')}")
     return out
 
@@ -249,13 +252,28 @@ def _scan(arr: str, xt: str, n: str, fields: tuple[str, ...] = _SCAN) -> str:
     def struct(values: dict[str, str]) -> str:
         return "named_struct(" + ", ".join(f"'{k}', {values[k]}" for k in fields) + ")"
 
-    zero = struct({f: ("CAST(0 AS bigint)" if f in ("cw", "cum") else
-                       f"CAST(NULL AS {'bigint' if f in ('bw', 'badw') else xt})") for f in fields})
+    zero = struct(
+        {
+            f: (
+                "CAST(0 AS bigint)"
+                if f in ("cw", "cum")
+                else f"CAST(NULL AS {'bigint' if f in ('bw', 'badw') else xt})"
+            )
+            for f in fields
+        }
+    )
     ends = "(a.cx IS NOT NULL AND e.x != a.cx)"
     closed = close("a")
-    merge = struct({"cx": "e.x", "cw": f"IF({ends} OR a.cx IS NULL, e.w, a.cw + e.w)",
-                    **{f: f"IF({ends}, {closed[f]}, a.{f})" for f in fields[2:]}})
-    finish = struct({"cx": "a.cx", "cw": "a.cw", **{f: f"IF(a.cx IS NOT NULL, {closed[f]}, a.{f})" for f in fields[2:]}})
+    merge = struct(
+        {
+            "cx": "e.x",
+            "cw": f"IF({ends} OR a.cx IS NULL, e.w, a.cw + e.w)",
+            **{f: f"IF({ends}, {closed[f]}, a.{f})" for f in fields[2:]},
+        }
+    )
+    finish = struct(
+        {"cx": "a.cx", "cw": "a.cw", **{f: f"IF(a.cx IS NOT NULL, {closed[f]}, a.{f})" for f in fields[2:]}}
+    )
     return f"aggregate({_q(arr)}, {zero}, (a, e) -> {merge}, a -> {finish})"
 
 
@@ -286,12 +304,24 @@ def _ordered(spec: AggSpec, s: str, incremental: bool) -> tuple[list[Any], list[
         out = _q(f"__r{i}{s}")
         if isinstance(c.func, UserAggregate):
             col = F.col(arr)
-            cols.append(F.when(F.size(col) > 0, _user_value(c, t)(col)).cast(spark_type(t)).alias(f"__r{i}{s}"))
+            cols.append(
+                F.when(F.size(col) > 0, _user_value(c, t)(col)).cast(spark_type(t)).alias(f"__r{i}{s}")
+            )
             if incremental:
-                checks.append((f"{n} < 0", f"concat({_lit(f'aggregate {c.name!r}, group ')}, "
-                                           f"{_group_repr(spec, False)}, ': more values deleted than present')"))
+                checks.append(
+                    (
+                        f"{n} < 0",
+                        f"concat({_lit(f'aggregate {c.name!r}, group ')}, "
+                        f"{_group_repr(spec, False)}, ': more values deleted than present')",
+                    )
+                )
             else:
-                checks.append((f"{st}.badx IS NOT NULL", _lit(f"aggregate {c.name!r} over a Z-set with negative weights")))
+                checks.append(
+                    (
+                        f"{st}.badx IS NOT NULL",
+                        _lit(f"aggregate {c.name!r} over a Z-set with negative weights"),
+                    )
+                )
             continue
         if c.func == "min":
             v = f"{st}.mn"
@@ -303,9 +333,11 @@ def _ordered(spec: AggSpec, s: str, incremental: bool) -> tuple[list[Any], list[
             v = median_sql(f"{st}.lo", f"{st}.hi", n, xdt)
         cols.append(F.expr(f"CAST({v} AS {_t(t)}) AS {out}"))
         if incremental:
-            msg = (f"concat({_lit(f'aggregate {c.name!r}, group ')}, {_group_repr(spec, False)}, ': multiplicity of ', "
-                   f"{_repr_sql(f'{st}.badx', xdt)}, ' would become ', CAST({st}.badw AS string), "
-                   f"' (below zero); a delete of a value not there')")
+            msg = (
+                f"concat({_lit(f'aggregate {c.name!r}, group ')}, {_group_repr(spec, False)}, ': multiplicity of ', "
+                f"{_repr_sql(f'{st}.badx', xdt)}, ' would become ', CAST({st}.badw AS string), "
+                f"' (below zero); a delete of a value not there')"
+            )
         else:
             msg = _lit(f"aggregate {c.name!r} over a Z-set with negative weights")
         checks.append((f"{st}.badx IS NOT NULL", msg))
@@ -320,10 +352,28 @@ def _results(g: Any, spec: AggSpec, sides: Sequence[str], incremental: bool) -> 
     args = _array_args(spec)
     kept: list[str] = []
     if args:  # per group and argument: the total weight of its entries (the n of MEDIAN), then one scan
-        g = g.select("*", *[F.expr(f"aggregate({_q(f'__a{j}{s}')}, CAST(0 AS bigint), (a, e) -> a + e.w) "
-                                   f"AS {_q(f'__m{j}{s}')}") for s in sides for j in range(len(args))])
-        g = g.select("*", *[F.expr(_scan(f"__a{j}{s}", _t(spec.input_schema[a]), f"__m{j}{s}", _fields(spec, a))
-                                   + f" AS {_q(f'__st{j}{s}')}") for s in sides for j, a in enumerate(args)])
+        g = g.select(
+            "*",
+            *[
+                F.expr(
+                    f"aggregate({_q(f'__a{j}{s}')}, CAST(0 AS bigint), (a, e) -> a + e.w) "
+                    f"AS {_q(f'__m{j}{s}')}"
+                )
+                for s in sides
+                for j in range(len(args))
+            ],
+        )
+        g = g.select(
+            "*",
+            *[
+                F.expr(
+                    _scan(f"__a{j}{s}", _t(spec.input_schema[a]), f"__m{j}{s}", _fields(spec, a))
+                    + f" AS {_q(f'__st{j}{s}')}"
+                )
+                for s in sides
+                for j, a in enumerate(args)
+            ],
+        )
         kept = [f"__{p}{j}{s}" for s in sides for j in range(len(args)) for p in ("a", "m", "st")]
     cols: list[Any] = []
     checks: dict[str, list] = {}
@@ -354,7 +404,9 @@ def _emit(r: Any, spec: AggSpec, rows: Sequence[tuple[str, int, str]]) -> Any:
     for s, w, cond in rows:
         fields = [f"{_lit(k)}, {_q(k)}" for k in spec.by]
         fields += [f"{_lit(c.name)}, {_q(f'__r{i}{s}')}" for i, c in enumerate(spec.calls)]
-        structs.append(f"named_struct({', '.join(fields)}, {_lit(WEIGHT)}, CAST({w} AS bigint), '__e', {cond})")
+        structs.append(
+            f"named_struct({', '.join(fields)}, {_lit(WEIGHT)}, CAST({w} AS bigint), '__e', {cond})"
+        )
     out = r.select(F.expr(f"explode(filter(array({', '.join(structs)}), x -> x.__e)) AS __row"))
     return out.select(*[F.col("__row")[n].alias(n) for n in [*spec.by, *names, WEIGHT]])
 
@@ -363,9 +415,14 @@ def _dummy_group(df: Any, spec: AggSpec, weights: Sequence[str]) -> Any:
     """df plus a row of weight 0 in the global group, so that a global aggregate has a row even when
     there are no rows (SQL)."""
     F = _F()
-    row = df.sparkSession.range(1).select(*[
-        (F.lit(0).cast("byte") if n == G else F.lit(0).cast(t) if n in weights else F.lit(None).cast(t)).alias(n)
-        for n, t in ((f.name, f.dataType) for f in df.schema.fields)])
+    row = df.sparkSession.range(1).select(
+        *[
+            (
+                F.lit(0).cast("byte") if n == G else F.lit(0).cast(t) if n in weights else F.lit(None).cast(t)
+            ).alias(n)
+            for n, t in ((f.name, f.dataType) for f in df.schema.fields)
+        ]
+    )
     return df.unionByName(row)
 
 
@@ -398,7 +455,9 @@ class AggregateState:
             probe = probe.groupBy(*keys).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
             sums = tuple(_acc_names(spec))
             types = {f.name: f.dataType for f in probe.schema.fields if f.name in sums}
-            self.trace = SparkTrace(kernel, pl.Schema([(k, rows_schema[k]) for k in keys]), tuple(keys), sums, types)
+            self.trace = SparkTrace(
+                kernel, pl.Schema([(k, rows_schema[k]) for k in keys]), tuple(keys), sums, types
+            )
         else:
             self.trace = SparkTrace(kernel, rows_schema, tuple(keys))
         self.started = False
@@ -421,8 +480,9 @@ class AggregateState:
                 d = d.groupBy(*keys_of(spec)).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
                 path = self.trace.append(d, undo, consolidated=True)
             else:
-                path = self.trace.append(d.select(*self.trace.schema, WEIGHT), undo,
-                                         consolidated=delta.consolidated)
+                path = self.trace.append(
+                    d.select(*self.trace.schema, WEIGHT), undo, consolidated=delta.consolidated
+                )
             dz = k.spark.read.schema(schema).parquet(path)
         out = self._step(prev, dz, was)
         return k._z(out_schema, out, consolidated=True)
@@ -449,25 +509,38 @@ class AggregateState:
             aggs = []
             for c in sums:
                 zero = f"CAST(0 AS {self.trace.sum_types[c].simpleString()})"
-                aggs += [f"sum(IF({_q(flag)}, {_q(c)}, {zero})) AS {_q(c + OLD)}", f"sum({_q(c)}) AS {_q(c + NEW)}"]
+                aggs += [
+                    f"sum(IF({_q(flag)}, {_q(c)}, {zero})) AS {_q(c + OLD)}",
+                    f"sum({_q(c)}) AS {_q(c + NEW)}",
+                ]
             g = rows.groupBy(*keys).agg(*_aggs(aggs))
         else:  # rows with their weight before (__wo) and after (__wn) the change
             data = list(self.trace.schema)
             rows = dz.select(*data, F.lit(0).cast("long").alias("__wo"), F.col(WEIGHT).alias("__wn"))
             if old is not None:
-                rows = old.select(*data, F.col(WEIGHT).alias("__wo"), F.col(WEIGHT).alias("__wn")).unionByName(rows)
+                rows = old.select(
+                    *data, F.col(WEIGHT).alias("__wo"), F.col(WEIGHT).alias("__wn")
+                ).unionByName(rows)
             if not spec.by:
                 rows = _dummy_group(rows, spec, ["__wo", "__wn"])
-            g = rows.groupBy(*keys).agg(*_aggs(_acc_sql(spec, _q("__wo"), OLD, arrays=True)
-                                               + _acc_sql(spec, _q("__wn"), NEW, arrays=True)))
+            g = rows.groupBy(*keys).agg(
+                *_aggs(
+                    _acc_sql(spec, _q("__wo"), OLD, arrays=True)
+                    + _acc_sql(spec, _q("__wn"), NEW, arrays=True)
+                )
+            )
         r, checks = _results(g, spec, [OLD, NEW], incremental=True)
         n_old, n_new = _q(CNT + OLD), _q(CNT + NEW)
-        bad_group = (f"concat('aggregate: group ', {_group_repr(spec, True)}, ' would have ', "
-                     f"CAST({n_new} AS string), ' rows; a delete of rows that are not there')")
+        bad_group = (
+            f"concat('aggregate: group ', {_group_repr(spec, True)}, ' would have ', "
+            f"CAST({n_new} AS string), ' rows; a delete of rows that are not there')"
+        )
         glob = not spec.by
         e_old = f"({n_old} > 0)" if not glob else ("true" if was else "false")
         e_new = f"({n_new} > 0)" if not glob else "true"
-        same = " AND ".join(f"({_q(f'__r{i}{OLD}')} <=> {_q(f'__r{i}{NEW}')})" for i in range(len(spec.calls)))
+        same = " AND ".join(
+            f"({_q(f'__r{i}{OLD}')} <=> {_q(f'__r{i}{NEW}')})" for i in range(len(spec.calls))
+        )
         cancel = f"({e_old} AND {e_new} AND {same})"
         new_flag = _checked(f"({e_new} AND NOT {cancel})", [(f"{n_new} < 0", bad_group), *checks[NEW]])
         return _emit(r, spec, [(OLD, -1, f"({e_old} AND NOT {cancel})"), (NEW, 1, new_flag)])

@@ -47,8 +47,12 @@ def from_unscaled(u: Any, p: int, s: int) -> Any:
     plain = F.abs(u).cast("string")
     digits = F.when(F.length(plain) <= s, F.lpad(plain, s + 1, "0")).otherwise(plain)  # lpad truncates
     n = F.length(digits)
-    text = F.concat(F.when(u < 0, F.lit("-")).otherwise(F.lit("")), F.substring(digits, F.lit(1), n - s),
-                    F.lit("."), F.substring(digits, n - s + 1, F.lit(s)))
+    text = F.concat(
+        F.when(u < 0, F.lit("-")).otherwise(F.lit("")),
+        F.substring(digits, F.lit(1), n - s),
+        F.lit("."),
+        F.substring(digits, n - s + 1, F.lit(s)),
+    )
     return F.when(u.isNotNull(), text.cast(dec_type(p, s)))
 
 
@@ -66,13 +70,17 @@ def dec_arith(op: str, sym: str, rt: pl.DataType, a: Any, b: Any, ta: pl.DataTyp
     if op in ("add", "sub"):
         if max(pa - sa, pb - sb) + max(sa, sb) + 1 <= 38:  # Spark's exact result type
             r = a + b if op == "add" else a - b
-            return checked(F.when(dec_bound(r, p, s), r).cast(spark_type(rt)), ~dec_bound(r, p, s), msg, (a, b))
+            return checked(
+                F.when(dec_bound(r, p, s), r).cast(spark_type(rt)), ~dec_bound(r, p, s), msg, (a, b)
+            )
         ua, ub = unscaled(a, s), unscaled(b, s)
         u = F.try_add(ua, ub) if op == "add" else F.try_subtract(ua, ub)
     else:
         if pa + pb + 1 <= 38:
             r = a * b
-            return checked(F.when(dec_bound(r, p, s), r).cast(spark_type(rt)), ~dec_bound(r, p, s), msg, (a, b))
+            return checked(
+                F.when(dec_bound(r, p, s), r).cast(spark_type(rt)), ~dec_bound(r, p, s), msg, (a, b)
+            )
         u = F.try_multiply(unscaled(a, sa), unscaled(b, sb))
     bad = (u.isNull() & a.isNotNull() & b.isNotNull()) | ~dec_bound(u, p, 0)
     return checked(from_unscaled(F.when(~bad, u), p, s), bad, msg, (a, b))
@@ -85,8 +93,12 @@ def parse_number(x: Any, s: int) -> tuple[Any, Any]:
     fp = F.regexp_extract(x, NUM_RE, 3)
     ok = x.rlike(NUM_RE) & ((F.length(F.regexp_extract(x, NUM_RE, 2)) > 0) | (F.length(fp) > 0))
     ok = ok & (F.length(ip) + s <= 37)
-    text = F.concat(F.regexp_extract(x, NUM_RE, 1), F.when(ip == "", F.lit("0")).otherwise(ip), F.lit("."),
-                    F.rpad(fp, s + 1, "0"))
+    text = F.concat(
+        F.regexp_extract(x, NUM_RE, 1),
+        F.when(ip == "", F.lit("0")).otherwise(ip),
+        F.lit("."),
+        F.rpad(fp, s + 1, "0"),
+    )
     # DECIMAL(38, s+1) is exact; the cast to scale s rounds HALF_UP
     v = F.when(ok, text).cast(dec_type(38, min(s + 1, 38))).cast(dec_type(38, s))
     return v, ok
@@ -137,7 +149,9 @@ def cast(x: Any, src: pl.DataType, to: pl.DataType) -> Any:
     if ok is None:
         return value
     bad = x.isNotNull() & ~ok
-    return checked(F.when(~bad, value), bad, f"CAST from {fn.sql_name(src)} to {fn.sql_name(to)} failed", (x,))
+    return checked(
+        F.when(~bad, value), bad, f"CAST from {fn.sql_name(src)} to {fn.sql_name(to)} failed", (x,)
+    )
 
 
 def _body(x: Any, src: pl.DataType, to: pl.DataType, ks: str, kt: str) -> tuple[Any, Any]:
@@ -191,8 +205,10 @@ def _body(x: Any, src: pl.DataType, to: pl.DataType, ks: str, kt: str) -> tuple[
             return F.date_format(x, "yyyy-MM-dd"), None
         if ks == "datetime":
             frac = F.regexp_replace(F.date_format(x, "SSSSSS"), "0+$", "")
-            return F.concat(F.date_format(x, "yyyy-MM-dd HH:mm:ss"),
-                            F.when(frac == "", F.lit("")).otherwise(F.concat(F.lit("."), frac))), None
+            return F.concat(
+                F.date_format(x, "yyyy-MM-dd HH:mm:ss"),
+                F.when(frac == "", F.lit("")).otherwise(F.concat(F.lit("."), frac)),
+            ), None
         if ks == "decimal":
             p, s = fn.dec_of(src)
             v = x.cast("string")

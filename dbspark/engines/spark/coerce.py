@@ -37,8 +37,14 @@ def fail(cls: type[errors.DbsparkError], message: Any) -> Any:
     return F.raise_error(F.concat(F.lit(f"DBSPARK[{cls.__name__}] "), m))
 
 
-def coerce_frame(df: Any, schema: pl.Schema, weights: Any, where: str, not_null: Sequence[str] = (),
-                 key: Sequence[str] | None = None) -> Any:
+def coerce_frame(
+    df: Any,
+    schema: pl.Schema,
+    weights: Any,
+    where: str,
+    not_null: Sequence[str] = (),
+    key: Sequence[str] | None = None,
+) -> Any:
     """`df` as a Z-set frame of `schema` (data columns, then the weight), checked inside the plan."""
     from pyspark.sql import types as T
 
@@ -51,21 +57,46 @@ def coerce_frame(df: Any, schema: pl.Schema, weights: Any, where: str, not_null:
         raise errors.SchemaError(f"{where}: rows carry a weight column and weights were given too")
     if carries_weight:
         w = F.col("weight").try_cast("long")
-        w = F.when(F.col("weight").isNotNull() & w.isNull(), fail(errors.WeightError, F.concat(
-            F.lit(f"{where}: weight "), F.col("weight").cast("string"), F.lit(" is not an integer")))).otherwise(w)
+        w = F.when(
+            F.col("weight").isNotNull() & w.isNull(),
+            fail(
+                errors.WeightError,
+                F.concat(
+                    F.lit(f"{where}: weight "), F.col("weight").cast("string"), F.lit(" is not an integer")
+                ),
+            ),
+        ).otherwise(w)
     elif weights is None:
         w = F.lit(1).cast("long")
     elif isinstance(weights, int) and not isinstance(weights, bool):
         w = F.lit(weights).cast("long")
     else:
-        raise errors.SchemaError(f"{where}: a Spark DataFrame takes one integer weight (or a `weight` column)")
+        raise errors.SchemaError(
+            f"{where}: a Spark DataFrame takes one integer weight (or a `weight` column)"
+        )
     if key is not None:
-        w = F.when((w != 1) & (w != -1), fail(errors.DataError, F.concat(
-            F.lit(f"{where} has a primary key {tuple(key)}: a push takes weight 1 (insert or update) or -1 "
-                  f"(delete), not "), w.cast("string")))).otherwise(w)
+        w = F.when(
+            (w != 1) & (w != -1),
+            fail(
+                errors.DataError,
+                F.concat(
+                    F.lit(
+                        f"{where} has a primary key {tuple(key)}: a push takes weight 1 (insert or update) or -1 "
+                        f"(delete), not "
+                    ),
+                    w.cast("string"),
+                ),
+            ),
+        ).otherwise(w)
         if key_only:
-            w = F.when(w > 0, fail(errors.SchemaError, f"{where}: an insert needs every column {list(schema)}; "
-                                   f"only a delete may give just the primary key {list(key)}")).otherwise(w)
+            w = F.when(
+                w > 0,
+                fail(
+                    errors.SchemaError,
+                    f"{where}: an insert needs every column {list(schema)}; "
+                    f"only a delete may give just the primary key {list(key)}",
+                ),
+            ).otherwise(w)
     required = set(key or ()) if key_only else set(not_null)
     sel = []
     for c, t in schema.items():
@@ -79,12 +110,24 @@ def coerce_frame(df: Any, schema: pl.Schema, weights: Any, where: str, not_null:
             out = src
         else:
             conv = _convert(src, st, t, target, T)
-            shown = F.concat(F.lit("'"), src, F.lit("'")) if isinstance(st, T.StringType) else src.cast("string")
-            out = F.when(src.isNotNull() & conv.isNull(), fail(errors.CoercionError, F.concat(
-                F.lit(f"{where}: column {c!r} ({sql_type(t)}) cannot take the value "), shown))).otherwise(conv)
+            shown = (
+                F.concat(F.lit("'"), src, F.lit("'")) if isinstance(st, T.StringType) else src.cast("string")
+            )
+            out = F.when(
+                src.isNotNull() & conv.isNull(),
+                fail(
+                    errors.CoercionError,
+                    F.concat(F.lit(f"{where}: column {c!r} ({sql_type(t)}) cannot take the value "), shown),
+                ),
+            ).otherwise(conv)
         if c in required:
-            out = F.when(out.isNull(), fail(errors.DataError, f"{where}: column {c!r} is NOT NULL but a row has "
-                                            f"the value NULL (None) there")).otherwise(out)
+            out = F.when(
+                out.isNull(),
+                fail(
+                    errors.DataError,
+                    f"{where}: column {c!r} is NOT NULL but a row has the value NULL (None) there",
+                ),
+            ).otherwise(out)
         sel.append(out.alias(c))
     return df.select(*sel, w.alias(WEIGHT)).filter(F.col(WEIGHT) != 0)
 
@@ -107,9 +150,15 @@ def _convert(src: Any, st: Any, t: pl.DataType, target: Any, T: Any) -> Any:
             x = _number_text(src)
             d = x.try_cast("decimal(38,9)")
             whole = F.when(d == F.round(d, 0), d.try_cast("long"))
-            radix = [F.when(src.rlike(f"^\\s*0[{a}{a.upper()}][0-9a-fA-F]+$"), F.conv(
-                F.regexp_extract(src, f"0[{a}{a.upper()}]([0-9a-fA-F]+)", 1), base, 10).try_cast("long"))
-                for a, base in (("x", 16), ("b", 2))]
+            radix = [
+                F.when(
+                    src.rlike(f"^\\s*0[{a}{a.upper()}][0-9a-fA-F]+$"),
+                    F.conv(F.regexp_extract(src, f"0[{a}{a.upper()}]([0-9a-fA-F]+)", 1), base, 10).try_cast(
+                        "long"
+                    ),
+                )
+                for a, base in (("x", 16), ("b", 2))
+            ]
             return F.coalesce(x.try_cast("long"), whole, *radix).try_cast(target)
         return null
     if t.is_float():
@@ -133,7 +182,8 @@ def _convert(src: Any, st: Any, t: pl.DataType, target: Any, T: Any) -> Any:
         if isinstance(st, T.StringType):
             low = F.lower(src)
             return F.when(low.isin("true", "t", "yes", "y", "1"), F.lit(True)).when(
-                low.isin("false", "f", "no", "n", "0"), F.lit(False))
+                low.isin("false", "f", "no", "n", "0"), F.lit(False)
+            )
         if floating:
             return F.when(~F.isnan(src), src != 0)
         if numeric:
@@ -166,9 +216,9 @@ def _double_to_decimal(x: Any, p: int, s: int, target: Any) -> Any:
     """DuckDB's DOUBLE -> DECIMAL(p, s) (p <= 18): x·10^s in double arithmetic, rounded half away from zero,
     below 10^p; built as exact text, so the decimal is exactly that integer over 10^s."""
     F = _F()
-    v = x * F.lit(10.0 ** s)
+    v = x * F.lit(10.0**s)
     a = F.abs(v)
-    fits = ~F.isnan(v) & (a < F.lit(10.0 ** p))
+    fits = ~F.isnan(v) & (a < F.lit(10.0**p))
     fl = F.when(fits, F.floor(a).cast("long"))
     n = fl + F.when(a - fl >= 0.5, 1).otherwise(0)
     sign = F.when(v < 0, F.lit("-")).otherwise(F.lit(""))
@@ -178,4 +228,4 @@ def _double_to_decimal(x: Any, p: int, s: int, target: Any) -> Any:
         digits = n.cast("string")  # at least s + 1 digits, then a point before the last s
         digits = F.when(F.length(digits) <= s, F.lpad(digits, s + 1, "0")).otherwise(digits)
         text = F.concat(sign, F.regexp_replace(digits, f"([0-9]{{{s}}})$", ".$1"))
-    return F.when(fits & (n < F.lit(10 ** p)), text.try_cast(target))
+    return F.when(fits & (n < F.lit(10**p)), text.try_cast(target))

@@ -16,8 +16,14 @@ def spark_type(t: pl.DataType) -> Any:
     from pyspark.sql import types as T
 
     simple = {
-        pl.Int8: T.ByteType, pl.Int16: T.ShortType, pl.Int32: T.IntegerType, pl.Int64: T.LongType,
-        pl.Float32: T.FloatType, pl.Float64: T.DoubleType, pl.String: T.StringType, pl.Boolean: T.BooleanType,
+        pl.Int8: T.ByteType,
+        pl.Int16: T.ShortType,
+        pl.Int32: T.IntegerType,
+        pl.Int64: T.LongType,
+        pl.Float32: T.FloatType,
+        pl.Float64: T.DoubleType,
+        pl.String: T.StringType,
+        pl.Boolean: T.BooleanType,
         pl.Date: T.DateType,
     }
     for pt, st in simple.items():

@@ -22,8 +22,12 @@ from dbspark.ir import functions as fn
 from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary
 
 HOIST_CHARS = 1000  # a compiled subexpression longer than this is bound to a column (SparkCompiler)
-INT_RANGE: dict[pl.DataType, tuple[int, int]] = {pl.Int8(): (-(2**7), 2**7 - 1), pl.Int16(): (-(2**15), 2**15 - 1),
-             pl.Int32(): (-(2**31), 2**31 - 1), pl.Int64(): (-(2**63), 2**63 - 1)}
+INT_RANGE: dict[pl.DataType, tuple[int, int]] = {
+    pl.Int8(): (-(2**7), 2**7 - 1),
+    pl.Int16(): (-(2**15), 2**15 - 1),
+    pl.Int32(): (-(2**31), 2**31 - 1),
+    pl.Int64(): (-(2**63), 2**63 - 1),
+}
 
 
 def _F() -> Any:
@@ -61,8 +65,12 @@ def _truediv(a: Any, b: Any) -> Any:
     a, b = a.cast("double"), b.cast("double")
     inf = F.lit(float("inf"))
     positive = (a > 0) != b.cast("string").startswith("-")
-    by_zero = F.when(a.isNull(), None).when(F.isnan(a) | (a == 0), F.lit(float("nan"))).when(positive, inf) \
+    by_zero = (
+        F.when(a.isNull(), None)
+        .when(F.isnan(a) | (a == 0), F.lit(float("nan")))
+        .when(positive, inf)
         .otherwise(-inf)
+    )
     return F.when(b == 0, by_zero).otherwise(F.try_divide(a, b))
 
 
@@ -94,8 +102,12 @@ def float_floor(q: Any, ceil: bool = False) -> Any:
 
 
 _CMP: dict[str, Callable[[Any, Any], Any]] = {
-    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
 }
 
 
@@ -294,7 +306,9 @@ class SparkCompiler:
             return eager(_CMP[e.op](a, b), [(e.right, b)])
         if e.op in ("and", "or"):  # the right side is evaluated where the left one does not decide
             a, level = self.leveled(e.left)
-            with self.guarded(F.coalesce(a, F.lit(True)) if e.op == "and" else ~F.coalesce(a, F.lit(False)), level):
+            with self.guarded(
+                F.coalesce(a, F.lit(True)) if e.op == "and" else ~F.coalesce(a, F.lit(False)), level
+            ):
                 b = self.c(e.right)
             return a & b if e.op == "and" else a | b
         return self.arith(e)
@@ -308,7 +322,9 @@ class SparkCompiler:
         a, b = self.c(e.left), self.c(e.right)
         return eager(self._arith(op, sym, rt, ta, tb, a, b), [(e.right, b)])
 
-    def _arith(self, op: str, sym: str, rt: pl.DataType, ta: pl.DataType, tb: pl.DataType, a: Any, b: Any) -> Any:
+    def _arith(
+        self, op: str, sym: str, rt: pl.DataType, ta: pl.DataType, tb: pl.DataType, a: Any, b: Any
+    ) -> Any:
         F = _F()
         if rt == pl.Date() or (op == "sub" and ta == pl.Date()):
             if ta == pl.Date() and tb == pl.Date():
@@ -361,7 +377,9 @@ class SparkCompiler:
             lo = INT_RANGE[t][0]
             what = "-" if e.op == "neg" else "abs"
             v = -a if e.op == "neg" else F.abs(a)
-            return checked(F.when(a != lo, v), a == lo, f"integer overflow in {what!r} ({fn.sql_name(t)})", (a,))
+            return checked(
+                F.when(a != lo, v), a == lo, f"integer overflow in {what!r} ({fn.sql_name(t)})", (a,)
+            )
         if t == fn.NULL:
             return F.lit(None)
         return -a if e.op == "neg" else F.abs(a)

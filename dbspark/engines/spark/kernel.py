@@ -50,11 +50,14 @@ def fail(cls: type[errors.DbsparkError], message: Any) -> Any:
     return F().raise_error(F().concat(F().lit(f"DBSPARK[{cls.__name__}] "), m))
 
 
-def ns_join(left: Any, right: Any, keys: Sequence[str], how: str = "inner", rkeys: Sequence[str] | None = None) -> Any:
+def ns_join(
+    left: Any, right: Any, keys: Sequence[str], how: str = "inner", rkeys: Sequence[str] | None = None
+) -> Any:
     """Join on keys with NULL = NULL (rows of a Z-set are values: a NULL group is a group)."""
     rk = list(rkeys or keys)
-    r = right.select(*[F().col(c).alias(f"__r{i}") for i, c in enumerate(rk)],
-                     *[c for c in right.columns if c not in rk])
+    r = right.select(
+        *[F().col(c).alias(f"__r{i}") for i, c in enumerate(rk)], *[c for c in right.columns if c not in rk]
+    )
     cond = [F().col(k).eqNullSafe(F().col(f"__r{i}")) for i, k in enumerate(keys)]
     out = left.join(r, cond, how)
     return out.drop(*[f"__r{i}" for i in range(len(rk))])
@@ -65,8 +68,13 @@ class SparkKernel:
 
     name = "spark"
 
-    def __init__(self, spark: Any = None, master: str | None = None, directory: str | Path | None = None,
-                 conf: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        spark: Any = None,
+        master: str | None = None,
+        directory: str | Path | None = None,
+        conf: dict[str, str] | None = None,
+    ) -> None:
         self.handle: SessionHandle = get_session(spark, master, conf)
         self.spark = self.handle.spark
         self._tmp = None
@@ -103,9 +111,13 @@ class SparkKernel:
                 name, text = raised[-1]
                 raise getattr(errors, name, errors.DbsparkError)(text.strip()) from None
             if "ARITHMETIC_OVERFLOW" in msg or "CAST_OVERFLOW" in msg or "NUMERIC_VALUE_OUT_OF_RANGE" in msg:
-                raise errors.WeightError(f"integer overflow on the spark engine: {msg.splitlines()[0]}") from None
+                raise errors.WeightError(
+                    f"integer overflow on the spark engine: {msg.splitlines()[0]}"
+                ) from None
             if "CAST_INVALID_INPUT" in msg:
-                raise errors.SchemaError(f"a value of the wrong type on the spark engine: {msg.splitlines()[0]}") from None
+                raise errors.SchemaError(
+                    f"a value of the wrong type on the spark engine: {msg.splitlines()[0]}"
+                ) from None
             raise
 
     def write(self, df: Any, path: str) -> None:
@@ -143,11 +155,17 @@ class SparkKernel:
         self._cached = []
 
     # ---- group and conversions ---------------------------------------------------------------
-    def _z(self, schema: pl.Schema, df: Any = None, keys: Any = None, consolidated: bool = False) -> SparkZSet:
-        return SparkZSet(self.spark, schema, df, keys=tuple(keys) if keys else None, consolidated=consolidated)
+    def _z(
+        self, schema: pl.Schema, df: Any = None, keys: Any = None, consolidated: bool = False
+    ) -> SparkZSet:
+        return SparkZSet(
+            self.spark, schema, df, keys=tuple(keys) if keys else None, consolidated=consolidated
+        )
 
     def empty(self, schema: pl.Schema, keys: Sequence[str] | None = None) -> SparkZSet:
-        return self._z(pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT]), keys=keys, consolidated=True)
+        return self._z(
+            pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT]), keys=keys, consolidated=True
+        )
 
     def as_zset(self, a: Value) -> SparkZSet:
         if isinstance(a, SparkSnapshot):
@@ -183,7 +201,9 @@ class SparkKernel:
         if a.known_empty:
             return b if a.keys is None else self._z(b.schema, b.frame, a.keys)
         if a.local is not None and b.local is not None and a._df is None and b._df is None:
-            return SparkZSet(self.spark, a.schema, local=ZSet(pl.concat([a.local.df, b.local.df])), keys=a.keys)
+            return SparkZSet(
+                self.spark, a.schema, local=ZSet(pl.concat([a.local.df, b.local.df])), keys=a.keys
+            )
         cols = [*a.schema, WEIGHT]
         return self._z(a.schema, a.frame.select(cols).unionByName(b.frame.select(cols)), a.keys)
 
@@ -200,7 +220,9 @@ class SparkKernel:
         if z.consolidated or z.known_empty:
             return z
         if z._df is None and z.local is not None:
-            return SparkZSet(self.spark, z.schema, local=z.local.consolidate(), keys=z.keys, consolidated=True)
+            return SparkZSet(
+                self.spark, z.schema, local=z.local.consolidate(), keys=z.keys, consolidated=True
+            )
         df = z.frame.groupBy(*z.schema).agg(F().sum(WEIGHT).alias(WEIGHT)).filter(F().col(WEIGHT) != 0)
         return self._z(z.schema, df, z.keys, consolidated=True)
 
@@ -238,15 +260,24 @@ class SparkKernel:
             return self.read(rest[1], rest[0])
         return rest[0]
 
-    def input_batch(self, rows: Any, schema: pl.Schema, weights: Any, where: str, not_null: Sequence[str] = (),
-                    key: Sequence[str] | None = None) -> SparkZSet:
+    def input_batch(
+        self,
+        rows: Any,
+        schema: pl.Schema,
+        weights: Any,
+        where: str,
+        not_null: Sequence[str] = (),
+        key: Sequence[str] | None = None,
+    ) -> SparkZSet:
         """Checked rows coerced to `schema`, with weights; a Spark DataFrame stays on Spark, coerced and
         checked inside the plan (`engines.spark.coerce`), other rows as on the local engine."""
         if _is_spark_frame(rows):
             from dbspark.engines.spark.coerce import coerce_frame
 
             return self._z(schema, coerce_frame(rows, schema, weights, where, not_null, key))
-        return SparkZSet(self.spark, schema, local=ZSet(input_frame(rows, schema, weights, where, not_null, key)))
+        return SparkZSet(
+            self.spark, schema, local=ZSet(input_frame(rows, schema, weights, where, not_null, key))
+        )
 
     def check_input(self, trace: SparkTrace | None, z: SparkZSet, kind: str, where: str) -> None:
         """Reject a change that would make a bag negative or a set exceed 1 (one Spark action)."""
@@ -274,26 +305,50 @@ class SparkKernel:
             old = ns_join(snap, F().broadcast(z.frame.select(*cols)), cols, "left_semi")
             zero = F().lit(0).cast("long")
             rows = z.frame.select(*cols, F().col(WEIGHT).alias("__d"), zero.alias("__old")).unionByName(
-                old.select(*cols, zero.alias("__d"), F().col(WEIGHT).alias("__old")))
-            j = rows.groupBy(*cols).agg(F().sum("__d").alias(WEIGHT), F().sum("__old").alias("__old")).filter(
-                F().col(WEIGHT) != 0)
+                old.select(*cols, zero.alias("__d"), F().col(WEIGHT).alias("__old"))
+            )
+            j = (
+                rows.groupBy(*cols)
+                .agg(F().sum("__d").alias(WEIGHT), F().sum("__old").alias("__old"))
+                .filter(F().col(WEIGHT) != 0)
+            )
         else:
             j = z.frame.withColumn("__old", F().lit(0).cast("long"))
         old, w = F().col("__old"), F().col(WEIGHT)
         new = old + w
         row = py_tuple([F().col(c) for c in cols], [z.schema[c] for c in cols])
-        neg = fail(errors.NegativeStateError, F().concat(
-            F().lit(f"{where}: delete of row "), row, F().lit(" that is not there (present "), old.cast("string"),
-            F().lit(" time(s), change "), w.cast("string"), F().lit(")")))
+        neg = fail(
+            errors.NegativeStateError,
+            F().concat(
+                F().lit(f"{where}: delete of row "),
+                row,
+                F().lit(" that is not there (present "),
+                old.cast("string"),
+                F().lit(" time(s), change "),
+                w.cast("string"),
+                F().lit(")"),
+            ),
+        )
         checked = F().when(new < 0, neg)
         if kind == "set":
-            checked = checked.when(new > 1, fail(errors.NegativeStateError, F().concat(
-                F().lit(f"{where} is a set: row "), row, F().lit(" would occur "), new.cast("string"),
-                F().lit(" times"))))
+            checked = checked.when(
+                new > 1,
+                fail(
+                    errors.NegativeStateError,
+                    F().concat(
+                        F().lit(f"{where} is a set: row "),
+                        row,
+                        F().lit(" would occur "),
+                        new.cast("string"),
+                        F().lit(" times"),
+                    ),
+                ),
+            )
         trace.append(j.select(*cols, checked.otherwise(w).alias(WEIGHT)), undo, consolidated=True)
 
-    def keyed_change(self, trace: SparkTrace, batches: Sequence[SparkZSet], key: Sequence[str], where: str,
-                     undo: list) -> SparkZSet:
+    def keyed_change(
+        self, trace: SparkTrace, batches: Sequence[SparkZSet], key: Sequence[str], where: str, undo: list
+    ) -> SparkZSet:
         """One step's pushes to a table with a primary `key` as a change of the table, appended to its
         integral `trace` in one write that also checks it (`engines.spark.keyed`)."""
         from dbspark.engines.spark.keyed import keyed_change
@@ -335,16 +390,26 @@ class SparkKernel:
         from dbspark.engines.spark.udf import flat_map_batches
 
         in_schema, out_schema = z.schema, schema
-        return self._z(schema, z.frame.mapInArrow(
-            lambda it: flat_map_batches(it, fn, in_schema, out_schema), spark_schema(schema)))
+        return self._z(
+            schema,
+            z.frame.mapInArrow(
+                lambda it: flat_map_batches(it, fn, in_schema, out_schema), spark_schema(schema)
+            ),
+        )
 
     def index(self, a: Value, keys: Sequence[str]) -> SparkZSet:
         z = self.as_zset(a)
         return SparkZSet(self.spark, z.schema, z._df, z.local, tuple(keys), z.consolidated)
 
     # ---- bilinear operators -------------------------------------------------------------------
-    def join(self, a: Value, b: Value, left_keys: Sequence[str], right_keys: Sequence[str],
-             right_out: Sequence[tuple[str, str]]) -> SparkZSet:
+    def join(
+        self,
+        a: Value,
+        b: Value,
+        left_keys: Sequence[str],
+        right_keys: Sequence[str],
+        right_out: Sequence[tuple[str, str]],
+    ) -> SparkZSet:
         """Equi-join, weights multiplied (ANSI: overflow is an error); NULL keys never match (SQL).
 
         A change joined with a trace is broadcast, so the trace is scanned once and never shuffled."""
@@ -368,7 +433,9 @@ class SparkKernel:
         schema = pl.Schema([*_data(a).items(), *[(d, _data(b)[s]) for s, d in right_out]])
         if self._empty(a) or self._empty(b):
             return self.empty(schema)
-        r = self.as_zset(b).frame.select(*[F().col(s).alias(d) for s, d in right_out], F().col(WEIGHT).alias(_WR))
+        r = self.as_zset(b).frame.select(
+            *[F().col(s).alias(d) for s, d in right_out], F().col(WEIGHT).alias(_WR)
+        )
         return self._weigh(self.as_zset(a).frame.crossJoin(r), schema)
 
     def _weigh(self, j: Any, schema: pl.Schema) -> SparkZSet:
@@ -382,8 +449,11 @@ class SparkKernel:
         z = self.consolidate(a)
         if z.known_empty:
             return z
-        return self._z(z.schema, z.frame.filter(F().col(WEIGHT) > 0).withColumn(WEIGHT, F().lit(1).cast("long")),
-                       consolidated=True)
+        return self._z(
+            z.schema,
+            z.frame.filter(F().col(WEIGHT) > 0).withColumn(WEIGHT, F().lit(1).cast("long")),
+            consolidated=True,
+        )
 
     def distinct_delta(self, prev: SparkSnapshot, delta: Value) -> SparkZSet:
         """H(i, d) of `dbsp-paper.txt` Prop 4.7, looking up only the rows of d in the trace of i."""
@@ -398,9 +468,13 @@ class SparkKernel:
         old = ns_join(self.as_zset(prev).frame, F().broadcast(d.frame.select(*cols)), cols, "left_semi")
         zero = F().lit(0).cast("long")
         rows = d.frame.select(*cols, F().col(WEIGHT).alias("__d"), zero.alias("__i")).unionByName(
-            old.select(*cols, zero.alias("__d"), F().col(WEIGHT).alias("__i")))
-        j = rows.groupBy(*cols).agg(F().sum("__d").alias(WEIGHT), F().sum("__i").alias("__i")).filter(
-            F().col(WEIGHT) != 0)
+            old.select(*cols, zero.alias("__d"), F().col(WEIGHT).alias("__i"))
+        )
+        j = (
+            rows.groupBy(*cols)
+            .agg(F().sum("__d").alias(WEIGHT), F().sum("__i").alias("__i"))
+            .filter(F().col(WEIGHT) != 0)
+        )
         i, new = F().col("__i"), F().col("__i") + F().col(WEIGHT)
         w = F().when((i > 0) & (new <= 0), -1).when((i <= 0) & (new > 0), 1).otherwise(0).cast("long")
         out = j.select(*cols, w.alias(WEIGHT)).filter(F().col(WEIGHT) != 0)
@@ -500,4 +574,3 @@ def _data(a: Value) -> pl.Schema:
 def _is_spark_frame(x: Any) -> bool:
     mod = type(x).__module__
     return mod.startswith("pyspark.sql") and type(x).__name__ == "DataFrame"
-

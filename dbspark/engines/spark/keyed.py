@@ -40,8 +40,16 @@ def _ops(spark: Any, batches: Sequence[SparkZSet], schema: pl.Schema) -> Any:
     local = [(i, b.local) for i, b in enumerate(batches) if b._df is None and b.local is not None]
     parts = []
     if local:
-        frames = [z.df.select(*schema, pl.lit(i, pl.Int64).alias(PUSH), pl.int_range(pl.len(), dtype=pl.Int64)
-                              .alias(POS), WEIGHT) for i, z in local if z.df.height]
+        frames = [
+            z.df.select(
+                *schema,
+                pl.lit(i, pl.Int64).alias(PUSH),
+                pl.int_range(pl.len(), dtype=pl.Int64).alias(POS),
+                WEIGHT,
+            )
+            for i, z in local
+            if z.df.height
+        ]
         if frames:
             parts.append(to_spark(spark, pl.concat(frames, how="vertical")).select(*cols, PUSH, POS))
     for i, b in enumerate(batches):
@@ -56,8 +64,9 @@ def _ops(spark: Any, batches: Sequence[SparkZSet], schema: pl.Schema) -> Any:
     return out
 
 
-def keyed_change(spark: Any, snap: Any, batches: Sequence[SparkZSet], schema: pl.Schema, key: Sequence[str],
-                 where: str) -> Any:
+def keyed_change(
+    spark: Any, snap: Any, batches: Sequence[SparkZSet], schema: pl.Schema, key: Sequence[str], where: str
+) -> Any:
     """The change (data columns and weight, consolidated) of a keyed table whose integral is the
     DataFrame `snap` (None: empty), as a lazy DataFrame that fails when an operation is invalid."""
     from pyspark.sql import Window
@@ -70,27 +79,56 @@ def keyed_change(spark: Any, snap: Any, batches: Sequence[SparkZSet], schema: pl
     w = F.col(WEIGHT)
     if snap is not None:
         keys = F.broadcast(ops.select(*key).distinct())
-        old = snap.join(keys, on=key, how="left_semi").groupBy(*cols).agg(F.sum(WEIGHT).alias(WEIGHT)).filter(w != 0)
+        old = (
+            snap.join(keys, on=key, how="left_semi")
+            .groupBy(*cols)
+            .agg(F.sum(WEIGHT).alias(WEIGHT))
+            .filter(w != 0)
+        )
         had = old.select(*key).distinct().withColumn("__had", F.lit(True))
         ops = ops.join(F.broadcast(had), on=key, how="left")
     else:
         old = None
         ops = ops.withColumn("__had", F.lit(False))
     order = Window.partitionBy(*key).orderBy(PUSH, POS)  # one window (one sort) for every column
-    ops = ops.select("*", F.lag(WEIGHT).over(order).alias("__prev"),
-                     F.lead(PUSH).over(order).isNull().alias("__last"),
-                     ((F.lag(PUSH).over(order) == F.col(PUSH)) & (F.lag(POS).over(order) == F.col(POS))).alias("__tie"))
+    ops = ops.select(
+        "*",
+        F.lag(WEIGHT).over(order).alias("__prev"),
+        F.lead(PUSH).over(order).isNull().alias("__last"),
+        ((F.lag(PUSH).over(order) == F.col(PUSH)) & (F.lag(POS).over(order) == F.col(POS))).alias("__tie"),
+    )
     present = F.when(F.col("__prev").isNull(), F.coalesce(F.col("__had"), F.lit(False))).otherwise(
-        F.col("__prev") == 1)
+        F.col("__prev") == 1
+    )
     shown = py_tuple([F.col(c) for c in key], [schema[c] for c in key])
-    checked = F.when((w == -1) & ~present, fail(errors.NegativeStateError, F.concat(
-        F.lit(f"{where}: delete of key {tuple(key)} = "), shown, F.lit(" that is not there")))).when(
-        (w == 1) & (F.col("__prev") == 1) & F.coalesce(F.col("__tie"), F.lit(False)), fail(errors.DataError, F.concat(
-            F.lit(f"{where}: one pushed DataFrame inserts key {tuple(key)} = "), shown,
-            F.lit(" twice (a DataFrame has no row order: push the rows in order, or one per key)")))).otherwise(w)
+    checked = (
+        F.when(
+            (w == -1) & ~present,
+            fail(
+                errors.NegativeStateError,
+                F.concat(
+                    F.lit(f"{where}: delete of key {tuple(key)} = "), shown, F.lit(" that is not there")
+                ),
+            ),
+        )
+        .when(
+            (w == 1) & (F.col("__prev") == 1) & F.coalesce(F.col("__tie"), F.lit(False)),
+            fail(
+                errors.DataError,
+                F.concat(
+                    F.lit(f"{where}: one pushed DataFrame inserts key {tuple(key)} = "),
+                    shown,
+                    F.lit(" twice (a DataFrame has no row order: push the rows in order, or one per key)"),
+                ),
+            ),
+        )
+        .otherwise(w)
+    )
     # every operation's check is evaluated (it is the first operand); only the key's last insert stays
-    new = ops.select(*cols, F.when(checked == 1, F.when(F.col("__last"), 1).otherwise(0)).otherwise(0)
-                     .cast("long").alias(WEIGHT))
+    new = ops.select(
+        *cols,
+        F.when(checked == 1, F.when(F.col("__last"), 1).otherwise(0)).otherwise(0).cast("long").alias(WEIGHT),
+    )
     change = new if old is None else new.unionByName(old.select(*cols, (-w).alias(WEIGHT)))
     return change.groupBy(*cols).agg(F.sum(WEIGHT).alias(WEIGHT)).filter(w != 0)
 

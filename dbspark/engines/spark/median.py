@@ -32,11 +32,15 @@ def median_sql(lo: str, hi: str, n: str, t: pl.DataType) -> str:
     if isinstance(t, pl.Decimal):
         p, s = t.precision or 38, t.scale or 0
         if p <= 18:  # lo + trunc(double(hi - lo) * 0.5), in units of 10^-s
-            delta = f"CAST(({hi} - {lo}) * CAST('{10 ** s}' AS decimal({s + 1},0)) AS bigint)"
+            delta = f"CAST(({hi} - {lo}) * CAST('{10**s}' AS decimal({s + 1},0)) AS bigint)"
             half = f"CAST(CAST(CAST({delta} AS double) * 0.5D AS bigint) AS decimal(19,0))"
             # |step| <= (hi - lo) / 2: DECIMAL(p + 1, s), so that lo + step keeps the scale (Spark narrows a
             # sum's scale past 38 digits)
-            step = half if s == 0 else f"CAST({half} * CAST('{10 ** -s:.{s}f}' AS decimal({s},{s})) AS decimal({p + 1},{s}))"
+            step = (
+                half
+                if s == 0
+                else f"CAST({half} * CAST('{10**-s:.{s}f}' AS decimal({s},{s})) AS decimal({p + 1},{s}))"
+            )
             mid = f"CAST({lo} + {step} AS {_t(rt)})"
         else:  # trunc(double(lo) * 0.5 + double(hi) * 0.5), in units, DuckDB's double of a 128-bit integer
             m = f"({_hugeint_double(lo, 'ul')} * 0.5D + {_hugeint_double(hi, 'uh')} * 0.5D)"
@@ -72,8 +76,10 @@ def _hugeint_double(x: str, v: str) -> str:
     w = f"{v}w"
     parts = f"named_struct('low', pmod({v}, {D64}), 'q', {v} / {D64})"
     low, q = f"{w}.low", f"{w}.q"
-    high = f"(CAST(FLOOR({q}) AS bigint) - IF({low} >= CAST('9223372036854775808' AS decimal(20,0)) " \
-           f"AND {q} - FLOOR({q}) < 0.5, 1, 0))"
+    high = (
+        f"(CAST(FLOOR({q}) AS bigint) - IF({low} >= CAST('9223372036854775808' AS decimal(20,0)) "
+        f"AND {q} - FLOOR({q}) < 0.5, 1, 0))"
+    )
     neg = f"(-CAST(CAST('18446744073709551615' AS decimal(20,0)) - {low} AS double) - 1.0D)"
     pos = f"(CAST({low} AS double) + CAST({high} AS double) * {TWO64})"
     return _let(_unscaled(x), v, _let(parts, w, f"IF({high} = -1, {neg}, {pos})"))
@@ -89,9 +95,11 @@ def _trunc_exact(m: str) -> str:
     # Spark multiplies decimals to 34 significant digits: a * 2^64 (up to 38) is a * 1844674407 * 10^10 +
     # a * 3709551616 (each at most 29 digits); sums are exact
     ta = "CAST(ta AS decimal(38,0))"
-    total = (f"{ta} * CAST(1844674407 AS decimal(10,0)) * CAST('10000000000' AS decimal(11,0))"
-             f" + {ta} * CAST(3709551616 AS decimal(10,0))"
-             f" + CAST(tb AS decimal(38,0)) * CAST(4294967296 AS decimal(10,0)) + CAST({c} AS decimal(38,0))")
+    total = (
+        f"{ta} * CAST(1844674407 AS decimal(10,0)) * CAST('10000000000' AS decimal(11,0))"
+        f" + {ta} * CAST(3709551616 AS decimal(10,0))"
+        f" + CAST(tb AS decimal(38,0)) * CAST(4294967296 AS decimal(10,0)) + CAST({c} AS decimal(38,0))"
+    )
     return _let(m, "tm", _let(a, "ta", _let(r, "tr", _let(b, "tb", total))))
 
 

@@ -58,11 +58,13 @@ def check_java() -> None:
     if v is None:
         raise SparkSetupError(
             "the spark engine needs a Java runtime (17 or newer) and none was found on PATH or in JAVA_HOME; "
-            "install one (e.g. `apt-get install -y openjdk-17-jre-headless`) or use engine='local'")
+            "install one (e.g. `apt-get install -y openjdk-17-jre-headless`) or use engine='local'"
+        )
     if v < MIN_JAVA:
         raise SparkSetupError(
             f"the spark engine needs Java {MIN_JAVA} or newer, found Java {v}; install a newer one "
-            "(e.g. `apt-get install -y openjdk-17-jre-headless`) and point JAVA_HOME at it, or use engine='local'")
+            "(e.g. `apt-get install -y openjdk-17-jre-headless`) and point JAVA_HOME at it, or use engine='local'"
+        )
 
 
 @dataclass
@@ -87,14 +89,18 @@ class SessionHandle:
             self.owned = False
 
 
-def get_session(spark: Any = None, master: str | None = None, conf: dict[str, str] | None = None) -> SessionHandle:
+def get_session(
+    spark: Any = None, master: str | None = None, conf: dict[str, str] | None = None
+) -> SessionHandle:
     """The session to run on: `spark` if given, else the active one, else a new one on `master`."""
     if spark is not None:
         return SessionHandle(spark, owned=False)
     try:
         from pyspark.sql import SparkSession
     except ImportError as e:  # pragma: no cover - pyspark is a dependency
-        raise SparkSetupError("the spark engine needs pyspark: `pip install pyspark`, or use engine='local'") from e
+        raise SparkSetupError(
+            "the spark engine needs pyspark: `pip install pyspark`, or use engine='local'"
+        ) from e
     if master is None:
         active = SparkSession.getActiveSession()
         if active is not None:
@@ -108,5 +114,7 @@ def get_session(spark: Any = None, master: str | None = None, conf: dict[str, st
     try:
         s = b.getOrCreate()
     except Exception as e:
-        raise SparkSetupError(f"could not start Spark ({type(e).__name__}: {e}); check Java and pyspark") from e
+        raise SparkSetupError(
+            f"could not start Spark ({type(e).__name__}: {e}); check Java and pyspark"
+        ) from e
     return SessionHandle(s, owned=True)

@@ -22,8 +22,22 @@ SPARK: dict[str, Impl] = {}
 
 
 # functions whose value is NULL when any argument is: Spark may skip the later arguments at a NULL
-NULL_PROPAGATING = {"substring", "left", "right", "trim", "ltrim", "rtrim", "replace", "strpos", "starts_with",
-                    "ends_with", "contains", "power", "date_add", "concat_op"}
+NULL_PROPAGATING = {
+    "substring",
+    "left",
+    "right",
+    "trim",
+    "ltrim",
+    "rtrim",
+    "replace",
+    "strpos",
+    "starts_with",
+    "ends_with",
+    "contains",
+    "power",
+    "date_add",
+    "concat_op",
+}
 
 
 def compile_func(comp: SparkCompiler, e: Func) -> Any:
@@ -38,6 +52,7 @@ def _impl(*names: str) -> Callable[[Impl], Impl]:
         for n in names:
             SPARK[n] = f
         return f
+
     return deco
 
 
@@ -130,8 +145,12 @@ def _left(comp: SparkCompiler, e: Func) -> Any:
 def _simple(comp: SparkCompiler, e: Func) -> Any:
     F = _F()
     (s,) = _args(comp, e)
-    return {"upper": F.upper, "lower": F.lower, "reverse": F.reverse,
-            "length": lambda x: F.char_length(x).cast("long")}[e.name](s)
+    return {
+        "upper": F.upper,
+        "lower": F.lower,
+        "reverse": F.reverse,
+        "length": lambda x: F.char_length(x).cast("long"),
+    }[e.name](s)
 
 
 @_impl("trim", "ltrim", "rtrim")
@@ -143,8 +162,10 @@ def _trim(comp: SparkCompiler, e: Func) -> Any:
 
 
 def _as_strings(comp: SparkCompiler, e: Func) -> list[Any]:
-    return [cast(comp.c(a), comp.t(a), pl.String()) if comp.t(a) != fn.NULL
-            else _F().lit(None).cast("string") for a in e.args]
+    return [
+        cast(comp.c(a), comp.t(a), pl.String()) if comp.t(a) != fn.NULL else _F().lit(None).cast("string")
+        for a in e.args
+    ]
 
 
 @_impl("concat")
@@ -241,11 +262,19 @@ def _math(comp: SparkCompiler, e: Func) -> Any:
     if e.name == "exp":
         return F.exp(x)
     if e.name == "sqrt":
-        return checked(F.when(x >= 0, F.sqrt(x)).otherwise(x), x < 0,
-                       "cannot take square root of a negative number", (x,))
+        return checked(
+            F.when(x >= 0, F.sqrt(x)).otherwise(x),
+            x < 0,
+            "cannot take square root of a negative number",
+            (x,),
+        )
     v = F.log(x) if e.name == "ln" else F.log10(x)
-    return checked(F.when(x > 0, v).otherwise(x), x <= 0,
-                   f"{e.name}: cannot take logarithm of zero or a negative number", (x,))
+    return checked(
+        F.when(x > 0, v).otherwise(x),
+        x <= 0,
+        f"{e.name}: cannot take logarithm of zero or a negative number",
+        (x,),
+    )
 
 
 @_impl("power")
@@ -276,14 +305,28 @@ def _extract(comp: SparkCompiler, e: Func) -> Any:
     x = _ts(comp, e.args[1])
     if part == "epoch":
         days = F.datediff(F.to_date(x), F.lit("1970-01-01").cast("date")).cast("long")
-        micros = (days * 86_400_000_000 + F.hour(x).cast("long") * 3_600_000_000
-                  + F.minute(x).cast("long") * 60_000_000 + F.second(x).cast("long") * 1_000_000
-                  + F.date_format(x, "SSSSSS").cast("long"))
+        micros = (
+            days * 86_400_000_000
+            + F.hour(x).cast("long") * 3_600_000_000
+            + F.minute(x).cast("long") * 60_000_000
+            + F.second(x).cast("long") * 1_000_000
+            + F.date_format(x, "SSSSSS").cast("long")
+        )
         return micros.cast("double") / 1e6
-    f = {"year": F.year, "quarter": F.quarter, "month": F.month, "day": F.dayofmonth,
-         "dayofweek": lambda v: F.dayofweek(v) - 1, "dow": lambda v: F.dayofweek(v) - 1,
-         "dayofyear": F.dayofyear, "doy": F.dayofyear, "week": F.weekofyear, "hour": F.hour,
-         "minute": F.minute, "second": F.second}
+    f = {
+        "year": F.year,
+        "quarter": F.quarter,
+        "month": F.month,
+        "day": F.dayofmonth,
+        "dayofweek": lambda v: F.dayofweek(v) - 1,
+        "dow": lambda v: F.dayofweek(v) - 1,
+        "dayofyear": F.dayofyear,
+        "doy": F.dayofyear,
+        "week": F.weekofyear,
+        "hour": F.hour,
+        "minute": F.minute,
+        "second": F.second,
+    }
     return f[part](x).cast("long")
 
 
@@ -302,6 +345,13 @@ def _date_add(comp: SparkCompiler, e: Func) -> Any:
     x = _ts(comp, e.args[0])
     months, days, micros = (comp.c(a).cast("long") for a in e.args[1:])
     secs = micros.cast(dec_type(38, 0)) / F.lit(1_000_000).cast(dec_type(7, 0))
-    iv = F.make_interval(F.lit(0), months.cast("int"), F.lit(0), days.cast("int"), F.lit(0), F.lit(0),
-                         secs.cast(dec_type(18, 6)))
+    iv = F.make_interval(
+        F.lit(0),
+        months.cast("int"),
+        F.lit(0),
+        days.cast("int"),
+        F.lit(0),
+        F.lit(0),
+        secs.cast(dec_type(18, 6)),
+    )
     return x + iv

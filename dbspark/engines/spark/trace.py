@@ -116,8 +116,14 @@ class SparkSnapshot:
 class SparkTrace:
     """The mutable trace behind one integral (an operator's state)."""
 
-    def __init__(self, kernel: Any, schema: pl.Schema, keys: tuple[str, ...], sums: tuple[str, ...] = (WEIGHT,),
-                 sum_types: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        kernel: Any,
+        schema: pl.Schema,
+        keys: tuple[str, ...],
+        sums: tuple[str, ...] = (WEIGHT,),
+        sum_types: dict[str, Any] | None = None,
+    ) -> None:
         self.kernel = kernel
         self.schema = schema
         self.keys = tuple(keys)
@@ -167,7 +173,9 @@ class SparkTrace:
             top = run[-1].tier
             if any(b.tier > top for b in run) and len(self.batches) < 4 * FANOUT:
                 return
-            merged = SparkSnapshot(tuple(run), self.keys, self.schema, self.sums).frame(self.kernel.spark, self.sum_types)
+            merged = SparkSnapshot(tuple(run), self.keys, self.schema, self.sums).frame(
+                self.kernel.spark, self.sum_types
+            )
             path = storage.new_path()
             self.kernel.write(self.sort(self.consolidate(merged)), path)
             n = len(storage.garbage)

@@ -17,8 +17,9 @@ from dbspark.errors import SchemaError
 from dbspark.ir.aggregate import UserAggregate
 
 
-def flat_map_batches(batches: Iterator[pa.RecordBatch], fn: Callable[[dict], Any], in_schema: pl.Schema,
-                     out_schema: pl.Schema) -> Iterator[pa.RecordBatch]:
+def flat_map_batches(
+    batches: Iterator[pa.RecordBatch], fn: Callable[[dict], Any], in_schema: pl.Schema, out_schema: pl.Schema
+) -> Iterator[pa.RecordBatch]:
     from dbspark.engines.spark.convert import to_arrow
 
     cols = list(out_schema)

@@ -19,8 +19,15 @@ class SparkZSet:
 
     __slots__ = ("_df", "local", "schema", "keys", "consolidated", "_session", "_collected", "path", "files")
 
-    def __init__(self, session: Any, schema: pl.Schema, df: Any = None, local: ZSet | None = None,
-                 keys: tuple[str, ...] | None = None, consolidated: bool = False) -> None:
+    def __init__(
+        self,
+        session: Any,
+        schema: pl.Schema,
+        df: Any = None,
+        local: ZSet | None = None,
+        keys: tuple[str, ...] | None = None,
+        consolidated: bool = False,
+    ) -> None:
         self._session = session
         self.schema = schema
         self._df = df
@@ -52,10 +59,20 @@ class SparkZSet:
     def columns(self) -> list[str]:
         return list(self.schema)
 
-    def with_frame(self, df: Any, schema: pl.Schema | None = None, consolidated: bool = False,
-                   keys: tuple[str, ...] | None = None) -> SparkZSet:
-        return SparkZSet(self._session, schema if schema is not None else self.schema, df,
-                         keys=keys, consolidated=consolidated)
+    def with_frame(
+        self,
+        df: Any,
+        schema: pl.Schema | None = None,
+        consolidated: bool = False,
+        keys: tuple[str, ...] | None = None,
+    ) -> SparkZSet:
+        return SparkZSet(
+            self._session,
+            schema if schema is not None else self.schema,
+            df,
+            keys=keys,
+            consolidated=consolidated,
+        )
 
     # ---- reading in Python (collects) ---------------------------------------------------------
     def to_zset(self) -> ZSet:

@@ -51,8 +51,13 @@ def compile_program(text: str, external: dict[str, pl.Schema] | None = None) -> 
     return checked
 
 
-def load(pipeline: Any, text: str, base_dir: str | Path | None = None,
-         max_iterations: int | None = None, closure_operator: bool = True) -> list[str]:
+def load(
+    pipeline: Any,
+    text: str,
+    base_dir: str | Path | None = None,
+    max_iterations: int | None = None,
+    closure_operator: bool = True,
+) -> list[str]:
     """Add the Datalog program `text` to `pipeline`; returns the names it declared (its input tables,
     then its output views). `base_dir`: where fact files are looked up (default: none for `.input p`,
     the working directory for relative `filename=`); `max_iterations` bounds each recursive component's
@@ -69,8 +74,10 @@ def load(pipeline: Any, text: str, base_dir: str | Path | None = None,
     comps = stratify(sorted(rels), checked.rules)
     for r in rels.values():
         if r.origin == "input" and r.output:
-            raise UnsupportedError(f".output {r.name}: {r.name!r} is an input table (read it with the table itself, "
-                                   "or output a relation derived from it)")
+            raise UnsupportedError(
+                f".output {r.name}: {r.name!r} is an input table (read it with the table itself, "
+                "or output a relation derived from it)"
+            )
     # declared in the program but defined elsewhere: a relation with no rules, facts or .input that the
     # pipeline already has is read from the pipeline
     defined = {r.head.pred for r in checked.rules} | set(checked.facts)
@@ -79,16 +86,22 @@ def load(pipeline: Any, text: str, base_dir: str | Path | None = None,
         if r.origin == "derived" and name not in defined and not r.output:
             actual = [dtype_type(t) for t in external[name].values()]
             if [t if t != "unsigned" else "number" for t in r.types] != actual:
-                raise SchemaError(f".decl {name}: declared as ({', '.join(r.types)}), but the pipeline's relation "
-                                  f"{name!r} has ({', '.join(actual)}) (line {r.pos.line}, column {r.pos.column})")
+                raise SchemaError(
+                    f".decl {name}: declared as ({', '.join(r.types)}), but the pipeline's relation "
+                    f"{name!r} has ({', '.join(actual)}) (line {r.pos.line}, column {r.pos.column})"
+                )
             r.origin = "external"
 
     new_names = [n for n, r in rels.items() if r.origin == "input" or r.output]
     new_names += [f"_facts_{n}" for n, r in rels.items() if r.origin == "derived"]
     for n in new_names:
         if n in pipeline.relations:
-            raise CircuitError(f"{n!r} is already declared in the pipeline; the Datalog program declares it again")
-    facts_files = {n: _initial_rows(r, base, checked.facts.get(n, [])) for n, r in rels.items() if r.origin == "input"}
+            raise CircuitError(
+                f"{n!r} is already declared in the pipeline; the Datalog program declares it again"
+            )
+    facts_files = {
+        n: _initial_rows(r, base, checked.facts.get(n, [])) for n, r in rels.items() if r.origin == "input"
+    }
 
     declared: list[str] = []
     env: dict[str, Any] = {}

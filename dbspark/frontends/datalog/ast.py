@@ -187,7 +187,9 @@ def literal_vars(lit: Literal) -> set[str]:
     if isinstance(lit, Aggregate):
         return {lit.var} | lit.inner_vars()
     if isinstance(lit, GroupBy):
-        return {lit.var, *lit.keys} | lit.atom.vars() | (term_vars(lit.expr) if lit.expr is not None else set())
+        return (
+            {lit.var, *lit.keys} | lit.atom.vars() | (term_vars(lit.expr) if lit.expr is not None else set())
+        )
     return lit.vars()
 
 

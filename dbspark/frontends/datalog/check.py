@@ -42,8 +42,12 @@ from dbspark.frontends.datalog.ast import (
     term_vars,
 )
 
-DTYPES: dict[str, pl.DataType] = {"number": pl.Int64(), "unsigned": pl.Int64(), "float": pl.Float64(),
-                                  "symbol": pl.String()}
+DTYPES: dict[str, pl.DataType] = {
+    "number": pl.Int64(),
+    "unsigned": pl.Int64(),
+    "float": pl.Float64(),
+    "symbol": pl.String(),
+}
 INPUT_PARAMS = {"IO", "filename", "delimiter", "headers", "format"}
 
 
@@ -103,16 +107,24 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
     for td in prog.types:
         base = aliases.get(td.base, td.base)
         if base not in TYPES:
-            raise at(SchemaError, f".type {td.name}: unknown base type {td.base!r}; the types are {list(TYPES)}",
-                     td.pos)
+            raise at(
+                SchemaError,
+                f".type {td.name}: unknown base type {td.base!r}; the types are {list(TYPES)}",
+                td.pos,
+            )
         aliases[td.name] = base
     rels: dict[str, Relation] = {}
     for d in prog.decls:
         if d.name in rels:
-            raise at(SchemaError, f"relation {d.name!r} is declared twice (first at {rels[d.name].pos})", d.pos)
+            raise at(
+                SchemaError, f"relation {d.name!r} is declared twice (first at {rels[d.name].pos})", d.pos
+            )
         if not d.attrs:
-            raise at(UnsupportedError, f"relation {d.name!r} has no attributes (nullary relations are not supported)",
-                     d.pos)
+            raise at(
+                UnsupportedError,
+                f"relation {d.name!r} has no attributes (nullary relations are not supported)",
+                d.pos,
+            )
         cols = [a for a, _ in d.attrs]
         if len(set(cols)) != len(cols):
             raise at(SchemaError, f"relation {d.name!r} has duplicate attribute names {cols}", d.pos)
@@ -120,14 +132,20 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
         for a, t in d.attrs:
             base = aliases.get(t, t)
             if base not in TYPES:
-                raise at(SchemaError, f"attribute {d.name}.{a}: unknown type {t!r}; the types are {list(TYPES)} "
-                         "(or a .type declared before)", d.pos)
+                raise at(
+                    SchemaError,
+                    f"attribute {d.name}.{a}: unknown type {t!r}; the types are {list(TYPES)} "
+                    "(or a .type declared before)",
+                    d.pos,
+                )
             types.append(base)
         rels[d.name] = Relation(d.name, cols, types, "derived", d.pos)
     seen: set[tuple[str, str]] = set()
     for dr in prog.directives:
         if dr.kind not in ("input", "output"):
-            raise at(UnsupportedError, f".{dr.kind} is not supported (only .decl, .type, .input, .output)", dr.pos)
+            raise at(
+                UnsupportedError, f".{dr.kind} is not supported (only .decl, .type, .input, .output)", dr.pos
+            )
         if dr.name not in rels:
             raise at(UnknownNameError, f".{dr.kind} {dr.name}: relation {dr.name!r} is not declared", dr.pos)
         if (dr.kind, dr.name) in seen:
@@ -138,21 +156,33 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
         if dr.kind == "input":
             unknown = set(params) - INPUT_PARAMS
             if unknown:
-                raise at(UnsupportedError, f".input {dr.name}: unknown parameter(s) {sorted(unknown)}; "
-                         f"known: {sorted(INPUT_PARAMS)}", dr.pos)
+                raise at(
+                    UnsupportedError,
+                    f".input {dr.name}: unknown parameter(s) {sorted(unknown)}; "
+                    f"known: {sorted(INPUT_PARAMS)}",
+                    dr.pos,
+                )
             if params.get("IO", "file") != "file":
-                raise at(UnsupportedError, f".input {dr.name}: IO={params['IO']} is not supported (only IO=file)",
-                         dr.pos)
+                raise at(
+                    UnsupportedError,
+                    f".input {dr.name}: IO={params['IO']} is not supported (only IO=file)",
+                    dr.pos,
+                )
             r.origin, r.params = "input", params
         else:
             if params:
-                raise at(UnsupportedError, f".output {dr.name}: parameters {sorted(params)} are not supported; the "
-                         "output is a view of the pipeline (write its changes with `dbspark run --output DIR`)",
-                         dr.pos)
+                raise at(
+                    UnsupportedError,
+                    f".output {dr.name}: parameters {sorted(params)} are not supported; the "
+                    "output is a view of the pipeline (write its changes with `dbspark run --output DIR`)",
+                    dr.pos,
+                )
             r.output = True
     for name, schema in external.items():
         if name not in rels:
-            rels[name] = Relation(name, list(schema), [dtype_type(t) for t in schema.values()], "external", Pos(0, 0))
+            rels[name] = Relation(
+                name, list(schema), [dtype_type(t) for t in schema.values()], "external", Pos(0, 0)
+            )
     return rels
 
 
@@ -193,14 +223,18 @@ def _norm_body(body: tuple[Literal, ...], fresh: _Fresh, in_agg: bool) -> tuple[
             out += [*extra, Negation(a, lit.pos)]
         elif isinstance(lit, Aggregate):
             if lit.func not in AGGREGATES:
-                raise at(UnsupportedError, f"unknown aggregate {lit.func!r}; known: {list(AGGREGATES)}", lit.pos)
+                raise at(
+                    UnsupportedError, f"unknown aggregate {lit.func!r}; known: {list(AGGREGATES)}", lit.pos
+                )
             out.append(Aggregate(lit.var, lit.func, lit.expr, _norm_body(lit.body, fresh, True), lit.pos))
         elif isinstance(lit, GroupBy):
             keep = {*lit.keys}
             ren = {v: fresh(v) for v in lit.atom.vars() - keep}  # local variables: private to the literal
             a, extra = _norm_atom(_rename_atom(lit.atom, ren), fresh, True)
             if extra:
-                raise at(UnsupportedError, "an expression argument inside groupby(...) is not supported", lit.pos)
+                raise at(
+                    UnsupportedError, "an expression argument inside groupby(...) is not supported", lit.pos
+                )
             expr = _rename(lit.expr, ren) if lit.expr is not None else None
             out.append(GroupBy(a, lit.keys, lit.var, lit.func, expr, lit.pos))
         else:
@@ -252,11 +286,17 @@ def plan(body: tuple[Literal, ...], bound: set[str], rule: Rule) -> list[tuple[s
         elif isinstance(lit, GroupBy):
             missing = set(lit.keys) - lit.atom.vars()
             if missing:
-                raise at(UnsafeRuleError, f"groupby: group variable(s) {sorted(missing)} do not occur in {lit.atom}",
-                         lit.pos)
+                raise at(
+                    UnsafeRuleError,
+                    f"groupby: group variable(s) {sorted(missing)} do not occur in {lit.atom}",
+                    lit.pos,
+                )
             if lit.expr is not None and not term_vars(lit.expr) <= lit.atom.vars():
-                raise at(UnsafeRuleError, f"groupby: the aggregated expression {lit.expr} uses variables not in "
-                         f"{lit.atom}", lit.pos)
+                raise at(
+                    UnsafeRuleError,
+                    f"groupby: the aggregated expression {lit.expr} uses variables not in {lit.atom}",
+                    lit.pos,
+                )
             steps.append(("groupby", lit))
             bound |= {*lit.keys, lit.var}
         else:
@@ -271,10 +311,17 @@ def plan(body: tuple[Literal, ...], bound: set[str], rule: Rule) -> list[tuple[s
                 break
         else:
             lit = rest[0]
-            need = (set(group_vars(lit, outside_vars(rule, lit))) if isinstance(lit, Aggregate)
-                    else literal_vars(lit)) - bound
-            raise at(UnsafeRuleError, f"unsafe rule {rule}: variable(s) {sorted(_shown(need))} in {lit} are not bound "
-                     "by a positive atom", rule.pos)
+            need = (
+                set(group_vars(lit, outside_vars(rule, lit)))
+                if isinstance(lit, Aggregate)
+                else literal_vars(lit)
+            ) - bound
+            raise at(
+                UnsafeRuleError,
+                f"unsafe rule {rule}: variable(s) {sorted(_shown(need))} in {lit} are not bound "
+                "by a positive atom",
+                rule.pos,
+            )
     return steps
 
 
@@ -312,15 +359,25 @@ def check_safety(rule: Rule) -> None:
             for _, il in plan(lit.body, g, inner):
                 ib |= outer_vars(il)
             if lit.expr is not None and not term_vars(lit.expr) <= ib:
-                raise at(UnsafeRuleError, f"unsafe aggregate {lit}: {sorted(term_vars(lit.expr) - ib)} not bound in "
-                         "its body", lit.pos)
+                raise at(
+                    UnsafeRuleError,
+                    f"unsafe aggregate {lit}: {sorted(term_vars(lit.expr) - ib)} not bound in its body",
+                    lit.pos,
+                )
             if lit.var in lit.inner_vars():
-                raise at(UnsafeRuleError, f"the result variable {lit.var} of {lit} also occurs in its body", lit.pos)
+                raise at(
+                    UnsafeRuleError,
+                    f"the result variable {lit.var} of {lit} also occurs in its body",
+                    lit.pos,
+                )
     free = rule.head.vars() - bound
     if free or any(isinstance(a, Wild) or has_wild(a) for a in rule.head.args):
         what = f"variable(s) {sorted(free)}" if free else "a wildcard '_'"
-        raise at(UnsafeRuleError, f"unsafe rule {rule}: {what} in the head not bound by a positive atom in the body",
-                 rule.pos)
+        raise at(
+            UnsafeRuleError,
+            f"unsafe rule {rule}: {what} in the head not bound by a positive atom in the body",
+            rule.pos,
+        )
 
 
 # ---- the whole program -------------------------------------------------------------------------------
@@ -335,11 +392,19 @@ def check(prog: Program, external: Mapping[str, pl.Schema] | None = None) -> Che
     for r in prog.rules:
         head = r.head
         if head.pred not in rels:
-            raise at(UnknownNameError, f"rule head {head.pred!r} is not declared (add .decl {head.pred}(...))", head.pos)
+            raise at(
+                UnknownNameError,
+                f"rule head {head.pred!r} is not declared (add .decl {head.pred}(...))",
+                head.pos,
+            )
         hr = rels[head.pred]
         if hr.origin == "external":
-            raise at(SchemaError, f"rule head {head.pred!r} is a relation declared outside this program; rules can "
-                     "only derive relations the program declares", head.pos)
+            raise at(
+                SchemaError,
+                f"rule head {head.pred!r} is a relation declared outside this program; rules can "
+                "only derive relations the program declares",
+                head.pos,
+            )
         _arity(head, hr)
         body = _norm_body(r.body, fresh, False)
         rule = Rule(head, body, r.pos, str(r))
@@ -355,17 +420,25 @@ def check(prog: Program, external: Mapping[str, pl.Schema] | None = None) -> Che
 
 def _arity(a: Atom, rel: Relation) -> None:
     if len(a.args) != len(rel.columns):
-        raise at(SchemaError, f"arity mismatch: {a} has {len(a.args)} argument(s), {rel.name!r} has "
-                 f"{len(rel.columns)} ({', '.join(rel.columns)})", a.pos)
+        raise at(
+            SchemaError,
+            f"arity mismatch: {a} has {len(a.args)} argument(s), {rel.name!r} has "
+            f"{len(rel.columns)} ({', '.join(rel.columns)})",
+            a.pos,
+        )
 
 
 def _check_preds(rule: Rule, body: tuple[Literal, ...], rels: dict[str, Relation]) -> None:
     for lit in body:
-        atoms = ([lit] if isinstance(lit, Atom) else [lit.atom] if isinstance(lit, (Negation, GroupBy)) else [])
+        atoms = [lit] if isinstance(lit, Atom) else [lit.atom] if isinstance(lit, (Negation, GroupBy)) else []
         for a in atoms:
             if a.pred not in rels:
-                raise at(UnknownNameError, f"unknown predicate {a.pred!r} in rule {rule}: declare it with .decl, or "
-                         "declare a table or view of that name in the pipeline first", a.pos)
+                raise at(
+                    UnknownNameError,
+                    f"unknown predicate {a.pred!r} in rule {rule}: declare it with .decl, or "
+                    "declare a table or view of that name in the pipeline first",
+                    a.pos,
+                )
             _arity(a, rels[a.pred])
         if isinstance(lit, Aggregate):
             _check_preds(rule, lit.body, rels)

@@ -45,10 +45,18 @@ def read_facts(path: Path, rel: Relation) -> pl.DataFrame:
         else:
             sep = rel.params.get("delimiter", "," if path.suffix.lower() == ".csv" else "\t")
             headers = str(rel.params.get("headers", "false")).lower() == "true"
-            df = pl.read_csv(path, separator=sep, has_header=headers, new_columns=list(schema), schema=schema,
-                             quote_char='"' if sep == "," else None)
+            df = pl.read_csv(
+                path,
+                separator=sep,
+                has_header=headers,
+                new_columns=list(schema),
+                schema=schema,
+                quote_char='"' if sep == "," else None,
+            )
     except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError, pl.exceptions.ShapeError) as e:
-        raise DataError(f"{where}: cannot read the facts as {rel.columns} of types {rel.types}: {e}") from None
+        raise DataError(
+            f"{where}: cannot read the facts as {rel.columns} of types {rel.types}: {e}"
+        ) from None
     for c, t in zip(rel.columns, rel.types, strict=True):
         if t == "unsigned" and df.height and (df[c].min() or 0) < 0:  # type: ignore[operator]
             raise DataError(f"{where}: column {c} is unsigned but holds {df[c].min()!r}")

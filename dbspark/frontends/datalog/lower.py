@@ -169,8 +169,11 @@ class RuleLowering:
         if step == "assign":
             assert isinstance(lit_, Constraint)
             free = lit_.vars() - {v for v, c in self.cols.items() if c in cur.schema}
-            target, e = (lit_.left, lit_.right) if isinstance(lit_.left, Var) and lit_.left.name in free \
+            target, e = (
+                (lit_.left, lit_.right)
+                if isinstance(lit_.left, Var) and lit_.left.name in free
                 else (lit_.right, lit_.left)
+            )
             assert isinstance(target, Var)
             return cur.map(*cur.columns, (self.col_of(target.name), self.expr(e)))
         if step == "negation":
@@ -196,7 +199,9 @@ class RuleLowering:
 
     def groupby(self, g: GroupBy) -> Stream:
         if g.func not in AGG_FUNCS:
-            raise UnsupportedError(f"unknown aggregate {g.func!r} in {g} ({g.pos}); known: {sorted(AGG_FUNCS)}")
+            raise UnsupportedError(
+                f"unknown aggregate {g.func!r} in {g} ({g.pos}); known: {sorted(AGG_FUNCS)}"
+            )
         s = self.atom(g.atom)
         k = self.tmp("k")
         keys = [self.col_of(v) for v in g.keys]
@@ -222,7 +227,9 @@ class RuleLowering:
             dt = DTYPES.get(self.types.get(var, "number"), pl.Int64())
             val: Expr = lit(1) if a.func == "count" or a.expr is None else self.expr(a.expr)
             contrib = inner.map(*on, ("a", Cast(val, dt))) + seeds.map(*on, ("a", Cast(lit(0), dt)))
-            agg = contrib.stream_aggregate(by=on, r=("sum", "a")).map(*on, (self.col_of(var), Cast(col("r"), dt)))
+            agg = contrib.stream_aggregate(by=on, r=("sum", "a")).map(
+                *on, (self.col_of(var), Cast(col("r"), dt))
+            )
         else:
             agg = self._agg_value(inner, on, a.func, a.expr, var)
         if already:
@@ -255,9 +262,15 @@ def relation_stream(parts: list[Stream]) -> Stream:
     return s.stream_distinct()
 
 
-def lower_component(comp: Component, rels: dict[str, Relation], env: Env, base: dict[str, list[str]],
-                    unit: Callable[[], Stream], max_iterations: int,
-                    closure_operator: bool = True) -> dict[str, Stream]:
+def lower_component(
+    comp: Component,
+    rels: dict[str, Relation],
+    env: Env,
+    base: dict[str, list[str]],
+    unit: Callable[[], Stream],
+    max_iterations: int,
+    closure_operator: bool = True,
+) -> dict[str, Stream]:
     """The streams of one component's relations. `env` has the streams of earlier components and of
     the hidden tables (keys in `base[pred]`: an input table, a facts table). A component that is the
     transitive closure of one relation becomes the closure operator when `closure_operator` is set."""
@@ -291,24 +304,29 @@ def lower_component(comp: Component, rels: dict[str, Relation], env: Env, base: 
 
     def body(*streams: Stream) -> tuple[Stream, ...]:
         inner: Env = dict(zip(reads, streams[: len(reads)], strict=True))
-        inner.update(zip(preds, streams[len(reads):], strict=True))
+        inner.update(zip(preds, streams[len(reads) :], strict=True))
         out = []
         for p in preds:
             parts = [inner[k] for k in base.get(p, [])]
-            parts += [RuleLowering(r, rels, inner, lambda: inner["@unit"]).lower()
-                      for r in comp.rules if r.head.pred == p]
+            parts += [
+                RuleLowering(r, rels, inner, lambda: inner["@unit"]).lower()
+                for r in comp.rules
+                if r.head.pred == p
+            ]
             out.append(relation_stream(parts))
         return tuple(out)
 
     name = "datalog_" + "_".join(preds)
-    result = env[reads[0]].circuit.recursive(body, imports, schemas=[rels[p].schema for p in preds], name=name,
-                                             max_iterations=max_iterations)
+    result = env[reads[0]].circuit.recursive(
+        body, imports, schemas=[rels[p].schema for p in preds], name=name, max_iterations=max_iterations
+    )
     results = result if isinstance(result, tuple) else (result,)
     return dict(zip(preds, results, strict=True))
 
 
-def closure_pattern(comp: Component, rels: dict[str, Relation],
-                    base: dict[str, list[str]]) -> tuple[str, str] | None:
+def closure_pattern(
+    comp: Component, rels: dict[str, Relation], base: dict[str, list[str]]
+) -> tuple[str, str] | None:
     """(p, e) when the component is exactly `p(X, Y) :- e(X, Y).` and one of `p(X, Y) :- p(X, Z), e(Z, Y).`,
     `p(X, Y) :- e(X, Z), p(Z, Y).` or `p(X, Y) :- p(X, Z), p(Z, Y).` (literals in any order, distinct
     variables), with no facts or input rows of its own: then p is the transitive closure of e."""

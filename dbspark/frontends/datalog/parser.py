@@ -106,9 +106,18 @@ BLOCK_COMMENT: /\/\*(.|\n)*?\*\//
 _parser = Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 _NICE = {t.name: repr(t.pattern.value) for t in _parser.terminals if t.pattern.type == "str"}
-_NICE.update({"NAME": "a name", "INT": "an integer", "FLOAT": "a float", "STRING": "a string",
-              "CMP": "a comparison", "AGG": "an aggregate", "$END": "the end of the program",
-              "DIRECTIVE": "a directive"})
+_NICE.update(
+    {
+        "NAME": "a name",
+        "INT": "an integer",
+        "FLOAT": "a float",
+        "STRING": "a string",
+        "CMP": "a comparison",
+        "AGG": "an aggregate",
+        "$END": "the end of the program",
+        "DIRECTIVE": "a directive",
+    }
+)
 
 
 def _pos(node: Any) -> Pos:
@@ -127,7 +136,9 @@ def _unescape(s: str) -> str:
 
 def _need_eq(tok: Token) -> None:
     if str(tok) != "=":
-        raise ParseError(f"Datalog syntax error: an aggregate is bound with '=', not {str(tok)!r}", tok.line, tok.column)
+        raise ParseError(
+            f"Datalog syntax error: an aggregate is bound with '=', not {str(tok)!r}", tok.line, tok.column
+        )
 
 
 class _Build(Transformer):
@@ -201,8 +212,11 @@ class _Build(Transformer):
         var, eq, func, expr, body = ch
         _need_eq(eq)
         if not isinstance(var, Var):
-            raise ParseError(f"Datalog syntax error: an aggregate's result must be bound to a variable, not {var}",
-                             meta.line, meta.column)
+            raise ParseError(
+                f"Datalog syntax error: an aggregate's result must be bound to a variable, not {var}",
+                meta.line,
+                meta.column,
+            )
         return Aggregate(var.name, str(func), expr, body, Pos(meta.line, meta.column))
 
     @v_args(meta=True)
@@ -303,21 +317,32 @@ def parse(text: str) -> Program:
     except UnexpectedCharacters as e:
         at = e.pos_in_stream
         ch = text[at] if at is not None and at < len(text) else ""
-        raise ParseError(f"Datalog syntax error: unexpected character {ch!r}{_expected(e)}", e.line, e.column) from None
+        raise ParseError(
+            f"Datalog syntax error: unexpected character {ch!r}{_expected(e)}", e.line, e.column
+        ) from None
     except UnexpectedEOF as e:
-        raise ParseError(f"Datalog syntax error: the program ends too early (a clause must end with '.')"
-                         f"{_expected(e)}", *_end(text)) from None
+        raise ParseError(
+            f"Datalog syntax error: the program ends too early (a clause must end with '.'){_expected(e)}",
+            *_end(text),
+        ) from None
     except UnexpectedToken as e:
         tok = e.token
         if tok.type == "$END":
-            raise ParseError(f"Datalog syntax error: unexpected the end of the program{_expected(e)}",
-                             *_end(text)) from None
+            raise ParseError(
+                f"Datalog syntax error: unexpected the end of the program{_expected(e)}", *_end(text)
+            ) from None
         if str(tok) == "." and tok.start_pos is not None:
-            m = re.match(r"\.(\w+)", text[tok.start_pos:])
+            m = re.match(r"\.(\w+)", text[tok.start_pos :])
             if m and m.group(1) not in ("decl", "type", "input", "output", "printsize"):
-                raise ParseError(f"Datalog syntax error: unknown directive .{m.group(1)} (the directives are .decl, "
-                                 ".type, .input, .output)", e.line, e.column) from None
-        raise ParseError(f"Datalog syntax error: unexpected {str(tok)!r}{_expected(e)}", e.line, e.column) from None
+                raise ParseError(
+                    f"Datalog syntax error: unknown directive .{m.group(1)} (the directives are .decl, "
+                    ".type, .input, .output)",
+                    e.line,
+                    e.column,
+                ) from None
+        raise ParseError(
+            f"Datalog syntax error: unexpected {str(tok)!r}{_expected(e)}", e.line, e.column
+        ) from None
     try:
         return _Build().transform(tree)
     except VisitError as e:

@@ -124,18 +124,27 @@ def stratify(preds: list[str], rules: list[Rule]) -> list[Component]:
     where = {p: i for i, c in enumerate(comps) for p in c}
     for e in es:
         if e.kind != "positive" and where[e.src] == where[e.dst]:
-            cycle = _path(e.dst, e.src, succ, set(comps[where[e.src]]))  # dst ... src, then src -> dst closes it
+            cycle = _path(
+                e.dst, e.src, succ, set(comps[where[e.src]])
+            )  # dst ... src, then src -> dst closes it
             mark = "!" if e.kind == "negation" else "aggregate of "
             shown = " -> ".join([*cycle[:-1], f"{mark}{e.src}", e.dst])
-            raise at(StratificationError, f"the program cannot be stratified: {e.dst} depends on itself through "
-                     f"{e.kind} ({shown}); a cycle of rules may not go through negation or aggregation", e.pos)
+            raise at(
+                StratificationError,
+                f"the program cannot be stratified: {e.dst} depends on itself through "
+                f"{e.kind} ({shown}); a cycle of rules may not go through negation or aggregation",
+                e.pos,
+            )
     self_loop = {e.src for e in es if e.src == e.dst}
     out = [Component(c, len(c) > 1 or c[0] in self_loop) for c in comps]
     for r in rules:
         out[where[r.head.pred]].rules.append(r)
     for i, comp in enumerate(out):
         deps = [where[e.src] for e in es if where[e.dst] == i and where[e.src] != i]
-        bumps = [out[d].stratum + (0 if any(e.kind == "positive" for e in es if where[e.src] == d and where[e.dst] == i)
-                                   else 1) for d in deps]
+        bumps = [
+            out[d].stratum
+            + (0 if any(e.kind == "positive" for e in es if where[e.src] == d and where[e.dst] == i) else 1)
+            for d in deps
+        ]
         comp.stratum = max(bumps, default=0)
     return out

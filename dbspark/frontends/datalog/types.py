@@ -51,11 +51,18 @@ def fact_values(head: Atom, rel: Relation) -> tuple:
         assert isinstance(a, Const)
         vt = INT_LIT if a.type == "number" else a.type
         if not fits(vt, t):
-            raise at(SchemaError, f"type mismatch: argument {i + 1} of fact {head} is a {a.type}, column "
-                     f"{rel.name}.{rel.columns[i]} is {t}", a.pos)
+            raise at(
+                SchemaError,
+                f"type mismatch: argument {i + 1} of fact {head} is a {a.type}, column "
+                f"{rel.name}.{rel.columns[i]} is {t}",
+                a.pos,
+            )
         if t == "unsigned" and a.value < 0:
-            raise at(SchemaError, f"fact {head}: {a.value} is negative, column {rel.name}.{rel.columns[i]} is unsigned",
-                     a.pos)
+            raise at(
+                SchemaError,
+                f"fact {head}: {a.value} is negative, column {rel.name}.{rel.columns[i]} is unsigned",
+                a.pos,
+            )
         out.append(float(a.value) if t == "float" else a.value)
     return tuple(out)
 
@@ -73,8 +80,12 @@ class _Types:
             self.env[v] = t
             self.where[v] = where
         elif t != old and t != INT_LIT:
-            raise at(SchemaError, f"type mismatch in rule {self.rule}: variable {v} is {old} ({self.where[v]}) and "
-                     f"{t} ({where})", getattr(lit, "pos", self.rule.pos))
+            raise at(
+                SchemaError,
+                f"type mismatch in rule {self.rule}: variable {v} is {old} ({self.where[v]}) and "
+                f"{t} ({where})",
+                getattr(lit, "pos", self.rule.pos),
+            )
 
     def atom(self, a: Atom, positive: bool) -> None:
         rel = self.rels[a.pred]
@@ -84,13 +95,21 @@ class _Types:
                 if positive or t.name not in self.env:
                     self.bind(t.name, ct, where, a)
                 elif not fits(self.env[t.name], ct):
-                    raise at(SchemaError, f"type mismatch in rule {self.rule}: variable {t.name} is "
-                             f"{self.env[t.name]} ({self.where[t.name]}), {where} is {ct}", a.pos)
+                    raise at(
+                        SchemaError,
+                        f"type mismatch in rule {self.rule}: variable {t.name} is "
+                        f"{self.env[t.name]} ({self.where[t.name]}), {where} is {ct}",
+                        a.pos,
+                    )
             elif isinstance(t, Const):
                 vt = INT_LIT if t.type == "number" else t.type
                 if not fits(vt, ct):
-                    raise at(SchemaError, f"type mismatch: {where} is the {t.type} {t}, column "
-                             f"{rel.name}.{rel.columns[i]} is {ct}", t.pos)
+                    raise at(
+                        SchemaError,
+                        f"type mismatch: {where} is the {t.type} {t}, column "
+                        f"{rel.name}.{rel.columns[i]} is {ct}",
+                        t.pos,
+                    )
 
     def expr(self, t: Term) -> str | None:
         if isinstance(t, Var):
@@ -110,7 +129,9 @@ class _Types:
             if x is not None and x not in (*NUMERIC, INT_LIT):
                 raise at(SchemaError, f"type mismatch: arithmetic '{t.op}' on {x} in {t}", t.pos)
         if a is not None and b is not None and a != b and INT_LIT not in (a, b):
-            raise at(SchemaError, f"type mismatch: '{t.op}' on {a} and {b} in {t} (convert explicitly)", t.pos)
+            raise at(
+                SchemaError, f"type mismatch: '{t.op}' on {a} and {b} in {t} (convert explicitly)", t.pos
+            )
         return unify(a, b)
 
     def literal(self, lit: Literal) -> None:
@@ -140,14 +161,18 @@ class _Types:
         if func == "count":
             return "number"
         if expr is None:
-            raise at(SchemaError, f"{lit}: {func} needs a value to aggregate", getattr(lit, "pos", self.rule.pos))
+            raise at(
+                SchemaError, f"{lit}: {func} needs a value to aggregate", getattr(lit, "pos", self.rule.pos)
+            )
         t = self.expr(expr)
         if t is None:
             return "number"
         if t == INT_LIT:
             t = "number"
         if func in ("sum", "mean") and t not in NUMERIC:
-            raise at(SchemaError, f"type mismatch: {func} of {t} in {lit}", getattr(lit, "pos", self.rule.pos))
+            raise at(
+                SchemaError, f"type mismatch: {func} of {t} in {lit}", getattr(lit, "pos", self.rule.pos)
+            )
         return "float" if func == "mean" else t
 
 
@@ -165,6 +190,10 @@ def check_types(rule: Rule, rels: dict[str, Relation]) -> dict[str, str]:
     for i, (a, ct) in enumerate(zip(rule.head.args, head.types, strict=True)):
         t = ts.expr(a)
         if t is not None and not fits(t, ct):
-            raise at(SchemaError, f"type mismatch: argument {i + 1} of the head {rule.head} is {t}, column "
-                     f"{head.name}.{head.columns[i]} is {ct}", rule.head.pos)
+            raise at(
+                SchemaError,
+                f"type mismatch: argument {i + 1} of the head {rule.head} is {t}, column "
+                f"{head.name}.{head.columns[i]} is {ct}",
+                rule.head.pos,
+            )
     return ts.env

@@ -47,7 +47,10 @@ def load(pipeline: Pipeline, text: str) -> list[str]:
         # leave the catalog as it was (nodes already added are unreachable from any view: dead)
         pipeline.relations.clear()
         pipeline.relations.update(relations_before)
-        for d, before in ((pipeline.circuit.inputs, inputs_before), (pipeline.circuit.outputs, outputs_before)):
+        for d, before in (
+            (pipeline.circuit.inputs, inputs_before),
+            (pipeline.circuit.outputs, outputs_before),
+        ):
             d.clear()
             d.update(before)
         raise

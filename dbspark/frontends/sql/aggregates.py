@@ -22,9 +22,20 @@ from dbspark.ir import expr as ir
 if TYPE_CHECKING:
     from dbspark.frontends.sql.compiler import Compiler
 
-FUNCS: dict[type, str] = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max", exp.Stddev: "stddev_samp",
-         exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
-         exp.VariancePop: "var_pop", exp.Median: "median", exp.Mode: "mode", exp.Count: "count"}
+FUNCS: dict[type, str] = {
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+    exp.Stddev: "stddev_samp",
+    exp.StddevSamp: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.Variance: "var_samp",
+    exp.VariancePop: "var_pop",
+    exp.Median: "median",
+    exp.Mode: "mode",
+    exp.Count: "count",
+}
 
 
 def find_aggregates(exprs: list[exp.Expression]) -> list[exp.Expression]:
@@ -42,8 +53,9 @@ def find_aggregates(exprs: list[exp.Expression]) -> list[exp.Expression]:
     return list(out.values())
 
 
-def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
-              items: list[tuple[str, exp.Expression]]) -> tuple[Rel, Scope, list[tuple[str, exp.Expression]]]:
+def aggregate(
+    c: Compiler, node: exp.Select, rel: Rel, scope: Scope, items: list[tuple[str, exp.Expression]]
+) -> tuple[Rel, Scope, list[tuple[str, exp.Expression]]]:
     src = c.src
     comp = ExprCompiler(scope)
     keys = group_keys(c, node, items, scope)
@@ -112,7 +124,11 @@ def aggregate(c: Compiler, node: exp.Select, rel: Rel, scope: Scope,
     keep = key_cols + list(calls)
     for out, func, acol in distinct_calls:
         keep.append(out)
-        d = base.map(*key_cols, acol).stream_distinct().stream_aggregate(key_cols or None, **{out: (func, acol)})
+        d = (
+            base.map(*key_cols, acol)
+            .stream_distinct()
+            .stream_aggregate(key_cols or None, **{out: (func, acol)})
+        )
         if key_cols:
             left, lk = null_safe_keys(s, key_cols, c.names)
             right, rk = null_safe_keys(d, key_cols, c.names)
@@ -131,8 +147,9 @@ def _field_of(scope: Scope, col: exp.Column) -> Field | None:
     return next((f for f in scope.fields if f.col == found), None)
 
 
-def group_keys(c: Compiler, node: exp.Select, items: list[tuple[str, exp.Expression]],
-               scope: Scope) -> list[exp.Expression]:
+def group_keys(
+    c: Compiler, node: exp.Select, items: list[tuple[str, exp.Expression]], scope: Scope
+) -> list[exp.Expression]:
     """GROUP BY expressions bound as DuckDB binds them: a position (GROUP BY 1) is that SELECT item; a
     bare name is a column of the FROM clause if there is one, else a SELECT alias (whose expression is
     then the key); GROUP BY ALL is every SELECT item without an aggregate. Aliases are not expanded inside
@@ -152,14 +169,20 @@ def group_keys(c: Compiler, node: exp.Select, items: list[tuple[str, exp.Express
             if not 1 <= i <= len(items):
                 c.src.schema_error(f"GROUP BY position {i} is not in the select list", g)
             target = items[i - 1][1]
-        elif isinstance(g, exp.Column) and not g.args.get("table") and scope.find(g) is None \
-                and name_of(g.this) in aliases:
+        elif (
+            isinstance(g, exp.Column)
+            and not g.args.get("table")
+            and scope.find(g) is None
+            and name_of(g.this) in aliases
+        ):
             target = aliases[name_of(g.this)]
         else:
             out.append(g)
             continue
         if find_aggregates([target]):
-            c.src.schema_error(f"GROUP BY {g.sql(dialect='duckdb')} refers to an aggregate "
-                               f"({target.sql(dialect='duckdb')})", g)
+            c.src.schema_error(
+                f"GROUP BY {g.sql(dialect='duckdb')} refers to an aggregate ({target.sql(dialect='duckdb')})",
+                g,
+            )
         out.append(target)
     return out

@@ -25,7 +25,9 @@ from dbspark.frontends.sql.parse import name_of
 
 def _plain(q: Any, where: bool = False) -> bool:
     """A SELECT with no grouping, DISTINCT, ordering or limit (and no WHERE unless `where`)."""
-    keys = ("group", "having", "distinct", "order", "limit", "offset", "qualify") + (() if where else ("where",))
+    keys = ("group", "having", "distinct", "order", "limit", "offset", "qualify") + (
+        () if where else ("where",)
+    )
     return isinstance(q, exp.Select) and not any(q.args.get(k) for k in keys)
 
 

@@ -40,7 +40,9 @@ class Compiler:
         self.names = Names()
         self.ctes: list[dict[str, Rel]] = []
         self.view = ""  # the view being compiled (named by errors raised while it runs)
-        self.circuit: Circuit = pipeline.circuit  # where new sources go: a recursive scope's body sets its own
+        self.circuit: Circuit = (
+            pipeline.circuit
+        )  # where new sources go: a recursive scope's body sets its own
         self._one_col: str | None = None
 
     # ---- names ----------------------------------------------------------------------------------
@@ -49,7 +51,9 @@ class Compiler:
             if name in frame:
                 return frame[name]
         if name not in self.p.relations:
-            self.src.unknown(f"unknown table or view {name}; the pipeline has {sorted(self.p.relations)}", node)
+            self.src.unknown(
+                f"unknown table or view {name}; the pipeline has {sorted(self.p.relations)}", node
+            )
         s = self.p.relations[name]
         # the table's own stream and column names: the same table read by several views (or twice by
         # one) is one node, so incrementalization builds its integrals once (the circuit cache);
@@ -93,7 +97,9 @@ class Compiler:
                 keys = self.order_keys(node, [(f.name, exp.column(f.name)) for f in vis], vis, False)
                 for k in keys:
                     if isinstance(k, exp.Expression):
-                        self.src.schema_error(f"ORDER BY {k.sql(dialect='duckdb')} is not a column of the result", k)
+                        self.src.schema_error(
+                            f"ORDER BY {k.sql(dialect='duckdb')} is not a column of the result", k
+                        )
                 rel = self.order_limit(node, rel, [k for k in keys if isinstance(k, str)], False)
             else:
                 self.src.unsupported(f"query {node.sql(dialect='duckdb')[:60]}", node)
@@ -105,9 +111,15 @@ class Compiler:
     def with_clause(self, with_: exp.With, outer: Scope | None) -> None:
         from dbspark.frontends.sql.recursion import Member, components, is_recursive, recursive_component
 
-        members = [Member(name_of(cte.args["alias"].this),
-                          [name_of(c) for c in cte.args["alias"].args.get("columns") or []], cte.this, cte)
-                   for cte in with_.expressions]
+        members = [
+            Member(
+                name_of(cte.args["alias"].this),
+                [name_of(c) for c in cte.args["alias"].args.get("columns") or []],
+                cte.this,
+                cte,
+            )
+            for cte in with_.expressions
+        ]
         groups = components(members) if with_.args.get("recursive") else [[m] for m in members]
         for comp in groups:
             if with_.args.get("recursive") and is_recursive(comp):
@@ -130,8 +142,9 @@ class Compiler:
     def select(self, node: exp.Select, outer: Scope | None) -> Rel:
         for key in ("qualify", "windows", "laterals", "pivots", "connect", "sample", "distribute", "cluster"):
             if node.args.get(key):
-                self.src.unsupported(key.upper(), node.args[key] if isinstance(node.args[key], exp.Expression)
-                                     else node)
+                self.src.unsupported(
+                    key.upper(), node.args[key] if isinstance(node.args[key], exp.Expression) else node
+                )
         if _has_window(node):
             self.src.unsupported("window functions (OVER)", next(node.find_all(exp.Window)))
         if isinstance(node.args.get("distinct"), exp.Distinct) and node.args["distinct"].args.get("on"):
@@ -170,11 +183,16 @@ class Compiler:
         """(output name, expression) per SELECT item, with * and t.* expanded."""
         out: list[tuple[str, exp.Expression]] = []
         for item in node.expressions:
-            if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            if isinstance(item, exp.Star) or (
+                isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+            ):
                 if item.args.get("except") or item.args.get("replace"):
                     self.src.unsupported("* EXCLUDE / REPLACE", item)
-                table = name_of(item.args["table"]) if isinstance(item, exp.Column) and item.args.get("table") \
+                table = (
+                    name_of(item.args["table"])
+                    if isinstance(item, exp.Column) and item.args.get("table")
                     else None
+                )
                 fields = [f for f in rel.visible() if table is None or f.qualifier == table]
                 if table is not None and not fields:
                     self.src.unknown(f"unknown table {table} in {item.sql(dialect='duckdb')}", item)
@@ -192,7 +210,9 @@ class Compiler:
                 out.append((item.sql(dialect="duckdb").lower(), item))
         return out
 
-    def project(self, node: exp.Select, rel: Rel, scope: Scope, items: list[tuple[str, exp.Expression]]) -> Rel:
+    def project(
+        self, node: exp.Select, rel: Rel, scope: Scope, items: list[tuple[str, exp.Expression]]
+    ) -> Rel:
         comp = ExprCompiler(replace(scope, aliases={}))  # the SELECT list does not read its own aliases
         proj: list[tuple[str, ir.Expr]] = []
         fields: list[Field] = []
@@ -203,8 +223,11 @@ class Compiler:
         distinct = node.args.get("distinct") is not None
         # ORDER BY expressions: a name a column of the FROM clause or grouped, then a SELECT alias
         # (after GROUP BY, DuckDB's ORDER BY reads a FROM column even when it is not grouped: an error)
-        aliases = {n: e for n, e in _aliases(node).items()
-                   if scope.pre is None or not any(f.name == n and not f.hidden for f in scope.pre.fields)}
+        aliases = {
+            n: e
+            for n, e in _aliases(node).items()
+            if scope.pre is None or not any(f.name == n and not f.hidden for f in scope.pre.fields)
+        }
         order_scope = replace(scope, aliases=aliases)
         keys = self.order_keys(node, items, fields, distinct)
         hidden = False
@@ -219,11 +242,20 @@ class Compiler:
         out = Rel(s, fields)
         return self.order_limit(node, out, [k for k in keys if isinstance(k, str)], hidden)
 
-    def order_keys(self, node: exp.Expression, items: list[tuple[str, exp.Expression]], fields: list[Field],
-                   distinct: bool) -> list[str | exp.Expression]:
+    def order_keys(
+        self,
+        node: exp.Expression,
+        items: list[tuple[str, exp.Expression]],
+        fields: list[Field],
+        distinct: bool,
+    ) -> list[str | exp.Expression]:
         """Per ORDER BY key (when there is a LIMIT or OFFSET): the output column it names (a position,
         an output name, the text of a SELECT item), or the expression to compute as a hidden column."""
-        if node.args.get("limit") is None and node.args.get("offset") is None or node.args.get("order") is None:
+        if (
+            node.args.get("limit") is None
+            and node.args.get("offset") is None
+            or node.args.get("order") is None
+        ):
             return []
         by_name = {f.name: f.col for f in fields}
         by_text: dict[str, str] = {}
@@ -257,8 +289,10 @@ class Compiler:
         off = self.constant_int(offset.expression, "OFFSET") if offset is not None else 0
         order = node.args.get("order")
         orders = order.expressions if order is not None else []
-        keys = [SortKey(col, bool(o.args.get("desc")), bool(o.args.get("nulls_first")))
-                for col, o in zip(cols, orders, strict=True)]
+        keys = [
+            SortKey(col, bool(o.args.get("desc")), bool(o.args.get("nulls_first")))
+            for col, o in zip(cols, orders, strict=True)
+        ]
         s = rel.stream.circuit.add(StreamTopK(tuple(keys), n, off), rel.stream)
         if hidden:
             s = s.map(*[f.col for f in rel.fields])
@@ -281,8 +315,11 @@ class Compiler:
         for x, y in zip(fa, fb, strict=True):
             t = common_type(a.dtype(x), b.dtype(y))
             if t is None:
-                self.src.schema_error(f"{type(node).__name__.upper()} column {x.name}: {a.dtype(x)} and {b.dtype(y)} "
-                                      "have no common type", node)
+                self.src.schema_error(
+                    f"{type(node).__name__.upper()} column {x.name}: {a.dtype(x)} and {b.dtype(y)} "
+                    "have no common type",
+                    node,
+                )
             types[x.col] = t
         sa = cast_to(drop_to(a.stream, cols), types)
         sb = cast_to(b.stream.map(*[(x.col, ir.Col(y.col)) for x, y in zip(fa, fb, strict=True)]), types)

@@ -21,14 +21,37 @@ from dbspark.frontends.sql.scope import Scope
 from dbspark.frontends.sql.types import sql_type
 from dbspark.ir import expr as ir
 
-AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev, exp.StddevSamp, exp.StddevPop,
-              exp.Variance, exp.VariancePop, exp.Median, exp.Mode)
+AGGREGATES = (
+    exp.Count,
+    exp.Sum,
+    exp.Avg,
+    exp.Min,
+    exp.Max,
+    exp.Stddev,
+    exp.StddevSamp,
+    exp.StddevPop,
+    exp.Variance,
+    exp.VariancePop,
+    exp.Median,
+    exp.Mode,
+)
 SUBQUERIES = (exp.Subquery, exp.Exists)
 
 BINARY: dict[type, str] = {
-    exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul", exp.Div: "sql_div", exp.IntDiv: "int_div", exp.Mod: "sql_mod",
-    exp.EQ: "eq", exp.NEQ: "ne", exp.LT: "lt", exp.LTE: "le", exp.GT: "gt", exp.GTE: "ge",
-    exp.And: "and", exp.Or: "or",
+    exp.Add: "add",
+    exp.Sub: "sub",
+    exp.Mul: "mul",
+    exp.Div: "sql_div",
+    exp.IntDiv: "int_div",
+    exp.Mod: "sql_mod",
+    exp.EQ: "eq",
+    exp.NEQ: "ne",
+    exp.LT: "lt",
+    exp.LTE: "le",
+    exp.GT: "gt",
+    exp.GTE: "ge",
+    exp.And: "and",
+    exp.Or: "or",
 }
 # sqlglot function nodes -> (registry name, argument keys in order; "*" splats a list argument)
 FUNCTIONS: dict[type, tuple[str, tuple[str, ...]]] = {
@@ -60,8 +83,18 @@ FUNCTIONS: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.Greatest: ("greatest", ("this", "*expressions")),
     exp.Least: ("least", ("this", "*expressions")),
 }
-INTERVAL_UNITS = {"year": (12, 0), "years": (12, 0), "month": (1, 0), "months": (1, 0), "day": (0, 1), "days": (0, 1),
-                  "week": (0, 7), "weeks": (0, 7), "quarter": (3, 0), "quarters": (3, 0)}
+INTERVAL_UNITS = {
+    "year": (12, 0),
+    "years": (12, 0),
+    "month": (1, 0),
+    "months": (1, 0),
+    "day": (0, 1),
+    "days": (0, 1),
+    "week": (0, 7),
+    "weeks": (0, 7),
+    "quarter": (3, 0),
+    "quarters": (3, 0),
+}
 
 
 class ExprCompiler:
@@ -96,8 +129,11 @@ class ExprCompiler:
         if isinstance(node, AGGREGATES):
             self.src.schema_error(f"aggregate {node.sql(dialect='duckdb')} is not allowed here", node)
         if isinstance(node, SUBQUERIES) or (isinstance(node, exp.In) and node.args.get("query")):
-            self.src.unsupported(f"subquery {node.sql(dialect='duckdb')[:60]} in this position (subqueries are "
-                                 "supported in WHERE and HAVING conditions and in the SELECT list)", node)
+            self.src.unsupported(
+                f"subquery {node.sql(dialect='duckdb')[:60]} in this position (subqueries are "
+                "supported in WHERE and HAVING conditions and in the SELECT list)",
+                node,
+            )
         handler = _HANDLERS.get(type(node))
         if handler is not None:
             return handler(self, node)
@@ -137,7 +173,11 @@ class ExprCompiler:
         if op == "sub":
             months, days = -months, -days
         base = self.compile(left)
-        if isinstance(base, ir.Lit) and isinstance(base.value, dt.date) and not isinstance(base.value, dt.datetime):
+        if (
+            isinstance(base, ir.Lit)
+            and isinstance(base.value, dt.date)
+            and not isinstance(base.value, dt.datetime)
+        ):
             return ir.Lit(add_months(base.value, months) + dt.timedelta(days=days))
         return ir.Func("date_add", (base, ir.Lit(months), ir.Lit(days), ir.Lit(0)))
 
@@ -217,8 +257,11 @@ def _cast(c: ExprCompiler, node: exp.Cast) -> ir.Expr:
             if isinstance(to, pl.Datetime):
                 return ir.Lit(dt.datetime.fromisoformat(arg.this.strip()))
         except ValueError:
-            c.src.fail(__import__("dbspark.errors", fromlist=["DataError"]).DataError,
-                       f"cannot cast {arg.this!r} to {node.args['to'].sql(dialect='duckdb')}", node)
+            c.src.fail(
+                __import__("dbspark.errors", fromlist=["DataError"]).DataError,
+                f"cannot cast {arg.this!r} to {node.args['to'].sql(dialect='duckdb')}",
+                node,
+            )
     return ir.Cast(c.compile(arg), to)
 
 
@@ -255,8 +298,11 @@ def _escape(c: ExprCompiler, node: exp.Escape) -> ir.Expr:
 
 def _between(c: ExprCompiler, node: exp.Between) -> ir.Expr:
     v = c.compile(node.this)
-    return ir.Binary("and", ir.Binary("ge", v, c.compile(node.args["low"])),
-                     ir.Binary("le", v, c.compile(node.args["high"])))
+    return ir.Binary(
+        "and",
+        ir.Binary("ge", v, c.compile(node.args["low"])),
+        ir.Binary("le", v, c.compile(node.args["high"])),
+    )
 
 
 def _in(c: ExprCompiler, node: exp.In) -> ir.Expr:
@@ -275,7 +321,9 @@ def _case(c: ExprCompiler, node: exp.Case) -> ir.Expr:
 
 def _if(c: ExprCompiler, node: exp.If) -> ir.Expr:
     f = node.args.get("false")
-    return ir.Case(((c.compile(node.this), c.compile(node.args["true"])),), c.compile(f) if f is not None else None)
+    return ir.Case(
+        ((c.compile(node.this), c.compile(node.args["true"])),), c.compile(f) if f is not None else None
+    )
 
 
 def _extract(c: ExprCompiler, node: exp.Extract) -> ir.Expr:

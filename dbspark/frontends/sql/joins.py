@@ -77,8 +77,9 @@ def factor_common(conds: list[exp.Expression]) -> list[exp.Expression]:
 
 
 def has_subquery(node: exp.Expression) -> bool:
-    return any(isinstance(n, SUBQUERIES) or (isinstance(n, exp.In) and n.args.get("query"))
-               for n in node.walk())
+    return any(
+        isinstance(n, SUBQUERIES) or (isinstance(n, exp.In) and n.args.get("query")) for n in node.walk()
+    )
 
 
 @dataclass
@@ -152,8 +153,10 @@ class FromPlanner:
             vis = rel.visible()
             if len(cols) > len(vis):
                 self.src.schema_error(f"{alias} has {len(vis)} columns but {len(cols)} column aliases", node)
-            rel = Rel(rel.stream, [Field(cols[i] if i < len(cols) else f.name, f.col, f.qualifier)
-                                   for i, f in enumerate(vis)])
+            rel = Rel(
+                rel.stream,
+                [Field(cols[i] if i < len(cols) else f.name, f.col, f.qualifier) for i, f in enumerate(vis)],
+            )
         return rel
 
     # ---- the FROM clause ------------------------------------------------------------------------
@@ -181,8 +184,9 @@ class FromPlanner:
         rel, used = self.collapse(pool, remaining, consume=True)
         return rel, [c for c in remaining if c not in used]
 
-    def join_item(self, first: Rel, joins: list[Any], remaining: list[exp.Expression], taken: list[str]
-                  ) -> tuple[Pool, list[exp.Expression]]:
+    def join_item(
+        self, first: Rel, joins: list[Any], remaining: list[exp.Expression], taken: list[str]
+    ) -> tuple[Pool, list[exp.Expression]]:
         """One comma item of a FROM clause: a table and its explicit joins, left to right."""
         pool = Pool([first])
         sides = [(j.args.get("side") or "").upper() for j in joins]
@@ -201,7 +205,7 @@ class FromPlanner:
             if side in ("LEFT", "RIGHT", "FULL"):
                 # WHERE conditions may go below a LEFT join's preserved side, unless a later RIGHT or FULL
                 # join makes that side null-supplying (the WHERE then also filters the padded rows)
-                push = side == "LEFT" and not {"RIGHT", "FULL"} & set(sides[i + 1:])
+                push = side == "LEFT" and not {"RIGHT", "FULL"} & set(sides[i + 1 :])
                 left = self.collapse(pool, remaining if push else [], consume=push)
                 remaining = [c for c in remaining if c not in left[1]]
                 pool = Pool([self.outer_join(left[0], right, side, on, using, j)])
@@ -209,13 +213,17 @@ class FromPlanner:
             pool.rels.append(right)
             if using:
                 pool.conds += self.using_conditions(pool.rels[:-1], right, using, j)
-                pool.rels[-1] = Rel(right.stream, [Field(f.name, f.col, f.qualifier, hidden=f.name in using)
-                                                   for f in right.fields])
+                pool.rels[-1] = Rel(
+                    right.stream,
+                    [Field(f.name, f.col, f.qualifier, hidden=f.name in using) for f in right.fields],
+                )
             if on is not None:
                 pool.conds += conjuncts(on)
         return pool, remaining
 
-    def using_conditions(self, lefts: list[Rel], right: Rel, using: list[str], node: Any) -> list[exp.Expression]:
+    def using_conditions(
+        self, lefts: list[Rel], right: Rel, using: list[str], node: Any
+    ) -> list[exp.Expression]:
         conds: list[exp.Expression] = []
         for name in using:
             lf = [f for r in lefts for f in r.visible() if f.name == name]
@@ -226,7 +234,9 @@ class FromPlanner:
         return conds
 
     # ---- inner joins ----------------------------------------------------------------------------
-    def collapse(self, pool: Pool, where: list[exp.Expression], consume: bool) -> tuple[Rel, list[exp.Expression]]:
+    def collapse(
+        self, pool: Pool, where: list[exp.Expression], consume: bool
+    ) -> tuple[Rel, list[exp.Expression]]:
         """Join the pool's relations; returns the relation and the WHERE conditions it used."""
         fields = [f for r in pool.rels for f in r.fields]
         usable = [c for c in where if consume and not has_subquery(c) and self.local_to(c, fields)]
@@ -287,8 +297,9 @@ class FromPlanner:
                     out.add(i)
         return out
 
-    def equi_keys(self, a: Rel, b: Rel, conds: list[exp.Expression]
-                  ) -> list[tuple[exp.Expression, exp.Expression, exp.Expression]]:
+    def equi_keys(
+        self, a: Rel, b: Rel, conds: list[exp.Expression]
+    ) -> list[tuple[exp.Expression, exp.Expression, exp.Expression]]:
         """Conditions `x = y` with x an expression over a's columns only and y over b's (or the other way
         round): (condition, x, y)."""
         keys: list[tuple[exp.Expression, exp.Expression, exp.Expression]] = []
@@ -331,8 +342,9 @@ class FromPlanner:
                 cols.append(col)
         return add_columns(rel, items), cols
 
-    def keyed_join(self, a: Rel, b: Rel, keys: list[tuple[exp.Expression, exp.Expression, exp.Expression]]
-                   ) -> tuple[Rel, Rel, list[tuple[str, str]]]:
+    def keyed_join(
+        self, a: Rel, b: Rel, keys: list[tuple[exp.Expression, exp.Expression, exp.Expression]]
+    ) -> tuple[Rel, Rel, list[tuple[str, str]]]:
         """a and b with their key columns, and the (a column, b column) pairs to join on."""
         a, ka = self.key_columns(a, [k[1] for k in keys])
         b, kb = self.key_columns(b, [k[2] for k in keys])
@@ -362,12 +374,15 @@ class FromPlanner:
         return rel if pred is None else Rel(rel.stream.filter(pred), rel.fields)
 
     # ---- outer joins ----------------------------------------------------------------------------
-    def outer_join(self, left: Rel, right: Rel, side: str, on: exp.Expression | None, using: list[str],
-                   node: Any) -> Rel:
+    def outer_join(
+        self, left: Rel, right: Rel, side: str, on: exp.Expression | None, using: list[str], node: Any
+    ) -> Rel:
         if side == "RIGHT":
             out = self.outer_join(right, left, "LEFT", on, using, node)
             left_cols = set(left.stream.schema)
-            fields = [f for f in out.fields if f.col in left_cols] + [f for f in out.fields if f.col not in left_cols]
+            fields = [f for f in out.fields if f.col in left_cols] + [
+                f for f in out.fields if f.col not in left_cols
+            ]
             return Rel(out.stream, using_in_place(fields, left.fields, using))
         right = self.c.disjoint(left.stream.schema, right)
         conds = conjuncts(on) if on is not None else []
@@ -391,8 +406,11 @@ class FromPlanner:
         parts = [inner.stream]
         parts.append(self.unmatched(left, inner, lcols, pairs, residual, pad=right_matchable))
         if side == "FULL":
-            parts.append(self.unmatched(right, inner, rcols, [(b, a) for a, b in pairs], residual + right_only,
-                                        pad=left))
+            parts.append(
+                self.unmatched(
+                    right, inner, rcols, [(b, a) for a, b in pairs], residual + right_only, pad=left
+                )
+            )
         total = parts[0]
         for p in parts[1:]:
             total = total + drop_to(p, cols)
@@ -404,19 +422,32 @@ class FromPlanner:
                 rf = next(f for f in right.fields if f.name == name)
                 col = self.c.names.fresh()
                 extra.append((col, ir.Func("coalesce", (ir.Col(lf.col), ir.Col(rf.col)))))
-                fields = [Field(f.name, f.col, f.qualifier, hidden=True) if f.name == name else f for f in fields]
+                fields = [
+                    Field(f.name, f.col, f.qualifier, hidden=True) if f.name == name else f for f in fields
+                ]
                 fields.append(Field(name, col, None))
             total = total.map(*[(c, ir.Col(c)) for c in total.schema], *extra)
         elif using:
-            fields = [Field(f.name, f.col, f.qualifier, hidden=f in right.fields and f.name in using)
-                      for f in fields]
+            fields = [
+                Field(f.name, f.col, f.qualifier, hidden=f in right.fields and f.name in using)
+                for f in fields
+            ]
         return Rel(total, using_in_place(fields, left.fields, using))
 
-    def unmatched(self, keep: Rel, inner: Rel, keep_cols: list[str], pairs: list[tuple[str, str]],
-                  residual: list[Any], pad: Rel) -> Any:
+    def unmatched(
+        self,
+        keep: Rel,
+        inner: Rel,
+        keep_cols: list[str],
+        pairs: list[tuple[str, str]],
+        residual: list[Any],
+        pad: Rel,
+    ) -> Any:
         """Rows of `keep` without a partner in the inner join, padded with NULLs for `pad`'s columns."""
         if not residual and pairs:
-            rest = keep.stream.stream_antijoin(pad.stream, left_on=[a for a, _ in pairs], right_on=[b for _, b in pairs])
+            rest = keep.stream.stream_antijoin(
+                pad.stream, left_on=[a for a, _ in pairs], right_on=[b for _, b in pairs]
+            )
         else:
             matched = drop_to(inner.stream, keep_cols)
             rest = semi_rows(keep, matched, keep_cols, self.c.names, anti=True).stream

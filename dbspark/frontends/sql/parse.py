@@ -70,8 +70,11 @@ def parse(text: str) -> tuple[Source, list[exp.Expression]]:
         statements = sqlglot.parse(text, dialect=DIALECT)
     except sqlglot.errors.ParseError as e:
         info = e.errors[0] if e.errors else {}
-        raise ParseError(f"SQL syntax error: {info.get('description', str(e))}"
-                         f" near {info.get('highlight', '')!r}", info.get("line"), info.get("col")) from None
+        raise ParseError(
+            f"SQL syntax error: {info.get('description', str(e))} near {info.get('highlight', '')!r}",
+            info.get("line"),
+            info.get("col"),
+        ) from None
     except sqlglot.errors.TokenError as e:
         raise ParseError(f"SQL syntax error: {e}") from None
     return src, [cast(exp.Expression, s) for s in statements if s is not None]

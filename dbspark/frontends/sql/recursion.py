@@ -94,8 +94,12 @@ def closure_component(c: Compiler, m: Member) -> dict[str, Rel] | None:
         c.src.schema_error(f"recursive CTE {m.name}: {len(cols)} column names for 2 columns", m.node)
     src, dst = c.names.fresh("r"), c.names.fresh("r")
     edges = base.stream.map((src, ir.Col(vis[0].col)), (dst, ir.Col(vis[1].col)))
-    return {m.name: Rel(edges.stream_transitive_closure(src, dst),
-                        [Field(cols[0], src, m.name), Field(cols[1], dst, m.name)])}
+    return {
+        m.name: Rel(
+            edges.stream_transitive_closure(src, dst),
+            [Field(cols[0], src, m.name), Field(cols[1], dst, m.name)],
+        )
+    }
 
 
 def refuse_aggregates_over(c: Compiler, m: Member, body: exp.Expression, names: set[str]) -> None:
@@ -114,11 +118,14 @@ def refuse_aggregates_over(c: Compiler, m: Member, body: exp.Expression, names: 
         aggs = find_aggregates(exprs)
         if sel.args.get("group") is None and not aggs:
             continue
-        what = "GROUP BY" if sel.args.get("group") is not None else f"aggregate {aggs[0].sql(dialect='duckdb')}"
+        what = (
+            "GROUP BY" if sel.args.get("group") is not None else f"aggregate {aggs[0].sql(dialect='duckdb')}"
+        )
         c.src.unsupported(
             f"{what} over the recursive CTE {', '.join(sorted(read))} in the recursive term of {m.name} (DuckDB "
             "aggregates each iteration's new rows only, a fixpoint over the whole relation differs)",
-            sel.args.get("group") or aggs[0])
+            sel.args.get("group") or aggs[0],
+        )
 
 
 def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
@@ -134,8 +141,10 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
         if not isinstance(body, exp.Union):
             c.src.unsupported(f"recursive CTE {m.name} that is not base UNION [ALL] step", body)
         if reads(body.this) & names:
-            c.src.unsupported(f"recursive CTE {m.name} whose first UNION term reads {sorted(reads(body.this) & names)}",
-                              body.this)
+            c.src.unsupported(
+                f"recursive CTE {m.name} whose first UNION term reads {sorted(reads(body.this) & names)}",
+                body.this,
+            )
         for key in ("order", "limit", "offset"):
             if body.args.get(key) is not None:
                 c.src.unsupported(f"{key.upper()} in recursive CTE {m.name}", body.args[key])
@@ -144,7 +153,9 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
         vis = base.visible()
         cols = m.cols or [f.name for f in vis]
         if len(cols) != len(vis):
-            c.src.schema_error(f"recursive CTE {m.name}: {len(cols)} column names for {len(vis)} columns", m.node)
+            c.src.schema_error(
+                f"recursive CTE {m.name}: {len(cols)} column names for {len(vis)} columns", m.node
+            )
         rcols = [c.names.fresh("r") for _ in vis]
         bases.append(base.stream.map(*[(rc, ir.Col(f.col)) for rc, f in zip(rcols, vis, strict=True)]))
         fields.append([Field(n, rc, m.name) for n, rc in zip(cols, rcols, strict=True)])
@@ -154,7 +165,7 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
     inputs = [r.stream for r in imported] or [bases[0]]  # a scope imports at least one stream
 
     def scope_body(*streams: Any) -> Any:
-        ins, prevs = streams[:len(imported)], streams[len(inputs):]
+        ins, prevs = streams[: len(imported)], streams[len(inputs) :]
         frame = {r: Rel(s, rel.fields) for r, s, rel in zip(outside, ins, imported, strict=True)}
         for m, prev, fs in zip(comp, prevs, fields, strict=True):
             frame[m.name] = Rel(prev, fs)
@@ -166,8 +177,10 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
                 rel = c.query(m.body)
                 vis = rel.visible()
                 if len(vis) != len(fs):
-                    c.src.schema_error(f"recursive CTE {m.name}: the step returns {len(vis)} columns, the base "
-                                       f"{len(fs)}", m.body.expression)
+                    c.src.schema_error(
+                        f"recursive CTE {m.name}: the step returns {len(vis)} columns, the base {len(fs)}",
+                        m.body.expression,
+                    )
                 s = rel.stream.map(*[(f.col, ir.Col(v.col)) for f, v in zip(fs, vis, strict=True)])
                 results.append(cast_to(s, dict(base.schema)))
         finally:
@@ -176,7 +189,8 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
         return results
 
     label = f"view {c.view}: WITH RECURSIVE {', '.join(m.name for m in comp)}"
-    out = c.circuit.recursive(scope_body, inputs,
-                                [b.schema for b in bases], name=label, max_iterations=c.p.recursion_limit)
+    out = c.circuit.recursive(
+        scope_body, inputs, [b.schema for b in bases], name=label, max_iterations=c.p.recursion_limit
+    )
     streams = list(out) if isinstance(out, (list, tuple)) else [out]
     return {m.name: Rel(s, fs) for m, s, fs in zip(comp, streams, fields, strict=True)}

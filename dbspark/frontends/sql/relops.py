@@ -77,8 +77,12 @@ def cast_to(s: Stream, types: dict[str, pl.DataType]) -> Stream:
     """`s` with the named columns cast (only where the type differs)."""
     if all(s.schema[c] == t for c, t in types.items()):
         return s
-    return s.map(*[(c, ir.Cast(ir.Col(c), types[c]) if c in types and s.schema[c] != types[c] else ir.Col(c))
-                   for c in s.schema])
+    return s.map(
+        *[
+            (c, ir.Cast(ir.Col(c), types[c]) if c in types and s.schema[c] != types[c] else ir.Col(c))
+            for c in s.schema
+        ]
+    )
 
 
 def add_columns(rel: Rel, items: list[tuple[str, ir.Expr]]) -> Rel:
@@ -87,4 +91,3 @@ def add_columns(rel: Rel, items: list[tuple[str, ir.Expr]]) -> Rel:
         return rel
     s = rel.stream.map(*[(c, ir.Col(c)) for c in rel.stream.schema], *items)
     return Rel(s, list(rel.fields))
-

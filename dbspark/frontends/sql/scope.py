@@ -107,16 +107,21 @@ class Scope:
             return found
         if self.outer is not None and self.outer.resolves(node):
             if self.correlated is None:
-                raise CorrelatedReference(f"unsupported SQL: correlated reference to {node.sql(dialect='duckdb')} "
-                                          f"here (supported: in the WHERE conditions of EXISTS, IN and scalar "
-                                          f"subqueries){self.src.where(node)}")
+                raise CorrelatedReference(
+                    f"unsupported SQL: correlated reference to {node.sql(dialect='duckdb')} "
+                    f"here (supported: in the WHERE conditions of EXISTS, IN and scalar "
+                    f"subqueries){self.src.where(node)}"
+                )
             self.correlated.append(node)
             return self.outer.lookup(node)
         name = node.sql(dialect="duckdb")
         if self.grouped:
-            self.src.schema_error(f"column {name} must appear in the GROUP BY clause or be used in an aggregate "
-                                  "function", node)
-        known = sorted({(f.qualifier + "." if f.qualifier else "") + f.name for f in self.fields if not f.hidden})
+            self.src.schema_error(
+                f"column {name} must appear in the GROUP BY clause or be used in an aggregate function", node
+            )
+        known = sorted(
+            {(f.qualifier + "." if f.qualifier else "") + f.name for f in self.fields if not f.hidden}
+        )
         self.src.unknown(f"unknown column {name}; the columns here are {known}", node)
 
     def alias(self, node: exp.Column) -> exp.Expression | None:
@@ -152,8 +157,11 @@ class Scope:
         else:
             hits = [f for f in self.fields if f.name == name and not f.hidden]
         if len(hits) > 1:
-            self.src.schema_error(f"column reference {node.sql(dialect='duckdb')} is ambiguous "
-                                  f"(in {sorted({str(f.qualifier) for f in hits})})", node)
+            self.src.schema_error(
+                f"column reference {node.sql(dialect='duckdb')} is ambiguous "
+                f"(in {sorted({str(f.qualifier) for f in hits})})",
+                node,
+            )
         if hits:
             return hits[0].col
         return self.computed.get(canonical(node)) if table is None else None
@@ -165,9 +173,11 @@ class Scope:
 
 def canonical(node: Any) -> str:
     """The text by which an expression is matched against GROUP BY keys and aggregates."""
-    return node.sql(dialect="duckdb", normalize=True, identify=False).lower() if isinstance(node, exp.Expression) \
+    return (
+        node.sql(dialect="duckdb", normalize=True, identify=False).lower()
+        if isinstance(node, exp.Expression)
         else str(node)
-
+    )
 
 
 def bound(node: exp.Expression, scope: Scope) -> str:
@@ -189,4 +199,6 @@ def bound(node: exp.Expression, scope: Scope) -> str:
 
 
 def _internal(col: str) -> exp.Column:
-    return exp.Column(this=exp.to_identifier(col, quoted=True), table=exp.to_identifier(INTERNAL, quoted=True))
+    return exp.Column(
+        this=exp.to_identifier(col, quoted=True), table=exp.to_identifier(INTERNAL, quoted=True)
+    )

@@ -32,9 +32,28 @@ if TYPE_CHECKING:
     from dbspark.frontends.sql.compiler import Compiler
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
-STRICT = (exp.Column, exp.Literal, exp.Paren, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Cast,
-          exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Median, exp.Mode, exp.Stddev, exp.StddevSamp, exp.StddevPop,
-          exp.Variance, exp.VariancePop)
+STRICT = (
+    exp.Column,
+    exp.Literal,
+    exp.Paren,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.Neg,
+    exp.Cast,
+    exp.Sum,
+    exp.Avg,
+    exp.Min,
+    exp.Max,
+    exp.Median,
+    exp.Mode,
+    exp.Stddev,
+    exp.StddevSamp,
+    exp.StddevPop,
+    exp.Variance,
+    exp.VariancePop,
+)
 
 
 class SubqueryLowering:
@@ -63,8 +82,9 @@ class SubqueryLowering:
         rel, scope = self.scalars(rel, cond, scope, direct=_direct_operands(cond))
         return Rel(rel.stream.filter(ExprCompiler(scope)(cond, rel.stream.schema)), rel.fields)
 
-    def exists(self, rel: Rel, sub: exp.Expression, scope: Scope, negate: bool,
-               extra: exp.Expression | None = None) -> Rel:
+    def exists(
+        self, rel: Rel, sub: exp.Expression, scope: Scope, negate: bool, extra: exp.Expression | None = None
+    ) -> Rel:
         sel = sub.this if isinstance(sub, exp.Subquery) else sub
         if not isinstance(sel, exp.Select):
             self.src.unsupported("EXISTS over a set operation", sub)
@@ -72,7 +92,9 @@ class SubqueryLowering:
         if not eqs and not residual:  # uncorrelated: every outer row, or none
             n = self.c.names.fresh()
             cnt = inner.stream.stream_aggregate(**{n: "count"})
-            flag = cnt.filter(ir.Col(n).eq(0) if negate else ir.Col(n) > 0).map((self.c.names.fresh(), ir.Lit(1)))
+            flag = cnt.filter(ir.Col(n).eq(0) if negate else ir.Col(n) > 0).map(
+                (self.c.names.fresh(), ir.Lit(1))
+            )
             s = rel.stream.stream_product(flag)
             return Rel(drop_to(s, list(rel.stream.schema)), rel.fields)
         rel2, okeys = self.outer_keys(rel, scope, [o for o, _ in eqs])
@@ -82,13 +104,20 @@ class SubqueryLowering:
         outer_s, inner_s = self.align(rel2.stream, okeys, inner.stream, ikeys)
         base = list(rel.stream.schema)
         if not residual:
-            s = outer_s.stream_antijoin(inner_s, left_on=okeys, right_on=ikeys) if negate else \
-                outer_s.stream_semijoin(inner_s, left_on=okeys, right_on=ikeys)
+            s = (
+                outer_s.stream_antijoin(inner_s, left_on=okeys, right_on=ikeys)
+                if negate
+                else outer_s.stream_semijoin(inner_s, left_on=okeys, right_on=ikeys)
+            )
             return Rel(drop_to(s, base), rel.fields)
-        j = outer_s.stream_join(inner_s, left_on=okeys, right_on=ikeys) if okeys else \
-            outer_s.stream_product(inner_s)
-        combined = Scope(inner.fields, self.src, outer=Scope(rel.fields, self.src, computed=scope.computed),
-                         correlated=[])
+        j = (
+            outer_s.stream_join(inner_s, left_on=okeys, right_on=ikeys)
+            if okeys
+            else outer_s.stream_product(inner_s)
+        )
+        combined = Scope(
+            inner.fields, self.src, outer=Scope(rel.fields, self.src, computed=scope.computed), correlated=[]
+        )
         comp = ExprCompiler(combined)
         pred: ir.Expr | None = None
         for r in residual:
@@ -107,14 +136,20 @@ class SubqueryLowering:
             sel = _select_of(node)
             item = sel.expressions[0]
             item = item.this if isinstance(item, exp.Alias) else item
-            return self.exists(rel, sel, scope, False, extra=exp.EQ(this=node.this.copy(), expression=item.copy()))
+            return self.exists(
+                rel, sel, scope, False, extra=exp.EQ(this=node.this.copy(), expression=item.copy())
+            )
         outer_s, inner_s, xcol, rcol = parts
         base = list(rel.stream.schema)
         if not negate:
-            return Rel(drop_to(outer_s.stream_semijoin(inner_s, left_on=xcol, right_on=rcol), base), rel.fields)
+            return Rel(
+                drop_to(outer_s.stream_semijoin(inner_s, left_on=xcol, right_on=rcol), base), rel.fields
+            )
         anti = outer_s.stream_antijoin(inner_s, left_on=xcol, right_on=rcol)
         stats, n, nn = self.null_stats(inner_s, rcol)
-        ok = ir.Binary("or", ir.Col(n).eq(0), ir.Binary("and", ir.Col(nn).eq(ir.Col(n)), ir.Col(xcol).is_not_null()))
+        ok = ir.Binary(
+            "or", ir.Col(n).eq(0), ir.Binary("and", ir.Col(nn).eq(ir.Col(n)), ir.Col(xcol).is_not_null())
+        )
         return Rel(drop_to(anti.stream_product(stats).filter(ok), base), rel.fields)
 
     def in_parts(self, rel: Rel, node: exp.In, scope: Scope, correlated_ok: bool) -> Any:
@@ -131,7 +166,9 @@ class SubqueryLowering:
                 self.src.schema_error("an IN subquery must return one column", sub)
             return None
         if len(r.visible()) != 1:
-            self.src.schema_error(f"an IN subquery must return one column, this one returns {len(r.visible())}", sub)
+            self.src.schema_error(
+                f"an IN subquery must return one column, this one returns {len(r.visible())}", sub
+            )
         rcol = r.visible()[0].col
         rel2, (xcol,) = self.outer_keys(rel, scope, [node.this], [r.stream.schema[rcol]])
         outer_s, inner_s = self.align(rel2.stream, [xcol], drop_to(r.stream, [rcol]), [rcol])
@@ -162,8 +199,12 @@ class SubqueryLowering:
         yes = matched.map(*base, (col, ir.Lit(True)))
         stats, n, nn = self.null_stats(inner_s, rcol)
         # no equal value: FALSE if q is empty, else NULL if x is NULL or q holds a NULL, else FALSE
-        unknown = ir.Binary("and", ir.Col(n) > 0, ir.Binary("or", ir.Col(xcol).is_null(), ir.Col(nn) < ir.Col(n)))
-        value = ir.Case(((unknown, ir.Cast(ir.Lit(None), ir.Lit(True).dtype(outer_s.schema))),), ir.Lit(False))
+        unknown = ir.Binary(
+            "and", ir.Col(n) > 0, ir.Binary("or", ir.Col(xcol).is_null(), ir.Col(nn) < ir.Col(n))
+        )
+        value = ir.Case(
+            ((unknown, ir.Cast(ir.Lit(None), ir.Lit(True).dtype(outer_s.schema))),), ir.Lit(False)
+        )
         no = drop_to(outer_s - matched, cols).stream_product(stats).map(*base, (col, value))
         return Rel(yes + no, rel.fields), col
 
@@ -176,23 +217,39 @@ class SubqueryLowering:
         inner, eqs, residual = self.decorrelate(sel, scope)
         if residual or not eqs:  # per distinct outer row, as the aggregate that IN is over its group
             x, y = node.this, item
-            hits = exp.Sum(this=exp.Case(ifs=[exp.If(this=exp.EQ(this=y.copy(), expression=x.copy()),
-                                                     true=exp.Literal.number(1))],
-                                         default=exp.Literal.number(0)))
+            hits = exp.Sum(
+                this=exp.Case(
+                    ifs=[exp.If(this=exp.EQ(this=y.copy(), expression=x.copy()), true=exp.Literal.number(1))],
+                    default=exp.Literal.number(0),
+                )
+            )
             n_all, n_y = exp.Count(this=exp.Star()), exp.Count(this=y.copy())
-            value = exp.Case(ifs=[
-                exp.If(this=exp.GT(this=hits, expression=exp.Literal.number(0)), true=exp.true()),
-                exp.If(this=exp.EQ(this=n_all, expression=exp.Literal.number(0)), true=exp.false()),
-                exp.If(this=exp.or_(exp.Is(this=x.copy(), expression=exp.Null()),
-                                    exp.LT(this=n_y, expression=n_all.copy())),
-                       true=exp.Cast(this=exp.Null(), to=exp.DataType.build("BOOLEAN")))],
-                default=exp.false())
+            value = exp.Case(
+                ifs=[
+                    exp.If(this=exp.GT(this=hits, expression=exp.Literal.number(0)), true=exp.true()),
+                    exp.If(this=exp.EQ(this=n_all, expression=exp.Literal.number(0)), true=exp.false()),
+                    exp.If(
+                        this=exp.or_(
+                            exp.Is(this=x.copy(), expression=exp.Null()),
+                            exp.LT(this=n_y, expression=n_all.copy()),
+                        ),
+                        true=exp.Cast(this=exp.Null(), to=exp.DataType.build("BOOLEAN")),
+                    ),
+                ],
+                default=exp.false(),
+            )
             return self.correlated_scalar_general(rel, value, scope, inner, eqs, residual)
         ycol = self.c.names.fresh("y")
-        inner = add_columns(inner, [(ycol, ExprCompiler(Scope(inner.fields, self.src))(item, inner.stream.schema))])
+        inner = add_columns(
+            inner, [(ycol, ExprCompiler(Scope(inner.fields, self.src))(item, inner.stream.schema))]
+        )
         base = list(rel.stream.schema)
-        rel2, okeys = self.outer_keys(rel, scope, [o for o, _ in eqs] + [node.this],
-                                      [inner.stream.schema[i] for _, i in eqs] + [inner.stream.schema[ycol]])
+        rel2, okeys = self.outer_keys(
+            rel,
+            scope,
+            [o for o, _ in eqs] + [node.this],
+            [inner.stream.schema[i] for _, i in eqs] + [inner.stream.schema[ycol]],
+        )
         renamed = self.c.disjoint(rel2.stream.schema, inner)
         rename = dict(zip(inner.stream.schema, renamed.stream.schema, strict=True))
         ikeys = [rename[i] for _, i in eqs] + [rename[ycol]]
@@ -207,12 +264,15 @@ class SubqueryLowering:
         unknown = ir.Binary("or", ir.Col(okeys[-1]).is_null(), ir.Col(nn) < ir.Col(n))
         mark = ir.Case(((unknown, ir.Cast(ir.Lit(None), pl.Boolean())),), ir.Lit(False))
         some = grouped.map(*base, (col, mark))
-        none = rest.stream_antijoin(stats, left_on=okeys[:-1], right_on=ikeys[:-1]).map(*base, (col, ir.Lit(False)))
+        none = rest.stream_antijoin(stats, left_on=okeys[:-1], right_on=ikeys[:-1]).map(
+            *base, (col, ir.Lit(False))
+        )
         return Rel(yes + some + none, rel.fields), col
 
     # ---- decorrelation --------------------------------------------------------------------------
-    def decorrelate(self, sel: exp.Select, scope: Scope, extra: exp.Expression | None = None
-                    ) -> tuple[Rel, list[tuple[exp.Expression, str]], list[exp.Expression]]:
+    def decorrelate(
+        self, sel: exp.Select, scope: Scope, extra: exp.Expression | None = None
+    ) -> tuple[Rel, list[tuple[exp.Expression, str]], list[exp.Expression]]:
         """q's FROM with its local conditions; the correlation equalities as (outer expression, inner
         column); the other correlated conditions."""
         for key in ("group", "having", "limit", "offset", "with_"):
@@ -267,8 +327,9 @@ class SubqueryLowering:
             return "outer"
         self.src.unknown(f"unknown column {col.sql(dialect='duckdb')}", col)
 
-    def outer_keys(self, rel: Rel, scope: Scope, nodes: list[exp.Expression],
-                   like: list[pl.DataType] | None = None) -> tuple[Rel, list[str]]:
+    def outer_keys(
+        self, rel: Rel, scope: Scope, nodes: list[exp.Expression], like: list[pl.DataType] | None = None
+    ) -> tuple[Rel, list[str]]:
         """`rel` with a column per outer key expression; a key of DuckDB's NULL type (a NULL literal)
         takes the type of the inner key it is compared with (`like`), as NULL compares with any type."""
         comp = ExprCompiler(scope)
@@ -297,8 +358,9 @@ class SubqueryLowering:
         return cast_to(a, ta), cast_to(b, tb)
 
     # ---- scalar subqueries ----------------------------------------------------------------------
-    def scalars(self, rel: Rel, e: exp.Expression, scope: Scope, direct: set[int] | None = None
-                ) -> tuple[Rel, Scope]:
+    def scalars(
+        self, rel: Rel, e: exp.Expression, scope: Scope, direct: set[int] | None = None
+    ) -> tuple[Rel, Scope]:
         """`rel` with a column per scalar subquery of `e`, found by `scope.computed`."""
         for sub in _scalar_subqueries(e):
             if canonical(sub) in scope.computed:
@@ -318,11 +380,13 @@ class SubqueryLowering:
         except CorrelatedReference:
             return self.correlated_scalar(rel, sel, scope, inner_ok)
         if len(r.visible()) != 1:
-            self.src.schema_error(f"a scalar subquery must return one column, this one returns {len(r.visible())}",
-                                  sub)
+            self.src.schema_error(
+                f"a scalar subquery must return one column, this one returns {len(r.visible())}", sub
+            )
         if not _one_row(sel):
-            self.src.unsupported("a scalar subquery that may return several rows (use an aggregate without GROUP "
-                                 "BY)", sub)
+            self.src.unsupported(
+                "a scalar subquery that may return several rows (use an aggregate without GROUP BY)", sub
+            )
         v = r.visible()[0].col
         col = self.c.names.fresh("s")
         one = r.stream.map((col, ir.Col(v)))
@@ -334,7 +398,9 @@ class SubqueryLowering:
             s = s + rel.stream.stream_product(none)
         return Rel(s, rel.fields), col
 
-    def correlated_scalar(self, rel: Rel, sel: exp.Expression, scope: Scope, inner_ok: bool) -> tuple[Rel, str]:
+    def correlated_scalar(
+        self, rel: Rel, sel: exp.Expression, scope: Scope, inner_ok: bool
+    ) -> tuple[Rel, str]:
         if not isinstance(sel, exp.Select) or len(sel.expressions) != 1:
             self.src.schema_error("a scalar subquery must return one column", sel)
         item = sel.expressions[0]
@@ -373,10 +439,15 @@ class SubqueryLowering:
         unmatched = drop_to(rest, base).stream_product(none)
         return Rel(matched + drop_to(unmatched, base + [value]), rel.fields), value
 
-
-    def correlated_scalar_general(self, rel: Rel, item: exp.Expression, scope: Scope, inner: Rel,
-                                  eqs: list[tuple[exp.Expression, str]], residual: list[exp.Expression]
-                                  ) -> tuple[Rel, str]:
+    def correlated_scalar_general(
+        self,
+        rel: Rel,
+        item: exp.Expression,
+        scope: Scope,
+        inner: Rel,
+        eqs: list[tuple[exp.Expression, str]],
+        residual: list[exp.Expression],
+    ) -> tuple[Rel, str]:
         """A scalar subquery correlated by any condition: evaluated once per distinct outer row (the
         outer rows' distinct values joined with the subquery's rows under the correlated conditions,
         grouped by the outer values), joined back NULL-safely; outer rows without a group get the
@@ -390,11 +461,16 @@ class SubqueryLowering:
         renamed = self.c.disjoint(base, inner)
         rename = dict(zip(inner.stream.schema, renamed.stream.schema, strict=True))
         key_fields = [Field(rename[i], rename[i], hidden=True) for _, i in eqs]
-        conds = list(residual) + [exp.EQ(this=o.copy(), expression=field_ref(f)) for (o, _), f in
-                                  zip(eqs, key_fields, strict=True)]
+        conds = list(residual) + [
+            exp.EQ(this=o.copy(), expression=field_ref(f)) for (o, _), f in zip(eqs, key_fields, strict=True)
+        ]
         outer_fields = rel.fields + [Field(c, c, hidden=True) for c in base]
-        combined = Scope(renamed.fields + key_fields, self.src,
-                         outer=Scope(outer_fields, self.src, computed=scope.computed), correlated=[])
+        combined = Scope(
+            renamed.fields + key_fields,
+            self.src,
+            outer=Scope(outer_fields, self.src, computed=scope.computed),
+            correlated=[],
+        )
         comp = ExprCompiler(combined)
         j = dist.stream_product(renamed.stream)
         pred: ir.Expr | None = None
@@ -404,16 +480,23 @@ class SubqueryLowering:
         j = j.filter(pred)  # type: ignore[arg-type]
         # the subquery's names first, the outer row's (its columns are in j) behind them
         fields = renamed.fields + key_fields + [Field(c, c, hidden=True) for c in base]
-        in_scope = Scope(fields, self.src, outer=Scope(rel.fields, self.src, computed=scope.computed), correlated=[])
+        in_scope = Scope(
+            fields, self.src, outer=Scope(rel.fields, self.src, computed=scope.computed), correlated=[]
+        )
         fake = exp.Select(expressions=[item.copy()])
         fake.set("group", exp.Group(expressions=[field_ref(Field(c, c)) for c in base]))
         agg_rel, post, _ = group(self.c, fake, Rel(j, fields), in_scope, [("v", item)])
         value = self.c.names.fresh("s")
         gcols = [post.computed[canonical(field_ref(Field(c, c)))] for c in base]
         by_col = dict(zip(base, gcols, strict=True))
-        item_scope = Scope(post.fields, self.src, computed=post.computed, grouped=True,
-                           outer=Scope([Field(f.name, by_col[f.col], f.qualifier) for f in rel.fields], self.src),
-                           correlated=[])
+        item_scope = Scope(
+            post.fields,
+            self.src,
+            computed=post.computed,
+            grouped=True,
+            outer=Scope([Field(f.name, by_col[f.col], f.qualifier) for f in rel.fields], self.src),
+            correlated=[],
+        )
         per_row = agg_rel.stream.map(*gcols, (value, ExprCompiler(item_scope)(item)))
         left, lk = null_safe_keys(rel.stream, base, self.c.names)
         right, rk = null_safe_keys(per_row, gcols, self.c.names)
@@ -430,7 +513,9 @@ class SubqueryLowering:
             computed[canonical(a)] = c
         rest = rest.map(*base, *consts)
         escope = Scope(rel.fields + [Field(c, c, hidden=True) for c in base], self.src, computed=computed)
-        none = rest.map(*base, (value, ir.Cast(ExprCompiler(escope)(item, rest.schema), matched.schema[value])))
+        none = rest.map(
+            *base, (value, ir.Cast(ExprCompiler(escope)(item, rest.schema), matched.schema[value]))
+        )
         return Rel(matched + none, rel.fields), value
 
 

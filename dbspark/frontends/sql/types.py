@@ -66,4 +66,3 @@ def common_type(a: pl.DataType, b: pl.DataType) -> pl.DataType | None:
     if {type(a), type(b)} <= {pl.Date, pl.Datetime}:
         return pl.Datetime("us")
     return None
-
