@@ -13,24 +13,45 @@ twice) into R, and the same into S. One warm-up step, then 10 timed steps (quick
 covers the two `push`es of Polars frames with a `weight` column and `step()`. Every time is also taken as
 CPU time of this process plus Spark's JVM (less sensitive to the shared machine's load).
 
-Reported:
+Two dbspark systems are measured at each size, one after the other on the same session and data:
+
+* **bare circuit** (`BareCircuit`): the circuit above on a `SparkKernel` with a state directory; a step is
+  as described above.
+* **dbspark pipeline** (`PipelinePath`): the public API as `dbspark run` uses it,
+  `dbspark.Pipeline(directory, engine="spark", spark=session)` with the tables and view declared in SQL
+  (`PIPELINE_SQL`: `r(k BIGINT, g BIGINT)`, `s(k BIGINT, v BIGINT)`, view `v`). The load pushes Spark
+  DataFrames (not timed). A timed step builds Spark DataFrames from the step's four Polars frames with
+  `spark.createDataFrame(frame.to_arrow())` (Arrow, no pandas), `p.insert`s the inserts and `p.delete`s
+  the deletes of each table, then calls `p.step()`: building the DataFrames is in the step time, as it
+  is in a user's. (`dbspark run --output` also writes each view's change as Parquet; no sink is given
+  here.) What it does that the bare circuit does not: SQL tables are bags, so each table keeps an
+  integral of its own, appended every step with the check that no delete removes an absent row; the
+  Spark input frames are coerced and checked inside the plan; every step ends with a checkpoint in the
+  directory (both write their state files and the view's change log).
+
+Reported, for each system:
 
 1. the median [min..max] step time at both sizes, and the growth ratio large / small (goal <= 2x);
 2. Spark SQL recomputing the view from scratch over the same current tables (written once as Parquet,
    read by Spark, the query run with one `collect`), median of 3, at both sizes; the ratio recompute /
-   incremental step at the large size (goal >= 20x). The recomputed view must equal dbspark's view
-   (`runtime.view("v").to_dict()`) after the measured steps, or the run fails with RESULT MISMATCH;
-3. Spark actions per step (`runtime.kernel.actions` before / after each step), median and max (goal <= 4).
+   incremental step at the large size (goal >= 20x). The recomputed view must equal both systems' views
+   (`.view("v").to_dict()`) after the measured steps, or the run fails with RESULT MISMATCH;
+3. Spark actions per step (`kernel.actions` before / after each step), median and max (goal <= 4), and
+   Spark jobs per step.
+
+The bare circuit's figures are where they were in the result (the table's first rows, the top-level keys
+of each size and of the result); the pipeline's are in a second table and under `pipeline` (per size and
+at the top level), with the pipeline step / bare step ratio.
 
 Always on (cheap): every `kernel.act` call is wrapped to time it and label it with the dbspark functions
 that called it (e.g. `SparkTrace._merge`), and each step runs under a Spark job group of its own, so the
 status tracker gives its Spark jobs.
 
-`python -m bench.spark_scale --profile [--quick] [--n ROWS] [--steps K] [--conf spark.key=value ...]`
-goes further on one size (default: the large one): Spark's event log gives, per action, its jobs, the
-time in jobs against the driver's time between jobs, the executor run time and the rows read from files;
-py4j round trips are counted; pyinstrument records the Python side. Output:
-`results/<date>-spark_scale-profile-<n>.txt`.
+`python -m bench.spark_scale --profile [--quick] [--n ROWS] [--steps K] [--system bare|pipeline]
+[--conf spark.key=value ...]` goes further on one size (default: the large one) of one system (default:
+the bare circuit): Spark's event log gives, per action, its jobs, the time in jobs against the driver's
+time between jobs, the executor run time and the rows read from files; py4j round trips are counted;
+pyinstrument records the Python side. Output: `results/<date>-spark_scale-profile[-pipeline]-<n>.txt`.
 """
 
 from __future__ import annotations
@@ -75,7 +96,13 @@ SPARK_CONF = {
     "spark.driver.memory": os.environ.get("SPARK_SCALE_DRIVER_MEMORY", "6g"),
 }
 MASTER = "local[2]"
+PIPELINE_COLOR = "C9"
 VIEW_SQL = "SELECT g, COUNT(*) AS n FROM R JOIN S USING (k) GROUP BY g"
+# the pipeline system's declarations: R(k, g) and S(k, v) as the data has them (int64 columns), the same view
+PIPELINE_SQL = (
+    "CREATE TABLE r (k BIGINT, g BIGINT); CREATE TABLE s (k BIGINT, v BIGINT); "
+    "CREATE VIEW v AS SELECT g, COUNT(*) AS n FROM r JOIN s USING (k) GROUP BY g;"
+)
 
 
 def dbspark_src_hash() -> str:
@@ -170,6 +197,22 @@ def start_spark() -> tuple[Any, dict[str, str]]:
     return spark, conf
 
 
+def group_jobs(tracker: Any, group: str) -> dict[str, int]:
+    """The Spark jobs of a job group, with their stages run and tasks, from the status tracker."""
+    jobs = tracker.getJobIdsForGroup(group)
+    stages = tasks = 0
+    for j in jobs:
+        info = tracker.getJobInfo(j)
+        if info is None:
+            continue
+        for sid in info.stageIds:
+            st = tracker.getStageInfo(sid)
+            if st is not None:  # skipped stages (shuffle output reused) have no info
+                stages += 1
+                tasks += st.numTasks
+    return {"jobs": len(jobs), "stages": stages, "tasks": tasks}
+
+
 class ActionProbe:
     """Wraps `kernel.act`: times each action and labels it with its dbspark callers. Spark jobs are counted
     per step through a job group (one `setJobGroup` per step, outside the timed region). With
@@ -248,18 +291,7 @@ class ActionProbe:
         self.sc.setJobGroup(group, "outside actions" if self.per_action else "step")
 
     def jobs(self, group: str) -> dict[str, int]:
-        jobs = self.tracker.getJobIdsForGroup(group)
-        stages = tasks = 0
-        for j in jobs:
-            info = self.tracker.getJobInfo(j)
-            if info is None:
-                continue
-            for sid in info.stageIds:
-                st = self.tracker.getStageInfo(sid)
-                if st is not None:  # skipped stages (shuffle output reused) have no info
-                    stages += 1
-                    tasks += st.numTasks
-        return {"jobs": len(jobs), "stages": stages, "tasks": tasks}
+        return group_jobs(self.tracker, group)
 
     def end(self) -> dict:
         """This step's actions, and its Spark jobs: all of them (`step_jobs`), and with `per_action` per
@@ -295,28 +327,94 @@ def view_frame(d: dict[tuple, int], what: str) -> pl.DataFrame:
 _RUN_IDS = itertools.count()
 
 
-# ---- one size ---------------------------------------------------------------------------------------------
-def run_size(spark: Any, n: int, steps: int, tmp: Path, quiet: bool = False) -> dict:
-    from dbspark.engines.spark.kernel import SparkKernel
+# ---- the two systems ------------------------------------------------------------------------------------
+class BareCircuit:
+    """The bare circuit: `build_view()` run on a `SparkKernel`; a step pushes the step's two prebuilt Polars
+    frames (with a `weight` column) and calls `step()`."""
 
-    with h.phase(f"data n={n:,}"):
-        d = make_data(n, WARMUP + steps)
-        changes = [d.change(i) for i in range(WARMUP + steps)]
-    h.collect()
-    run_id = next(_RUN_IDS)  # names must not repeat: the warm-up run may have this size too
-    state = tmp / f"state-{run_id}-{n}"
-    kernel = SparkKernel(spark=spark, directory=state)
-    rt = build_view().run(kernel)
+    key, name, tag = "bare", "dbspark (spark engine)", ""
+
+    def __init__(self, spark: Any, d: Data, state: Path) -> None:
+        from dbspark.engines.spark.kernel import SparkKernel
+
+        self.d, self.state = d, state
+        self.changes = [d.change(i) for i in range(len(d.steps))]  # built before the steps (not timed)
+        self.kernel = SparkKernel(spark=spark, directory=state)
+        self.rt = build_view().run(self.kernel)
+
+    def load(self) -> None:
+        self.rt.push("R", self.d.r.select("k", "g"), 1)
+        self.rt.push("S", self.d.s.select("k", "v"), 1)
+        self.rt.step()
+
+    def step(self, i: int) -> None:
+        dr, ds = self.changes[i]
+        self.rt.push("R", dr)
+        self.rt.push("S", ds)
+        self.rt.step()
+
+    def view(self) -> dict[tuple, int]:
+        return self.rt.view("v").to_dict()
+
+    def close(self) -> None:
+        self.kernel.close()  # stops nothing: the session is ours, not the kernel's
+        shutil.rmtree(self.state, ignore_errors=True)  # a directory we gave the kernel is ours to delete
+
+
+class PipelinePath:
+    """The public API as `dbspark run` uses it: `dbspark.Pipeline(directory, engine="spark", spark=session)`
+    with the tables and the view declared in SQL (`PIPELINE_SQL`). Every step commits: state files, the
+    view's change log, and the checkpoint in the directory. A step builds Spark DataFrames from the step's
+    Polars frames (`spark.createDataFrame(frame.to_arrow())`, as a user holding Polars frames would), then
+    `p.insert` and `p.delete` them into each table, then `p.step()`: all of it is in the step time."""
+
+    key, name, tag = "pipeline", "dbspark pipeline", "pipeline "
+
+    def __init__(self, spark: Any, d: Data, state: Path) -> None:
+        self.spark, self.d, self.state = spark, d, state
+        self.p = dbspark.Pipeline(state, engine="spark", spark=spark)
+        self.p.sql(PIPELINE_SQL)
+        self.kernel = self.p.start().kernel
+
+    def frame(self, df: pl.DataFrame) -> Any:
+        return self.spark.createDataFrame(df.to_arrow())
+
+    def load(self) -> None:
+        self.p.insert("r", self.frame(self.d.r.select("k", "g")))
+        self.p.insert("s", self.frame(self.d.s.select("k", "v")))
+        self.p.step()
+
+    def step(self, i: int) -> None:
+        ri, rd, si, sd = self.d.steps[i]
+        self.p.insert("r", self.frame(ri.select("k", "g")))
+        self.p.delete("r", self.frame(rd.select("k", "g")))
+        self.p.insert("s", self.frame(si.select("k", "v")))
+        self.p.delete("s", self.frame(sd.select("k", "v")))
+        self.p.step()
+
+    def view(self) -> dict[tuple, int]:
+        return self.p.view("v").to_dict()
+
+    def close(self) -> None:
+        self.p.close()  # closes the kernel; the session is ours
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+SYSTEMS: dict[str, type] = {"bare": BareCircuit, "pipeline": PipelinePath}
+
+
+def measure(spark: Any, system: Any, n: int, steps: int, group: str, quiet: bool) -> dict:
+    """Load (one untimed step), then WARMUP + `steps` timed steps of `system`; its view at the end."""
+    kernel = system.kernel
     probe = ActionProbe(kernel)
     cpu = Cpu(spark)
+    tag = system.tag
     try:
         # ---- load: one step ----
         a0 = kernel.actions
-        probe.begin(f"spark_scale-{run_id}-{n}-load")
-        with h.phase(f"n={n:,}: load (one step)"), h.Timer() as load:
-            rt.push("R", d.r.select("k", "g"), 1)
-            rt.push("S", d.s.select("k", "v"), 1)
-            rt.step()
+        probe.begin(f"{group}-load")
+        with h.phase(f"n={n:,}: {tag}load (one step)"), h.Timer() as load:
+            system.load()
         load_prof = probe.end()
         load_actions = kernel.actions - a0
 
@@ -326,15 +424,12 @@ def run_size(spark: Any, n: int, steps: int, tmp: Path, quiet: bool = False) -> 
         actions: list[int] = []
         jobs: list[int] = []
         profile: list[dict] = []
-        with h.phase(f"n={n:,}: {WARMUP} + {steps} steps"):
+        with h.phase(f"n={n:,}: {tag}{WARMUP} + {steps} steps"):
             for i in range(WARMUP + steps):
-                dr, ds = changes[i]
                 a0 = kernel.actions
-                probe.begin(f"spark_scale-{run_id}-{n}-step{i}")
+                probe.begin(f"{group}-step{i}")
                 c0, t0 = cpu.now(), time.perf_counter()
-                rt.push("R", dr)
-                rt.push("S", ds)
-                rt.step()
+                system.step(i)
                 t = time.perf_counter() - t0
                 c = cpu.now() - c0
                 prof = probe.end()
@@ -344,7 +439,7 @@ def run_size(spark: Any, n: int, steps: int, tmp: Path, quiet: bool = False) -> 
                 profile.append(prof)
                 if not quiet:
                     print(
-                        f"     step {i}{' (warm-up)' if i < WARMUP else ''}: {h.fmt_s(t)} (CPU {h.fmt_s(c)}), "
+                        f"     {tag}step {i}{' (warm-up)' if i < WARMUP else ''}: {h.fmt_s(t)} (CPU {h.fmt_s(c)}), "
                         f"{na} actions, "
                         f"{prof['step_jobs']['jobs']} Spark jobs; "
                         + ", ".join(
@@ -359,42 +454,11 @@ def run_size(spark: Any, n: int, steps: int, tmp: Path, quiet: bool = False) -> 
                     actions.append(na)
                     jobs.append(prof["step_jobs"]["jobs"])
 
-        with h.phase(f"n={n:,}: collect dbspark's view"):
-            ours = view_frame(rt.view("v").to_dict(), f"spark_scale n={n}")
-
-        # ---- Spark SQL recompute over the same current tables ----
-        r_cur, s_cur = d.current(WARMUP + steps)
-        pdir = tmp / f"tables-{n}"
-        pdir.mkdir(parents=True, exist_ok=True)
-        r_cur.write_parquet(pdir / "R.parquet", row_group_size=256 * 1024)
-        s_cur.write_parquet(pdir / "S.parquet", row_group_size=256 * 1024)
-        spark.read.parquet(str(pdir / "R.parquet")).createOrReplaceTempView("R")
-        spark.read.parquet(str(pdir / "S.parquet")).createOrReplaceTempView("S")
-        rec_rows: list[Any] = []
-        rec_cpu: list[float] = []
-
-        def recompute(_: int) -> None:
-            c0 = cpu.now()
-            rec_rows[:] = spark.sql(VIEW_SQL).collect()
-            rec_cpu.append(cpu.now() - c0)
-
-        probe.sc.setJobGroup(f"spark_scale-{run_id}-{n}-recompute", "recompute")
-        with h.phase(f"n={n:,}: Spark SQL recompute x{RECOMPUTE_REPEATS}"):
-            rec = h.repeat(recompute, RECOMPUTE_REPEATS)
-        rec_jobs = probe.jobs(f"spark_scale-{run_id}-{n}-recompute")
-        probe.sc.setJobGroup("spark_scale-idle", "idle")
-        theirs = pl.DataFrame(
-            [tuple(r) for r in rec_rows], schema={"g": pl.Int64, "n": pl.Int64}, orient="row"
-        )
-        h.verify(f"spark_scale n={n}", {"spark sql recompute": theirs, "dbspark (spark engine)": ours})
-        spark.catalog.dropTempView("R")
-        spark.catalog.dropTempView("S")
-        state_mib = sum(f.stat().st_size for f in state.rglob("*") if f.is_file()) / 2**20
+        with h.phase(f"n={n:,}: collect dbspark's {tag}view"):
+            ours = view_frame(system.view(), f"spark_scale n={n} ({system.name})")
+        state_mib = sum(f.stat().st_size for f in system.state.rglob("*") if f.is_file()) / 2**20
     finally:
         probe.detach()
-        kernel.close()  # stops nothing: the session is ours, not the kernel's
-        shutil.rmtree(state, ignore_errors=True)  # a directory we gave the kernel is ours to delete
-        shutil.rmtree(tmp / f"tables-{n}", ignore_errors=True)
     return {
         "n": n,
         "load_s": load.s,
@@ -411,15 +475,82 @@ def run_size(spark: Any, n: int, steps: int, tmp: Path, quiet: bool = False) -> 
         "spark_jobs_per_step": jobs,
         "spark_jobs_median": statistics.median(jobs),
         "profile": profile,
+        "view": ours,
+        "state_dir_mib_at_end": state_mib,
+    }
+
+
+# ---- one size ---------------------------------------------------------------------------------------------
+def run_size(
+    spark: Any, n: int, steps: int, tmp: Path, quiet: bool = False, systems: tuple[str, ...] = ("bare", "pipeline")
+) -> dict:
+    """Each of `systems` in turn (the bare circuit first, alone on the session, as before the pipeline was
+    added), on the same data; then Spark SQL's recompute over the tables after the steps, which every
+    system's view must equal. The bare circuit's figures are at the top level, the pipeline's under
+    `pipeline`."""
+    with h.phase(f"data n={n:,}"):
+        d = make_data(n, WARMUP + steps)
+    h.collect()
+    run_id = next(_RUN_IDS)  # names must not repeat: the warm-up run may have this size too
+    measured: dict[str, dict] = {}
+    for key in systems:
+        cls = SYSTEMS[key]
+        system = cls(spark, d, tmp / f"state-{run_id}-{n}-{key}")
+        try:
+            measured[key] = measure(spark, system, n, steps, f"spark_scale-{run_id}-{n}-{key}", quiet)
+        finally:
+            system.close()
+        h.collect()
+
+    # ---- Spark SQL recompute over the same current tables ----
+    cpu = Cpu(spark)
+    sc = spark.sparkContext
+    try:
+        r_cur, s_cur = d.current(WARMUP + steps)
+        pdir = tmp / f"tables-{n}"
+        pdir.mkdir(parents=True, exist_ok=True)
+        r_cur.write_parquet(pdir / "R.parquet", row_group_size=256 * 1024)
+        s_cur.write_parquet(pdir / "S.parquet", row_group_size=256 * 1024)
+        spark.read.parquet(str(pdir / "R.parquet")).createOrReplaceTempView("R")
+        spark.read.parquet(str(pdir / "S.parquet")).createOrReplaceTempView("S")
+        rec_rows: list[Any] = []
+        rec_cpu: list[float] = []
+
+        def recompute(_: int) -> None:
+            c0 = cpu.now()
+            rec_rows[:] = spark.sql(VIEW_SQL).collect()
+            rec_cpu.append(cpu.now() - c0)
+
+        rec_group = f"spark_scale-{run_id}-{n}-recompute"
+        sc.setJobGroup(rec_group, "recompute")
+        with h.phase(f"n={n:,}: Spark SQL recompute x{RECOMPUTE_REPEATS}"):
+            rec = h.repeat(recompute, RECOMPUTE_REPEATS)
+        rec_jobs = group_jobs(sc.statusTracker(), rec_group)
+        sc.setJobGroup("spark_scale-idle", "idle")
+        theirs = pl.DataFrame(
+            [tuple(r) for r in rec_rows], schema={"g": pl.Int64, "n": pl.Int64}, orient="row"
+        )
+        h.verify(
+            f"spark_scale n={n}",
+            {"spark sql recompute": theirs, **{SYSTEMS[k].name: m.pop("view") for k, m in measured.items()}},
+        )
+        spark.catalog.dropTempView("R")
+        spark.catalog.dropTempView("S")
+    finally:
+        shutil.rmtree(tmp / f"tables-{n}", ignore_errors=True)
+    shared = {
         "recompute_s": rec,
         "recompute": h.stats(rec),
         "recompute_cpu_s": rec_cpu,
         "recompute_cpu": h.stats(rec_cpu),
         "recompute_jobs_total": rec_jobs,
-        "view_rows": ours.height,
-        "state_dir_mib_at_end": state_mib,
+        "view_rows": theirs.height,
         "verified": True,
     }
+    out: dict[str, Any] = {"n": n, **measured.get("bare", {}), **shared}
+    if "pipeline" in measured:
+        out["pipeline"] = {**measured["pipeline"], "view_rows": theirs.height, "verified": True}
+    return out
 
 
 def breakdown(profile: list[dict]) -> list[tuple[str, float, float, float]]:
@@ -471,39 +602,39 @@ def run(quick: bool) -> dict:
     act_med, act_max = statistics.median(actions_all), max(actions_all)
     lbl = {n: (f"{n / 1e6:g}M" if n >= 1e6 else f"{n / 1e3:g}k") for n in sizes}
 
-    rows = []
-    for n in sizes:
-        e = per[str(n)]
-        st, rc = e["stats"], e["recompute"]
-        rows.append(
-            [
-                lbl[n],
-                f"{h.fmt_s(st['median'])} [{h.fmt_s(st['min'])}..{h.fmt_s(st['max'])}]",
-                h.fmt_s(e["cpu_stats"]["median"]),
-                f"{e['actions_median']:g} [max {e['actions_max']}]",
-                f"{e['spark_jobs_median']:g} [max {max(e['spark_jobs_per_step'])}]",
-                f"{h.fmt_s(rc['median'])} [{h.fmt_s(rc['min'])}..{h.fmt_s(rc['max'])}]",
-                h.fmt_s(e["recompute_cpu"]["median"]),
-                h.fmt_x(h.ratio(rc["median"], st["median"])),
-                h.fmt_x(h.ratio(e["recompute_cpu"]["median"], e["cpu_stats"]["median"])),
-                f"{h.fmt_s(e['load_s'])} ({e['load_actions']} actions)",
-            ]
-        )
+    def size_row(n: int, e: dict) -> list[str]:
+        """One table row: system `e`'s figures at size n, against that size's recompute."""
+        st, rc, rc_cpu = e["stats"], per[str(n)]["recompute"], per[str(n)]["recompute_cpu"]
+        return [
+            lbl[n],
+            f"{h.fmt_s(st['median'])} [{h.fmt_s(st['min'])}..{h.fmt_s(st['max'])}]",
+            h.fmt_s(e["cpu_stats"]["median"]),
+            f"{e['actions_median']:g} [max {e['actions_max']}]",
+            f"{e['spark_jobs_median']:g} [max {max(e['spark_jobs_per_step'])}]",
+            f"{h.fmt_s(rc['median'])} [{h.fmt_s(rc['min'])}..{h.fmt_s(rc['max'])}]",
+            h.fmt_s(rc_cpu["median"]),
+            h.fmt_x(h.ratio(rc["median"], st["median"])),
+            h.fmt_x(h.ratio(rc_cpu["median"], e["cpu_stats"]["median"])),
+            f"{h.fmt_s(e['load_s'])} ({e['load_actions']} actions)",
+        ]
+
+    columns = [
+        "N (R, S rows each)",
+        "dbspark step (wall)",
+        "step CPU",
+        "actions/step",
+        "Spark jobs/step",
+        "Spark SQL recompute (wall)",
+        "recompute CPU",
+        "recompute/step (wall)",
+        "(CPU)",
+        "load",
+    ]
+    rows = [size_row(n, per[str(n)]) for n in sizes]
     text = h.table(
         f"spark_scale: {CHANGE:,}-row changes (half deletes) of `{VIEW_SQL}` on the spark engine "
         f"({MASTER}); median [min..max] of {steps} steps after {WARMUP} warm-up",
-        [
-            "N (R, S rows each)",
-            "dbspark step (wall)",
-            "step CPU",
-            "actions/step",
-            "Spark jobs/step",
-            "Spark SQL recompute (wall)",
-            "recompute CPU",
-            "recompute/step (wall)",
-            "(CPU)",
-            "load",
-        ],
+        columns,
         rows,
     )
     bd = breakdown(large["profile"])
@@ -512,15 +643,49 @@ def run(quick: bool) -> dict:
         ["action", "median s/step", "share of median step", "mean s/step"],
         [[k, h.fmt_s(m), f"{100 * sh:.0f}%", h.fmt_s(mean)] for k, m, sh, mean in bd],
     )
-    merges = [
-        f"@{lbl[n]} step {p['step']}: {p['actions_n']} actions, "
-        f"{sum(1 for a in p['actions'] if a['label'].startswith('SparkTrace._merge'))} of them LSM merges "
-        f"({h.fmt_s(sum(a['s'] for a in p['actions'] if a['label'].startswith('SparkTrace._merge')))} of "
-        f"{h.fmt_s(p['s'])})"
+
+    # ---- the same through the public Pipeline API ----
+    psmall, plarge = small["pipeline"], large["pipeline"]
+    p_growth = h.ratio(plarge["stats"]["median"], psmall["stats"]["median"])
+    p_speedup = h.ratio(large["recompute"]["median"], plarge["stats"]["median"])
+    p_growth_cpu = h.ratio(plarge["cpu_stats"]["median"], psmall["cpu_stats"]["median"])
+    p_speedup_cpu = h.ratio(large["recompute_cpu"]["median"], plarge["cpu_stats"]["median"])
+    p_actions_all = psmall["actions_per_step"] + plarge["actions_per_step"]
+    p_act_med, p_act_max = statistics.median(p_actions_all), max(p_actions_all)
+    p_jobs_all = psmall["spark_jobs_per_step"] + plarge["spark_jobs_per_step"]
+    jobs_all = small["spark_jobs_per_step"] + large["spark_jobs_per_step"]
+    p_over_bare = {
+        str(n): {
+            "wall": h.ratio(per[str(n)]["pipeline"]["stats"]["median"], per[str(n)]["stats"]["median"]),
+            "cpu": h.ratio(per[str(n)]["pipeline"]["cpu_stats"]["median"], per[str(n)]["cpu_stats"]["median"]),
+        }
         for n in sizes
-        for p in per[str(n)]["profile"]
-        if not p["warmup"] and any(a["label"].startswith("SparkTrace._merge") for a in p["actions"])
-    ]
+    }
+    text += h.table(
+        "spark_scale through the public API: `dbspark.Pipeline(directory, engine=\"spark\")`, tables and view in "
+        "SQL, changes pushed as Spark DataFrames with `insert` / `delete`, every step committed (checkpoint); "
+        "same session, data and recompute",
+        [*columns[:1], "dbspark pipeline step (wall)", *columns[2:]],
+        [size_row(n, per[str(n)]["pipeline"]) for n in sizes],
+    )
+    p_bd = breakdown(plarge["profile"])
+    text += h.table(
+        f"where a pipeline step's time goes @{lbl[sizes[1]]} (per action, labelled by its dbspark callers)",
+        ["action", "median s/step", "share of median step", "mean s/step"],
+        [[k, h.fmt_s(m), f"{100 * sh:.0f}%", h.fmt_s(mean)] for k, m, sh, mean in p_bd],
+    )
+    def merge_steps(system: str | None) -> list[str]:
+        return [
+            f"@{lbl[n]} step {p['step']}: {p['actions_n']} actions, "
+            f"{sum(1 for a in p['actions'] if a['label'].startswith('SparkTrace._merge'))} of them LSM merges "
+            f"({h.fmt_s(sum(a['s'] for a in p['actions'] if a['label'].startswith('SparkTrace._merge')))} of "
+            f"{h.fmt_s(p['s'])})"
+            for n in sizes
+            for p in (per[str(n)][system] if system else per[str(n)])["profile"]
+            if not p["warmup"] and any(a["label"].startswith("SparkTrace._merge") for a in p["actions"])
+        ]
+
+    merges, p_merges = merge_steps(None), merge_steps("pipeline")
     notes = [
         f"growth {lbl[sizes[1]]}/{lbl[sizes[0]]} of the median step: {h.fmt_x(growth)} "
         f"(goal <= {GOAL_GROWTH:g}x: {'met' if growth <= GOAL_GROWTH else 'NOT met'}); "
@@ -530,8 +695,20 @@ def run(quick: bool) -> dict:
         f"in CPU time {h.fmt_x(speedup_cpu)}",
         f"Spark actions per step: median {act_med:g}, max {act_max} "
         f"(goal <= {GOAL_ACTIONS}: {'met' if act_max <= GOAL_ACTIONS else ('median met, max NOT' if act_med <= GOAL_ACTIONS else 'NOT met')})",
-        f"SparkSession start: {h.fmt_s(boot.s)}; dbspark's view verified equal to Spark SQL's at both sizes",
+        f"SparkSession start: {h.fmt_s(boot.s)}; dbspark's views (bare circuit and pipeline) verified equal to "
+        "Spark SQL's at both sizes",
         *(["steps with trace merges: " + "; ".join(merges)] if merges else []),
+        f"pipeline: growth {lbl[sizes[1]]}/{lbl[sizes[0]]} of the median step {h.fmt_x(p_growth)} "
+        f"(CPU {h.fmt_x(p_growth_cpu)}); Spark SQL recompute / pipeline step @{lbl[sizes[1]]}: "
+        f"{h.fmt_x(p_speedup)} (CPU {h.fmt_x(p_speedup_cpu)}); actions per step median {p_act_med:g}, max "
+        f"{p_act_max}; Spark jobs per step median {statistics.median(p_jobs_all):g} (bare circuit: "
+        f"{statistics.median(jobs_all):g})",
+        "pipeline step / bare circuit step (median): "
+        + ", ".join(
+            f"@{lbl[n]} {h.fmt_x(p_over_bare[str(n)]['wall'])} (CPU {h.fmt_x(p_over_bare[str(n)]['cpu'])})"
+            for n in sizes
+        ),
+        *(["pipeline steps with trace merges: " + "; ".join(p_merges)] if p_merges else []),
         f"dbspark sources: {src_start}"
         + (
             ""
@@ -551,6 +728,14 @@ def run(quick: bool) -> dict:
                         xs,
                         per[str(n)]["step_s"],
                         {"color": h.COLORS["dbspark"], "linestyle": ls},
+                    )
+                    for n, ls in zip(sizes, (":", "-"), strict=True)
+                },
+                **{
+                    f"dbspark pipeline @{lbl[n]}": (
+                        xs,
+                        per[str(n)]["pipeline"]["step_s"],
+                        {"color": PIPELINE_COLOR, "linestyle": ls},
                     )
                     for n, ls in zip(sizes, (":", "-"), strict=True)
                 },
@@ -578,6 +763,14 @@ def run(quick: bool) -> dict:
                     for n, ls in zip(sizes, (":", "-"), strict=True)
                 },
                 **{
+                    f"dbspark pipeline @{lbl[n]}": (
+                        xs,
+                        per[str(n)]["pipeline"]["step_cpu_s"],
+                        {"color": PIPELINE_COLOR, "linestyle": ls},
+                    )
+                    for n, ls in zip(sizes, (":", "-"), strict=True)
+                },
+                **{
                     f"Spark SQL recompute @{lbl[n]} (median)": (
                         [xs[0], xs[-1]],
                         [per[str(n)]["recompute_cpu"]["median"]] * 2,
@@ -588,13 +781,43 @@ def run(quick: bool) -> dict:
             },
         },
         {
-            "title": "Spark actions per step",
+            "title": "Spark actions (and jobs) per step",
             "xlabel": "step",
-            "ylabel": "actions",
+            "ylabel": "actions (o), Spark jobs (x)",
             "logy": False,
             "series": {
-                f"@{lbl[n]}": (xs, per[str(n)]["actions_per_step"], {"linestyle": ls})
-                for n, ls in zip(sizes, (":", "-"), strict=True)
+                **{
+                    f"actions @{lbl[n]}": (
+                        xs,
+                        per[str(n)]["actions_per_step"],
+                        {"color": h.COLORS["dbspark"], "linestyle": ls},
+                    )
+                    for n, ls in zip(sizes, (":", "-"), strict=True)
+                },
+                **{
+                    f"pipeline actions @{lbl[n]}": (
+                        xs,
+                        per[str(n)]["pipeline"]["actions_per_step"],
+                        {"color": PIPELINE_COLOR, "linestyle": ls},
+                    )
+                    for n, ls in zip(sizes, (":", "-"), strict=True)
+                },
+                **{
+                    f"pipeline Spark jobs @{lbl[n]}": (
+                        xs,
+                        per[str(n)]["pipeline"]["spark_jobs_per_step"],
+                        {"color": PIPELINE_COLOR, "linestyle": ls, "marker": "x"},
+                    )
+                    for n, ls in zip(sizes, (":", "-"), strict=True)
+                },
+                **{
+                    f"Spark jobs @{lbl[n]}": (
+                        xs,
+                        per[str(n)]["spark_jobs_per_step"],
+                        {"color": h.COLORS["dbspark"], "linestyle": ls, "marker": "x"},
+                    )
+                    for n, ls in zip(sizes, (":", "-"), strict=True)
+                },
             },
         },
     ]
@@ -613,7 +836,10 @@ def run(quick: bool) -> dict:
             "spark_conf": conf,
             "pyspark": pyspark.__version__,
             "view_sql": VIEW_SQL,
+            "pipeline_sql": PIPELINE_SQL,
+            "pipeline_changes_as": "spark.createDataFrame(polars_frame.to_arrow()), built inside the timed step",
         },
+        "systems": [BareCircuit.name, PipelinePath.name, "spark sql recompute"],
         "sizes": per,
         "session_start_s": boot.s,
         "dbspark_src": src_start,
@@ -633,6 +859,22 @@ def run(quick: bool) -> dict:
         "breakdown_large": [
             {"action": k, "median_s": m, "share_of_median_step": sh, "mean_s": mean} for k, m, sh, mean in bd
         ],
+        "pipeline": {
+            "growth_large_small_median": p_growth,
+            "recompute_over_step_large": p_speedup,
+            "growth_large_small_cpu_median": p_growth_cpu,
+            "recompute_over_step_large_cpu": p_speedup_cpu,
+            "actions_per_step_median": p_act_med,
+            "actions_per_step_max": p_act_max,
+            "spark_jobs_per_step_median": statistics.median(p_jobs_all),
+            "spark_jobs_per_step_max": max(p_jobs_all),
+            "over_bare_step_median": p_over_bare,
+            "breakdown_large": [
+                {"action": k, "median_s": m, "share_of_median_step": sh, "mean_s": mean} for k, m, sh, mean in p_bd
+            ],
+        },
+        "spark_jobs_per_step_median": statistics.median(jobs_all),
+        "spark_jobs_per_step_max": max(jobs_all),
         "verified": True,
         "notes": notes,
         "table": text,
@@ -724,13 +966,14 @@ def _union_ms(intervals: list[tuple[int, int]]) -> int:
     return total + (cur_e - cur_s if cur_e is not None else 0)
 
 
-def profile(quick: bool, n: int | None, steps: int, extra_conf: dict[str, str] | None = None) -> None:
-    """Run one size with Spark's event log on and pyinstrument on the Python side; print, per action,
-    where its wall time goes: Spark jobs (tasks: executor run time, rows read) against driver time between
-    jobs (planning, code generation, AQE re-planning, file commits), and the Python time outside actions."""
+def profile(
+    quick: bool, n: int | None, steps: int, extra_conf: dict[str, str] | None = None, system: str = "bare"
+) -> None:
+    """Run one size of one system (`bare` or `pipeline`) with Spark's event log on and pyinstrument on the
+    Python side; print, per action, where its wall time goes: Spark jobs (tasks: executor run time, rows
+    read) against driver time between jobs (planning, code generation, AQE re-planning, file commits), and
+    the Python time outside actions."""
     from pyinstrument import Profiler
-
-    from dbspark.engines.spark.kernel import SparkKernel
 
     n = n or (SIZES_QUICK if quick else SIZES_FULL)[-1]
     tmp = Path(tempfile.mkdtemp(prefix="dbspark-bench-spark_scale-profile-"))
@@ -746,28 +989,22 @@ def profile(quick: bool, n: int | None, steps: int, extra_conf: dict[str, str] |
     )
     spark, _ = start_spark()
     try:
-        run_size(spark, JVM_WARMUP[0], JVM_WARMUP[1], tmp, quiet=True)
+        run_size(spark, JVM_WARMUP[0], JVM_WARMUP[1], tmp, quiet=True, systems=(system,))
         d = make_data(n, WARMUP + steps)
-        changes = [d.change(i) for i in range(WARMUP + steps)]
-        kernel = SparkKernel(spark=spark, directory=tmp / f"state-{n}")
-        rt = build_view().run(kernel)
+        sut = SYSTEMS[system](spark, d, tmp / f"state-{n}")
+        kernel = sut.kernel
         probe = ActionProbe(kernel, per_action=True)
         probe.begin(f"p-{n}-load")
-        rt.push("R", d.r.select("k", "g"), 1)
-        rt.push("S", d.s.select("k", "v"), 1)
-        rt.step()
+        sut.load()
         probe.end()
         prof = Profiler(interval=0.001)
         steps_out = []
         for i in range(WARMUP + steps):
-            dr, ds = changes[i]
             probe.begin(f"p-{n}-step{i}")
             if i >= WARMUP:
                 prof.start()
             t0 = time.perf_counter()
-            rt.push("R", dr)
-            rt.push("S", ds)
-            rt.step()
+            sut.step(i)
             t = time.perf_counter() - t0
             if i >= WARMUP:
                 prof.stop()
@@ -776,7 +1013,7 @@ def profile(quick: bool, n: int | None, steps: int, extra_conf: dict[str, str] |
             probe.end()
             steps_out.append({"step": i, "s": t, "acts": acts, "group": f"p-{n}-step{i}", "py4j": py4j})
         probe.detach()
-        kernel.close()
+        sut.close()
     finally:
         spark.stop()
     logs = [p for p in logdir.iterdir()]
@@ -823,14 +1060,14 @@ def profile(quick: bool, n: int | None, steps: int, extra_conf: dict[str, str] |
                 per_label[key]["rows"].append(in_rows)
                 per_label[key]["njobs"].append(len(js))
     report: list[str] = [
-        f"{h.today()} {time.strftime('%H:%M')}, dbspark sources {dbspark_src_hash()}, "
-        f"load average {os.getloadavg()[0]:.1f}"
+        f"{h.today()} {time.strftime('%H:%M')}, system: {SYSTEMS[system].name}, dbspark sources "
+        f"{dbspark_src_hash()}, load average {os.getloadavg()[0]:.1f}"
     ]
     if extra_conf:
         report.append(f"extra Spark settings: {extra_conf}")
     report.append(
         h.table(
-            f"spark_scale profile @{n:,}: every action of every step (warm-up = step 0)",
+            f"spark_scale profile ({SYSTEMS[system].name}) @{n:,}: every action of every step (warm-up = step 0)",
             [
                 "step",
                 "action",
@@ -883,7 +1120,7 @@ def profile(quick: bool, n: int | None, steps: int, extra_conf: dict[str, str] |
         f"call is one or more), {sum(x['in'][0] for x in py) / nsteps:.0f} inside actions (mostly py4j's "
         "deletes of Java objects Python has dropped)"
     )
-    out = h.result_path(f"spark_scale-profile-{n}", quick, "txt")
+    out = h.result_path(f"spark_scale-profile-{'' if system == 'bare' else system + '-'}{n}", quick, "txt")
     report.append(
         f"\npyinstrument tree of the timed steps (Python side; time inside kernel.act is Spark's): {out}"
     )
@@ -898,9 +1135,12 @@ if __name__ == "__main__":
         n_arg = int(args[args.index("--n") + 1]) if "--n" in args else None
         k_arg = int(args[args.index("--steps") + 1]) if "--steps" in args else 8
         confs = dict(a.split("=", 1) for i, a in enumerate(args) if i and args[i - 1] == "--conf")
-        profile("--quick" in args, n_arg, k_arg, confs)
+        sys_arg = args[args.index("--system") + 1] if "--system" in args else "bare"
+        if sys_arg not in SYSTEMS:
+            sys.exit(f"--system {sys_arg}: one of {', '.join(SYSTEMS)}")
+        profile("--quick" in args, n_arg, k_arg, confs, sys_arg)
     else:
         print(
             "usage: python -m bench spark_scale [--quick]   |   python -m bench.spark_scale --profile "
-            "[--quick] [--n ROWS] [--steps K] [--conf spark.key=value ...]"
+            "[--quick] [--n ROWS] [--steps K] [--system bare|pipeline] [--conf spark.key=value ...]"
         )
