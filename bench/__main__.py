@@ -16,7 +16,10 @@ from bench import harness as h
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     ap.add_argument(
-        "workloads", nargs="*", metavar="WORKLOAD", help=f"any of {', '.join(WORKLOADS)}, or an alias: {ALIASES} (default: all)"
+        "workloads",
+        nargs="*",
+        metavar="WORKLOAD",
+        help=f"any of {', '.join(WORKLOADS)}, or an alias: {ALIASES} (default: all)",
     )
     ap.add_argument("--quick", action="store_true", help="smaller sizes: the whole suite in 2-3 minutes")
     ap.add_argument(

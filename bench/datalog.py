@@ -58,10 +58,14 @@ REACH = """
 reach(x) :- root(x).
 reach(y) :- reach(x), edge(x, y).
 """
-DUCK_TC = ("WITH RECURSIVE path(x, y) AS (SELECT x, y FROM edge UNION SELECT path.x, edge.y FROM path "
-           "JOIN edge ON path.y = edge.x) SELECT x, y FROM path")
-SPARK_REACH = ("WITH RECURSIVE reach(x) AS (SELECT x FROM root UNION SELECT edge.y FROM reach JOIN edge "
-               "ON reach.x = edge.x) SELECT count(*) FROM reach")
+DUCK_TC = (
+    "WITH RECURSIVE path(x, y) AS (SELECT x, y FROM edge UNION SELECT path.x, edge.y FROM path "
+    "JOIN edge ON path.y = edge.x) SELECT x, y FROM path"
+)
+SPARK_REACH = (
+    "WITH RECURSIVE reach(x) AS (SELECT x FROM root UNION SELECT edge.y FROM reach JOIN edge "
+    "ON reach.x = edge.x) SELECT count(*) FROM reach"
+)
 
 
 # ---- workers (one per system, in a subprocess) -----------------------------------------------------------
@@ -83,11 +87,16 @@ def _frame(pairs: list, cols: tuple[str, ...] = ("x", "y")) -> Any:
     return pl.DataFrame({c: arr[:, i] for i, c in enumerate(cols)})
 
 
-def _tc_pipeline(edges: list, engine: str = "local", spark: Any = None,
-                 closure_operator: bool = True) -> tuple[Any, Clock]:
+def _tc_pipeline(
+    edges: list, engine: str = "local", spark: Any = None, closure_operator: bool = True
+) -> tuple[Any, Clock]:
     import dbspark
 
-    p = dbspark.Pipeline(engine=engine, spark=spark) if engine == "spark" else dbspark.Pipeline(engine="local")
+    p = (
+        dbspark.Pipeline(engine=engine, spark=spark)
+        if engine == "spark"
+        else dbspark.Pipeline(engine="local")
+    )
     p.datalog(TC, closure_operator=closure_operator)
     p.insert("edge", _frame(edges))
     with Clock() as c:
@@ -104,14 +113,19 @@ def _digest_view(p: Any, view: str, n: int) -> dict:
 
 def _run_batches(p: Any, view: str, c: Any, batches: list, n: int) -> dict:
     """The from-scratch timing `c`, then each batch of edge inserts and deletes as one timed step."""
-    out: dict[str, Any] = {"scratch": {"wall": c.wall, "cpu": c.cpu}, "scratch_digest": _digest_view(p, view, n),
-                           "batches": []}
+    out: dict[str, Any] = {
+        "scratch": {"wall": c.wall, "cpu": c.cpu},
+        "scratch_digest": _digest_view(p, view, n),
+        "batches": [],
+    }
     for i, (ins, dels) in enumerate(batches, start=1):
         p.insert("edge", _frame(ins))
         p.delete("edge", _frame(dels))
         with Clock() as t:
             ch = p.step()
-        out["batches"].append({"b": i, "wall": t.wall, "cpu": t.cpu, "out_rows": ch[view].to_zset().df.height})
+        out["batches"].append(
+            {"b": i, "wall": t.wall, "cpu": t.cpu, "out_rows": ch[view].to_zset().df.height}
+        )
     out["final_digest"] = _digest_view(p, view, n)
     return out
 
@@ -162,8 +176,13 @@ def _spark() -> Any:
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder.master("local[2]").appName("dbspark-bench-datalog")
-    for k, v in {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "2g",
-                 "spark.sql.adaptive.enabled": "false", "spark.log.level": "ERROR"}.items():
+    for k, v in {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.driver.memory": "2g",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.log.level": "ERROR",
+    }.items():
         b = b.config(k, v)
     s = b.getOrCreate()
     s.sparkContext.setLogLevel("ERROR")
@@ -179,7 +198,11 @@ def _reach_graph(n: int, m: int, nb: int) -> tuple[list, list, list]:
 def _reach_pipeline(spark: Any, edges: list, roots: list) -> tuple[Any, Clock]:
     import dbspark
 
-    p = dbspark.Pipeline(engine="spark", spark=spark) if spark is not None else dbspark.Pipeline(engine="local")
+    p = (
+        dbspark.Pipeline(engine="spark", spark=spark)
+        if spark is not None
+        else dbspark.Pipeline(engine="local")
+    )
     p.datalog(REACH)
     p.insert("edge", _frame(edges))
     p.insert("root", _frame(roots, ("x",)))
@@ -222,11 +245,17 @@ def worker_spark_cte(n: int, m: int, nb: int) -> dict:
             return {"error": f"{type(e).__name__}: {first}"}
 
 
-WORKERS = {"tc-inc": worker_tc_inc, "tc-recompute": worker_tc_recompute, "duckdb": worker_duckdb,
-           "tc-inc-scope": lambda n, m, nb: worker_tc_inc(n, m, nb, closure_operator=False),
-           "reach-local-inc": lambda n, m, nb: worker_spark_inc(n, m, nb, local=True),
-           "reach-local-recompute": lambda n, m, nb, ms: worker_spark_recompute(n, m, nb, ms, local=True),
-           "spark-inc": worker_spark_inc, "spark-recompute": worker_spark_recompute, "spark-cte": worker_spark_cte}
+WORKERS = {
+    "tc-inc": worker_tc_inc,
+    "tc-recompute": worker_tc_recompute,
+    "duckdb": worker_duckdb,
+    "tc-inc-scope": lambda n, m, nb: worker_tc_inc(n, m, nb, closure_operator=False),
+    "reach-local-inc": lambda n, m, nb: worker_spark_inc(n, m, nb, local=True),
+    "reach-local-recompute": lambda n, m, nb, ms: worker_spark_recompute(n, m, nb, ms, local=True),
+    "spark-inc": worker_spark_inc,
+    "spark-recompute": worker_spark_recompute,
+    "spark-cte": worker_spark_cte,
+}
 
 
 def worker_main(argv: list[str]) -> None:
@@ -285,54 +314,116 @@ def render(res: dict) -> str:
         tag = f"{z['n']:,}/{z['m']:,}"
         size = inc.get("scratch_digest", duck.get("scratch_digest", {})).get("size")
         both = "scratch" in inc and "scratch" in duck
-        tc_rows.append([tag, f"{size:,}" if size else "-", _pair(inc.get("scratch")), _pair(duck.get("scratch")),
-                        h.fmt_x(h.ratio(duck["scratch"]["wall"], inc["scratch"]["wall"])) if both else "-",
-                        h.fmt_x(h.ratio(duck["scratch"]["cpu"], inc["scratch"]["cpu"])) if both else "-",
-                        f"{inc.get('peak_rss_gib', float('nan')):.2f} GiB"])
+        tc_rows.append(
+            [
+                tag,
+                f"{size:,}" if size else "-",
+                _pair(inc.get("scratch")),
+                _pair(duck.get("scratch")),
+                h.fmt_x(h.ratio(duck["scratch"]["wall"], inc["scratch"]["wall"])) if both else "-",
+                h.fmt_x(h.ratio(duck["scratch"]["cpu"], inc["scratch"]["cpu"])) if both else "-",
+                f"{inc.get('peak_rss_gib', float('nan')):.2f} GiB",
+            ]
+        )
         ib, rb, db = inc.get("batches", []), rec.get("batches", []), duck.get("batches", [])
         ratio = lambda a, b, k: h.fmt_x(h.ratio(_med(a, k), _med(b, k))) if a and b else "-"  # noqa: E731
         sb = z.get("scope", {}).get("batches", [])
-        ratio_rows.append([tag, _med_pair(ib), _med_pair(rb), _med_pair(db), ratio(rb, ib, "wall"),
-                           ratio(rb, ib, "cpu"), ratio(db, ib, "cpu"),
-                           f"{statistics.median(b['out_rows'] for b in ib):,.0f}" if ib else "-",
-                           f"{_pair(z['scope'].get('scratch'))} / {_med_pair(sb)}" if sb else "not run"])
+        ratio_rows.append(
+            [
+                tag,
+                _med_pair(ib),
+                _med_pair(rb),
+                _med_pair(db),
+                ratio(rb, ib, "wall"),
+                ratio(rb, ib, "cpu"),
+                ratio(db, ib, "cpu"),
+                f"{statistics.median(b['out_rows'] for b in ib):,.0f}" if ib else "-",
+                f"{_pair(z['scope'].get('scratch'))} / {_med_pair(sb)}" if sb else "not run",
+            ]
+        )
     text = ""
     if res["sizes"]:
-        text += h.table("datalog tc from scratch: dbspark local (the Datalog pipeline: TC lowered to the closure operator) vs DuckDB recursive CTE (UNION)",
-                        ["nodes/edges", "closure", "dbspark", "duckdb", "duckdb/dbspark wall", "duckdb/dbspark cpu",
-                         "dbspark peak RSS"], tc_rows)
-        text += h.table(f"datalog tc: per batch of {CHANGE} edge inserts + {CHANGE} deletes (median)",
-                        ["nodes/edges", "incremental step", "dbspark recompute", "duckdb recompute",
-                         "recompute/inc wall", "recompute/inc cpu (goal >= 100x)", "duckdb/inc cpu",
-                         "|Δpath| per batch", "recursive scope (closure_operator=False): scratch / batch"],
-                        ratio_rows)
+        text += h.table(
+            "datalog tc from scratch: dbspark local (the Datalog pipeline: TC lowered to the closure operator) vs DuckDB recursive CTE (UNION)",
+            [
+                "nodes/edges",
+                "closure",
+                "dbspark",
+                "duckdb",
+                "duckdb/dbspark wall",
+                "duckdb/dbspark cpu",
+                "dbspark peak RSS",
+            ],
+            tc_rows,
+        )
+        text += h.table(
+            f"datalog tc: per batch of {CHANGE} edge inserts + {CHANGE} deletes (median)",
+            [
+                "nodes/edges",
+                "incremental step",
+                "dbspark recompute",
+                "duckdb recompute",
+                "recompute/inc wall",
+                "recompute/inc cpu (goal >= 100x)",
+                "duckdb/inc cpu",
+                "|Δpath| per batch",
+                "recursive scope (closure_operator=False): scratch / batch",
+            ],
+            ratio_rows,
+        )
     sp = res.get("spark")
     if sp:
         sinc, srec, scte = sp["incremental"], sp["recompute"], sp["spark_cte"]
         iw, rw = _med(sinc.get("batches", []), "wall"), _med(srec.get("batches", []), "wall")
-        text += h.table(f"datalog reach on Spark (local[2]): {sp['n']:,} nodes / {sp['m']:,} edges with cycles, "
-                        f"10 roots, batches of {CHANGE} + {CHANGE} edge changes (wall)",
-                        ["system", "from scratch", "per batch (median)", "recompute / incremental"],
-                        [["dbspark spark incremental", h.fmt_s(sinc.get("scratch", {}).get("wall")), h.fmt_s(iw),
-                          h.fmt_x(h.ratio(rw, iw)) if iw and rw else "-"],
-                         ["dbspark spark recompute", "-", h.fmt_s(rw), "-"],
-                         ["Spark SQL WITH RECURSIVE (UNION)", h.fmt_s(scte.get("scratch", {}).get("wall")),
-                          scte.get("error", "-")[:120], "-"]])
+        text += h.table(
+            f"datalog reach on Spark (local[2]): {sp['n']:,} nodes / {sp['m']:,} edges with cycles, "
+            f"10 roots, batches of {CHANGE} + {CHANGE} edge changes (wall)",
+            ["system", "from scratch", "per batch (median)", "recompute / incremental"],
+            [
+                [
+                    "dbspark spark incremental",
+                    h.fmt_s(sinc.get("scratch", {}).get("wall")),
+                    h.fmt_s(iw),
+                    h.fmt_x(h.ratio(rw, iw)) if iw and rw else "-",
+                ],
+                ["dbspark spark recompute", "-", h.fmt_s(rw), "-"],
+                [
+                    "Spark SQL WITH RECURSIVE (UNION)",
+                    h.fmt_s(scte.get("scratch", {}).get("wall")),
+                    scte.get("error", "-")[:120],
+                    "-",
+                ],
+            ],
+        )
     lr = res.get("local_reach")
     if lr:
         ib, rb = lr["incremental"].get("batches", []), lr["recompute"].get("batches", [])
-        text += h.table(f"datalog reach on the local engine: {lr['n']:,} nodes / {lr['m']:,} edges, 10 roots, "
-                        f"batches of {CHANGE} + {CHANGE}",
-                        ["system", "from scratch", "per batch (median)", "recompute / inc wall", "recompute / inc cpu"],
-                        [["dbspark local incremental", _pair(lr["incremental"].get("scratch")), _med_pair(ib),
-                          h.fmt_x(h.ratio(_med(rb, "wall"), _med(ib, "wall"))) if ib and rb else "-",
-                          h.fmt_x(h.ratio(_med(rb, "cpu"), _med(ib, "cpu"))) if ib and rb else "-"],
-                         ["dbspark local recompute", "-", _med_pair(rb), "-", "-"]])
+        text += h.table(
+            f"datalog reach on the local engine: {lr['n']:,} nodes / {lr['m']:,} edges, 10 roots, "
+            f"batches of {CHANGE} + {CHANGE}",
+            ["system", "from scratch", "per batch (median)", "recompute / inc wall", "recompute / inc cpu"],
+            [
+                [
+                    "dbspark local incremental",
+                    _pair(lr["incremental"].get("scratch")),
+                    _med_pair(ib),
+                    h.fmt_x(h.ratio(_med(rb, "wall"), _med(ib, "wall"))) if ib and rb else "-",
+                    h.fmt_x(h.ratio(_med(rb, "cpu"), _med(ib, "cpu"))) if ib and rb else "-",
+                ],
+                ["dbspark local recompute", "-", _med_pair(rb), "-", "-"],
+            ],
+        )
     return text
 
 
-def run(quick: bool, sizes: list[tuple[int, int]] | None = None, nb: int | None = None,
-        spark_edges: int | None = None, timeout: float = 1800, reach_edges: int | None = None) -> dict:
+def run(
+    quick: bool,
+    sizes: list[tuple[int, int]] | None = None,
+    nb: int | None = None,
+    spark_edges: int | None = None,
+    timeout: float = 1800,
+    reach_edges: int | None = None,
+) -> dict:
     sizes = sizes if sizes is not None else h.sized(FULL_SIZES, QUICK_SIZES, quick, smoke=[(60, 200)])
     nb = nb or h.sized(5, 3, quick)
     if spark_edges is None and not h.skipped("spark"):
@@ -346,17 +437,32 @@ def run(quick: bool, sizes: list[tuple[int, int]] | None = None, nb: int | None 
         rec = spawn("tc-recompute", n, m, nb, timeout, measure)
         duck = spawn("duckdb", n, m, nb, timeout, measure)
         scope = spawn("tc-inc-scope", n, m, nb, timeout) if n <= SCOPE_MAX_NODES else {}
-        for k, r in (("dbspark incremental", inc), ("dbspark recompute", rec), ("duckdb", duck),
-                     ("dbspark recursive scope", scope)):
+        for k, r in (
+            ("dbspark incremental", inc),
+            ("dbspark recompute", rec),
+            ("duckdb", duck),
+            ("dbspark recursive scope", scope),
+        ):
             if "error" in r:
                 notes.append(f"{n}/{m} {k}: {r['error']}")
         v0 = _agree(f"tc {n}/{m} from scratch", inc, duck, "scratch_digest")
-        v1 = _agree(f"tc {n}/{m} after batch {nb}", inc, duck, "final_digest") and \
-            _agree(f"tc {n}/{m} recompute", rec, duck, "final_digest")
+        v1 = _agree(f"tc {n}/{m} after batch {nb}", inc, duck, "final_digest") and _agree(
+            f"tc {n}/{m} recompute", rec, duck, "final_digest"
+        )
         if "final_digest" in scope:
             v1 = v1 and _agree(f"tc {n}/{m} recursive scope", scope, duck, "final_digest")
-        out_sizes.append({"n": n, "m": m, "batches": nb, "incremental": inc, "recompute": rec, "duckdb": duck,
-                          "scope": scope, "verified": {"scratch": v0, "final": v1}})
+        out_sizes.append(
+            {
+                "n": n,
+                "m": m,
+                "batches": nb,
+                "incremental": inc,
+                "recompute": rec,
+                "duckdb": duck,
+                "scope": scope,
+                "verified": {"scratch": v0, "final": v1},
+            }
+        )
     spark_res = None
     if spark_edges:
         sm = spark_edges
@@ -368,30 +474,63 @@ def run(quick: bool, sizes: list[tuple[int, int]] | None = None, nb: int | None 
         sv = _agree("spark reach final", sinc, srec, "final_digest")
         if "count" in scte and "scratch_digest" in sinc and scte["count"] != sinc["scratch_digest"]["size"]:
             raise h.Mismatch(f"spark reach: CTE {scte['count']} != dbspark {sinc['scratch_digest']['size']}")
-        spark_res = {"n": sn, "m": sm, "batches": snb, "incremental": sinc, "recompute": srec, "spark_cte": scte,
-                     "verified": sv}
+        spark_res = {
+            "n": sn,
+            "m": sm,
+            "batches": snb,
+            "incremental": sinc,
+            "recompute": srec,
+            "spark_cte": scte,
+            "verified": sv,
+        }
     local_reach = None
     if reach_edges:
         rn, rnb = reach_edges // 2, 5
         linc = spawn("reach-local-inc", rn, reach_edges, rnb, timeout)
         lrec = spawn("reach-local-recompute", rn, reach_edges, rnb, timeout, [1, rnb])
-        local_reach = {"n": rn, "m": reach_edges, "batches": rnb, "incremental": linc, "recompute": lrec,
-                       "verified": _agree("local reach final", linc, lrec, "final_digest")}
-    res = {"params": {"change": CHANGE, "batches": nb, "sizes": sizes, "spark_edges": spark_edges,
-                      "reach_edges": reach_edges},
-           "sizes": out_sizes, "spark": spark_res, "local_reach": local_reach, "notes": notes, "verified": True}
+        local_reach = {
+            "n": rn,
+            "m": reach_edges,
+            "batches": rnb,
+            "incremental": linc,
+            "recompute": lrec,
+            "verified": _agree("local reach final", linc, lrec, "final_digest"),
+        }
+    res = {
+        "params": {
+            "change": CHANGE,
+            "batches": nb,
+            "sizes": sizes,
+            "spark_edges": spark_edges,
+            "reach_edges": reach_edges,
+        },
+        "sizes": out_sizes,
+        "spark": spark_res,
+        "local_reach": local_reach,
+        "notes": notes,
+        "verified": True,
+    }
     res["table"] = render(res)
-    res["plot"] = [{"title": f"tc {z['n']:,}/{z['m']:,}", "xlabel": "batch", "ylabel": "CPU time per batch (s)",
-                    "series": {k: ([b["b"] for b in z[k].get("batches", [])], [b["cpu"] for b in z[k].get("batches", [])])
-                               for k in ("incremental", "recompute", "duckdb") if z[k].get("batches")}}
-                   for z in out_sizes] or [{"title": "no TC size ran", "series": {}}]
+    res["plot"] = [
+        {
+            "title": f"tc {z['n']:,}/{z['m']:,}",
+            "xlabel": "batch",
+            "ylabel": "CPU time per batch (s)",
+            "series": {
+                k: ([b["b"] for b in z[k].get("batches", [])], [b["cpu"] for b in z[k].get("batches", [])])
+                for k in ("incremental", "recompute", "duckdb")
+                if z[k].get("batches")
+            },
+        }
+        for z in out_sizes
+    ] or [{"title": "no TC size ran", "series": {}}]
     res["plot_title"] = f"datalog: CPU time per batch of {CHANGE} + {CHANGE} edge changes"
     return res
 
 
 if __name__ == "__main__":
     if "--worker" in sys.argv:
-        worker_main(sys.argv[sys.argv.index("--worker") + 1:])
+        worker_main(sys.argv[sys.argv.index("--worker") + 1 :])
     elif "--render" in sys.argv:  # re-print the tables of a result JSON
         print(render(json.loads(Path(sys.argv[sys.argv.index("--render") + 1]).read_text())))
     else:

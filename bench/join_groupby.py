@@ -511,8 +511,12 @@ def run(quick: bool) -> dict:
         h.collect()
         with h.phase(f"spark structured streaming append-only n={n:,}"):
             times, view, load = spark_anchors.structured_streaming(
-                spark, d.s.select("k", "v"), d.r.select("k", "g"), [b[0].select("k", "g") for b in d.batches],
-                key="k", group="g",
+                spark,
+                d.s.select("k", "v"),
+                d.r.select("k", "g"),
+                [b[0].select("k", "g") for b in d.batches],
+                key="k",
+                group="g",
             )
         appends["spark structured streaming"] = _entry(times, load, n, rows=BATCH // 4)
         aviews["spark structured streaming"] = view

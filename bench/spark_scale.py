@@ -482,7 +482,12 @@ def measure(spark: Any, system: Any, n: int, steps: int, group: str, quiet: bool
 
 # ---- one size ---------------------------------------------------------------------------------------------
 def run_size(
-    spark: Any, n: int, steps: int, tmp: Path, quiet: bool = False, systems: tuple[str, ...] = ("bare", "pipeline")
+    spark: Any,
+    n: int,
+    steps: int,
+    tmp: Path,
+    quiet: bool = False,
+    systems: tuple[str, ...] = ("bare", "pipeline"),
 ) -> dict:
     """Each of `systems` in turn (the bare circuit first, alone on the session, as before the pipeline was
     added), on the same data; then Spark SQL's recompute over the tables after the steps, which every
@@ -657,12 +662,14 @@ def run(quick: bool) -> dict:
     p_over_bare = {
         str(n): {
             "wall": h.ratio(per[str(n)]["pipeline"]["stats"]["median"], per[str(n)]["stats"]["median"]),
-            "cpu": h.ratio(per[str(n)]["pipeline"]["cpu_stats"]["median"], per[str(n)]["cpu_stats"]["median"]),
+            "cpu": h.ratio(
+                per[str(n)]["pipeline"]["cpu_stats"]["median"], per[str(n)]["cpu_stats"]["median"]
+            ),
         }
         for n in sizes
     }
     text += h.table(
-        "spark_scale through the public API: `dbspark.Pipeline(directory, engine=\"spark\")`, tables and view in "
+        'spark_scale through the public API: `dbspark.Pipeline(directory, engine="spark")`, tables and view in '
         "SQL, changes pushed as Spark DataFrames with `insert` / `delete`, every step committed (checkpoint); "
         "same session, data and recompute",
         [*columns[:1], "dbspark pipeline step (wall)", *columns[2:]],
@@ -674,6 +681,7 @@ def run(quick: bool) -> dict:
         ["action", "median s/step", "share of median step", "mean s/step"],
         [[k, h.fmt_s(m), f"{100 * sh:.0f}%", h.fmt_s(mean)] for k, m, sh, mean in p_bd],
     )
+
     def merge_steps(system: str | None) -> list[str]:
         return [
             f"@{lbl[n]} step {p['step']}: {p['actions_n']} actions, "
@@ -870,7 +878,8 @@ def run(quick: bool) -> dict:
             "spark_jobs_per_step_max": max(p_jobs_all),
             "over_bare_step_median": p_over_bare,
             "breakdown_large": [
-                {"action": k, "median_s": m, "share_of_median_step": sh, "mean_s": mean} for k, m, sh, mean in p_bd
+                {"action": k, "median_s": m, "share_of_median_step": sh, "mean_s": mean}
+                for k, m, sh, mean in p_bd
             ],
         },
         "spark_jobs_per_step_median": statistics.median(jobs_all),

@@ -84,8 +84,10 @@ OPS = [
         "join_groupby",
         'a.join(b, on="k").aggregate(by="g", n="count")',
         {"a": {"k": "int64", "g": "int64"}, "b": {"k": "int64", "v": "int64"}},
-        lambda t, n, rng, size: {"k": rng.integers(0, size, n)}
-        | ({"g": rng.integers(0, 1000, n)} if t == "a" else {"v": rng.integers(0, 1 << 40, n)}),
+        lambda t, n, rng, size: (
+            {"k": rng.integers(0, size, n)}
+            | ({"g": rng.integers(0, 1000, n)} if t == "a" else {"v": rng.integers(0, 1 << 40, n)})
+        ),
         lambda c, s: s["a"].join(s["b"], on="k").aggregate(by="g", n="count"),
         "SELECT g, count(*)::BIGINT AS n FROM a JOIN b USING (k) GROUP BY g",
         "SELECT g, n, 1::BIGINT AS weight FROM v",
@@ -228,8 +230,14 @@ def run(quick: bool) -> dict:
         per = [o["sizes"][str(n)] for n in sizes]
         rows.append(
             [name]
-            + [f"{h.fmt_s(x['dbspark']['median'])} [{h.fmt_s(x['dbspark']['min'])}..{h.fmt_s(x['dbspark']['max'])}]" for x in per]
-            + [h.fmt_x(o["ratio_large_small_median"]), "yes" if o["ratio_large_small_median"] <= 1.5 else "NO"]
+            + [
+                f"{h.fmt_s(x['dbspark']['median'])} [{h.fmt_s(x['dbspark']['min'])}..{h.fmt_s(x['dbspark']['max'])}]"
+                for x in per
+            ]
+            + [
+                h.fmt_x(o["ratio_large_small_median"]),
+                "yes" if o["ratio_large_small_median"] <= 1.5 else "NO",
+            ]
             + [h.fmt_s(x["duckdb_recompute"]["median"]) for x in per]
             + [h.fmt_x(o["speedup_vs_recompute"][str(sizes[-1])])]
         )
@@ -245,7 +253,10 @@ def run(quick: bool) -> dict:
     styles = {op.name: ls for op, ls in zip(OPS, ("-", "--", ":", "-."), strict=True)}
     by_size: dict[str, tuple] = {}
     for name, o in ops_out.items():
-        for system, key, color in (("dbspark", "dbspark", "dbspark"), ("duckdb", "duckdb_recompute", "duckdb recompute")):
+        for system, key, color in (
+            ("dbspark", "dbspark", "dbspark"),
+            ("duckdb", "duckdb_recompute", "duckdb recompute"),
+        ):
             ys = [o["sizes"][str(n)][key]["median"] for n in sizes]
             by_size[f"{system} {name}"] = (sizes, ys, {"color": h.COLORS[color], "linestyle": styles[name]})
     panels = [

@@ -773,7 +773,9 @@ def run_size(n: int, m: int, nb: int, quick: bool, notes: list[str], skipped: di
         if str(last) in op.get("digests", {}):
             op["final_digest"] = op["digests"][str(last)]
         else:
-            raise h.Mismatch(f"tc {tag}: the closure operator stopped before batch {last}, where the others are checked")
+            raise h.Mismatch(
+                f"tc {tag}: the closure operator stopped before batch {last}, where the others are checked"
+            )
     all_b = list(range(1, last + 1))
     # the recompute systems are slow at the full size: DuckDB is timed on the batches that fit in 600 s and
     # then the last one, the Python recompute on the last 3

@@ -97,15 +97,25 @@ def duckdb_recompute(data: dict, refreshes: list, views: list[str]) -> dict[str,
 
 def _next_state(state: dict[str, pl.DataFrame], r: tpch.Refresh) -> dict[str, pl.DataFrame]:
     s = dict(state)
-    s["orders"] = pl.concat([s["orders"].join(r.orders_delete.select("o_orderkey"), on="o_orderkey", how="anti"),
-                             r.orders_insert])
-    s["lineitem"] = pl.concat([s["lineitem"].join(r.lineitem_delete.select("l_orderkey", "l_linenumber"),
-                                                  on=["l_orderkey", "l_linenumber"], how="anti"), r.lineitem_insert])
+    s["orders"] = pl.concat(
+        [s["orders"].join(r.orders_delete.select("o_orderkey"), on="o_orderkey", how="anti"), r.orders_insert]
+    )
+    s["lineitem"] = pl.concat(
+        [
+            s["lineitem"].join(
+                r.lineitem_delete.select("l_orderkey", "l_linenumber"),
+                on=["l_orderkey", "l_linenumber"],
+                how="anti",
+            ),
+            r.lineitem_insert,
+        ]
+    )
     return s
 
 
-def spark_recompute(spark: Any, data: dict, refreshes: list, views: list[str], tmp: Path,
-                    duck: dict[str, Any]) -> dict[str, Any]:
+def spark_recompute(
+    spark: Any, data: dict, refreshes: list, views: list[str], tmp: Path, duck: dict[str, Any]
+) -> dict[str, Any]:
     """Per refresh: each query's time on Spark SQL over the current tables (Parquet), checked against DuckDB."""
     sqls = {v: spark_sql(tpch.QUERIES[v]) for v in views}
     out: dict[str, Any] = {"times": {v: [] for v in views}, "sql": sqls}
@@ -143,8 +153,9 @@ def _pipeline(engine: str, spark: Any, views: list[str]) -> tuple[Any, list[str]
     return p, ok, rejected
 
 
-def maintain(engine: str, spark: Any, data: dict, refreshes: list, views: list[str], duck: dict,
-             label: str) -> dict[str, Any]:
+def maintain(
+    engine: str, spark: Any, data: dict, refreshes: list, views: list[str], duck: dict, label: str
+) -> dict[str, Any]:
     """One pipeline maintaining `views`: load (one step, timed for information), then each refresh one
     timed step (push of the deletes and inserts + step), every view checked against DuckDB."""
     p, ok, rejected = _pipeline(engine, spark, views)
@@ -184,8 +195,14 @@ def med(xs: list[float]) -> float:
     return statistics.median(xs[WARMUP:])
 
 
-def report(engine: str, views: list[str], recompute: dict[str, list[float]], combined: dict | None,
-           per_query: dict[str, dict] | None, anchor: str) -> tuple[str, dict]:
+def report(
+    engine: str,
+    views: list[str],
+    recompute: dict[str, list[float]],
+    combined: dict | None,
+    per_query: dict[str, dict] | None,
+    anchor: str,
+) -> tuple[str, dict]:
     rows, ratios, summary = [], [], {}
     for v in views:
         rc = med(recompute[v])
@@ -200,18 +217,42 @@ def report(engine: str, views: list[str], recompute: dict[str, list[float]], com
     total_rc = sum(med(recompute[v]) for v in views)
     comb = med(combined["steps"]) if combined and combined.get("steps") else None
     gm = geomean(ratios)
-    rows.append([f"all {len(views)}", h.fmt_s(total_rc), h.fmt_s(comb),
-                 h.fmt_x(h.ratio(total_rc, comb) if comb else None),
-                 "one pipeline, one refresh step" + (f"; {combined['error'][:60]}" if combined and combined.get("error") else "")])
+    rows.append(
+        [
+            f"all {len(views)}",
+            h.fmt_s(total_rc),
+            h.fmt_s(comb),
+            h.fmt_x(h.ratio(total_rc, comb) if comb else None),
+            "one pipeline, one refresh step"
+            + (f"; {combined['error'][:60]}" if combined and combined.get("error") else ""),
+        ]
+    )
     rows.append(["geomean", "", "", h.fmt_x(gm), f"per-query ratios ({len(ratios)} of {len(views)} queries)"])
-    table = h.table(f"TPC-H on {engine}: {anchor} recompute vs dbspark refresh (median)",
-                    ["query", f"{anchor} recompute", "dbspark refresh", "ratio", "note"], rows)
-    return table, {"per_query": summary, "geomean_ratio": gm, "total_recompute_s": total_rc,
-                   "combined_refresh_s": comb, "geomean_over": len(ratios), "combined_ratio": h.ratio(total_rc, comb) if comb else None}
+    table = h.table(
+        f"TPC-H on {engine}: {anchor} recompute vs dbspark refresh (median)",
+        ["query", f"{anchor} recompute", "dbspark refresh", "ratio", "note"],
+        rows,
+    )
+    return table, {
+        "per_query": summary,
+        "geomean_ratio": gm,
+        "total_recompute_s": total_rc,
+        "combined_refresh_s": comb,
+        "geomean_over": len(ratios),
+        "combined_ratio": h.ratio(total_rc, comb) if comb else None,
+    }
 
 
-def run_engine(engine: str, sf: float, n_refresh: int, mode: str, views: list[str], data: dict,
-               refreshes: list, spark: Any = None) -> dict[str, Any]:
+def run_engine(
+    engine: str,
+    sf: float,
+    n_refresh: int,
+    mode: str,
+    views: list[str],
+    data: dict,
+    refreshes: list,
+    spark: Any = None,
+) -> dict[str, Any]:
     with h.phase("duckdb recompute"):
         duck = duckdb_recompute(data, refreshes, views)
     recompute, anchor, res = duck["times"], "DuckDB", {"duckdb_apply_s": duck["apply"]}
@@ -241,17 +282,25 @@ def run_engine(engine: str, sf: float, n_refresh: int, mode: str, views: list[st
     return res
 
 
-def run(quick: bool, sf: float | None = None, engines: tuple[str, ...] = ("local", "spark"), n_refresh: int = 3,
-        mode: str = "both", views: list[str] | None = None) -> dict[str, Any]:
+def run(
+    quick: bool,
+    sf: float | None = None,
+    engines: tuple[str, ...] = ("local", "spark"),
+    n_refresh: int = 3,
+    mode: str = "both",
+    views: list[str] | None = None,
+) -> dict[str, Any]:
     """The workload (`python -m bench` calls `run(quick)`): returns the result document."""
     notes: list[str] = []
     spark_mode = mode
     if sf is None and not quick and (h.machine()["mem_gib"] or 0) < SF1_MIN_GIB:
         # SF 1 with the 22 views needs about 50 GB on the local engine and hours of loading on local Spark
         sf, spark_mode = FALLBACK_SF, "combined"
-        notes.append(f"SF 1 not run: the 22 views at SF 1 need about 50 GB on the local engine and this machine has "
-                     f"{h.machine()['mem_gib']} GiB; run at SF {FALLBACK_SF} instead (spark: the 22 views in one "
-                     "pipeline); `python -m bench.tpch --sf 1 --queries q01,q06` measures single views at SF 1")
+        notes.append(
+            f"SF 1 not run: the 22 views at SF 1 need about 50 GB on the local engine and this machine has "
+            f"{h.machine()['mem_gib']} GiB; run at SF {FALLBACK_SF} instead (spark: the 22 views in one "
+            "pipeline); `python -m bench.tpch --sf 1 --queries q01,q06` measures single views at SF 1"
+        )
     sf = sf if sf is not None else h.sized(1.0, 0.05, quick, smoke=0.002)
     if h.skipped("spark"):
         engines = tuple(e for e in engines if e != "spark")
@@ -261,9 +310,17 @@ def run(quick: bool, sf: float | None = None, engines: tuple[str, ...] = ("local
     refreshes = tpch.refreshes(data, n_refresh + WARMUP, seed=SEED)
     from bench.spark_scale import dbspark_src_hash
 
-    out: dict[str, Any] = {"sf": sf, "refreshes": n_refresh, "warmup": WARMUP, "mode": mode, "seed": SEED,
-                           "dbspark_src": dbspark_src_hash(),
-                           "refresh_orders": tpch.refresh_size(data), "views": views, "engines": {}}
+    out: dict[str, Any] = {
+        "sf": sf,
+        "refreshes": n_refresh,
+        "warmup": WARMUP,
+        "mode": mode,
+        "seed": SEED,
+        "dbspark_src": dbspark_src_hash(),
+        "refresh_orders": tpch.refresh_size(data),
+        "views": views,
+        "engines": {},
+    }
     tables, spark = [], None
     for engine in engines:
         if engine == "spark":
@@ -271,8 +328,9 @@ def run(quick: bool, sf: float | None = None, engines: tuple[str, ...] = ("local
 
             spark, conf = start_spark()
             out["spark_conf"] = conf
-        res = run_engine(engine, sf, n_refresh, spark_mode if engine == "spark" else mode, views, data, refreshes,
-                         spark)
+        res = run_engine(
+            engine, sf, n_refresh, spark_mode if engine == "spark" else mode, views, data, refreshes, spark
+        )
         tables.append(res.pop("table"))
         out["engines"][engine] = res
     out["table"] = "\n".join(tables)
@@ -283,7 +341,10 @@ def run(quick: bool, sf: float | None = None, engines: tuple[str, ...] = ("local
             ys = res["combined"]["steps"]
             series[f"dbspark {engine} (22 views)"] = (list(range(len(ys))), ys)
         rc = [sum(res["recompute_s"][v][i] for v in views) for i in range(len(refreshes))]
-        series[f"{'Spark SQL' if engine == 'spark' else 'DuckDB'} recompute (22 queries)"] = (list(range(len(rc))), rc)
+        series[f"{'Spark SQL' if engine == 'spark' else 'DuckDB'} recompute (22 queries)"] = (
+            list(range(len(rc))),
+            rc,
+        )
     out["plot"] = [{"title": f"TPC-H SF{sf}: one RF1+RF2 refresh", "series": series, "xlabel": "refresh"}]
     out["plot_title"] = "tpch: maintained views vs recomputation"
     return out
@@ -302,23 +363,30 @@ def watch_memory(limit_gib: float) -> None:
     def watch() -> None:
         while rss() < limit_gib:
             time.sleep(0.2)
-        print(f"\nSTOPPED: resident memory passed {limit_gib} GiB (--max-rss-gib)", file=sys.stderr, flush=True)
+        print(
+            f"\nSTOPPED: resident memory passed {limit_gib} GiB (--max-rss-gib)", file=sys.stderr, flush=True
+        )
         os._exit(3)
 
     threading.Thread(target=watch, daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.tpch", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.tpch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sf", type=float, default=None, help="scale factor (default 1; --quick 0.05)")
     ap.add_argument("--engine", choices=("local", "spark", "both"), default="both")
     ap.add_argument("--refreshes", type=int, default=3, help="timed refreshes (plus one warm-up)")
     ap.add_argument("--mode", choices=("combined", "per-query", "both"), default="both")
     ap.add_argument("--queries", default=None, help="comma-separated subset, e.g. q01,q06")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--max-rss-gib", type=float, default=12.0,
-                    help="stop the run when this process's resident memory passes this (default 12)")
+    ap.add_argument(
+        "--max-rss-gib",
+        type=float,
+        default=12.0,
+        help="stop the run when this process's resident memory passes this (default 12)",
+    )
     a = ap.parse_args(argv)
     watch_memory(a.max_rss_gib)
     engines = ("local", "spark") if a.engine == "both" else (a.engine,)

@@ -160,15 +160,32 @@ def test_workload_names_and_aliases() -> None:
 def _fake_spark_scale_size(n: int, step_s: float, actions: int, jobs: int) -> dict:
     """A `spark_scale.measure` result with made-up figures (3 timed steps after 1 warm-up)."""
     prof = [
-        {"step": i, "warmup": i == 0, "s": step_s, "actions_n": actions, "outside_actions_s": step_s / 2,
-         "actions": [{"label": "SparkTrace.append < Integrate.eval", "s": step_s / 2}]}
+        {
+            "step": i,
+            "warmup": i == 0,
+            "s": step_s,
+            "actions_n": actions,
+            "outside_actions_s": step_s / 2,
+            "actions": [{"label": "SparkTrace.append < Integrate.eval", "s": step_s / 2}],
+        }
         for i in range(4)
     ]
     times = [step_s] * 3
-    return {"n": n, "load_s": 1.0, "load_actions": actions, "step_s": times, "stats": h.stats(times),
-            "step_cpu_s": times, "cpu_stats": h.stats(times), "actions_per_step": [actions] * 3,
-            "actions_median": actions, "actions_max": actions, "spark_jobs_per_step": [jobs] * 3,
-            "spark_jobs_median": jobs, "profile": prof}
+    return {
+        "n": n,
+        "load_s": 1.0,
+        "load_actions": actions,
+        "step_s": times,
+        "stats": h.stats(times),
+        "step_cpu_s": times,
+        "cpu_stats": h.stats(times),
+        "actions_per_step": [actions] * 3,
+        "actions_median": actions,
+        "actions_max": actions,
+        "spark_jobs_per_step": [jobs] * 3,
+        "spark_jobs_median": jobs,
+        "profile": prof,
+    }
 
 
 def test_spark_scale_reports_the_pipeline_beside_the_bare_circuit(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,11 +193,20 @@ def test_spark_scale_reports_the_pipeline_beside_the_bare_circuit(monkeypatch: p
     result has a table, notes and JSON entries for each, and the bare circuit's stay where they were."""
     from bench import spark_scale as ss
 
-    def run_size(spark: object, n: int, steps: int, tmp: object, quiet: bool = False, systems: object = None) -> dict:
+    def run_size(
+        spark: object, n: int, steps: int, tmp: object, quiet: bool = False, systems: object = None
+    ) -> dict:
         rec = h.stats([2.0, 2.0, 2.0])
-        return {**_fake_spark_scale_size(n, 1.0, 4, 11), "recompute_s": [2.0] * 3, "recompute": rec,
-                "recompute_cpu_s": [2.0] * 3, "recompute_cpu": rec, "view_rows": 1000, "verified": True,
-                "pipeline": {**_fake_spark_scale_size(n, 4.0, 6, 22), "view_rows": 1000, "verified": True}}
+        return {
+            **_fake_spark_scale_size(n, 1.0, 4, 11),
+            "recompute_s": [2.0] * 3,
+            "recompute": rec,
+            "recompute_cpu_s": [2.0] * 3,
+            "recompute_cpu": rec,
+            "view_rows": 1000,
+            "verified": True,
+            "pipeline": {**_fake_spark_scale_size(n, 4.0, 6, 22), "view_rows": 1000, "verified": True},
+        }
 
     monkeypatch.setattr(ss, "start_spark", lambda: (types.SimpleNamespace(stop=lambda: None), {}))
     monkeypatch.setattr(ss, "run_size", run_size)
@@ -192,6 +218,8 @@ def test_spark_scale_reports_the_pipeline_beside_the_bare_circuit(monkeypatch: p
     assert p["spark_jobs_per_step_median"] == 22 and res["spark_jobs_per_step_median"] == 11
     assert all(r == {"wall": 4.0, "cpu": 4.0} for r in p["over_bare_step_median"].values())
     assert "dbspark pipeline step (wall)" in res["table"] and "22 [max 22]" in res["table"]
-    assert any(line.startswith("pipeline step / bare circuit step (median): @100k 4.00x") for line in res["notes"])
+    assert any(
+        line.startswith("pipeline step / bare circuit step (median): @100k 4.00x") for line in res["notes"]
+    )
     series = [k for panel in res["plot"] for k in panel["series"]]
     assert "dbspark pipeline @300k" in series and "dbspark spark engine @300k" in series
