@@ -725,36 +725,31 @@ def run(quick: bool) -> dict:
         ),
     ]
     xs = list(range(WARMUP, WARMUP + steps))  # step numbers as in the progress lines (0 = warm-up)
+
+    def per_size(label: str, values: Any, style: dict[str, Any], flat: bool = False) -> dict[str, Any]:
+        """One series per size (dotted: the small size; solid: the large one); `values(result of a size)`;
+        `flat`: a horizontal line at that value across the steps."""
+        out = {}
+        for n, ls in zip(sizes, (":", "-"), strict=True):
+            v = values(per[str(n)])
+            out[f"{label} @{lbl[n]}" + (" (median)" if flat else "")] = (
+                [xs[0], xs[-1]] if flat else xs,
+                [v] * 2 if flat else v,
+                {**style, "linestyle": ls},
+            )
+        return out
+
+    bare, pipe = {"color": h.COLORS["dbspark"]}, {"color": PIPELINE_COLOR}
+    recompute = {"color": h.COLORS["duckdb recompute"], "marker": None}
     panels = [
         {
             "title": "time per 1k-row step",
             "xlabel": "step",
             "ylabel": "time per step (s)",
             "series": {
-                **{
-                    f"dbspark spark engine @{lbl[n]}": (
-                        xs,
-                        per[str(n)]["step_s"],
-                        {"color": h.COLORS["dbspark"], "linestyle": ls},
-                    )
-                    for n, ls in zip(sizes, (":", "-"), strict=True)
-                },
-                **{
-                    f"dbspark pipeline @{lbl[n]}": (
-                        xs,
-                        per[str(n)]["pipeline"]["step_s"],
-                        {"color": PIPELINE_COLOR, "linestyle": ls},
-                    )
-                    for n, ls in zip(sizes, (":", "-"), strict=True)
-                },
-                **{
-                    f"Spark SQL recompute @{lbl[n]} (median)": (
-                        [xs[0], xs[-1]],
-                        [per[str(n)]["recompute"]["median"]] * 2,
-                        {"color": h.COLORS["duckdb recompute"], "linestyle": ls, "marker": None},
-                    )
-                    for n, ls in zip(sizes, (":", "-"), strict=True)
-                },
+                **per_size("dbspark spark engine", lambda r: r["step_s"], bare),
+                **per_size("dbspark pipeline", lambda r: r["pipeline"]["step_s"], pipe),
+                **per_size("Spark SQL recompute", lambda r: r["recompute"]["median"], recompute, flat=True),
             },
         },
         {
@@ -762,30 +757,11 @@ def run(quick: bool) -> dict:
             "xlabel": "step",
             "ylabel": "CPU s per step",
             "series": {
-                **{
-                    f"dbspark spark engine @{lbl[n]}": (
-                        xs,
-                        per[str(n)]["step_cpu_s"],
-                        {"color": h.COLORS["dbspark"], "linestyle": ls},
-                    )
-                    for n, ls in zip(sizes, (":", "-"), strict=True)
-                },
-                **{
-                    f"dbspark pipeline @{lbl[n]}": (
-                        xs,
-                        per[str(n)]["pipeline"]["step_cpu_s"],
-                        {"color": PIPELINE_COLOR, "linestyle": ls},
-                    )
-                    for n, ls in zip(sizes, (":", "-"), strict=True)
-                },
-                **{
-                    f"Spark SQL recompute @{lbl[n]} (median)": (
-                        [xs[0], xs[-1]],
-                        [per[str(n)]["recompute_cpu"]["median"]] * 2,
-                        {"color": h.COLORS["duckdb recompute"], "linestyle": ls, "marker": None},
-                    )
-                    for n, ls in zip(sizes, (":", "-"), strict=True)
-                },
+                **per_size("dbspark spark engine", lambda r: r["step_cpu_s"], bare),
+                **per_size("dbspark pipeline", lambda r: r["pipeline"]["step_cpu_s"], pipe),
+                **per_size(
+                    "Spark SQL recompute", lambda r: r["recompute_cpu"]["median"], recompute, flat=True
+                ),
             },
         },
         {
@@ -794,38 +770,14 @@ def run(quick: bool) -> dict:
             "ylabel": "actions (o), Spark jobs (x)",
             "logy": False,
             "series": {
-                **{
-                    f"actions @{lbl[n]}": (
-                        xs,
-                        per[str(n)]["actions_per_step"],
-                        {"color": h.COLORS["dbspark"], "linestyle": ls},
-                    )
-                    for n, ls in zip(sizes, (":", "-"), strict=True)
-                },
-                **{
-                    f"pipeline actions @{lbl[n]}": (
-                        xs,
-                        per[str(n)]["pipeline"]["actions_per_step"],
-                        {"color": PIPELINE_COLOR, "linestyle": ls},
-                    )
-                    for n, ls in zip(sizes, (":", "-"), strict=True)
-                },
-                **{
-                    f"pipeline Spark jobs @{lbl[n]}": (
-                        xs,
-                        per[str(n)]["pipeline"]["spark_jobs_per_step"],
-                        {"color": PIPELINE_COLOR, "linestyle": ls, "marker": "x"},
-                    )
-                    for n, ls in zip(sizes, (":", "-"), strict=True)
-                },
-                **{
-                    f"Spark jobs @{lbl[n]}": (
-                        xs,
-                        per[str(n)]["spark_jobs_per_step"],
-                        {"color": h.COLORS["dbspark"], "linestyle": ls, "marker": "x"},
-                    )
-                    for n, ls in zip(sizes, (":", "-"), strict=True)
-                },
+                **per_size("actions", lambda r: r["actions_per_step"], bare),
+                **per_size("pipeline actions", lambda r: r["pipeline"]["actions_per_step"], pipe),
+                **per_size(
+                    "pipeline Spark jobs",
+                    lambda r: r["pipeline"]["spark_jobs_per_step"],
+                    {**pipe, "marker": "x"},
+                ),
+                **per_size("Spark jobs", lambda r: r["spark_jobs_per_step"], {**bare, "marker": "x"}),
             },
         },
     ]
