@@ -78,3 +78,23 @@ def test_syntax_error_position_on_a_later_line():
         p.sql("CREATE TABLE t (a BIGINT);\n\nCREATE VIEW v AS SELECT a FROM t WHERE a IN (1, 2")
     assert info.value.line == 3
     assert p.tables == []
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "near"),
+    [
+        ("CREATE TABLE t (id BIGINT);\nCREATE VIEW v AS SELEC id FROM t;", 2, 27, "FROM"),
+        ("CREATE TABLE t (id BIGINT);\n  CREATE VIEW v AS\n   SELECT id FROM t WHERE id >;", 3, 30, ">"),
+        ("CREATE VIEW v AS SELECT 1 +;", 1, 27, "+"),
+    ],
+)
+def test_a_typo_is_a_parse_error_at_its_token(text: str, line: int, column: int, near: str, caplog) -> None:
+    """A statement sqlglot cannot parse is a ParseError naming the token and where it is (not an
+    'unsupported statement', and no warning from sqlglot on the log)."""
+    p = dbspark.Pipeline(engine="local")
+    with pytest.raises(ParseError) as info:
+        p.sql(text)
+    assert (info.value.line, info.value.column) == (line, column), str(info.value)
+    assert repr(near) in str(info.value)
+    assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
+    assert p.tables == [] and p.views == []

@@ -7,6 +7,8 @@ identifiers and literals.
 
 from __future__ import annotations
 
+import logging
+import re
 from dataclasses import dataclass
 from typing import Any, NoReturn, cast
 
@@ -66,18 +68,54 @@ def position(node: Any) -> int | None:
 def parse(text: str) -> tuple[Source, list[exp.Expression]]:
     """The statements of `text`; a syntax error raises ParseError with its line and column."""
     src = Source(text)
+    sqlglot_log = logging.getLogger("sqlglot")
+    level = sqlglot_log.level
+    sqlglot_log.setLevel(logging.ERROR)  # no "falling back to parsing as a Command" warning: see below
     try:
         statements = sqlglot.parse(text, dialect=DIALECT)
     except sqlglot.errors.ParseError as e:
-        info = e.errors[0] if e.errors else {}
-        raise ParseError(
-            f"SQL syntax error: {info.get('description', str(e))} near {info.get('highlight', '')!r}",
-            info.get("line"),
-            info.get("col"),
-        ) from None
+        raise syntax_error(e) from None
     except sqlglot.errors.TokenError as e:
         raise ParseError(f"SQL syntax error: {e}") from None
-    return src, [cast(exp.Expression, s) for s in statements if s is not None]
+    finally:
+        sqlglot_log.setLevel(level)
+    out = [cast(exp.Expression, s) for s in statements if s is not None]
+    for st in out:
+        if isinstance(st, exp.Command) and str(st.this).upper() == "CREATE":
+            create_syntax_error(src, st)
+    return src, out
+
+
+def syntax_error(e: sqlglot.errors.ParseError, line0: int = 1, col0: int = 1) -> ParseError:
+    """sqlglot's error as a ParseError; (line0, col0) is where the parsed text starts in the user's text."""
+    info = e.errors[0] if e.errors else {}
+    line, col = info.get("line"), info.get("col")
+    if line is not None and col is not None:
+        col = max(col - len(info.get("highlight") or " ") + 1, 1)  # sqlglot's column ends the token
+        line, col = line + line0 - 1, col + (col0 - 1 if line == 1 else 0)
+    return ParseError(
+        f"SQL syntax error: {info.get('description', str(e))} near {info.get('highlight', '')!r}", line, col
+    )
+
+
+def create_syntax_error(src: Source, st: exp.Command) -> NoReturn:
+    """sqlglot reads a CREATE statement it cannot parse as an opaque Command: find the syntax error in
+    its query (the text after AS) and report it where it is in the user's text."""
+    rest = str(st.expression)
+    start = src.text.find(rest.strip())
+    line, col = src.line_col(max(start, 0))
+    m = re.search(r"\bAS\b", rest, re.IGNORECASE)
+    if start >= 0 and m is not None:
+        query = rest[m.end() :]
+        offset = start + rest.strip().find(query.strip())
+        try:
+            sqlglot.parse_one(query.lstrip(), dialect=DIALECT)
+        except sqlglot.errors.ParseError as e:
+            qline, qcol = src.line_col(offset)
+            raise syntax_error(e, qline, qcol) from None
+        except sqlglot.errors.TokenError as e:
+            raise ParseError(f"SQL syntax error: {e}", line, col) from None
+    raise ParseError(f"SQL syntax error: cannot parse the statement CREATE{rest[:60]}", line, col)
 
 
 def name_of(ident: Any) -> str:
