@@ -32,6 +32,24 @@ app = typer.Typer(
 )
 console = Console()
 err = Console(stderr=True)
+PIPELINE_HELP = "the pipeline: a .sql file (CREATE TABLE / CREATE VIEW), a .dl Datalog program, or a .py file with define(p)"
+
+
+def _version(show: bool) -> None:
+    if show:
+        from dbspark import __version__
+
+        console.print(f"dbspark {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Incremental view maintenance on DBSP, on Spark."""
 
 
 def load_pipeline(path: Path, p: Pipeline) -> None:
@@ -103,7 +121,7 @@ def show_changes(step: int, changes: dict[str, Any], limit: int) -> None:
 
 @app.command()
 def run(
-    pipeline: Annotated[Path, typer.Argument(help="the pipeline file (Python with define(p))")],
+    pipeline: Annotated[Path, typer.Argument(help=PIPELINE_HELP)],
     changes: Annotated[Path, typer.Option("--changes", help="directory of steps of change batches")],
     engine: Annotated[str, typer.Option(help="spark (default) or local")] = "spark",
     state: Annotated[
@@ -164,7 +182,7 @@ def write_outputs(output: Path, step: int, changes: dict[str, Any]) -> None:
 
 @app.command()
 def explain(
-    pipeline: Annotated[Path, typer.Argument(help="the pipeline file (Python with define(p))")],
+    pipeline: Annotated[Path, typer.Argument(help=PIPELINE_HELP)],
 ) -> None:
     """Print the pipeline's circuit before and after incrementalization."""
     try:
