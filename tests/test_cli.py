@@ -19,3 +19,48 @@ def test_run_help_names_the_pipeline_kinds() -> None:
     assert r.exit_code == 0
     for kind in (".sql", ".dl", ".py"):
         assert kind in r.output
+
+
+def test_a_missing_pipeline_file_is_a_one_line_error(tmp_path) -> None:
+    for args in (["explain", str(tmp_path / "nope.sql")], ["run", str(tmp_path / "nope.sql"), "--changes", "."]):
+        r = CliRunner().invoke(app, args, terminal_width=200)
+        assert r.exit_code == 2
+        assert "does not exist" in r.output and "Traceback" not in r.output
+
+
+def test_an_unexpected_error_is_one_line_and_status_1(tmp_path) -> None:
+    f = tmp_path / "bad.py"
+    f.write_text("def define(p):\n    raise ValueError('boom\\nsecond line')\n")
+    r = CliRunner().invoke(app, ["explain", str(f)], terminal_width=200)
+    assert r.exit_code == 1
+    assert "error: ValueError: boom" in r.output and "second line" not in r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+def test_ctrl_c_during_a_step_keeps_the_committed_steps(tmp_path, monkeypatch) -> None:
+    """An interrupt rolls the step in progress back (the runtime's step is atomic) and exits 130; a rerun
+    on the state directory resumes after the last committed step."""
+    sql = tmp_path / "p.sql"
+    sql.write_text("CREATE TABLE t (a BIGINT); CREATE VIEW v AS SELECT a FROM t;")
+    changes = tmp_path / "changes"
+    for i in (1, 2, 3):
+        (changes / str(i)).mkdir(parents=True)
+        (changes / str(i) / "t.csv").write_text(f"a,weight\n{i},1\n")
+    from dbspark.pipeline import Pipeline
+
+    real_step = Pipeline.step
+
+    def step(self, *a, **kw):
+        if self.steps == 1:
+            raise KeyboardInterrupt
+        return real_step(self, *a, **kw)
+
+    state = tmp_path / "state"
+    args = ["run", str(sql), "--changes", str(changes), "--engine", "local", "--state", str(state)]
+    monkeypatch.setattr(Pipeline, "step", step)
+    r = CliRunner().invoke(app, args, terminal_width=200)
+    assert r.exit_code == 130 and "interrupted" in r.output
+    monkeypatch.setattr(Pipeline, "step", real_step)
+    r = CliRunner().invoke(app, args, terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "resuming after step 1" in r.output

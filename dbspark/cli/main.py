@@ -14,10 +14,11 @@ committed steps and goes on. With `--output` every view's change of step N is wr
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -121,8 +122,11 @@ def show_changes(step: int, changes: dict[str, Any], limit: int) -> None:
 
 @app.command()
 def run(
-    pipeline: Annotated[Path, typer.Argument(help=PIPELINE_HELP)],
-    changes: Annotated[Path, typer.Option("--changes", help="directory of steps of change batches")],
+    pipeline: Annotated[Path, typer.Argument(help=PIPELINE_HELP, exists=True, dir_okay=False)],
+    changes: Annotated[
+        Path,
+        typer.Option("--changes", help="directory of steps of change batches", exists=True, file_okay=False),
+    ],
     engine: Annotated[str, typer.Option(help="spark (default) or local")] = "spark",
     state: Annotated[
         Path | None, typer.Option(help="directory for durable state (resume after a crash)")
@@ -166,9 +170,11 @@ def run(
             for v in p.views:
                 summary.add_row(v, str(sum(w for _, w in p.view(v).to_zset().to_rows())))
             console.print(summary)
-    except DbsparkError as e:
-        err.print(f"[bold red]error:[/] {e}")
-        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("[bold red]interrupted:[/] the step in progress was rolled back; committed steps are kept")
+        raise typer.Exit(130) from None
+    except Exception as e:
+        fail(e)
 
 
 def write_outputs(output: Path, step: int, changes: dict[str, Any]) -> None:
@@ -182,7 +188,7 @@ def write_outputs(output: Path, step: int, changes: dict[str, Any]) -> None:
 
 @app.command()
 def explain(
-    pipeline: Annotated[Path, typer.Argument(help=PIPELINE_HELP)],
+    pipeline: Annotated[Path, typer.Argument(help=PIPELINE_HELP, exists=True, dir_okay=False)],
 ) -> None:
     """Print the pipeline's circuit before and after incrementalization."""
     try:
@@ -192,9 +198,21 @@ def explain(
         console.print(p.circuit.explain(), markup=False, highlight=False)
         console.print("[bold]incremental circuit[/]")
         console.print(p.circuit.incrementalize().explain(), markup=False, highlight=False)
-    except DbsparkError as e:
-        err.print(f"[bold red]error:[/] {e}")
-        raise typer.Exit(1) from None
+    except Exception as e:
+        fail(e)
+
+
+def fail(e: Exception) -> NoReturn:
+    """One line on stderr and exit status 1: dbspark's errors as they are, anything else (an OS error, an
+    error Spark raised) by its type and first line; DBSPARK_DEBUG=1 shows the traceback instead."""
+    if os.environ.get("DBSPARK_DEBUG"):
+        raise e
+    if isinstance(e, DbsparkError):
+        err.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
+    else:
+        first = (str(e).strip().splitlines() or [""])[0][:500]
+        err.print(f"[bold red]error:[/] {type(e).__name__}: {first} (DBSPARK_DEBUG=1 shows the traceback)")
+    raise typer.Exit(1)
 
 
 def main() -> None:  # pragma: no cover
