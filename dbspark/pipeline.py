@@ -174,14 +174,16 @@ class Pipeline:
         """Apply the queued changes; {view: its change}. Atomic: on an error nothing is applied.
 
         `sink(step, changes)` writes the changes somewhere before the step commits; it must replace what
-        an earlier, uncommitted run of the same step wrote (the step is re-run after a crash)."""
+        an earlier, uncommitted run of the same step wrote (the step is re-run after a crash). Steps are
+        numbered from 1 everywhere (the CLI, errors, outputs): step n commits as the n-th, and
+        `steps` is the number of the last committed one."""
         rt = self.start()
 
         def commit(out: dict[str, Any]) -> None:
             if sink is not None:
-                sink(rt.time - 1, out)
+                sink(rt.time, out)
             if self.directory is not None:
-                _fault_point(rt.time - 1)
+                _fault_point(rt.time)
                 rt.checkpoint(self.directory / CHECKPOINT)
 
         return rt.step(commit=commit)

@@ -22,7 +22,10 @@ def test_run_help_names_the_pipeline_kinds() -> None:
 
 
 def test_a_missing_pipeline_file_is_a_one_line_error(tmp_path) -> None:
-    for args in (["explain", str(tmp_path / "nope.sql")], ["run", str(tmp_path / "nope.sql"), "--changes", "."]):
+    for args in (
+        ["explain", str(tmp_path / "nope.sql")],
+        ["run", str(tmp_path / "nope.sql"), "--changes", "."],
+    ):
         r = CliRunner().invoke(app, args, terminal_width=200)
         assert r.exit_code == 2
         assert "does not exist" in r.output and "Traceback" not in r.output
@@ -64,3 +67,20 @@ def test_ctrl_c_during_a_step_keeps_the_committed_steps(tmp_path, monkeypatch) -
     r = CliRunner().invoke(app, args, terminal_width=200)
     assert r.exit_code == 0, r.output
     assert "resuming after step 1" in r.output
+
+
+def test_steps_are_numbered_from_1_everywhere(tmp_path) -> None:
+    """The first change directory is step 1 in the printed changes, in the output files and in errors."""
+    sql = tmp_path / "p.sql"
+    sql.write_text("CREATE TABLE t (a BIGINT); CREATE VIEW v AS SELECT a FROM t;")
+    changes = tmp_path / "changes"
+    for name, body in (("1", "a,weight\n1,1\n"), ("2", "a,weight\n5,-1\n")):  # step 2 deletes a missing row
+        (changes / name).mkdir(parents=True)
+        (changes / name / "t.csv").write_text(body)
+    out = tmp_path / "out"
+    args = ["run", str(sql), "--changes", str(changes), "--engine", "local", "--output", str(out)]
+    r = CliRunner().invoke(app, args, terminal_width=200)
+    assert r.exit_code == 1
+    assert "step 1: v, 1 changed row(s)" in r.output
+    assert "step 2 rejected" in r.output
+    assert [p.name for p in (out / "v").iterdir()] == ["step-00000001.parquet"]

@@ -86,7 +86,7 @@ def test_cli_runs_a_datalog_program(tmp_path):
     )
     assert r.exit_code == 0, r.output
     assert "views after 3 steps" in r.output.replace("\n", " ").replace("  ", " ") or "path" in r.output
-    assert sorted(x.name for x in (tmp_path / "out" / "path").iterdir())[:1] == ["step-00000000.parquet"]
+    assert sorted(x.name for x in (tmp_path / "out" / "path").iterdir())[:1] == ["step-00000001.parquet"]
 
 
 def test_cli_reports_datalog_errors(tmp_path):

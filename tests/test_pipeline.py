@@ -195,10 +195,10 @@ def test_spark_pipeline_killed_before_commit_resumes_without_duplicates(tmp_path
         "--master",
         "local[2]",
     ]
-    first = _cli(args, {"DBSPARK_KILL_BEFORE_COMMIT": "2"})
+    first = _cli(args, {"DBSPARK_KILL_BEFORE_COMMIT": "3"})
     first.communicate(timeout=600)
     assert first.returncode == -signal.SIGKILL
-    assert len(list((tmp_path / "out").glob("*/step-00000002.parquet"))) == 3  # written, never committed
+    assert len(list((tmp_path / "out").glob("*/step-00000003.parquet"))) == 3  # written, never committed
     second = _cli(args)
     so, se = second.communicate(timeout=600)
     assert second.returncode == 0, se

@@ -117,7 +117,7 @@ class Runtime:
                 fn()
             self.kernel.abort_step()
             if isinstance(e, DbsparkError):
-                e.args = (f"step {self.time} rejected, nothing applied: {e.args[0] if e.args else e}",)
+                e.args = (f"step {self.time + 1} rejected, nothing applied: {e.args[0] if e.args else e}",)
             raise
         self._last = out
         self.kernel.end_step(self.time)

@@ -156,13 +156,13 @@ def run(
             with Progress(*cols, console=err, transient=True, disable=not err.is_terminal) as bar:
                 task = bar.add_task("steps", total=len(steps), completed=min(done, len(steps)))
                 for i, d in enumerate(steps[done:], start=done):
-                    bar.update(task, description=f"step {i} ({d.name})")
+                    bar.update(task, description=f"step {i + 1} ({d.name})")
                     push_batch(p, d)
                     out = p.step(
                         sink=(lambda n, ch: write_outputs(output, n, ch)) if output is not None else None
                     )
                     if show:
-                        show_changes(i, out, show)
+                        show_changes(i + 1, out, show)
                     bar.advance(task)
             summary = Table(title=f"views after {p.steps} steps", title_justify="left")
             summary.add_column("view")
