@@ -122,10 +122,12 @@ class Pipeline:
 
     @property
     def tables(self) -> list[str]:
+        """The names of the tables, in declaration order."""
         return list(self.circuit.inputs)
 
     @property
     def views(self) -> list[str]:
+        """The names of the views, in declaration order."""
         return list(self.circuit.outputs)
 
     def _not_started(self, what: str) -> None:
@@ -162,12 +164,18 @@ class Pipeline:
         return self.start().time
 
     def push(self, table: str, rows: Any, weights: Any = None) -> None:
+        """Queue rows with weights (an int for all, one per row, or None: a `weight` column of a frame)
+        for the next step. Rows are coerced and checked first: a bad push raises and queues nothing."""
         self.start().push(table, rows, weights)
 
     def insert(self, table: str, rows: Any) -> None:
+        """Queue rows to insert (tuples in column order, dicts, or pandas / Arrow / Polars / Spark
+        DataFrames); into a table with a primary key, an existing key's row is replaced."""
         self.push(table, rows, 1)
 
     def delete(self, table: str, rows: Any) -> None:
+        """Queue rows to delete (as `insert` takes them); from a keyed table the key columns suffice. A
+        delete of a row (or key) that is not there rejects the step."""
         self.push(table, rows, -1)
 
     def step(self, sink: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -193,6 +201,8 @@ class Pipeline:
         return self.start().view(name)
 
     def close(self) -> None:
+        """Release the engine (a SparkSession dbspark started is stopped; one passed in is left alone).
+        Committed steps stay in the directory; a later Pipeline on it resumes after them."""
         if self.runtime is not None:
             self.runtime.kernel.close()
             self.runtime = None

@@ -87,9 +87,11 @@ class Runtime:
         return f"{self.input_noun} {name!r}"
 
     def insert(self, name: str, rows: Any) -> None:
+        """Queue rows with weight 1 (see `push`)."""
         self.push(name, rows, 1)
 
     def delete(self, name: str, rows: Any) -> None:
+        """Queue rows with weight -1 (see `push`)."""
         self.push(name, rows, -1)
 
     # ---- stepping -----------------------------------------------------------------------------
