@@ -72,18 +72,8 @@ def pipeline(request):
 
 @pytest.mark.parametrize("views", [VIEWS, NULL_IN], ids=["group_having_order", "null_in"])
 def test_names_bind_as_duckdb_binds_them(pipeline, views):
-    ddl = DDL + views
-    oracle = SqlOracle(ddl)
-    pipeline.sql(ddl)
-    for i, (inserts, deletes) in enumerate(STEPS):
-        for table, rows in deletes.items():
-            pipeline.delete(table, rows)
-            oracle.delete(table, rows)
-        for table, rows in inserts.items():
-            pipeline.insert(table, rows)
-            oracle.insert(table, rows)
-        pipeline.step()
-        oracle.check(pipeline, what=f"after step {i}")
+    pipeline.sql(DDL + views)
+    SqlOracle(DDL + views).run(pipeline, STEPS)
 
 
 @pytest.mark.parametrize(

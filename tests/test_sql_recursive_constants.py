@@ -73,19 +73,12 @@ def make_pipeline(request: pytest.FixtureRequest) -> Iterator[Any]:
 def test_recursive_ctes_with_constants_products_and_aggregates_equal_duckdb(make_pipeline):
     p = make_pipeline()
     p.sql(TABLES + VIEWS)
-    o = SqlOracle(TABLES + VIEWS)
-    for i, (ins_t, ins_e, del_t, del_e) in enumerate(STEPS):
-        for table, rows, f in (
-            ("t", del_t, "delete"),
-            ("e", del_e, "delete"),
-            ("t", ins_t, "insert"),
-            ("e", ins_e, "insert"),
-        ):
-            if rows:
-                getattr(p, f)(table, rows)
-                getattr(o, f)(table, rows)
-        p.step()
-        o.check(p, what=f"step {i}")
+
+    def present(**tables: list) -> dict[str, list]:
+        return {t: rows for t, rows in tables.items() if rows}
+
+    steps = [(present(t=it, e=ie), present(t=dt, e=de)) for it, ie, dt, de in STEPS]
+    SqlOracle(TABLES + VIEWS).run(p, steps)
     assert p.view("counter").to_dict() == {(n,): 1 for n in range(1, 6)}
 
 

@@ -422,6 +422,19 @@ class SqlOracle:
                 f"{len(errors)} of {len(names)} view(s) differ from DuckDB:\n" + "\n".join(errors)
             )
 
+    def run(self, pipeline: Any, steps: Iterable[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        """Each step `(inserts, deletes)` ({table: rows}) on the pipeline and here (deletes first), then
+        `pipeline.step()` and `check` after every step."""
+        for i, (inserts, deletes) in enumerate(steps, start=1):
+            for table, rows in deletes.items():
+                pipeline.delete(table, rows)
+                self.delete(table, rows)
+            for table, rows in inserts.items():
+                pipeline.insert(table, rows)
+                self.insert(table, rows)
+            pipeline.step()
+            self.check(pipeline, what=f"after step {i}")
+
     # ---- ORDER BY ... LIMIT with ties at the boundary ----------------------------------------------
     def _topk_spec(self, view: str) -> tuple[str, list[int]] | None:
         """(the query without LIMIT / OFFSET, positions of the ORDER BY keys) if the view's query is a

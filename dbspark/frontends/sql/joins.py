@@ -145,6 +145,9 @@ class FromPlanner:
             name = name_of(node.this)
             rel = self.c.table_rel(name, node)
             rel = rel.requalify(alias or name)
+        elif isinstance(node, exp.Subquery) and node.this.args.get("joins"):
+            rel = self.parenthesized_join(node.this)  # `(a JOIN b ON ...)`: a and b stay visible
+            rel = rel.requalify(alias) if alias is not None else rel
         elif isinstance(node, exp.Subquery):
             rel = self.c.query(node.this, self.outer).requalify(alias)
         else:
@@ -157,6 +160,16 @@ class FromPlanner:
                 rel.stream,
                 [Field(cols[i] if i < len(cols) else f.name, f.col, f.qualifier) for i, f in enumerate(vis)],
             )
+        return rel
+
+    def parenthesized_join(self, node: exp.Expression) -> Rel:
+        """A join in parentheses, `FROM (t0 AS a CROSS JOIN t1 AS b)`: planned as a FROM clause of its own
+        (its ON conditions only), its tables keeping their names unless the parentheses are aliased."""
+        first = node.copy()
+        joins = first.args.get("joins") or []
+        first.set("joins", None)
+        pool, _ = self.join_item(self.item(first), joins, [], [])
+        rel, _ = self.collapse(pool, [], consume=True)
         return rel
 
     # ---- the FROM clause ------------------------------------------------------------------------
