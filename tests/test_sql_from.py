@@ -4,6 +4,7 @@ parentheses are aliased, and nests inside other joins."""
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 
 import dbspark
@@ -45,3 +46,28 @@ def pipeline(request):
 def test_parenthesized_joins_equal_duckdb(pipeline):
     pipeline.sql(DDL + VIEWS)
     SqlOracle(DDL + VIEWS).run(pipeline, STEPS)
+
+
+def test_a_join_multiplies_consolidated_changes():
+    """A change is consolidated before a join multiplies it: an outer join's inner part and unmatched
+    rows cancel, and unconsolidated the change of the n-th LEFT JOIN of a chain had 2·3^n rows (a chain
+    of 20 did not fit in memory). Local engine (the Spark engine does not consolidate yet)."""
+    from dbspark.algebra.zset import ZSet
+    from dbspark.engines.local.kernel import LocalKernel
+
+    rows = [(1, "x", 1), (1, "x", -1), (1, "x", 1)]  # one row, written as three that cancel
+    a = ZSet.from_rows([r[:2] for r in rows], {"k": pl.Int64, "s": pl.String}, [r[2] for r in rows])
+    b = ZSet.from_rows([(1,), (1,), (1,)], {"k": pl.Int64}, [1, -1, 1])
+    out = LocalKernel().join(a, b, ["k"], ["k"], [])
+    assert out.df.height == 1 and out.df["__w"].to_list() == [1]
+
+
+def test_a_chain_of_left_joins_equals_duckdb():
+    n = 16
+    ddl = "".join(f"CREATE TABLE t{i} (k BIGINT, v{i} BIGINT);" for i in range(n))
+    joins = "".join(f" LEFT JOIN t{i} ON t{i}.k = t0.k" for i in range(1, n))
+    ddl += f"CREATE VIEW w AS SELECT t0.k, t{n - 1}.v{n - 1} FROM t0{joins};"
+    p = dbspark.Pipeline(engine="local")
+    p.sql(ddl)
+    first = {f"t{i}": [(1, i), (2, i)] for i in range(n)}
+    SqlOracle(ddl).run(p, [(first, {}), ({"t0": [(3, 0)]}, {f"t{n - 1}": [(2, n - 1)]})])

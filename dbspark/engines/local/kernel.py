@@ -154,6 +154,9 @@ class LocalKernel:
     ) -> ZSet:
         """Equi-join, weights multiplied; NULL keys never match (SQL). A trace side is probed by key."""
         lk, rk = list(left_keys), list(right_keys)
+        # a change is consolidated before it is multiplied: a sum of terms that cancel (an outer join's
+        # inner part plus its unmatched rows) would otherwise grow each join of a chain (3^n rows)
+        a, b = (x.consolidate() if isinstance(x, ZSet) else x for x in (a, b))
         if isinstance(a, TraceSnapshot) and isinstance(b, TraceSnapshot):
             if len(a) <= len(b):  # probe the larger trace with the smaller one (bilinear: no consolidation)
                 a = ZSet(a.raw_frame())
@@ -180,6 +183,7 @@ class LocalKernel:
         return self._weigh(j, left, right_out)
 
     def product(self, a: Value, b: Value, right_out: Sequence[tuple[str, str]]) -> ZSet:
+        a, b = (x.consolidate() if isinstance(x, ZSet) else x for x in (a, b))  # as `join`
         left, right = _frame(a), _frame(b)
         r = right.select([pl.col(s).alias(d) for s, d in right_out] + [pl.col(WEIGHT).alias(_WR)])
         j = left.join(r, how="cross")

@@ -145,7 +145,11 @@ class FromPlanner:
             name = name_of(node.this)
             rel = self.c.table_rel(name, node)
             rel = rel.requalify(alias or name)
-        elif isinstance(node, exp.Subquery) and node.this.args.get("joins"):
+        elif (
+            isinstance(node, exp.Subquery)
+            and isinstance(node.this, (exp.Table, exp.Subquery))  # a SELECT has joins too: a query
+            and node.this.args.get("joins")
+        ):
             rel = self.parenthesized_join(node.this)  # `(a JOIN b ON ...)`: a and b stay visible
             rel = rel.requalify(alias) if alias is not None else rel
         elif isinstance(node, exp.Subquery):
