@@ -7,6 +7,11 @@ anchored regular expression that Rust's regex (Polars) and Java's (Spark) read a
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import re
+from typing import Any
+
 from dbspark.errors import SchemaError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import Func
@@ -50,3 +55,52 @@ def like_parts(e: Func) -> tuple[str | None, str | None]:
     pattern = fn.literal_value(e.name, e.args[1], "the pattern")
     escape = fn.literal_value(e.name, e.args[2], "the escape") if len(e.args) > 2 else None
     return pattern, escape  # type: ignore[return-value]
+
+
+def parse_text(text: str, kind: str, precision: int = 38, scale: int = 0) -> Any:
+    """The value CAST(text AS <kind>) gives on both engines (`engines/local/casts.py`), in Python, for
+    constants the front ends fold; a text that does not convert raises ValueError. `kind` is one of
+    `dbspark.ir.functions.kind`'s names: int (BIGINT), decimal (with precision and scale), float, bool,
+    date, datetime."""
+    if kind in ("int", "decimal"):
+        m = re.match(NUM_RE, text, re.ASCII)
+        if m is None or not (m.group(2) or m.group(3)):
+            raise ValueError(text)
+        ip, fp = m.group(2).lstrip("0"), m.group(3) or ""
+        s = scale if kind == "decimal" else 0
+        if len(ip) + s > 37:
+            raise ValueError(text)
+        padded = fp + "0" * (s + 1)
+        u = int((ip or "0") + padded[:s]) + (int(padded[s]) >= 5)
+        u = -u if m.group(1) == "-" else u
+        if kind == "int":
+            if not -(2**63) <= u < 2**63:
+                raise ValueError(text)
+            return u
+        if abs(u) >= 10**precision:
+            raise ValueError(text)
+        return decimal.Decimal(u).scaleb(-s)
+    if kind == "float":
+        if re.match(FLOAT_RE, text, re.ASCII) is None:
+            raise ValueError(text)
+        return float(text.strip(" "))
+    if kind == "bool":
+        low = text.lower()
+        if low in BOOL_TRUE:
+            return True
+        if low in BOOL_FALSE:
+            return False
+        raise ValueError(text)
+    if kind == "date":
+        m = re.match(DATE_RE, text, re.ASCII)
+        if m is None:
+            raise ValueError(text)
+        return dt.date(*(int(g) for g in m.groups()[:3]))  # ValueError for a day that does not exist
+    if kind == "datetime":
+        m = re.match(TS_RE, text, re.ASCII)
+        if m is None:
+            raise ValueError(text)
+        y, mo, d, h, mi, sec = (int(g or 0) for g in m.groups()[:6])
+        us = int((m.group(7) or "").ljust(6, "0"))
+        return dt.datetime(y, mo, d, h, mi, sec, us)
+    raise ValueError(f"no text form for {kind}")

@@ -6,7 +6,7 @@ as SQL text (DuckDB dialect, read alike by dbspark and DuckDB) and change stream
   common columns): BIGINT, DOUBLE (dyadic values: sums are exact), DECIMAL(p,s), VARCHAR (a few values,
   '%' and '_' among them), DATE, BOOLEAN; every column may hold NULL.
 * `QueryGen`: typed scalar expressions and predicates (CASE, CAST, COALESCE, arithmetic, comparison,
-  LIKE, string functions, DATE / INTERVAL / EXTRACT) and one query builder per family of the coverage
+  LIKE, string functions, DATE / INTERVAL / EXTRACT, string literals against other types) and one query builder per family of the coverage
   list (`FAMILIES`); each query is a `View` with the text dbspark gets and the text DuckDB runs (they
   differ only for ORDER BY ... LIMIT, where DuckDB's order is made total as the front end's is: ties
   broken by all output columns ascending, NULLS LAST).
@@ -231,6 +231,17 @@ def lit(draw: st.DrawFn, kind: str) -> str:
     return draw(st.sampled_from(("TRUE", "FALSE")))
 
 
+# string literals in the text forms of each kind: compared with a column of that kind, DuckDB casts
+# them to its type (issue 21: `d_date BETWEEN '2002-02-01' AND '2002-03-01'`, `a = '5'`)
+TEXT_LITS = {
+    "int": ("'0'", "'2'", "' 3 '", "'-1'", "'+1'", "'1.6'", "'2.5'"),
+    "dec": ("'1.25'", "'0.5'", "'-3'", "'2'", "' 0.125'", "'.5'"),
+    "float": ("'0.5'", "'-1.5'", "'2'", "'2.5e-1'"),
+    "date": tuple(f"'{v.isoformat()}'" for v in DATE_VALUES) + ("'2020-2-29'", "'2022-06-15 10:00:00'"),
+    "bool": ("'true'", "'f'", "'yes'", "'N'", "'1'"),
+}
+
+
 class QueryGen:
     """Typed SQL expressions over column references, and queries of each family."""
 
@@ -312,6 +323,17 @@ class QueryGen:
             lambda: f"({sub()} {d(st.sampled_from(('', 'NOT ')))}IN ({lit(d, kind)}, {lit(d, kind)}))",
             lambda: f"({sub()} IS DISTINCT FROM {sub()})",
         ]
+        cols = [r for r, k in refs if k == kind]
+        if kind in TEXT_LITS and cols:  # a string literal against a column of another type
+            c = lambda: d(st.sampled_from(cols))  # noqa: E731
+            t = lambda: d(st.sampled_from(TEXT_LITS[kind]))  # noqa: E731
+            forms += [
+                lambda: f"({c()} {d(st.sampled_from(('=', '<>', '<', '>=')))} {t()})",
+                lambda: f"({t()} < {c()})",
+                lambda: f"({c()} BETWEEN {t()} AND {t()})",
+                lambda: f"({c()} {d(st.sampled_from(('', 'NOT ')))}IN ({t()}, {t()}))",
+                lambda: f"(CASE {c()} WHEN {t()} THEN TRUE ELSE {c()} IS NULL END)",
+            ]
         if "str" in kinds:
             s = lambda: self.expr("str", refs, 0)  # noqa: E731
             forms += [
@@ -585,8 +607,9 @@ class QueryGen:
         def side() -> str:
             t = self.table()
             refs = self.refs(t)
-            items = ", ".join(
-                f"{self.expr(k, refs, d(st.integers(0, 1)))} AS o{i + 1}" for i, k in enumerate(kinds)
+            items = ", ".join(  # a bare NULL takes the other branches' type (issue 21)
+                f"{'NULL' if d(st.integers(0, 5)) == 0 else self.expr(k, refs, d(st.integers(0, 1)))} AS o{i + 1}"
+                for i, k in enumerate(kinds)
             )
             return f"SELECT {items} FROM {t.name}{self.where(refs)}"
 

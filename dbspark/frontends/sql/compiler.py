@@ -18,7 +18,6 @@ from dbspark.frontends.sql.aggregates import aggregate
 from dbspark.frontends.sql.exprs import ExprCompiler
 from dbspark.frontends.sql.joins import FromPlanner, conjuncts, factor_common, has_subquery
 from dbspark.frontends.sql.parse import Source, name_of
-from dbspark.frontends.sql.relops import cast_to, drop_to
 from dbspark.frontends.sql.scope import Field, Names, Rel, Scope, canonical
 from dbspark.frontends.sql.subqueries import SubqueryLowering
 from dbspark.frontends.sql.types import common_type
@@ -311,18 +310,24 @@ class Compiler:
         if len(fa) != len(fb):
             self.src.schema_error(f"{type(node).__name__.upper()} of {len(fa)} and {len(fb)} columns", node)
         cols = [f.col for f in fa]
-        types: dict[str, pl.DataType] = {}
-        for x, y in zip(fa, fb, strict=True):
-            t = common_type(a.dtype(x), b.dtype(y))
+        # a bare NULL item has DuckDB's NULL type (stored as BIGINT): it takes the other branch's type
+        na, nb = null_items(node.this), null_items(node.expression)
+        items_a: list[tuple[str, ir.Expr]] = []
+        items_b: list[tuple[str, ir.Expr]] = []
+        for i, (x, y) in enumerate(zip(fa, fb, strict=True)):
+            ta = pl.Null() if i in na else a.dtype(x)
+            tb = pl.Null() if i in nb else b.dtype(y)
+            t = common_type(ta, tb)
             if t is None:
                 self.src.schema_error(
-                    f"{type(node).__name__.upper()} column {x.name}: {a.dtype(x)} and {b.dtype(y)} "
-                    "have no common type",
+                    f"{type(node).__name__.upper()} column {x.name}: {ta} and {tb} have no common type",
                     node,
                 )
-            types[x.col] = t
-        sa = cast_to(drop_to(a.stream, cols), types)
-        sb = cast_to(b.stream.map(*[(x.col, ir.Col(y.col)) for x, y in zip(fa, fb, strict=True)]), types)
+            if t == pl.Null():  # NULL in both branches: stays NULL (stored as BIGINT)
+                t = a.dtype(x)
+            items_a.append((x.col, _to(ir.Col(x.col), ta, t)))
+            items_b.append((x.col, _to(ir.Col(y.col), tb, t)))
+        sa, sb = a.stream.map(*items_a), b.stream.map(*items_b)
         distinct = bool(node.args.get("distinct"))
         fields = [Field(f.name, f.col) for f in fa]
         if isinstance(node, exp.Union):
@@ -340,6 +345,34 @@ class Compiler:
             return Rel(common if isinstance(node, exp.Intersect) else sa - common, fields)
         da = Rel(sa.stream_distinct(), fields)
         return semi_rows(da, sb, cols, self.names, anti=isinstance(node, exp.Except))
+
+
+def _to(e: ir.Expr, t: pl.DataType, to: pl.DataType) -> ir.Expr:
+    """`e` of type `t` (NULL: a bare NULL) as type `to`."""
+    if t == pl.Null():
+        return ir.Cast(ir.Lit(None), to)
+    return e if t == to else ir.Cast(e, to)
+
+
+def null_items(node: exp.Expression) -> set[int]:
+    """Positions of a query's output columns that are bare NULL literals (DuckDB's NULL type): SELECT
+    items `NULL [AS name]`, and columns NULL in both branches of a set operation."""
+    while isinstance(node, (exp.Subquery, exp.Paren)):
+        node = node.this
+    if isinstance(node, (exp.Union, exp.Intersect, exp.Except)):
+        return null_items(node.this) & null_items(node.expression)
+    if not isinstance(node, exp.Select) or any(
+        isinstance(e, exp.Star) or isinstance(e.this, exp.Star) for e in node.expressions
+    ):
+        return set()
+    out = set()
+    for i, item in enumerate(node.expressions):
+        e = item.this if isinstance(item, exp.Alias) else item
+        while isinstance(e, exp.Paren):
+            e = e.this
+        if isinstance(e, exp.Null):
+            out.add(i)
+    return out
 
 
 def _has_window(node: exp.Select) -> bool:

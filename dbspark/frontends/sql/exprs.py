@@ -11,11 +11,12 @@ import datetime as dt
 import decimal
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 import polars as pl
 from sqlglot import exp
 
+from dbspark.frontends.sql.literals import coerce_literals
 from dbspark.frontends.sql.parse import Source
 from dbspark.frontends.sql.scope import Scope
 from dbspark.frontends.sql.types import sql_type
@@ -109,8 +110,21 @@ class ExprCompiler:
         type error names the expression's line and column."""
         e = self.compile(node)
         if schema is not None:
+            e = coerce_literals(e, schema, lambda text, t: self.bad_literal(node, text, t))
             typecheck(e, schema, node, self.src)
         return e
+
+    def bad_literal(self, node: exp.Expression, text: str, t: pl.DataType) -> NoReturn:
+        """A string literal in `node` that does not convert to the type it is compared with."""
+        from dbspark.errors import DataError
+        from dbspark.ir.functions import sql_name
+
+        at = next((n for n in node.find_all(exp.Literal) if n.is_string and n.this == text), node)
+        self.src.fail(
+            DataError,
+            f"cannot cast the string literal {text!r} to {sql_name(t)}, the type of the value it is compared or combined with",
+            at,
+        )
 
     def compile(self, node: exp.Expression) -> ir.Expr:
         if not isinstance(node, (exp.Column, exp.Literal)):

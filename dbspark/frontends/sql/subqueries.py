@@ -121,7 +121,7 @@ class SubqueryLowering:
         comp = ExprCompiler(combined)
         pred: ir.Expr | None = None
         for r in residual:
-            e = comp(r)
+            e = comp(r, j.schema)
             pred = e if pred is None else ir.Binary("and", pred, e)
         matched = drop_to(j.filter(pred), base)  # type: ignore[arg-type]
         return semi_rows(rel, matched, base, self.c.names, anti=negate)
@@ -316,7 +316,7 @@ class SubqueryLowering:
         eqs: list[tuple[exp.Expression, str]] = []
         for o, i in eq_nodes:
             col = self.c.names.fresh("k")
-            items.append((col, comp(i)))
+            items.append((col, comp(i, inner.stream.schema)))
             eqs.append((o, col))
         return add_columns(inner, items), eqs, residual
 
@@ -421,7 +421,7 @@ class SubqueryLowering:
         agg_rel, post, _ = group(self.c, fake, inner, inner_scope, [("v", item)])
         value = self.c.names.fresh("s")
         gcols = [post.computed[canonical(exp.column(k, "__corr", quoted=True))] for k in keys]
-        grouped = agg_rel.stream.map(*gcols, (value, ExprCompiler(post)(item)))
+        grouped = agg_rel.stream.map(*gcols, (value, ExprCompiler(post)(item, agg_rel.stream.schema)))
         rel2, okeys = self.outer_keys(rel, scope, [o for o, _ in eqs])
         outer_s, grouped = self.align(rel2.stream, okeys, grouped, gcols)
         base = list(rel2.stream.schema)
@@ -433,7 +433,7 @@ class SubqueryLowering:
         empty = Rel(inner.stream.filter(ir.Lit(False)), inner.fields)
         fake_all = exp.Select(expressions=[item.copy()])
         e_rel, e_post, _ = group(self.c, fake_all, empty, Scope(empty.fields, self.src), [("v", item)])
-        none = e_rel.stream.map((value, ExprCompiler(e_post)(item)))
+        none = e_rel.stream.map((value, ExprCompiler(e_post)(item, e_rel.stream.schema)))
         none = cast_to(none, {value: matched.schema[value]})
         rest = outer_s.stream_antijoin(grouped, left_on=okeys, right_on=gcols)
         unmatched = drop_to(rest, base).stream_product(none)
@@ -497,7 +497,7 @@ class SubqueryLowering:
             outer=Scope([Field(f.name, by_col[f.col], f.qualifier) for f in rel.fields], self.src),
             correlated=[],
         )
-        per_row = agg_rel.stream.map(*gcols, (value, ExprCompiler(item_scope)(item)))
+        per_row = agg_rel.stream.map(*gcols, (value, ExprCompiler(item_scope)(item, agg_rel.stream.schema)))
         left, lk = null_safe_keys(rel.stream, base, self.c.names)
         right, rk = null_safe_keys(per_row, gcols, self.c.names)
         matched = drop_to(left.stream_join(right.map(*rk, value), left_on=lk, right_on=rk), base + [value])
