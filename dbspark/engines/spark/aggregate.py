@@ -1,6 +1,6 @@
 """GROUP BY aggregation on Spark: from scratch, and incrementally through the keys of a change.
 
-The results equal the local engine's (`engines.local.aggregate`): COUNT/SUM/AVG/VAR/STDDEV from
+The results equal the local engine's (`engines/local/aggregate.py`): COUNT/SUM/AVG/VAR/STDDEV from
 per-group accumulators (integer sums exact in DECIMAL(38), overflow an error), MIN/MAX/MEDIAN/MODE over
 the group's values with their weights, user aggregates folded by Spark's Python workers.
 

@@ -1,6 +1,6 @@
 """Tables with a primary key on the spark engine: one step's upserts and deletes as one lazy change.
 
-The semantics are those of `engines.local.keyed` (operations in push order, per key: a delete is valid
+The semantics are those of the local engine's keyed tables (`engines/local/keyed.py`) (operations in push order, per key: a delete is valid
 iff the key is there at that point; the final row is the last insert's unless a delete came last; the
 change is -old + final). The step's operations are ordered by (push, position): rows pushed from
 Python keep their row order; a Spark DataFrame has no row order, so within one such push its deletes

@@ -20,11 +20,14 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT
+
+if TYPE_CHECKING:
+    from dbspark.engines.spark.kernel import SparkKernel
 
 FANOUT = 8
 
@@ -118,7 +121,7 @@ class SparkTrace:
 
     def __init__(
         self,
-        kernel: Any,
+        kernel: SparkKernel,
         schema: pl.Schema,
         keys: tuple[str, ...],
         sums: tuple[str, ...] = (WEIGHT,),
