@@ -108,3 +108,16 @@ def engine(request: pytest.FixtureRequest) -> Any:
     if request.param == "local":
         return "local"
     return request.getfixturevalue("spark_engine")
+
+
+@pytest.fixture(params=ENGINES)
+def pipeline(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh `dbspark.Pipeline` on each engine (spark: on the shared session), closed after the test."""
+    import dbspark
+
+    if request.param == "spark":
+        p = dbspark.Pipeline(engine="spark", spark=request.getfixturevalue("spark_session"))
+    else:
+        p = dbspark.Pipeline(engine="local")
+    yield p
+    p.close()

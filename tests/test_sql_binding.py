@@ -60,16 +60,6 @@ STEPS = [
 ]
 
 
-@pytest.fixture(params=["local", "spark"])
-def pipeline(request):
-    if request.param == "spark":
-        p = dbspark.Pipeline(engine="spark", spark=request.getfixturevalue("spark_session"))
-    else:
-        p = dbspark.Pipeline(engine="local")
-    yield p
-    p.close()
-
-
 @pytest.mark.parametrize("views", [VIEWS, NULL_IN], ids=["group_having_order", "null_in"])
 def test_names_bind_as_duckdb_binds_them(pipeline, views):
     pipeline.sql(DDL + views)

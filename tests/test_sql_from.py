@@ -5,7 +5,6 @@ parentheses are aliased, and nests inside other joins."""
 from __future__ import annotations
 
 import polars as pl
-import pytest
 
 import dbspark
 from dbspark.testing.sql_oracle import SqlOracle
@@ -31,16 +30,6 @@ STEPS = [
     ({"t2": [(9, 2)]}, {"t1": [(2, 1)], "t0": [(2, 2)]}),
     ({"t1": [(4, None)]}, {"t2": [(7, 1), (8, 3), (9, 2)]}),
 ]
-
-
-@pytest.fixture(params=["local", "spark"])
-def pipeline(request):
-    if request.param == "spark":
-        p = dbspark.Pipeline(engine="spark", spark=request.getfixturevalue("spark_session"))
-    else:
-        p = dbspark.Pipeline(engine="local")
-    yield p
-    p.close()
 
 
 def test_parenthesized_joins_equal_duckdb(pipeline):

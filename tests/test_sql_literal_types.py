@@ -81,16 +81,6 @@ STEPS = [
 ]
 
 
-@pytest.fixture(params=["local", "spark"])
-def pipeline(request):
-    if request.param == "spark":
-        p = dbspark.Pipeline(engine="spark", spark=request.getfixturevalue("spark_session"))
-    else:
-        p = dbspark.Pipeline(engine="local")
-    yield p
-    p.close()
-
-
 @pytest.mark.parametrize("views", [STRING_LITERALS, NULL_ITEMS], ids=["string_literals", "null_items"])
 def test_literals_typed_as_duckdb_types_them(pipeline, views):
     ddl = DDL + views
