@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typer.testing import CliRunner
 
 import dbspark
@@ -28,7 +30,8 @@ def test_a_missing_pipeline_file_is_a_one_line_error(tmp_path) -> None:
     ):
         r = CliRunner().invoke(app, args, terminal_width=200)
         assert r.exit_code == 2
-        assert "does not exist" in r.output and "Traceback" not in r.output
+        text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", r.output).split())  # the message boxed and wrapped
+        assert "does not exist" in text and "Traceback" not in text
 
 
 def test_an_unexpected_error_is_one_line_and_status_1(tmp_path) -> None:
