@@ -7,7 +7,14 @@ import re
 import pytest
 
 import dbspark
-from dbspark.errors import DbsparkError, ParseError, SchemaError, UnknownNameError, UnsupportedError
+from dbspark.errors import (
+    DbsparkError,
+    ParseError,
+    SchemaError,
+    UnknownNameError,
+    UnsupportedError,
+    WeightError,
+)
 
 DDL = """CREATE TABLE t (a BIGINT, b VARCHAR, c DOUBLE, d DATE);
 CREATE TABLE u (a BIGINT PRIMARY KEY, e DECIMAL(10, 2));"""
@@ -98,3 +105,18 @@ def test_a_typo_is_a_parse_error_at_its_token(text: str, line: int, column: int,
     assert repr(near) in str(info.value)
     assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
     assert p.tables == [] and p.views == []
+
+
+def test_a_sum_overflow_names_the_view_and_column(pipeline) -> None:
+    """The error of a step whose SUM leaves BIGINT names the view, the aggregate as written and its
+    output column (not the internal `_a0` / `_x1`), the same on both engines; the step is rejected."""
+    pipeline.sql("CREATE TABLE t (x BIGINT); CREATE VIEW s AS SELECT sum(x + 1) AS total FROM t")
+    pipeline.insert("t", [(9223372036854775806,)])
+    pipeline.step()
+    pipeline.insert("t", [(1,)])
+    with pytest.raises(WeightError) as info:
+        pipeline.step()
+    assert "view 's', SUM(x + 1) AS total = 9223372036854775809 does not fit in a 64-bit integer" in str(
+        info.value
+    )
+    assert pipeline.view("s").to_dict() == {(9223372036854775807,): 1}

@@ -91,6 +91,15 @@ class AggCall:
     name: str
     func: str | UserAggregate
     arg: str | None = None
+    label: str = field(default="", compare=False)  # how errors name it: the user's own words
+
+    def describe(self) -> str:
+        """How an error names this call: its `label` (a front end's, e.g. "view 's', SUM(x + 1) AS
+        total"), else its output column and function."""
+        if self.label:
+            return self.label
+        func = getattr(self.func, "name", self.func)
+        return f"aggregate {self.name!r}: {str(func).upper()}({self.arg or '*'})"
 
     @property
     def kind(self) -> str:
@@ -180,12 +189,14 @@ def make_spec(by: tuple[str, ...], aggs: dict[str, Any], schema: pl.Schema) -> A
         if name in by:
             raise SchemaError(f"aggregate output {name!r} clashes with a GROUP BY column")
         if isinstance(a, AggCall):
-            calls.append(AggCall(name, a.func, a.arg))
+            calls.append(AggCall(name, a.func, a.arg, a.label))
             continue
+        label = ""
         if isinstance(a, str):
             func, arg = a, None
-        else:
-            func, arg = a
+        else:  # (func, arg) or (func, arg, label)
+            func, arg, *rest = a
+            label = rest[0] if rest else ""
         if isinstance(func, str):
             func = ALIASES.get(func.lower(), func.lower())
             if func == "count" and arg in (None, "*"):
@@ -211,7 +222,7 @@ def make_spec(by: tuple[str, ...], aggs: dict[str, Any], schema: pl.Schema) -> A
             t = schema[arg]  # type: ignore[index]
             if not (t.is_numeric() or t == pl.Boolean()):
                 raise SchemaError(f"aggregate {func}({arg}) needs a numeric column, {arg!r} is {t}")
-        calls.append(AggCall(name, func, arg))
+        calls.append(AggCall(name, func, arg, label))
     if not calls:
         raise SchemaError("an aggregate needs at least one aggregate call")
     return AggSpec(tuple(by), tuple(calls), schema)

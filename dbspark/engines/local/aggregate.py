@@ -71,9 +71,7 @@ def _check_int_sums(acc: pl.DataFrame, spec: AggSpec) -> None:
             s = acc[f"__s{i}"]
             if not (-INT64_MAX - 1 <= s.min() and s.max() <= INT64_MAX):  # type: ignore[operator]
                 bad = s.filter((s > INT64_MAX) | (s < -INT64_MAX - 1))[0]
-                raise WeightError(
-                    f"aggregate {c.name!r}: SUM({c.arg}) = {bad} does not fit in a 64-bit integer"
-                )
+                raise WeightError(f"{c.describe()} = {bad} does not fit in a 64-bit integer")
 
 
 def _finalize(acc: pl.DataFrame, spec: AggSpec) -> list[pl.Expr]:

@@ -200,7 +200,12 @@ def _finalize(spec: AggSpec, s: str) -> list[str]:
         else:
             n, sx = _q(f"__c{i}{s}"), _q(f"__s{i}{s}")
             nf = f"CAST({n} AS double)"
-            if c.func == "sum":
+            if c.func == "sum" and _is_int(spec, c):  # a DECIMAL(38) sum that must fit a BIGINT
+                too_big = _lit(f"DBSPARK[WeightError] {c.describe()} = ")
+                fits = f"{sx} BETWEEN -9223372036854775808 AND 9223372036854775807"
+                msg = f"concat({too_big}, CAST({sx} AS string), ' does not fit in a 64-bit integer')"
+                e = f"IF({n} > 0, IF({fits}, {sx}, raise_error({msg})), NULL)"
+            elif c.func == "sum":
                 e = f"IF({n} > 0, {sx}, NULL)"
             elif c.func == "avg":
                 e = f"IF({n} > 0, CAST({sx} AS double) / {nf}, NULL)"

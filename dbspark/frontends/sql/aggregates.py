@@ -116,7 +116,7 @@ def aggregate(
         if distinct:
             distinct_calls.append((out, func, acol))
         else:
-            calls[out] = (func, acol)
+            calls[out] = (func, acol, call_label(c.view, a, items))
     base = rel.stream.map(*pre) if pre else rel.stream.map((c.names.fresh(), ir.Lit(True)))
     if not calls:
         calls[c.names.fresh("a")] = "count_star"
@@ -145,6 +145,13 @@ def _field_of(scope: Scope, col: exp.Column) -> Field | None:
     if found is None:
         return None
     return next((f for f in scope.fields if f.col == found), None)
+
+
+def call_label(view: str, a: exp.Expression, items: list[tuple[str, exp.Expression]]) -> str:
+    """How errors name an aggregate call: its view, its SQL text and the output column it is."""
+    alias = next((name for name, e in items if e is a or e == a), None)
+    text = a.sql(dialect="duckdb") + (f" AS {alias}" if alias else "")
+    return f"view {view!r}, {text}" if view else text
 
 
 def group_keys(
