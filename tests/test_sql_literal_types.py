@@ -83,18 +83,8 @@ STEPS = [
 
 @pytest.mark.parametrize("views", [STRING_LITERALS, NULL_ITEMS], ids=["string_literals", "null_items"])
 def test_literals_typed_as_duckdb_types_them(pipeline, views):
-    ddl = DDL + views
-    oracle = SqlOracle(ddl)
-    pipeline.sql(ddl)
-    for i, (inserts, deletes) in enumerate(STEPS):
-        for table, rows in deletes.items():
-            pipeline.delete(table, rows)
-            oracle.delete(table, rows)
-        for table, rows in inserts.items():
-            pipeline.insert(table, rows)
-            oracle.insert(table, rows)
-        pipeline.step()
-        oracle.check(pipeline, what=f"after step {i}")
+    pipeline.sql(DDL + views)
+    SqlOracle(DDL + views).run(pipeline, STEPS)
 
 
 def test_null_item_takes_the_other_branch_type():
