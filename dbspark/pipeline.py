@@ -197,8 +197,16 @@ class Pipeline:
         return rt.step(commit=commit)
 
     def view(self, name: str) -> Any:
-        """A view's current contents (rows with weights; on Spark, `.frame` is the DataFrame)."""
-        return self.start().view(name)
+        """A view's current contents (rows with weights; on Spark, `.frame` is the DataFrame). Before
+        the first step commits it is the view over empty tables (a global aggregate's one row)."""
+        rt = self.start()
+        if rt.time > 0 or name not in self.circuit.outputs:
+            return rt.view(name)
+        from dbspark.circuit.runtime import Runtime
+
+        empty = Runtime(self.circuit, rt.kernel, snapshots=True)
+        empty.step()
+        return rt.kernel.consolidate(empty.output(name))
 
     def close(self) -> None:
         """Release the engine (a SparkSession dbspark started is stopped; one passed in is left alone).

@@ -21,6 +21,7 @@ import dbspark
 from dbspark.columnar.sqlforms import parse_text
 from dbspark.errors import DataError, SchemaError
 from dbspark.ir import expr as ir
+from dbspark.ir import functions as fn
 from dbspark.testing.sql_oracle import SqlOracle
 
 DDL = """
@@ -151,3 +152,67 @@ def test_folded_literal_is_the_engines_cast(text, target):
     except DataError:
         out = "error"
     assert folded == out, (text, kind)
+
+
+# ---- integer literals in arithmetic ------------------------------------------------------------------
+INT_DDL = "CREATE TABLE w (k BIGINT, i INTEGER, s SMALLINT, d18 DECIMAL(18,4), d4 DECIMAL(4,2));"
+INT_LITERALS = """
+CREATE VIEW dec_plus AS SELECT k, d18 + 3 AS a, 3 - d18 AS b, d18 - -3 AS c, d4 + 3 AS e, 1.5 + 1 AS f,
+  d18 * 3 AS m, d18 + 3000000000 AS big FROM w;
+CREATE VIEW int_plus AS SELECT k, k + 1 AS kp, 2 * 3000000000 AS six, -2147483648 + 0 AS low
+  FROM w;
+"""
+DEC18 = r"DECIMAL overflow in '[-+]' \(result DECIMAL\(18,4\)\)"  # Spark may report another of the overflowing columns first
+W1 = (1, 5, 7, decimal.Decimal("1.5000"), decimal.Decimal("2.25"))
+WN = (None, None, None, None, None)
+
+
+def test_integer_literals_typed_as_duckdb_types_them(pipeline):
+    """An integer literal is INTEGER (BIGINT when it does not fit): `d18 + 3` is DECIMAL(18,4), `d4 + 3`
+    DECIMAL(13,2), as DuckDB types them. (Integer columns are all BIGINT, see `frontends/sql/types.py`.)"""
+    import duckdb
+
+    pipeline.sql(INT_DDL + INT_LITERALS)
+    con = duckdb.connect()
+    con.execute(INT_DDL + INT_LITERALS)
+    for view in ("dec_plus", "int_plus"):
+        want = [r[1] for r in con.execute(f"DESCRIBE {view}").fetchall()]
+        got = [fn.sql_name(t) for t in pipeline.relation(view).schema.values()]
+        assert got == want, view
+    SqlOracle(INT_DDL + INT_LITERALS).run(pipeline, [({"w": [W1, W1, WN]}, {}), ({}, {"w": [W1]})])
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ((1, 5, 7, decimal.Decimal("99999999999999.9999"), None), DEC18),
+        ((1, 5, 7, decimal.Decimal("-99999999999999.9999"), None), DEC18),
+        ((2**63 - 1, 5, 7, None, None), r"integer overflow in '\+' \(BIGINT\)"),
+    ],
+)
+def test_integer_literal_arithmetic_overflows_where_duckdb_does(pipeline, row, message):
+    """The result of `d18 + 3` stays DECIMAL(18,4), so a value past it rejects the step (DuckDB: Out of Range Error) and the views keep what they had."""
+    pipeline.sql(INT_DDL + INT_LITERALS)
+    oracle = SqlOracle(INT_DDL + INT_LITERALS)
+    oracle.run(pipeline, [({"w": [W1]}, {})])
+    pipeline.insert("w", [row])
+    with pytest.raises(DataError, match=message):
+        pipeline.step()
+    oracle.check(pipeline, what="after the rejected step")
+
+
+def test_views_before_the_first_step_are_over_empty_tables(pipeline):
+    """Before a step commits (none ran, or the first was rejected) a view is its query over empty
+    tables: a global aggregate has its one row, as DuckDB's."""
+    ddl = (
+        INT_DDL
+        + "CREATE VIEW n AS SELECT count(*) AS c, sum(k) AS s FROM w; CREATE VIEW r AS SELECT k FROM w;"
+    )
+    pipeline.sql(ddl + INT_LITERALS)
+    oracle = SqlOracle(ddl + INT_LITERALS)
+    oracle.check(pipeline, what="before any step")
+    pipeline.insert("w", [(2**63 - 1, 5, 7, None, None)])
+    with pytest.raises(DataError):
+        pipeline.step()
+    oracle.check(pipeline, what="after a rejected first step")
+    oracle.run(pipeline, [({"w": [W1]}, {})])

@@ -174,6 +174,34 @@ class Lit(Expr):
         return repr(self.value)
 
 
+def _int_literal(e: Expr) -> int | None:
+    """The value of an integer literal, `-` applied to one included (DuckDB folds it), else None."""
+    if isinstance(e, Unary) and e.op == "neg":
+        v = _int_literal(e.arg)
+        return None if v is None else -v
+    if isinstance(e, Lit) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return e.value
+    return None
+
+
+def _literal_type(e: Expr, own: pl.DataType, other: pl.DataType) -> pl.DataType:
+    """DuckDB's type of an integer literal in arithmetic: the other operand's integer type when the
+    value fits it (`smallint_col + 1` stays SMALLINT), else INTEGER when it fits, else BIGINT; so
+    `dec18_col + 3` is DECIMAL(18, s) with an overflow check, as in DuckDB (3 is INTEGER, not BIGINT)."""
+    v = _int_literal(e)
+    if v is None or not fn.is_int(own):
+        return own
+    mag = -v if isinstance(e, Unary) else v  # `-2147483648` is BIGINT: the literal is 2147483648
+    if fn.is_int(other) and _int_literal_other(other, v):
+        return fn.norm_int(other)
+    return pl.Int32() if -(2**31) <= mag < 2**31 else pl.Int64()
+
+
+def _int_literal_other(t: pl.DataType, v: int) -> bool:
+    lo, hi = fn.INT_RANGE[fn.norm_int(t)]
+    return lo <= v <= hi
+
+
 @dataclass(frozen=True, eq=True)
 class Binary(Expr):
     op: str
@@ -191,6 +219,7 @@ class Binary(Expr):
         if self.op in LOGIC:
             return pl.Boolean()
         if self.op in SQL_ARITH:
+            lt, rt = _literal_type(self.left, lt, rt), _literal_type(self.right, rt, lt)
             return fn.arith_type(self.op, lt, rt, ARITH[self.op])
         if self.op not in ARITH:
             raise SchemaError(f"unknown binary operator {self.op!r}")

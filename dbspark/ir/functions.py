@@ -53,6 +53,15 @@ def sql_name(t: pl.DataType) -> str:
     return SQL_NAMES.get(t, str(t))
 
 
+# the value range of each signed integer type
+INT_RANGE: dict[pl.DataType, tuple[int, int]] = {
+    pl.Int8(): (-(2**7), 2**7 - 1),
+    pl.Int16(): (-(2**15), 2**15 - 1),
+    pl.Int32(): (-(2**31), 2**31 - 1),
+    pl.Int64(): (-(2**63), 2**63 - 1),
+}
+
+
 def norm_int(t: pl.DataType) -> pl.DataType:
     """Signed integer of a Polars integer type (unsigned types widen: UInt32 -> Int64)."""
     if t in INT_DIGITS:

@@ -42,12 +42,7 @@ _CMP: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
     "gt": lambda a, b: a > b,
     "ge": lambda a, b: a >= b,
 }
-INT_RANGE: dict[pl.DataType, tuple[int, int]] = {
-    pl.Int8(): (-(2**7), 2**7 - 1),
-    pl.Int16(): (-(2**15), 2**15 - 1),
-    pl.Int32(): (-(2**31), 2**31 - 1),
-    pl.Int64(): (-(2**63), 2**63 - 1),
-}
+INT_RANGE = fn.INT_RANGE
 
 
 def to_polars(e: Expr, schema: pl.Schema | None = None) -> pl.Expr:

@@ -22,12 +22,7 @@ from dbspark.ir import functions as fn
 from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary
 
 HOIST_CHARS = 1000  # a compiled subexpression longer than this is bound to a column (SparkCompiler)
-INT_RANGE: dict[pl.DataType, tuple[int, int]] = {
-    pl.Int8(): (-(2**7), 2**7 - 1),
-    pl.Int16(): (-(2**15), 2**15 - 1),
-    pl.Int32(): (-(2**31), 2**31 - 1),
-    pl.Int64(): (-(2**63), 2**63 - 1),
-}
+INT_RANGE = fn.INT_RANGE
 
 
 def _F() -> Any:
