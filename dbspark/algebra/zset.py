@@ -240,3 +240,19 @@ class IndexedZSet(ZSet):
 
 def _sort_key(row: tuple) -> tuple:
     return tuple((v is not None, type(v).__name__, v) if v is not None else (False, "", 0) for v in row)
+
+
+def distinct_h(d: ZSet, found: pl.DataFrame) -> ZSet:
+    """H(i, d) of `dbsp-paper.txt` Prop 4.7: distinct's change for the change `d` given the rows of the
+    integral i at d's rows (`found`: data columns and weights, any consolidation), per row:
+    -1 where i was positive and i + d is not, +1 where i was not and i + d is, else nothing."""
+    d = d.consolidate()
+    if d.df.height == 0:
+        return ZSet(d.df, True)
+    cols = d.columns
+    old = found.group_by(cols, maintain_order=True).agg(pl.col(WEIGHT).sum().alias("__i"))
+    j = d.df.join(old, on=cols, how="left", nulls_equal=True).with_columns(pl.col("__i").fill_null(0))
+    i, new = pl.col("__i"), pl.col("__i") + pl.col(WEIGHT)
+    w = pl.when((i > 0) & (new <= 0)).then(-1).when((i <= 0) & (new > 0)).then(1).otherwise(0)
+    out = j.with_columns(w.cast(pl.Int64).alias(WEIGHT)).filter(pl.col(WEIGHT) != 0)
+    return ZSet(out.select(d.df.columns), True)

@@ -110,6 +110,7 @@ class Runtime:
             out = {}
             for name, nid in self.circuit.outputs.items():
                 out[name] = self.kernel.commit_output(self._views[name], values[nid], name, undo)
+            self.kernel.flush_step(undo)
             self.time += 1
             undo.append(lambda: setattr(self, "time", self.time - 1))
             if commit is not None:

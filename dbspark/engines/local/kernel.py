@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from dbspark.algebra.weights import checked_mul
-from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
+from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, distinct_h, with_weight
 from dbspark.columnar.rows import check_kind, input_frame
 from dbspark.engines.local import aggregate as agg
 from dbspark.engines.local.exprs import evaluate, to_polars
@@ -210,20 +210,7 @@ class LocalKernel:
         d = self.as_zset(delta).consolidate()
         if d.df.height == 0:
             return ZSet(d.df, True)
-        cols = d.columns
-        old = prev.seek(d.data()).df.rename({WEIGHT: "__i"})
-        j = d.df.join(old, on=cols, how="left", nulls_equal=True).with_columns(pl.col("__i").fill_null(0))
-        new = pl.col("__i") + pl.col(WEIGHT)
-        out = j.with_columns(
-            pl.when((pl.col("__i") > 0) & (new <= 0))
-            .then(-1)
-            .when((pl.col("__i") <= 0) & (new > 0))
-            .then(1)
-            .otherwise(0)
-            .cast(pl.Int64)
-            .alias(WEIGHT)
-        ).filter(pl.col(WEIGHT) != 0)
-        return ZSet(out.select(d.df.columns), True)
+        return distinct_h(d, prev.seek(d.data()).df)
 
     def aggregate(self, a: Value, spec: AggSpec) -> ZSet:
         return agg.aggregate_full(self.as_zset(a), spec)
@@ -246,6 +233,9 @@ class LocalKernel:
 
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
         return TraceSnapshot((), keys, with_weight(schema))
+
+    def flush_step(self, undo: list) -> None:
+        """Nothing to write: the local engine's traces are updated as the step goes."""
 
     def commit_output(self, trace: Spine, delta: Value, name: str, undo: list) -> ZSet:
         z = self.consolidate(delta)

@@ -20,19 +20,21 @@ from typing import Any
 import polars as pl
 
 from dbspark import errors
-from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.algebra.zset import WEIGHT, ZSet, distinct_h
 from dbspark.columnar.rows import check_kind, input_frame
 from dbspark.engines.base import Kernel
 from dbspark.engines.spark import aggregate as agg
+from dbspark.engines.spark.buckets import BucketSnap, SparkBucketTrace, seek_rows
 from dbspark.engines.spark.convert import from_spark, spark_type
 from dbspark.engines.spark.exprs import py_tuple, with_spark_columns
 from dbspark.engines.spark.session import SessionHandle, get_session
-from dbspark.engines.spark.trace import Batch, SparkSnapshot, SparkTrace, Storage, parquet_rows
+from dbspark.engines.spark.trace import SparkSnapshot, Storage
 from dbspark.engines.spark.values import SparkZSet
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Expr
+from dbspark.trace.bucketed import BucketLayout
 
-Value = SparkZSet | SparkSnapshot
+Value = SparkZSet | SparkSnapshot | BucketSnap
 _WR = "__w_r"
 _TAG = re.compile(r"DBSPARK\[(\w+)\] (.*?)(?: SQLSTATE|$)", re.S)
 _PY_RAISED = re.compile(r"^dbspark\.errors\.(\w+): (.*)$", re.M)
@@ -87,6 +89,9 @@ class SparkKernel:
         self.step_no = 0
         self._cached: list[Any] = []
         self._scope_kernel: Kernel | None = None
+        self.traces: list[SparkBucketTrace] = []  # flushed at the end of each step, in creation order
+        self.n_buckets = int(self.handle.setting("buckets", "16"))
+        self.write_partitions = int(self.handle.setting("write_partitions", "2"))
 
     def close(self) -> None:
         if self._tmp:
@@ -135,9 +140,16 @@ class SparkKernel:
     def begin_step(self, t: int) -> None:
         self.step_no = self.storage.step = t
 
+    def flush_step(self, undo: list) -> None:
+        """Write the traces' pending changes of this step (`engines.spark.buckets`)."""
+        for t in self.traces:
+            t.flush(self.step_no, undo)
+
     def end_step(self, t: int) -> None:
         """The step committed: delete the files it replaced, drop its cached changes."""
         self.storage.collect()
+        for tr in self.traces:
+            tr.collect()
         self._uncache()
 
     def abort_step(self) -> None:
@@ -148,6 +160,8 @@ class SparkKernel:
     def sweep_uncommitted(self, committed_steps: int) -> None:
         """After a restart: delete the files of steps that never committed."""
         self.storage.sweep_uncommitted(committed_steps)
+        for t in self.traces:
+            t.sweep()
 
     def _uncache(self) -> None:
         for df in self._cached:
@@ -168,6 +182,8 @@ class SparkKernel:
         )
 
     def as_zset(self, a: Value) -> SparkZSet:
+        if isinstance(a, BucketSnap):
+            return self._snap_zset(a)
         if isinstance(a, SparkSnapshot):
             if not a.batches:
                 return self.empty(a.schema, a.keys)
@@ -176,6 +192,28 @@ class SparkKernel:
                 z.files = tuple(b.path for b in a.batches)
             return z
         return a
+
+    def _snap_zset(self, a: BucketSnap) -> SparkZSet:
+        """A bucketed trace's contents: a lazy frame over its runs and pending changes, read in the
+        driver without Spark when its files are on this machine."""
+        if not a.batches:
+            return self.empty(a.schema, a.keys)
+        from dbspark.engines.spark.convert import spark_schema
+
+        frames = [p.frame.select(*a.schema, WEIGHT) for p in a.pending if not p.known_empty]
+        paths = a.run_paths()
+        if paths:
+            from dbspark.engines.spark.buckets import read_runs
+
+            schema = a.schema
+            files = self.spark.createDataFrame([(p,) for p in paths], "path string")
+            frames.insert(0, files.mapInArrow(lambda it: read_runs(it, schema), spark_schema(schema)))
+        df = frames[0]
+        for f in frames[1:]:
+            df = df.unionByName(f)
+        z = self._z(a.schema, df, a.keys)
+        z.reader = a.scan_local
+        return z
 
     def to_local(self, a: Value) -> ZSet:
         z = self.as_zset(a)
@@ -227,7 +265,7 @@ class SparkKernel:
         return self._z(z.schema, df, z.keys, consolidated=True)
 
     def is_empty(self, a: Value) -> bool:
-        if isinstance(a, SparkSnapshot):
+        if isinstance(a, (SparkSnapshot, BucketSnap)):
             return not a.batches
         if a.known_empty:
             return True
@@ -279,30 +317,34 @@ class SparkKernel:
             self.spark, schema, local=ZSet(input_frame(rows, schema, weights, where, not_null, key))
         )
 
-    def check_input(self, trace: SparkTrace | None, z: SparkZSet, kind: str, where: str) -> None:
+    def check_input(self, trace: SparkBucketTrace | None, z: SparkZSet, kind: str, where: str) -> None:
         """Reject a change that would make a bag negative or a set exceed 1 (one Spark action)."""
         local = z.to_zset() if z._df is None else None
         if trace is None or not trace.batches:
             cur = None
         else:
-            keys = z.frame.select(*z.schema).distinct()
-            old = self.consolidate(self.as_zset(trace.snapshot())).frame
-            found = ns_join(old, keys, list(z.schema), "left_semi")
-            cur = self.act(lambda: from_spark(found, z.schema)).df
+            found = self.consolidate(self.seek(trace.snapshot(), z, [(c, c) for c in z.schema], exact=True))
+            cur = found.to_zset().df if _local(found) else self.act(lambda: found.to_zset()).df
         if local is None:
             local = self.act(lambda: z.to_zset())
         check_kind(local, cur, kind, where)
 
-    def insert_checked(self, trace: SparkTrace, z: SparkZSet, kind: str, where: str, undo: list) -> None:
-        """Add a change to an input's integral, checking its kind inside the write (no extra action):
-        a row whose count would turn negative (or exceed 1 in a set) fails the write, naming the row."""
+    def insert_checked(
+        self, trace: SparkBucketTrace, z: SparkZSet, kind: str, where: str, undo: list
+    ) -> None:
+        """Add a change to an input's integral, checking its kind: in the driver for a local change,
+        else inside the step's write of the trace (no extra action): a row whose count would turn
+        negative (or exceed 1 in a set) fails the step, naming the row."""
         if z.known_empty:
             return
         z = self.consolidate(z)
         cols = list(z.schema)
+        if _local(z):
+            self.check_input(trace, z, kind, where)
+            trace.add(z, undo)
+            return
         if trace.batches:  # one GROUP BY over the change and the integral's rows with the change's keys
-            snap = self.as_zset(trace.snapshot()).frame
-            old = ns_join(snap, F().broadcast(z.frame.select(*cols)), cols, "left_semi")
+            old = self.seek(trace.snapshot(), z, [(c, c) for c in cols], exact=True).frame
             zero = F().lit(0).cast("long")
             rows = z.frame.select(*cols, F().col(WEIGHT).alias("__d"), zero.alias("__old")).unionByName(
                 old.select(*cols, zero.alias("__d"), F().col(WEIGHT).alias("__old"))
@@ -344,10 +386,17 @@ class SparkKernel:
                     ),
                 ),
             )
-        trace.append(j.select(*cols, checked.otherwise(w).alias(WEIGHT)), undo, consolidated=True)
+        trace.add(
+            self._z(z.schema, j.select(*cols, checked.otherwise(w).alias(WEIGHT)), consolidated=True), undo
+        )
 
     def keyed_change(
-        self, trace: SparkTrace, batches: Sequence[SparkZSet], key: Sequence[str], where: str, undo: list
+        self,
+        trace: SparkBucketTrace,
+        batches: Sequence[SparkZSet],
+        key: Sequence[str],
+        where: str,
+        undo: list,
     ) -> SparkZSet:
         """One step's pushes to a table with a primary `key` as a change of the table, appended to its
         integral `trace` in one write that also checks it (`engines.spark.keyed`)."""
@@ -356,7 +405,13 @@ class SparkKernel:
         schema = trace.schema
         if all(b.known_empty for b in batches):
             return self.empty(schema)
-        snap = self.as_zset(trace.snapshot()).frame if trace.batches else None
+        snap = None
+        if trace.batches:  # the table's rows at the pushed keys
+            pushed = [b for b in batches if not b.known_empty]
+            probe = pushed[0]
+            for b in pushed[1:]:
+                probe = self.plus(probe, b)  # (a seek reads each distinct key once)
+            snap = self.seek(trace.snapshot(), probe, [(k, k) for k in key], exact=True).frame
         df = keyed_change(self.spark, snap, batches, schema, key, where)
         z = self._z(schema, df, consolidated=True)
         self.trace_insert(trace, z, undo)
@@ -416,7 +471,17 @@ class SparkKernel:
         schema = pl.Schema([*_data(a).items(), *[(d, _data(b)[s]) for s, d in right_out]])
         if self._empty(a) or self._empty(b):
             return self.empty(schema)
+        # a trace side is read only at the keys of the other side's change
+        if isinstance(b, BucketSnap) and not isinstance(a, BucketSnap):
+            b = self.seek(b, self.as_zset(a), list(zip(left_keys, right_keys, strict=True)), exact=False)
+        elif isinstance(a, BucketSnap) and not isinstance(b, BucketSnap):
+            a = self.seek(a, self.as_zset(b), list(zip(right_keys, left_keys, strict=True)), exact=False)
         x, y = self.as_zset(a), self.as_zset(b)
+        if _local(x) and _local(y):  # both in the driver: the local kernel's join, no Spark job
+            assert x.local is not None and y.local is not None
+            return self.from_local(
+                self.scope_kernel().join(x.local, y.local, left_keys, right_keys, right_out)
+            )
         left, right = x.frame, y.frame
         if isinstance(b, SparkSnapshot) and not isinstance(a, SparkSnapshot):
             left = F().broadcast(left)
@@ -438,11 +503,59 @@ class SparkKernel:
         )
         return self._weigh(self.as_zset(a).frame.crossJoin(r), schema)
 
+    def seek(self, snap: BucketSnap, z: SparkZSet, on: Sequence[tuple[str, str]], exact: bool) -> SparkZSet:
+        """The trace's rows (with weights) whose key equals (`on`: z's column, the trace's key) a row of
+        z's. In the driver when z and the pending changes are local; else committed rows by a seek in
+        each task over z's distinct keys (no shuffle of the state, no scan) and pending rows by a
+        semi-join. `exact=False`: a NULL key matches nothing (SQL); True: NULL equals NULL (rows)."""
+        if not snap.batches or z.known_empty:
+            return self.empty(snap.schema)
+        if _local(z):
+            assert z.local is not None
+            probe = z.local.df.select([pl.col(c).alias(k) for c, k in on])
+            rows = snap.seek_local(probe, exact)
+            if rows is not None:
+                return SparkZSet(self.spark, snap.schema, local=ZSet(rows))
+        from dbspark.engines.spark.convert import spark_schema
+
+        keys = z.frame.select(*[F().col(c).alias(k) for c, k in on])
+        if not exact:
+            keys = keys.dropna()
+        keys = keys.distinct()
+        parts = []
+        if snap.files:
+            probe_cols = [(k, k) for _, k in on]
+            layout, files = snap.layout, dict(snap.files)  # (what the tasks need: no session, no frames)
+            assert layout is not None
+            parts.append(
+                keys.mapInArrow(
+                    lambda it: seek_rows(it, layout, files, probe_cols, exact), spark_schema(snap.schema)
+                )
+            )
+        pending = [p.frame.select(*snap.schema, WEIGHT) for p in snap.pending if not p.known_empty]
+        if pending:
+            df = pending[0]
+            for f in pending[1:]:
+                df = df.unionByName(f)
+            ks = [k for _, k in on]
+            if exact:
+                parts.append(ns_join(df, F().broadcast(keys), ks, "left_semi"))
+            else:
+                kk = keys.select(*[F().col(k).alias(f"__p{i}") for i, k in enumerate(ks)])
+                cond = [F().col(k) == F().col(f"__p{i}") for i, k in enumerate(ks)]
+                parts.append(df.join(F().broadcast(kk), cond, "left_semi"))
+        if not parts:
+            return self.empty(snap.schema)
+        out = parts[0]
+        for f in parts[1:]:
+            out = out.unionByName(f)
+        return self._z(snap.schema, out)
+
     def _weigh(self, j: Any, schema: pl.Schema) -> SparkZSet:
         return self._z(schema, j.select(*schema, (F().col(WEIGHT) * F().col(_WR)).alias(WEIGHT)))
 
     def _empty(self, a: Value) -> bool:
-        return not a.batches if isinstance(a, SparkSnapshot) else a.known_empty
+        return not a.batches if isinstance(a, (SparkSnapshot, BucketSnap)) else a.known_empty
 
     # ---- non-linear operators -----------------------------------------------------------------
     def distinct(self, a: Value) -> SparkZSet:
@@ -455,7 +568,7 @@ class SparkKernel:
             consolidated=True,
         )
 
-    def distinct_delta(self, prev: SparkSnapshot, delta: Value) -> SparkZSet:
+    def distinct_delta(self, prev: BucketSnap, delta: Value) -> SparkZSet:
         """H(i, d) of `dbsp-paper.txt` Prop 4.7, looking up only the rows of d in the trace of i."""
         d = self.as_zset(delta)
         if d.known_empty:
@@ -463,9 +576,13 @@ class SparkKernel:
         cols = list(d.schema)
         if not prev.batches:
             return self.distinct(d)
+        found = self.seek(prev, d, [(c, c) for c in cols], exact=True)
+        if _local(d) and _local(found):
+            assert d.local is not None and found.local is not None
+            return self.from_local(distinct_h(d.local, found.local.df))
         # one GROUP BY over the change's rows and the trace's rows with the change's keys: per row, the
         # change (consolidated here) and the integral i before it
-        old = ns_join(self.as_zset(prev).frame, F().broadcast(d.frame.select(*cols)), cols, "left_semi")
+        old = found.frame
         zero = F().lit(0).cast("long")
         rows = d.frame.select(*cols, F().col(WEIGHT).alias("__d"), zero.alias("__i")).unionByName(
             old.select(*cols, zero.alias("__d"), F().col(WEIGHT).alias("__i"))
@@ -491,32 +608,48 @@ class SparkKernel:
         return state.step(self.as_zset(delta), undo)
 
     # ---- traces -------------------------------------------------------------------------------
-    def new_trace(self, schema: pl.Schema, keys: Sequence[str]) -> SparkTrace:
-        return SparkTrace(self, pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT]), tuple(keys))
+    def new_trace(self, schema: pl.Schema, keys: Sequence[str]) -> SparkBucketTrace:
+        """A bucketed trace under the state directory, named by its creation order (the runtime
+        creates its traces in a fixed order, so a restarted pipeline finds its files)."""
+        data = pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT])
+        layout = BucketLayout(
+            str(self.storage.root / "state"),
+            f"t{len(self.traces):04d}",
+            data,
+            tuple(keys) or tuple(data),
+            self.n_buckets,
+        )
+        trace = SparkBucketTrace(self, layout)
+        self.traces.append(trace)
+        return trace
 
-    def trace_insert(self, trace: SparkTrace, delta: Value, undo: list) -> SparkSnapshot:
+    def trace_insert(self, trace: SparkBucketTrace, delta: Value, undo: list) -> BucketSnap:
         z = self.as_zset(delta)
         if not z.known_empty:
-            if z.local is None and z.path is None:
-                # computed once, by this write: the step's later actions over plans that contain this
+            if z.local is None and z.path is None and z._df is not None:
+                # computed once, by the flush: the step's later actions over plans that contain this
                 # change (e.g. an output downstream of it) read Spark's cache instead of recomputing it
                 self._cached.append(z.frame.cache())
-            trace.append(z.frame.select(*trace.schema, WEIGHT), undo, consolidated=z.consolidated)
+            trace.add(z, undo)
         return trace.snapshot()
 
-    def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> SparkSnapshot:
-        return SparkSnapshot((), tuple(keys), pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT]))
+    def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> BucketSnap:
+        data = pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT])
+        return BucketSnap(None, {}, (), data, tuple(keys))
 
-    def commit_output(self, trace: SparkTrace, delta: Value, name: str, undo: list) -> SparkZSet:
-        """Write an output's change to its change log (`outputs/<name>/step-N`, replaced if the step is
-        re-run after a crash) and add that file to the view's trace; the returned value reads it."""
+    def commit_output(self, trace: SparkBucketTrace, delta: Value, name: str, undo: list) -> SparkZSet:
+        """Add an output's change to the view's trace. A change on Spark is first written to its change
+        log (`outputs/<name>/step-N`, replaced if the step is re-run after a crash) and read from there,
+        so it is computed once; a change held in the driver stays there."""
         z = self.consolidate(delta)
         if z.known_empty:
             return z
-        path = str(self.storage.root / "outputs" / name / f"step-{self.step_no:08d}")
-        self.write(z.frame.select(*trace.schema, WEIGHT), path)
-        trace.add(Batch(path, 0, owned=False, rows=parquet_rows(path)), undo)
-        return self.read(path, z.schema)
+        if z._df is not None:
+            path = str(self.storage.root / "outputs" / name / f"step-{self.step_no:08d}")
+            self.write(z.frame.select(*trace.schema, WEIGHT), path)
+            z = self.read(path, z.schema)
+        trace.add(z, undo)
+        return z
 
     def weigh(self, a: Value, column: str) -> SparkZSet:
         """Each row's weight times its value in `column` (dropped); ANSI: overflow is an error."""
@@ -569,6 +702,11 @@ class SparkKernel:
 
 def _data(a: Value) -> pl.Schema:
     return a.schema
+
+
+def _local(z: SparkZSet) -> bool:
+    """The value is rows held in the driver (no Spark plan)."""
+    return z._df is None and z.local is not None
 
 
 def _is_spark_frame(x: Any) -> bool:

@@ -17,7 +17,18 @@ from dbspark.algebra.zset import WEIGHT, ZSet
 class SparkZSet:
     """A Z-set on the spark engine. `.frame` is the Spark DataFrame (data columns, then `__w`)."""
 
-    __slots__ = ("_df", "local", "schema", "keys", "consolidated", "_session", "_collected", "path", "files")
+    __slots__ = (
+        "_df",
+        "local",
+        "schema",
+        "keys",
+        "consolidated",
+        "_session",
+        "_collected",
+        "path",
+        "files",
+        "reader",
+    )
 
     def __init__(
         self,
@@ -39,6 +50,8 @@ class SparkZSet:
         # the Parquet files the frame is the union of (data columns and the weight), if it is that: read
         # in Python without a Spark job when they are on this machine (`to_zset`)
         self.files: tuple[str, ...] | None = None
+        # reads the value in Python without a Spark job (a bucketed trace's runs), None where it cannot
+        self.reader: Any = None
 
     # ---- what operators use -------------------------------------------------------------------
     @property
@@ -86,6 +99,8 @@ class SparkZSet:
                 from dbspark.engines.spark.convert import from_spark, read_local_parquet
 
                 read = read_local_parquet(self.files, self.schema) if self.files is not None else None
+                if read is None and self.reader is not None:
+                    read = self.reader()
                 z = read if read is not None else from_spark(self._df, self.schema)
             self._collected = z.consolidate()
         return self._collected
