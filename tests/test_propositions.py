@@ -4,6 +4,9 @@ Each test names the statement it checks. Streams are lists of Z-sets (one per st
 `dbspark.testing.strategies`; `dbspark.testing.oracle` runs circuits on them and computes I and D
 numerically, so the identities are checked on values, not only on how circuits are rewritten (the
 circuit cache cancels D∘I at build time, so a circuit-only check of Thm 2.22 would be vacuous).
+
+Every test that runs a circuit takes the `engine` fixture (tests/conftest.py) and runs on both engines,
+the Spark engine with one example each (`engine_given`: a Spark step is a few Spark jobs).
 """
 
 from __future__ import annotations
@@ -163,7 +166,7 @@ def spec_and_stream(
 
 
 # ---- Prop 2.4: lifting distributes over composition ---------------------------------------------------------
-@engine_given(spec_and_stream(), st.data(), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(), st.data(), local=SETTINGS, spark=1)
 def test_prop_2_4_map_after_map_equals_fused_map(
     engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
 ) -> None:
@@ -184,7 +187,7 @@ def test_prop_2_4_map_after_map_equals_fused_map(
     )
 
 
-@engine_given(spec_and_stream(), st.data(), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(), st.data(), local=SETTINGS, spark=1)
 def test_prop_2_4_filter_after_filter_equals_conjunction(
     engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
 ) -> None:
@@ -200,7 +203,7 @@ def test_prop_2_4_filter_after_filter_equals_conjunction(
     )
 
 
-@engine_given(spec_and_stream(), st.data(), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(), st.data(), local=SETTINGS, spark=1)
 def test_prop_2_4_filter_after_map(
     engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
 ) -> None:
@@ -233,7 +236,7 @@ ROW_FNS: dict[str, Callable[[dict], list[tuple]]] = {
     st.sampled_from(sorted(ROW_FNS)),
     st.sampled_from(sorted(ROW_FNS)),
     local=SETTINGS,
-    spark=2,
+    spark=1,
 )
 def test_prop_2_4_flat_map_composition(
     engine: Any, ss: tuple[TableSpec, list[ZSet]], fname: str, gname: str
@@ -254,7 +257,7 @@ def test_prop_2_4_flat_map_composition(
     )
 
 
-@engine_given(ab_streams(), st.sampled_from(sorted(set(CATALOG) - {"delayed_join"})), local=SETTINGS, spark=2)
+@engine_given(ab_streams(), st.sampled_from(sorted(set(CATALOG) - {"delayed_join"})), local=SETTINGS, spark=1)
 def test_prop_2_4_lifted_composite_is_pointwise(engine: Any, s: dict[str, list[ZSet]], name: str) -> None:
     """(↑Q)(s)[t] = Q(s[t]) for a composite of lifted operators (Def 2.3, Prop 2.4): a circuit run over
     the whole stream equals the scalar function applied at each step by a fresh runtime — no state leaks
@@ -265,7 +268,7 @@ def test_prop_2_4_lifted_composite_is_pointwise(engine: Any, s: dict[str, list[Z
         assert whole[t] == evaluate(q, {"a": s["a"][t], "b": s["b"][t]}, engine=engine)["o"], f"step {t}"
 
 
-@engine_given(ab_streams(), local=SETTINGS, spark=2)
+@engine_given(ab_streams(), local=SETTINGS, spark=1)
 def test_prop_2_4_distinct_after_join_composed_numerically(engine: Any, s: dict[str, list[ZSet]]) -> None:
     """↑distinct ∘ ↑⋈ equals distinct(⋈(a[t], b[t])) computed by two separate one-step evaluations."""
     composed = double(lambda a, b: a.stream_join(b, on="k").stream_distinct())
@@ -290,7 +293,7 @@ def test_thm_2_22_circuit_cache_cancels_inverse_pairs(spec: TableSpec) -> None:
     assert s.differentiate().integrate().node_id == s.node_id
 
 
-@engine_given(spec_and_stream(), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(), local=SETTINGS, spark=1)
 def test_thm_2_22_explicit_circuits(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """I and D as real nodes (an identity filter between them defeats the cache): D(I(s)) = I(D(s)) = s,
     and I(s)[t] = Σ_{i<=t} s[i] (Prop 2.20), D(s)[t] = s[t] - s[t-1] (Def 2.17)."""
@@ -311,7 +314,7 @@ def test_thm_2_22_explicit_circuits(engine: Any, ss: tuple[TableSpec, list[ZSet]
     assert_streams_equal(out["D"], differentiate_stream(s), "D(s)")
 
 
-@engine_given(spec_and_stream(), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(), local=SETTINGS, spark=1)
 def test_thm_2_22_separate_circuits_numerically(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """I and D in separate circuits, the output stream of one fed into the other: both orders give s."""
     spec, s = ss
@@ -326,7 +329,7 @@ def test_thm_2_22_separate_circuits_numerically(engine: Any, ss: tuple[TableSpec
     assert_streams_equal(integrate_stream(differentiate_stream(s)), plain, "numeric I(D(s))")
 
 
-@engine_given(spec_and_stream(), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(), local=SETTINGS, spark=1)
 def test_thm_2_22_integration_as_a_feedback_loop(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """Def 2.19: I(s) = fix α. s + z^-1(α). The loop built with a feedback edge equals the I operator and
     the numeric integral, D of it (a separate circuit) gives s back, and being LTI (Prop 2.16) it is
@@ -352,7 +355,7 @@ def test_thm_2_22_integration_as_a_feedback_loop(engine: Any, ss: tuple[TableSpe
 
 
 # ---- Prop 3.2: properties of Q ↦ Q^Δ -------------------------------------------------------------------------
-@engine_given(ab_streams(), catalog, local=SETTINGS, spark=2)
+@engine_given(ab_streams(), catalog, local=SETTINGS, spark=1)
 def test_prop_3_2_inversion_I_QDelta_D_is_Q(engine: Any, s: dict[str, list[ZSet]], name: str) -> None:
     """inversion: the inverse of Q ↦ Q^Δ is Q ↦ I∘Q∘D, so I(Q^Δ(D(s))) = Q(s) (D and I numerically)."""
     q = double(CATALOG[name])
@@ -361,7 +364,7 @@ def test_prop_3_2_inversion_I_QDelta_D_is_Q(engine: Any, s: dict[str, list[ZSet]
     assert_streams_equal(got, run_stream(q, s, engine=engine)["o"], f"I∘{name}^Δ∘D vs {name}")
 
 
-@engine_given(ab_streams(), catalog, local=SETTINGS, spark=2)
+@engine_given(ab_streams(), catalog, local=SETTINGS, spark=1)
 def test_prop_3_2_inversion_incrementalize_I_Q_D_is_Q(
     engine: Any, s: dict[str, list[ZSet]], name: str
 ) -> None:
@@ -403,7 +406,7 @@ def test_prop_3_2_invariance(engine: Any, op: str, data: st.DataObject) -> None:
     )
 
 
-@engine_given(ab_streams(), catalog, local=SETTINGS, spark=2)
+@engine_given(ab_streams(), catalog, local=SETTINGS, spark=1)
 def test_prop_3_2_push_pull(engine: Any, s: dict[str, list[ZSet]], name: str) -> None:
     """push/pull: Q∘I = I∘Q^Δ and D∘Q = Q^Δ∘D, on streams (I and D applied numerically)."""
     q = double(CATALOG[name])
@@ -430,7 +433,7 @@ UNARY: dict[str, Callable[[dbspark.Stream], dbspark.Stream]] = {
 }
 
 
-@engine_given(ab_streams(kind="zset"), catalog, st.sampled_from(sorted(UNARY)), local=SETTINGS, spark=2)
+@engine_given(ab_streams(kind="zset"), catalog, st.sampled_from(sorted(UNARY)), local=SETTINGS, spark=1)
 def test_prop_3_2_chain(engine: Any, ch: dict[str, list[ZSet]], inner: str, outer: str) -> None:
     """chain: (Q1∘Q2)^Δ = Q1^Δ∘Q2^Δ (Q2 with two inputs): Q2^Δ's output stream fed into Q1^Δ (a separate
     circuit) equals the incrementalized composite, and both equal D∘(Q1∘Q2)∘I."""
@@ -457,7 +460,7 @@ K_QUERIES: dict[str, Builder] = {  # queries producing one int64 column k, to be
     st.sampled_from(sorted(K_QUERIES)),
     st.sampled_from(sorted(K_QUERIES)),
     local=SETTINGS,
-    spark=2,
+    spark=1,
 )
 def test_prop_3_2_add(engine: Any, ch: dict[str, list[ZSet]], n1: str, n2: str) -> None:
     """add: (Q1 + Q2)^Δ = Q1^Δ + Q2^Δ, the right side from two separate circuits summed numerically."""
@@ -494,7 +497,7 @@ def _reach_loop() -> Circuit:
     return c
 
 
-@engine_given(spec_and_stream(kind="zset"), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(kind="zset"), local=SETTINGS, spark=1)
 def test_prop_3_2_cycle_distinct_loop(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """cycle: (λs. fix α. T(s, z^-1 α))^Δ = λs. fix α. T^Δ(s, z^-1 α): c.incrementalize() keeps the
     feedback edge and equals D∘c∘I numerically, with T = distinct(s + α)."""
@@ -506,14 +509,14 @@ def test_prop_3_2_cycle_distinct_loop(engine: Any, ss: tuple[TableSpec, list[ZSe
     assert_incremental_matches(c, {"s": ch}, qd, engine=engine)
 
 
-@engine_given(change_streams(EDGES, kind="zset", min_len=2, max_len=6), local=SETTINGS, spark=2)
+@engine_given(change_streams(EDGES, kind="zset", min_len=2, max_len=6), local=SETTINGS, spark=1)
 def test_prop_3_2_cycle_reachability_loop(engine: Any, ch: list[ZSet]) -> None:
     """cycle, with a join and a distinct in the loop body (a streaming transitive closure)."""
     c = _reach_loop()
     assert_incremental_matches(c, {"e": ch}, engine=engine)
 
 
-@engine_given(spec_and_stream(kind="zset"), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(kind="zset"), local=SETTINGS, spark=1)
 def test_prop_3_2_cycle_linear_loop_is_its_own_incremental(
     engine: Any, ss: tuple[TableSpec, list[ZSet]]
 ) -> None:
@@ -538,7 +541,7 @@ def test_prop_3_2_cycle_linear_loop_is_its_own_incremental(
     assert_incremental_matches(c, {"s": ch}, qd, engine=engine)
 
 
-@engine_given(ab_streams(kind="zset", max_len=4), local=settings(SETTINGS, max_examples=12), spark=2)
+@engine_given(ab_streams(kind="zset", max_len=4), local=settings(SETTINGS, max_examples=12), spark=1)
 def test_prop_3_2_incrementalizing_incremental_operators(engine: Any, ch: dict[str, list[ZSet]]) -> None:
     """Def 3.1 for a Q that already consumes changes (the incremental join and distinct are operators on
     streams like any other): Q^Δ = D∘Q∘I, via the bilinear rule on ⋈ with an integrated input and the
@@ -552,7 +555,7 @@ def _no_time_ops(c: Circuit) -> bool:
     return not any(isinstance(n.op, (Integrate, Differentiate, Delay)) for n in c.nodes.values())
 
 
-@engine_given(spec_and_stream(kind="zset"), st.data(), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(kind="zset"), st.data(), local=SETTINGS, spark=1)
 def test_thm_3_3_linear_circuit_is_its_own_incremental(
     engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
 ) -> None:
@@ -588,7 +591,7 @@ def join_case(draw: st.DrawFn) -> tuple[TableSpec, TableSpec, str, dict[str, lis
     return left, right, key, ch
 
 
-@engine_given(join_case(), local=SETTINGS, spark=2)
+@engine_given(join_case(), local=SETTINGS, spark=1)
 def test_thm_3_4_join(engine: Any, case: tuple[TableSpec, TableSpec, str, dict[str, list[ZSet]]]) -> None:
     """Thm 3.4 for ⋈: Q^Δ = D∘Q∘I numerically, and equals the three-term formula
     a⋈b + z^-1(I(a))⋈b + a⋈z^-1(I(b)) built from lifted operators."""
@@ -656,7 +659,7 @@ def test_thm_3_4_join_keys_of_different_types(
     assert_incremental_matches(q, ch, engine=engine)
 
 
-@engine_given(st.data(), local=SETTINGS, spark=2)
+@engine_given(st.data(), local=SETTINGS, spark=1)
 def test_thm_3_4_product(engine: Any, data: st.DataObject) -> None:
     """Thm 3.4 for ×: Q^Δ = D∘Q∘I numerically, and equals the three-term formula."""
     left = data.draw(table_specs(max_cols=2))
@@ -719,7 +722,7 @@ def positive_pair(
     return left, right, key, s
 
 
-@engine_given(spec_and_stream(positive=True), st.data(), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(positive=True), st.data(), local=SETTINGS, spark=1)
 def test_prop_4_5_filter(engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) -> None:
     """Prop 4.5, σ: σ(distinct(i)) = distinct(σ(i)) for positive i."""
     spec, s = ss
@@ -735,7 +738,7 @@ def test_prop_4_5_filter(engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st
     )
 
 
-@engine_given(positive_pair(join=True), local=SETTINGS, spark=2)
+@engine_given(positive_pair(join=True), local=SETTINGS, spark=1)
 def test_prop_4_5_join(engine: Any, case: tuple) -> None:
     """Prop 4.5, ⋈: distinct(a) ⋈ distinct(b) = distinct(a ⋈ b) for positive a, b (NULL keys included)."""
     left, right, key, s = case
@@ -750,7 +753,7 @@ def test_prop_4_5_join(engine: Any, case: tuple) -> None:
     )
 
 
-@engine_given(positive_pair(), local=SETTINGS, spark=2)
+@engine_given(positive_pair(), local=SETTINGS, spark=1)
 def test_prop_4_5_product(engine: Any, case: tuple) -> None:
     """Prop 4.5, ×: distinct(a) × distinct(b) = distinct(a × b) for positive a, b."""
     left, right, _, s = case
@@ -784,7 +787,7 @@ def test_prop_4_5_needs_positive_inputs(engine: Any) -> None:
     assert moved[0].to_dict() == {} and direct[0].to_dict() == {(1, 2): 1}
 
 
-@engine_given(spec_and_stream(positive=True), st.data(), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(positive=True), st.data(), local=SETTINGS, spark=1)
 def test_prop_4_6_filter_and_map(engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) -> None:
     """Prop 4.6, σ and map/π: distinct(Q(distinct(i))) = distinct(Q(i)) for positive i."""
     spec, s = ss
@@ -808,7 +811,7 @@ def _distinct_q(q: Callable[[dbspark.Stream], dbspark.Stream]) -> Builder:
     return lambda a, b: q(a).stream_distinct()
 
 
-@engine_given(st.data(), local=SETTINGS, spark=2)
+@engine_given(st.data(), local=SETTINGS, spark=1)
 def test_prop_4_6_plus(engine: Any, data: st.DataObject) -> None:
     """Prop 4.6, +: distinct(distinct(a) + distinct(b)) = distinct(distinct(a) + b) = distinct(a + b)."""
     spec = data.draw(table_specs())
@@ -823,7 +826,7 @@ def test_prop_4_6_plus(engine: Any, data: st.DataObject) -> None:
         assert_streams_equal(run_stream(double(build, spec, spec), s, engine=engine)["o"], want, name)
 
 
-@engine_given(positive_pair(join=True), local=SETTINGS, spark=2)
+@engine_given(positive_pair(join=True), local=SETTINGS, spark=1)
 def test_prop_4_6_join(engine: Any, case: tuple) -> None:
     """Prop 4.6, ⋈: distinct(distinct(a) ⋈ distinct(b)) = distinct(a ⋈ b); one side only too."""
     left, right, key, s = case
@@ -837,7 +840,7 @@ def test_prop_4_6_join(engine: Any, case: tuple) -> None:
         assert_streams_equal(run_stream(double(build, left, right), s, engine=engine)["o"], want, name)
 
 
-@engine_given(positive_pair(), local=SETTINGS, spark=2)
+@engine_given(positive_pair(), local=SETTINGS, spark=1)
 def test_prop_4_6_product(engine: Any, case: tuple) -> None:
     """Prop 4.6, ×: distinct(distinct(a) × distinct(b)) = distinct(a × b)."""
     left, right, _, s = case
@@ -911,7 +914,7 @@ def test_prop_4_5_4_6_section_4_4_query(
 
 
 # ---- Prop 4.7: the incremental distinct via H ------------------------------------------------------------------------
-@engine_given(spec_and_stream(kind="zset", max_len=6), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(kind="zset", max_len=6), local=SETTINGS, spark=1)
 def test_prop_4_7_H_circuit_equals_D_distinct_I(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """Prop 4.7: (↑distinct)^Δ = ↑H(z^-1(I(d)), d); on changes with deletions, over-deletions and negative
     integrals, the H circuit equals D∘distinct∘I numerically (values compared at ZSet level too)."""
@@ -925,7 +928,7 @@ def test_prop_4_7_H_circuit_equals_D_distinct_I(engine: Any, ss: tuple[TableSpec
     )
 
 
-@engine_given(spec_and_stream(kind="zset", max_len=6), local=SETTINGS, spark=2)
+@engine_given(spec_and_stream(kind="zset", max_len=6), local=SETTINGS, spark=1)
 def test_prop_4_7_incremental_distinct_operator(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """The incremental operator `s.distinct()` built directly equals D∘distinct∘I computed on Z-sets."""
     spec, ch = ss
@@ -935,7 +938,7 @@ def test_prop_4_7_incremental_distinct_operator(engine: Any, ss: tuple[TableSpec
     )
 
 
-@engine_given(st.data(), local=SETTINGS, spark=2)
+@engine_given(st.data(), local=SETTINGS, spark=1)
 def test_prop_4_7_H_definition(engine: Any, data: st.DataObject) -> None:
     """H(i, d)[x] = -1 if i[x] > 0 and (i+d)[x] <= 0; 1 if i[x] <= 0 and (i+d)[x] > 0; 0 otherwise —
     read off the second step of `distinct()` with i pushed first and d second."""

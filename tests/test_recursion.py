@@ -12,6 +12,10 @@ Every query below is checked three ways against a plain-Python fixpoint computed
 
 Change streams insert and delete edges (deletes only of present edges), contain empty steps, insert
 whole cycles and delete edges that lie on a cycle, and may end with a delete of everything.
+
+Every test that runs a circuit takes the `engine` fixture and runs on both engines, the Spark engine
+with one example per property (`engine_given`: each iteration of a scope is Spark jobs); the tests of
+errors raised while building a scope, and of the Python oracles, have no engine.
 """
 
 from __future__ import annotations
