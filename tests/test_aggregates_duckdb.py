@@ -23,9 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dbspark
+from dbspark.testing.engines import engine_given
 from dbspark.testing.queries import ChangeStream, TableSpec, change_streams, zset_diff
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# the Spark engine runs few examples of short streams (each step is a few Spark jobs)
+SPARK_SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 AGGS: dict[str, Any] = {
     "n": "count",
@@ -183,45 +186,31 @@ def run_steps(
     return steps
 
 
-@SETTINGS
-@given(streams("int64", INT_X))
-def test_int_aggregates_match_duckdb(changes):
-    run_steps(changes, "int64", AGGS, lambda cur, grouped: duckdb_expected(cur, "int64", grouped))
-
-
-@SETTINGS
-@given(streams("float64", DYADIC_X))
-def test_float_aggregates_match_duckdb(changes):
-    run_steps(changes, "float64", AGGS, lambda cur, grouped: duckdb_expected(cur, "float64", grouped))
-
-
-# the same properties on the spark engine, with few examples (each step is a few Spark jobs)
-SPARK_SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@pytest.mark.spark
-@SPARK_SETTINGS
-@given(streams("int64", INT_X, max_steps=3))
-def test_int_aggregates_match_duckdb_spark(spark_engine, changes):
+@engine_given(
+    streams("int64", INT_X),
+    local=SETTINGS,
+    spark=SPARK_SETTINGS,
+    spark_strategies=(streams("int64", INT_X, max_steps=3),),
+)
+def test_int_aggregates_match_duckdb(engine, changes):
     run_steps(
-        changes,
-        "int64",
-        AGGS,
-        lambda cur, grouped: duckdb_expected(cur, "int64", grouped),
-        engine=spark_engine,
+        changes, "int64", AGGS, lambda cur, grouped: duckdb_expected(cur, "int64", grouped), engine=engine
     )
 
 
-@pytest.mark.spark
-@SPARK_SETTINGS
-@given(streams("float64", DYADIC_X, max_steps=3))
-def test_float_aggregates_match_duckdb_spark(spark_engine, changes):
+@engine_given(
+    streams("float64", DYADIC_X),
+    local=SETTINGS,
+    spark=SPARK_SETTINGS,
+    spark_strategies=(streams("float64", DYADIC_X, max_steps=3),),
+)
+def test_float_aggregates_match_duckdb(engine, changes):
     run_steps(
         changes,
         "float64",
         AGGS,
         lambda cur, grouped: duckdb_expected(cur, "float64", grouped),
-        engine=spark_engine,
+        engine=engine,
     )
 
 
@@ -412,23 +401,17 @@ def user_expected(cur: Counter, grouped: bool) -> dict[tuple, int]:
     return out
 
 
-@SETTINGS
-@given(streams("int64", st.one_of(st.none(), st.sampled_from([-3, -1, 0, 2, 5]), st.integers(-1000, 1000))))
-def test_user_aggregates_match_python_oracle(changes):
-    run_steps(changes, "int64", USER_AGGS, user_expected)
+USER_X = st.one_of(st.none(), st.sampled_from([-3, -1, 0, 2, 5]), st.integers(-1000, 1000))
 
 
-@pytest.mark.spark
-@SPARK_SETTINGS
-@given(
-    streams(
-        "int64",
-        st.one_of(st.none(), st.sampled_from([-3, -1, 0, 2, 5]), st.integers(-1000, 1000)),
-        max_steps=3,
-    )
+@engine_given(
+    streams("int64", USER_X),
+    local=SETTINGS,
+    spark=SPARK_SETTINGS,
+    spark_strategies=(streams("int64", USER_X, max_steps=3),),
 )
-def test_user_aggregates_match_python_oracle_spark(spark_engine, changes):
-    run_steps(changes, "int64", USER_AGGS, user_expected, engine=spark_engine)
+def test_user_aggregates_match_python_oracle(engine, changes):
+    run_steps(changes, "int64", USER_AGGS, user_expected, engine=engine)
 
 
 def test_user_aggregate_without_inverse_recomputes_the_group_on_delete(engine):

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import dbspark
 from dbspark.errors import NegativeStateError
 from dbspark.testing.datalog import DOMAIN, GenProgram, change_streams, evaluate, programs
+from dbspark.testing.engines import engine_given, pipeline_on
 
 ENGINES = ("local", "spark")
 LOCAL = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -70,8 +71,7 @@ def run_against_oracle(
         p.close()
 
 
-def check_program(engine: str, request: pytest.FixtureRequest, prog: GenProgram, steps: list) -> None:
-    p = make_pipeline(engine, request)
+def check_program(p: dbspark.Pipeline, prog: GenProgram, steps: list) -> None:
     declared = p.datalog(prog.text)
     assert declared == [*prog.inputs, *prog.outputs]
     run_against_oracle(p, prog.text, prog.outputs, list(prog.inputs), steps)
@@ -83,17 +83,15 @@ def program_and_changes(max_relations: int = 4, max_steps: int = 4) -> st.Search
     )
 
 
-@LOCAL
-@given(program_and_changes())
-def test_random_stratified_programs_local(request, ps):
-    check_program("local", request, *ps)
-
-
-@pytest.mark.parametrize("engine", ["spark"])
-@SPARK
-@given(ps=program_and_changes(max_relations=3, max_steps=3))
-def test_random_stratified_programs_spark(request, engine, ps):
-    check_program(engine, request, *ps)
+# on Spark: smaller programs, shorter streams, few examples
+@engine_given(
+    program_and_changes(),
+    local=LOCAL,
+    spark=SPARK,
+    spark_strategies=(program_and_changes(max_relations=3, max_steps=3),),
+)
+def test_random_stratified_programs(engine, ps):
+    check_program(pipeline_on(engine), *ps)
 
 
 # ---- hand-written programs, each against the oracle --------------------------------------------------

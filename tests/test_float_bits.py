@@ -19,12 +19,12 @@ from typing import Any
 import duckdb
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dbspark
 from dbspark.errors import DataError
 from dbspark.ir.expr import Binary, Case, Cast, Expr, Unary, col, func, lit
+from dbspark.testing.engines import engine_given, is_spark
 from dbspark.testing.sql_oracle import WEIGHT, SqlOracle, view_frame
 from dbspark.testing.sqlexpr import to_sql
 
@@ -202,22 +202,16 @@ def check(
         )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_float_expressions_have_the_same_bits_in_every_batch_and_duckdbs(data: st.DataObject) -> None:
-    exprs = [data.draw(fexpr()) for _ in range(3)]
-    rows_ = data.draw(rows())
-    check(exprs, rows_, split(data.draw, rows_), "local")
-
-
-@pytest.mark.spark
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_float_expressions_have_the_same_bits_on_spark(spark_engine: Any, data: st.DataObject) -> None:
-    # several per example: one Spark job per batch; no pow (test_spark_pow_exp_ln_are_not_cs)
-    exprs = [data.draw(fexpr(power=False)) for _ in range(6)]
-    rows_ = data.draw(rows(2, 8))
-    check(exprs, rows_, split(data.draw, rows_), spark_engine)
+@engine_given(data=st.data(), local=200, spark=6)
+def test_float_expressions_have_the_same_bits_in_every_batch_and_duckdbs(
+    engine: Any, data: st.DataObject
+) -> None:
+    # Spark: more expressions per example (one Spark job per batch), fewer rows, no pow
+    # (test_spark_pow_exp_ln_are_not_cs)
+    spark = is_spark(engine)
+    exprs = [data.draw(fexpr(power=not spark)) for _ in range(6 if spark else 3)]
+    rows_ = data.draw(rows(2, 8) if spark else rows())
+    check(exprs, rows_, split(data.draw, rows_), engine)
 
 
 # the examples, and the kinds of operation whose scalar form Polars computes differently

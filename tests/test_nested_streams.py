@@ -1,4 +1,8 @@
-"""Appendix A.1 of `dbsp-paper.txt` reproduced exactly, and Prop 6.1/6.2 on nested streams of numbers."""
+"""Appendix A.1 of `dbsp-paper.txt` reproduced exactly, and Prop 6.1/6.2 on nested streams of numbers.
+
+No engine: the operators here are `dbspark.algebra.streams` on numpy arrays of numbers (the paper's
+algebra itself), not circuits, so these tests do not take the `engine` fixture. Nested streams on the
+engines are the recursive scopes of tests/test_recursion.py, which run on both."""
 
 from __future__ import annotations
 

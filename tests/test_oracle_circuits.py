@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import dbspark
 from dbspark import col, lit
 from dbspark.errors import SchemaError
+from dbspark.testing.engines import engine_given
 from dbspark.testing.oracle import assert_streams_equal, differentiate_stream, integrate_stream, run_stream
 from dbspark.testing.queries import (
     LARGE_WEIGHT,
@@ -41,63 +42,34 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 
 # ---- the property: random circuits, random change streams ------------------------------------------------
-@SETTINGS
-@given(queries_with_changes())
-def test_random_circuit_incremental_view_equals_query_on_integrated_inputs(qc):
+# on the spark engine with few examples (each step is a few Spark jobs)
+@engine_given(queries_with_changes(), local=SETTINGS, spark=5)
+def test_random_circuit_incremental_view_equals_query_on_integrated_inputs(engine, qc):
     q, changes = qc
-    run_against_oracle(q.circuit, q.outputs, changes)
+    run_against_oracle(q.circuit, q.outputs, changes, engine=engine)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(queries_with_changes(families=("aggregate", "join", "filter", "map", "distinct"), max_ops=3))
-def test_random_aggregate_circuits(qc):
+@engine_given(
+    queries_with_changes(families=("aggregate", "join", "filter", "map", "distinct"), max_ops=3),
+    local=30,
+    spark=3,
+)
+def test_random_aggregate_circuits(engine, qc):
     q, changes = qc
-    run_against_oracle(q.circuit, q.outputs, changes)
+    run_against_oracle(q.circuit, q.outputs, changes, engine=engine)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+@engine_given(
     queries(families=tuple(LINEAR_FAMILIES), max_ops=4).flatmap(
         lambda q: change_streams(q.tables, large_weights=True).map(lambda ch: (q, ch))
-    )
+    ),
+    local=25,
+    spark=3,
 )
-def test_random_linear_circuits_with_large_weights(qc):
+def test_random_linear_circuits_with_large_weights(engine, qc):
     q, changes = qc
     assert q.linear
-    run_against_oracle(q.circuit, q.outputs, changes)
-
-
-# ---- the same properties on the spark engine, with few examples (each step is a few Spark jobs) --------------
-SPARK_SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@pytest.mark.spark
-@SPARK_SETTINGS
-@given(queries_with_changes())
-def test_random_circuit_incremental_view_equals_query_on_integrated_inputs_spark(spark_engine, qc):
-    q, changes = qc
-    run_against_oracle(q.circuit, q.outputs, changes, engine=spark_engine)
-
-
-@pytest.mark.spark
-@settings(SPARK_SETTINGS, max_examples=3)
-@given(queries_with_changes(families=("aggregate", "join", "filter", "map", "distinct"), max_ops=3))
-def test_random_aggregate_circuits_spark(spark_engine, qc):
-    q, changes = qc
-    run_against_oracle(q.circuit, q.outputs, changes, engine=spark_engine)
-
-
-@pytest.mark.spark
-@settings(SPARK_SETTINGS, max_examples=3)
-@given(
-    queries(families=tuple(LINEAR_FAMILIES), max_ops=4).flatmap(
-        lambda q: change_streams(q.tables, large_weights=True).map(lambda ch: (q, ch))
-    )
-)
-def test_random_linear_circuits_with_large_weights_spark(spark_engine, qc):
-    q, changes = qc
-    assert q.linear
-    run_against_oracle(q.circuit, q.outputs, changes, engine=spark_engine)
+    run_against_oracle(q.circuit, q.outputs, changes, engine=engine)
 
 
 EXPR_SCHEMA = pl.Schema(

@@ -1,4 +1,8 @@
-"""OrderedMultiset against a naive oracle (a dict of counts): order statistics, mode, atomic updates."""
+"""OrderedMultiset against a naive oracle (a dict of counts): order statistics, mode, atomic updates.
+
+Local engine only, on purpose: `dbspark.trace.ordered.OrderedMultiset` is a data structure of the
+local engine's ordered aggregates (MEDIAN, MODE, ...), tested here directly, without a circuit. The
+aggregates themselves run on both engines in tests/test_aggregates_duckdb.py and tests/test_median_exact.py."""
 
 from __future__ import annotations
 

@@ -4,11 +4,15 @@ Each test names the statement it checks. Streams are lists of Z-sets (one per st
 `dbspark.testing.strategies`; `dbspark.testing.oracle` runs circuits on them and computes I and D
 numerically, so the identities are checked on values, not only on how circuits are rewritten (the
 circuit cache cancels D∘I at build time, so a circuit-only check of Thm 2.22 would be vacuous).
+
+Every test that runs a circuit takes the `engine` fixture (tests/conftest.py) and runs on both engines,
+the Spark engine with one example each (`engine_given`: a Spark step is a few Spark jobs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +25,7 @@ from dbspark.incremental.rewrite import is_feedback
 from dbspark.ir.expr import Binary, Cast, Col, Expr, Lit, Unary
 from dbspark.operators.distinct import DistinctH, StreamDistinct
 from dbspark.operators.time import Delay, Differentiate, Integrate
+from dbspark.testing.engines import engine_given
 from dbspark.testing.oracle import (
     assert_incremental_matches,
     assert_streams_equal,
@@ -161,10 +166,9 @@ def spec_and_stream(
 
 
 # ---- Prop 2.4: lifting distributes over composition ---------------------------------------------------------
-@SETTINGS
-@given(spec_and_stream(), st.data())
+@engine_given(spec_and_stream(), st.data(), local=SETTINGS, spark=1)
 def test_prop_2_4_map_after_map_equals_fused_map(
-    ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
+    engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
 ) -> None:
     """↑f ∘ ↑g = ↑(f∘g) for two maps g, f; f∘g is one map whose expressions are f's with g's substituted."""
     spec, s = ss
@@ -176,25 +180,33 @@ def test_prop_2_4_map_after_map_equals_fused_map(
     env = dict(g)
     fused = single(lambda x: x.map(*[(n, substitute(e, env)) for n, e in f]), spec)
     assert count_ops(fused, type(composed.nodes[mid.node_id].op)) == 1
-    assert_streams_equal(run_stream(composed, {"s": s}), run_stream(fused, {"s": s}), "↑f∘↑g vs ↑(f∘g)")
+    assert_streams_equal(
+        run_stream(composed, {"s": s}, engine=engine),
+        run_stream(fused, {"s": s}, engine=engine),
+        "↑f∘↑g vs ↑(f∘g)",
+    )
 
 
-@SETTINGS
-@given(spec_and_stream(), st.data())
+@engine_given(spec_and_stream(), st.data(), local=SETTINGS, spark=1)
 def test_prop_2_4_filter_after_filter_equals_conjunction(
-    ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
+    engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
 ) -> None:
     """↑σ_q ∘ ↑σ_p = ↑σ_{p∧q} (SQL three-valued logic: a row passes iff both predicates are TRUE)."""
     spec, s = ss
     p, q = data.draw(predicates(spec.schema)), data.draw(predicates(spec.schema))
     composed = single(lambda x: x.filter(p).filter(q), spec)
     fused = single(lambda x: x.filter(p & q), spec)
-    assert_streams_equal(run_stream(composed, {"s": s}), run_stream(fused, {"s": s}), "σ_q∘σ_p vs σ_{p∧q}")
+    assert_streams_equal(
+        run_stream(composed, {"s": s}, engine=engine),
+        run_stream(fused, {"s": s}, engine=engine),
+        "σ_q∘σ_p vs σ_{p∧q}",
+    )
 
 
-@SETTINGS
-@given(spec_and_stream(), st.data())
-def test_prop_2_4_filter_after_map(ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) -> None:
+@engine_given(spec_and_stream(), st.data(), local=SETTINGS, spark=1)
+def test_prop_2_4_filter_after_map(
+    engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
+) -> None:
     """↑σ_p ∘ ↑map_m = ↑(σ_p ∘ map_m) = ↑map_m ∘ ↑σ_{p∘m}: the predicate pushed below the map."""
     spec, s = ss
     m = data.draw(map_columns(spec.schema))
@@ -203,7 +215,11 @@ def test_prop_2_4_filter_after_map(ss: tuple[TableSpec, list[ZSet]], data: st.Da
     p = data.draw(predicates(mid.schema))
     composed.output("o", mid.filter(p))
     pushed = single(lambda x: x.filter(substitute(p, dict(m))).map(*m), spec)
-    assert_streams_equal(run_stream(composed, {"s": s}), run_stream(pushed, {"s": s}), "σ∘map vs map∘σ'")
+    assert_streams_equal(
+        run_stream(composed, {"s": s}, engine=engine),
+        run_stream(pushed, {"s": s}, engine=engine),
+        "σ∘map vs map∘σ'",
+    )
 
 
 ROW_FNS: dict[str, Callable[[dict], list[tuple]]] = {
@@ -215,9 +231,16 @@ ROW_FNS: dict[str, Callable[[dict], list[tuple]]] = {
 }
 
 
-@SETTINGS
-@given(spec_and_stream(), st.sampled_from(sorted(ROW_FNS)), st.sampled_from(sorted(ROW_FNS)))
-def test_prop_2_4_flat_map_composition(ss: tuple[TableSpec, list[ZSet]], fname: str, gname: str) -> None:
+@engine_given(
+    spec_and_stream(),
+    st.sampled_from(sorted(ROW_FNS)),
+    st.sampled_from(sorted(ROW_FNS)),
+    local=SETTINGS,
+    spark=1,
+)
+def test_prop_2_4_flat_map_composition(
+    engine: Any, ss: tuple[TableSpec, list[ZSet]], fname: str, gname: str
+) -> None:
     """↑flat_map(f) ∘ ↑flat_map(g) = ↑flat_map(f∘g) for Python row functions f, g."""
     spec, s = ss
     f, g, cols = ROW_FNS[fname], ROW_FNS[gname], spec.columns
@@ -227,49 +250,51 @@ def test_prop_2_4_flat_map_composition(ss: tuple[TableSpec, list[ZSet]], fname: 
 
     composed = single(lambda x: x.flat_map(g, spec.schema).flat_map(f, spec.schema), spec)
     fused = single(lambda x: x.flat_map(fg, spec.schema), spec)
-    assert_streams_equal(run_stream(composed, {"s": s}), run_stream(fused, {"s": s}), f"{fname}∘{gname}")
+    assert_streams_equal(
+        run_stream(composed, {"s": s}, engine=engine),
+        run_stream(fused, {"s": s}, engine=engine),
+        f"{fname}∘{gname}",
+    )
 
 
-@SETTINGS
-@given(ab_streams(), st.sampled_from(sorted(set(CATALOG) - {"delayed_join"})))
-def test_prop_2_4_lifted_composite_is_pointwise(s: dict[str, list[ZSet]], name: str) -> None:
+@engine_given(ab_streams(), st.sampled_from(sorted(set(CATALOG) - {"delayed_join"})), local=SETTINGS, spark=1)
+def test_prop_2_4_lifted_composite_is_pointwise(engine: Any, s: dict[str, list[ZSet]], name: str) -> None:
     """(↑Q)(s)[t] = Q(s[t]) for a composite of lifted operators (Def 2.3, Prop 2.4): a circuit run over
     the whole stream equals the scalar function applied at each step by a fresh runtime — no state leaks
     between steps. (The catalog's delayed_join has a z^-1, so it is not lifted and left out.)"""
     q = double(CATALOG[name])
-    whole = run_stream(q, s)["o"]
+    whole = run_stream(q, s, engine=engine)["o"]
     for t in range(len(s["a"])):
-        assert whole[t] == evaluate(q, {"a": s["a"][t], "b": s["b"][t]})["o"], f"step {t}"
+        assert whole[t] == evaluate(q, {"a": s["a"][t], "b": s["b"][t]}, engine=engine)["o"], f"step {t}"
 
 
-@SETTINGS
-@given(ab_streams())
-def test_prop_2_4_distinct_after_join_composed_numerically(s: dict[str, list[ZSet]]) -> None:
+@engine_given(ab_streams(), local=SETTINGS, spark=1)
+def test_prop_2_4_distinct_after_join_composed_numerically(engine: Any, s: dict[str, list[ZSet]]) -> None:
     """↑distinct ∘ ↑⋈ equals distinct(⋈(a[t], b[t])) computed by two separate one-step evaluations."""
     composed = double(lambda a, b: a.stream_join(b, on="k").stream_distinct())
     join = double(lambda a, b: a.stream_join(b, on="k"))
     schema = join.nodes[join.outputs["o"]].shape.schema
     dist = single(lambda x: x.stream_distinct(), TableSpec(schema))
-    whole = run_stream(composed, s)["o"]
+    whole = run_stream(composed, s, engine=engine)["o"]
     for t in range(len(s["a"])):
-        j = evaluate(join, {"a": s["a"][t], "b": s["b"][t]})["o"]
-        assert whole[t] == evaluate(dist, {"s": j})["o"] == j.distinct(), f"step {t}"
+        j = evaluate(join, {"a": s["a"][t], "b": s["b"][t]}, engine=engine)["o"]
+        assert whole[t] == evaluate(dist, {"s": j}, engine=engine)["o"] == j.distinct(), f"step {t}"
 
 
 # ---- Thm 2.22: I(D(s)) = D(I(s)) = s --------------------------------------------------------------------------
 @SETTINGS
 @given(table_specs())
 def test_thm_2_22_circuit_cache_cancels_inverse_pairs(spec: TableSpec) -> None:
-    """The cache applies Thm 2.22 while building: D(I(s)) and I(D(s)) are the node s itself."""
+    """The cache applies Thm 2.22 while building: D(I(s)) and I(D(s)) are the node s itself. (Building a
+    circuit, no engine: one run.)"""
     c = dbspark.Circuit()
     s = c.input("s", spec.schema)
     assert s.integrate().differentiate().node_id == s.node_id
     assert s.differentiate().integrate().node_id == s.node_id
 
 
-@SETTINGS
-@given(spec_and_stream())
-def test_thm_2_22_explicit_circuits(ss: tuple[TableSpec, list[ZSet]]) -> None:
+@engine_given(spec_and_stream(), local=SETTINGS, spark=1)
+def test_thm_2_22_explicit_circuits(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """I and D as real nodes (an identity filter between them defeats the cache): D(I(s)) = I(D(s)) = s,
     and I(s)[t] = Σ_{i<=t} s[i] (Prop 2.20), D(s)[t] = s[t] - s[t-1] (Def 2.17)."""
     spec, s = ss
@@ -281,7 +306,7 @@ def test_thm_2_22_explicit_circuits(ss: tuple[TableSpec, list[ZSet]]) -> None:
     c.output("I", x.integrate())
     c.output("D", x.differentiate())
     assert count_ops(c, Integrate) == 2 and count_ops(c, Differentiate) == 2, c.explain()
-    out = run_stream(c, {"s": s})
+    out = run_stream(c, {"s": s}, engine=engine)
     plain = [z.consolidate() for z in s]
     assert_streams_equal(out["DI"], plain, "D(I(s))")
     assert_streams_equal(out["ID"], plain, "I(D(s))")
@@ -289,25 +314,23 @@ def test_thm_2_22_explicit_circuits(ss: tuple[TableSpec, list[ZSet]]) -> None:
     assert_streams_equal(out["D"], differentiate_stream(s), "D(s)")
 
 
-@SETTINGS
-@given(spec_and_stream())
-def test_thm_2_22_separate_circuits_numerically(ss: tuple[TableSpec, list[ZSet]]) -> None:
+@engine_given(spec_and_stream(), local=SETTINGS, spark=1)
+def test_thm_2_22_separate_circuits_numerically(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """I and D in separate circuits, the output stream of one fed into the other: both orders give s."""
     spec, s = ss
     integ = single(lambda x: x.integrate(), spec)
     diff = single(lambda x: x.differentiate(), spec)
-    i_s = run_stream(integ, {"s": s})["o"]
-    d_s = run_stream(diff, {"s": s})["o"]
+    i_s = run_stream(integ, {"s": s}, engine=engine)["o"]
+    d_s = run_stream(diff, {"s": s}, engine=engine)["o"]
     plain = [z.consolidate() for z in s]
-    assert_streams_equal(run_stream(diff, {"s": i_s})["o"], plain, "D(I(s))")
-    assert_streams_equal(run_stream(integ, {"s": d_s})["o"], plain, "I(D(s))")
+    assert_streams_equal(run_stream(diff, {"s": i_s}, engine=engine)["o"], plain, "D(I(s))")
+    assert_streams_equal(run_stream(integ, {"s": d_s}, engine=engine)["o"], plain, "I(D(s))")
     assert_streams_equal(differentiate_stream(integrate_stream(s)), plain, "numeric D(I(s))")
     assert_streams_equal(integrate_stream(differentiate_stream(s)), plain, "numeric I(D(s))")
 
 
-@SETTINGS
-@given(spec_and_stream())
-def test_thm_2_22_integration_as_a_feedback_loop(ss: tuple[TableSpec, list[ZSet]]) -> None:
+@engine_given(spec_and_stream(), local=SETTINGS, spark=1)
+def test_thm_2_22_integration_as_a_feedback_loop(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """Def 2.19: I(s) = fix α. s + z^-1(α). The loop built with a feedback edge equals the I operator and
     the numeric integral, D of it (a separate circuit) gives s back, and being LTI (Prop 2.16) it is
     its own incremental version."""
@@ -319,35 +342,39 @@ def test_thm_2_22_integration_as_a_feedback_loop(ss: tuple[TableSpec, list[ZSet]
     fb.connect(alpha)
     c.output("loop", alpha)
     c.output("I", x.integrate())
-    out = run_stream(c, {"s": s})
+    out = run_stream(c, {"s": s}, engine=engine)
     assert_streams_equal(out["loop"], integrate_stream(s), "fix α. s + z^-1(α)")
     assert_streams_equal(out["I"], out["loop"], "I vs the loop")
     diff = single(lambda y: y.differentiate(), spec)
-    assert_streams_equal(run_stream(diff, {"s": out["loop"]})["o"], [z.consolidate() for z in s], "D(loop)")
+    assert_streams_equal(
+        run_stream(diff, {"s": out["loop"]}, engine=engine)["o"], [z.consolidate() for z in s], "D(loop)"
+    )
     qd = c.incrementalize()
     assert terms(qd) == terms(c)
-    assert_incremental_matches(c, {"s": s}, qd)
+    assert_incremental_matches(c, {"s": s}, qd, engine=engine)
 
 
 # ---- Prop 3.2: properties of Q ↦ Q^Δ -------------------------------------------------------------------------
-@SETTINGS
-@given(ab_streams(), catalog)
-def test_prop_3_2_inversion_I_QDelta_D_is_Q(s: dict[str, list[ZSet]], name: str) -> None:
+@engine_given(ab_streams(), catalog, local=SETTINGS, spark=1)
+def test_prop_3_2_inversion_I_QDelta_D_is_Q(engine: Any, s: dict[str, list[ZSet]], name: str) -> None:
     """inversion: the inverse of Q ↦ Q^Δ is Q ↦ I∘Q∘D, so I(Q^Δ(D(s))) = Q(s) (D and I numerically)."""
     q = double(CATALOG[name])
     qd = q.incrementalize()
-    got = integrate_stream(run_stream(qd, differentiate_streams(s))["o"])
-    assert_streams_equal(got, run_stream(q, s)["o"], f"I∘{name}^Δ∘D vs {name}")
+    got = integrate_stream(run_stream(qd, differentiate_streams(s), engine=engine)["o"])
+    assert_streams_equal(got, run_stream(q, s, engine=engine)["o"], f"I∘{name}^Δ∘D vs {name}")
 
 
-@SETTINGS
-@given(ab_streams(), catalog)
-def test_prop_3_2_inversion_incrementalize_I_Q_D_is_Q(s: dict[str, list[ZSet]], name: str) -> None:
+@engine_given(ab_streams(), catalog, local=SETTINGS, spark=1)
+def test_prop_3_2_inversion_incrementalize_I_Q_D_is_Q(
+    engine: Any, s: dict[str, list[ZSet]], name: str
+) -> None:
     """inversion, the other way round: P = I∘Q∘D built as a circuit has P^Δ = Q."""
     p = double(lambda a, b: CATALOG[name](a.differentiate(), b.differentiate()).integrate())
     q = double(CATALOG[name])
     assert_streams_equal(
-        run_stream(p.incrementalize(), s)["o"], run_stream(q, s)["o"], f"(I∘{name}∘D)^Δ vs {name}"
+        run_stream(p.incrementalize(), s, engine=engine)["o"],
+        run_stream(q, s, engine=engine)["o"],
+        f"(I∘{name}∘D)^Δ vs {name}",
     )
 
 
@@ -362,9 +389,8 @@ INVARIANT: dict[str, Builder] = {
 
 
 @pytest.mark.parametrize("op", sorted(INVARIANT))
-@settings(SETTINGS, max_examples=10)
-@given(data=st.data())
-def test_prop_3_2_invariance(op: str, data: st.DataObject) -> None:
+@engine_given(data=st.data(), local=settings(SETTINGS, max_examples=10), spark=1)
+def test_prop_3_2_invariance(engine: Any, op: str, data: st.DataObject) -> None:
     """invariance: +^Δ = +, (z^-1)^Δ = z^-1, -^Δ = -, I^Δ = I, D^Δ = D — the same circuit, and numerically
     Q^Δ = D∘Q∘I; also Q^Δ fed any stream gives what Q gives."""
     spec = data.draw(table_specs())
@@ -374,22 +400,25 @@ def test_prop_3_2_invariance(op: str, data: st.DataObject) -> None:
     q = double(INVARIANT[op], spec, spec)
     qd = q.incrementalize()
     assert terms(qd) == terms(q)
-    assert_incremental_matches(q, ch, qd)
-    assert_streams_equal(run_stream(qd, ch), run_stream(q, ch), f"{op}^Δ vs {op}")
+    assert_incremental_matches(q, ch, qd, engine=engine)
+    assert_streams_equal(
+        run_stream(qd, ch, engine=engine), run_stream(q, ch, engine=engine), f"{op}^Δ vs {op}"
+    )
 
 
-@SETTINGS
-@given(ab_streams(), catalog)
-def test_prop_3_2_push_pull(s: dict[str, list[ZSet]], name: str) -> None:
+@engine_given(ab_streams(), catalog, local=SETTINGS, spark=1)
+def test_prop_3_2_push_pull(engine: Any, s: dict[str, list[ZSet]], name: str) -> None:
     """push/pull: Q∘I = I∘Q^Δ and D∘Q = Q^Δ∘D, on streams (I and D applied numerically)."""
     q = double(CATALOG[name])
     qd = q.incrementalize()
     assert_streams_equal(
-        run_stream(q, integrate_streams(s))["o"], integrate_stream(run_stream(qd, s)["o"]), "Q∘I vs I∘Q^Δ"
+        run_stream(q, integrate_streams(s), engine=engine)["o"],
+        integrate_stream(run_stream(qd, s, engine=engine)["o"]),
+        "Q∘I vs I∘Q^Δ",
     )
     assert_streams_equal(
-        differentiate_stream(run_stream(q, s)["o"]),
-        run_stream(qd, differentiate_streams(s))["o"],
+        differentiate_stream(run_stream(q, s, engine=engine)["o"]),
+        run_stream(qd, differentiate_streams(s), engine=engine)["o"],
         "D∘Q vs Q^Δ∘D",
     )
 
@@ -404,17 +433,16 @@ UNARY: dict[str, Callable[[dbspark.Stream], dbspark.Stream]] = {
 }
 
 
-@SETTINGS
-@given(ab_streams(kind="zset"), catalog, st.sampled_from(sorted(UNARY)))
-def test_prop_3_2_chain(ch: dict[str, list[ZSet]], inner: str, outer: str) -> None:
+@engine_given(ab_streams(kind="zset"), catalog, st.sampled_from(sorted(UNARY)), local=SETTINGS, spark=1)
+def test_prop_3_2_chain(engine: Any, ch: dict[str, list[ZSet]], inner: str, outer: str) -> None:
     """chain: (Q1∘Q2)^Δ = Q1^Δ∘Q2^Δ (Q2 with two inputs): Q2^Δ's output stream fed into Q1^Δ (a separate
     circuit) equals the incrementalized composite, and both equal D∘(Q1∘Q2)∘I."""
     composite = double(lambda a, b: UNARY[outer](CATALOG[inner](a, b)))
     q2 = double(CATALOG[inner])
     q1 = single(UNARY[outer], TableSpec(q2.nodes[q2.outputs["o"]].shape.schema))
-    mid = run_stream(q2.incrementalize(), ch)["o"]
-    chained = run_stream(q1.incrementalize(), {"s": mid})["o"]
-    direct = assert_incremental_matches(composite, ch)["o"]
+    mid = run_stream(q2.incrementalize(), ch, engine=engine)["o"]
+    chained = run_stream(q1.incrementalize(), {"s": mid}, engine=engine)["o"]
+    direct = assert_incremental_matches(composite, ch, engine=engine)["o"]
     assert_streams_equal(chained, direct, "Q1^Δ∘Q2^Δ vs (Q1∘Q2)^Δ")
 
 
@@ -427,14 +455,19 @@ K_QUERIES: dict[str, Builder] = {  # queries producing one int64 column k, to be
 }
 
 
-@SETTINGS
-@given(ab_streams(kind="zset"), st.sampled_from(sorted(K_QUERIES)), st.sampled_from(sorted(K_QUERIES)))
-def test_prop_3_2_add(ch: dict[str, list[ZSet]], n1: str, n2: str) -> None:
+@engine_given(
+    ab_streams(kind="zset"),
+    st.sampled_from(sorted(K_QUERIES)),
+    st.sampled_from(sorted(K_QUERIES)),
+    local=SETTINGS,
+    spark=1,
+)
+def test_prop_3_2_add(engine: Any, ch: dict[str, list[ZSet]], n1: str, n2: str) -> None:
     """add: (Q1 + Q2)^Δ = Q1^Δ + Q2^Δ, the right side from two separate circuits summed numerically."""
     total = double(lambda a, b: K_QUERIES[n1](a, b) + K_QUERIES[n2](a, b))
-    d1 = run_stream(double(K_QUERIES[n1]).incrementalize(), ch)["o"]
-    d2 = run_stream(double(K_QUERIES[n2]).incrementalize(), ch)["o"]
-    direct = assert_incremental_matches(total, ch)["o"]
+    d1 = run_stream(double(K_QUERIES[n1]).incrementalize(), ch, engine=engine)["o"]
+    d2 = run_stream(double(K_QUERIES[n2]).incrementalize(), ch, engine=engine)["o"]
+    direct = assert_incremental_matches(total, ch, engine=engine)["o"]
     assert_streams_equal(add_streams(d1, d2), direct, "Q1^Δ + Q2^Δ vs (Q1+Q2)^Δ")
 
 
@@ -464,9 +497,8 @@ def _reach_loop() -> Circuit:
     return c
 
 
-@SETTINGS
-@given(spec_and_stream(kind="zset"))
-def test_prop_3_2_cycle_distinct_loop(ss: tuple[TableSpec, list[ZSet]]) -> None:
+@engine_given(spec_and_stream(kind="zset"), local=SETTINGS, spark=1)
+def test_prop_3_2_cycle_distinct_loop(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """cycle: (λs. fix α. T(s, z^-1 α))^Δ = λs. fix α. T^Δ(s, z^-1 α): c.incrementalize() keeps the
     feedback edge and equals D∘c∘I numerically, with T = distinct(s + α)."""
     spec, ch = ss
@@ -474,20 +506,20 @@ def test_prop_3_2_cycle_distinct_loop(ss: tuple[TableSpec, list[ZSet]]) -> None:
     qd = c.incrementalize()
     assert sum(is_feedback(n) for n in qd.nodes.values()) == 1
     assert count_ops(qd, DistinctH) == 1 and count_ops(qd, StreamDistinct) == 0
-    assert_incremental_matches(c, {"s": ch}, qd)
+    assert_incremental_matches(c, {"s": ch}, qd, engine=engine)
 
 
-@SETTINGS
-@given(change_streams(EDGES, kind="zset", min_len=2, max_len=6))
-def test_prop_3_2_cycle_reachability_loop(ch: list[ZSet]) -> None:
+@engine_given(change_streams(EDGES, kind="zset", min_len=2, max_len=6), local=SETTINGS, spark=1)
+def test_prop_3_2_cycle_reachability_loop(engine: Any, ch: list[ZSet]) -> None:
     """cycle, with a join and a distinct in the loop body (a streaming transitive closure)."""
     c = _reach_loop()
-    assert_incremental_matches(c, {"e": ch})
+    assert_incremental_matches(c, {"e": ch}, engine=engine)
 
 
-@SETTINGS
-@given(spec_and_stream(kind="zset"))
-def test_prop_3_2_cycle_linear_loop_is_its_own_incremental(ss: tuple[TableSpec, list[ZSet]]) -> None:
+@engine_given(spec_and_stream(kind="zset"), local=SETTINGS, spark=1)
+def test_prop_3_2_cycle_linear_loop_is_its_own_incremental(
+    engine: Any, ss: tuple[TableSpec, list[ZSet]]
+) -> None:
     """cycle + Prop 2.16: a loop around an LTI body, o = s + map(filter(z^-1 o)), is LTI, hence equal to
     its incremental version (Thm 3.3): the same circuit, and D∘c∘I numerically."""
     spec, ch = ss
@@ -506,17 +538,16 @@ def test_prop_3_2_cycle_linear_loop_is_its_own_incremental(ss: tuple[TableSpec, 
     c.output("o", o)
     qd = c.incrementalize()
     assert terms(qd) == terms(c)
-    assert_incremental_matches(c, {"s": ch}, qd)
+    assert_incremental_matches(c, {"s": ch}, qd, engine=engine)
 
 
-@settings(SETTINGS, max_examples=12)
-@given(ab_streams(kind="zset", max_len=4))
-def test_prop_3_2_incrementalizing_incremental_operators(ch: dict[str, list[ZSet]]) -> None:
+@engine_given(ab_streams(kind="zset", max_len=4), local=settings(SETTINGS, max_examples=12), spark=1)
+def test_prop_3_2_incrementalizing_incremental_operators(engine: Any, ch: dict[str, list[ZSet]]) -> None:
     """Def 3.1 for a Q that already consumes changes (the incremental join and distinct are operators on
     streams like any other): Q^Δ = D∘Q∘I, via the bilinear rule on ⋈ with an integrated input and the
     definition rule on H."""
     q = double(lambda a, b: a.join(b, on="k").map("k", "x").distinct() + a.map("k", "x").distinct())
-    assert_incremental_matches(q, ch)
+    assert_incremental_matches(q, ch, engine=engine)
 
 
 # ---- Thm 3.3 and 3.4: linear and bilinear operators ------------------------------------------------------------------
@@ -524,10 +555,9 @@ def _no_time_ops(c: Circuit) -> bool:
     return not any(isinstance(n.op, (Integrate, Differentiate, Delay)) for n in c.nodes.values())
 
 
-@SETTINGS
-@given(spec_and_stream(kind="zset"), st.data())
+@engine_given(spec_and_stream(kind="zset"), st.data(), local=SETTINGS, spark=1)
 def test_thm_3_3_linear_circuit_is_its_own_incremental(
-    ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
+    engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject
 ) -> None:
     """Thm 3.3: a circuit of filter, map, flat_map, index, plus and neg has Q^Δ = Q: the incrementalized
     circuit has no I, D or z^-1, is term-for-term the same, gives the same outputs on any stream, and
@@ -544,8 +574,10 @@ def test_thm_3_3_linear_circuit_is_its_own_incremental(
     qd = c.incrementalize()
     assert _no_time_ops(qd), qd.explain()
     assert terms(qd) == terms(c)
-    assert_streams_equal(run_stream(qd, {"s": ch}), run_stream(c, {"s": ch}), "Q^Δ vs Q")
-    assert_incremental_matches(c, {"s": ch}, qd)
+    assert_streams_equal(
+        run_stream(qd, {"s": ch}, engine=engine), run_stream(c, {"s": ch}, engine=engine), "Q^Δ vs Q"
+    )
+    assert_incremental_matches(c, {"s": ch}, qd, engine=engine)
 
 
 @st.composite
@@ -559,14 +591,13 @@ def join_case(draw: st.DrawFn) -> tuple[TableSpec, TableSpec, str, dict[str, lis
     return left, right, key, ch
 
 
-@SETTINGS
-@given(join_case())
-def test_thm_3_4_join(case: tuple[TableSpec, TableSpec, str, dict[str, list[ZSet]]]) -> None:
+@engine_given(join_case(), local=SETTINGS, spark=1)
+def test_thm_3_4_join(engine: Any, case: tuple[TableSpec, TableSpec, str, dict[str, list[ZSet]]]) -> None:
     """Thm 3.4 for ⋈: Q^Δ = D∘Q∘I numerically, and equals the three-term formula
     a⋈b + z^-1(I(a))⋈b + a⋈z^-1(I(b)) built from lifted operators."""
     left, right, key, ch = case
     q = double(lambda a, b: a.stream_join(b, on=key), left, right)
-    got = assert_incremental_matches(q, ch)["o"]
+    got = assert_incremental_matches(q, ch, engine=engine)["o"]
     formula = double(
         lambda a, b: (
             a.stream_join(b, on=key)
@@ -576,7 +607,9 @@ def test_thm_3_4_join(case: tuple[TableSpec, TableSpec, str, dict[str, list[ZSet
         left,
         right,
     )
-    assert_streams_equal(got, run_stream(formula, ch)["o"], "(a⋈b)^Δ vs the three-term formula")
+    assert_streams_equal(
+        got, run_stream(formula, ch, engine=engine)["o"], "(a⋈b)^Δ vs the three-term formula"
+    )
 
 
 # values each key type can hold, shared values first, so that a wider type meets out-of-range values
@@ -603,9 +636,10 @@ KEY_TYPE_PAIRS = [
 
 
 @pytest.mark.parametrize(("left_type", "right_type"), KEY_TYPE_PAIRS)
-@settings(SETTINGS, max_examples=6)
-@given(data=st.data())
-def test_thm_3_4_join_keys_of_different_types(left_type: str, right_type: str, data: st.DataObject) -> None:
+@engine_given(data=st.data(), local=settings(SETTINGS, max_examples=6), spark=1)
+def test_thm_3_4_join_keys_of_different_types(
+    engine: Any, left_type: str, right_type: str, data: st.DataObject
+) -> None:
     """Thm 3.4 for every join dbspark accepts: keys of two numeric types either make the join a
     SchemaError when it is built, or (↑⋈)^Δ = D∘↑⋈∘I — never a crash at run time, never a trace probe
     that misses matches the non-incremental join finds."""
@@ -622,12 +656,11 @@ def test_thm_3_4_join_keys_of_different_types(left_type: str, right_type: str, d
         "a": data.draw(change_streams(left, kind="zset", min_len=n, max_len=n)),
         "b": data.draw(change_streams(right, kind="zset", min_len=n, max_len=n)),
     }
-    assert_incremental_matches(q, ch)
+    assert_incremental_matches(q, ch, engine=engine)
 
 
-@SETTINGS
-@given(st.data())
-def test_thm_3_4_product(data: st.DataObject) -> None:
+@engine_given(st.data(), local=SETTINGS, spark=1)
+def test_thm_3_4_product(engine: Any, data: st.DataObject) -> None:
     """Thm 3.4 for ×: Q^Δ = D∘Q∘I numerically, and equals the three-term formula."""
     left = data.draw(table_specs(max_cols=2))
     right = data.draw(table_specs(max_cols=2, names=("a", "e")))
@@ -637,7 +670,7 @@ def test_thm_3_4_product(data: st.DataObject) -> None:
         "b": data.draw(change_streams(right, kind="zset", min_len=n, max_len=n)),
     }
     q = double(lambda a, b: a.stream_product(b), left, right)
-    got = assert_incremental_matches(q, ch)["o"]
+    got = assert_incremental_matches(q, ch, engine=engine)["o"]
     formula = double(
         lambda a, b: (
             a.stream_product(b)
@@ -647,16 +680,26 @@ def test_thm_3_4_product(data: st.DataObject) -> None:
         left,
         right,
     )
-    assert_streams_equal(got, run_stream(formula, ch)["o"], "(a×b)^Δ vs the three-term formula")
+    assert_streams_equal(
+        got, run_stream(formula, ch, engine=engine)["o"], "(a×b)^Δ vs the three-term formula"
+    )
 
 
 # ---- Prop 4.5 and 4.6: moving and consolidating distinct on positive Z-sets -----------------------------------------
 def _both(
-    build1: Builder, build2: Builder, a: TableSpec, b: TableSpec, s: dict[str, list[ZSet]], what: str
+    build1: Builder,
+    build2: Builder,
+    a: TableSpec,
+    b: TableSpec,
+    s: dict[str, list[ZSet]],
+    what: str,
+    engine: Any,
 ) -> None:
-    """The two circuits built on the same inputs give the same stream."""
+    """The two circuits built on the same inputs give the same stream (on `engine`)."""
     assert_streams_equal(
-        run_stream(double(build1, a, b), s)["o"], run_stream(double(build2, a, b), s)["o"], what
+        run_stream(double(build1, a, b), s, engine=engine)["o"],
+        run_stream(double(build2, a, b), s, engine=engine)["o"],
+        what,
     )
 
 
@@ -679,9 +722,8 @@ def positive_pair(
     return left, right, key, s
 
 
-@SETTINGS
-@given(spec_and_stream(positive=True), st.data())
-def test_prop_4_5_filter(ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) -> None:
+@engine_given(spec_and_stream(positive=True), st.data(), local=SETTINGS, spark=1)
+def test_prop_4_5_filter(engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) -> None:
     """Prop 4.5, σ: σ(distinct(i)) = distinct(σ(i)) for positive i."""
     spec, s = ss
     p = data.draw(predicates(spec.schema))
@@ -692,12 +734,12 @@ def test_prop_4_5_filter(ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) 
         spec,
         {"a": s},
         "σ∘distinct vs distinct∘σ",
+        engine=engine,
     )
 
 
-@SETTINGS
-@given(positive_pair(join=True))
-def test_prop_4_5_join(case: tuple) -> None:
+@engine_given(positive_pair(join=True), local=SETTINGS, spark=1)
+def test_prop_4_5_join(engine: Any, case: tuple) -> None:
     """Prop 4.5, ⋈: distinct(a) ⋈ distinct(b) = distinct(a ⋈ b) for positive a, b (NULL keys included)."""
     left, right, key, s = case
     _both(
@@ -707,12 +749,12 @@ def test_prop_4_5_join(case: tuple) -> None:
         right,
         s,
         "⋈∘distinct vs distinct∘⋈",
+        engine=engine,
     )
 
 
-@SETTINGS
-@given(positive_pair())
-def test_prop_4_5_product(case: tuple) -> None:
+@engine_given(positive_pair(), local=SETTINGS, spark=1)
+def test_prop_4_5_product(engine: Any, case: tuple) -> None:
     """Prop 4.5, ×: distinct(a) × distinct(b) = distinct(a × b) for positive a, b."""
     left, right, _, s = case
     _both(
@@ -722,10 +764,11 @@ def test_prop_4_5_product(case: tuple) -> None:
         right,
         s,
         "×∘distinct vs distinct∘×",
+        engine=engine,
     )
 
 
-def test_prop_4_5_needs_positive_inputs() -> None:
+def test_prop_4_5_needs_positive_inputs(engine: Any) -> None:
     """The hypothesis of Prop 4.5 matters: with a = -x, b = -y, distinct(a) ⋈ distinct(b) = 0 but
     distinct(a ⋈ b) = {(x, y)}; so dbspark must not consolidate distincts over Z-set ('zset') inputs."""
     a_spec, b_spec = TableSpec.of({"k": "int64"}), TableSpec.of({"k": "int64", "v": "int64"})
@@ -734,17 +777,18 @@ def test_prop_4_5_needs_positive_inputs() -> None:
         "b": [ZSet.from_rows([(1, 2)], b_spec.schema, [-1])],
     }
     moved = run_stream(
-        double(lambda a, b: a.stream_distinct().stream_join(b.stream_distinct(), on="k"), a_spec, b_spec), s
+        double(lambda a, b: a.stream_distinct().stream_join(b.stream_distinct(), on="k"), a_spec, b_spec),
+        s,
+        engine=engine,
     )["o"]
-    direct = run_stream(double(lambda a, b: a.stream_join(b, on="k").stream_distinct(), a_spec, b_spec), s)[
-        "o"
-    ]
+    direct = run_stream(
+        double(lambda a, b: a.stream_join(b, on="k").stream_distinct(), a_spec, b_spec), s, engine=engine
+    )["o"]
     assert moved[0].to_dict() == {} and direct[0].to_dict() == {(1, 2): 1}
 
 
-@SETTINGS
-@given(spec_and_stream(positive=True), st.data())
-def test_prop_4_6_filter_and_map(ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) -> None:
+@engine_given(spec_and_stream(positive=True), st.data(), local=SETTINGS, spark=1)
+def test_prop_4_6_filter_and_map(engine: Any, ss: tuple[TableSpec, list[ZSet]], data: st.DataObject) -> None:
     """Prop 4.6, σ and map/π: distinct(Q(distinct(i))) = distinct(Q(i)) for positive i."""
     spec, s = ss
     p = data.draw(predicates(spec.schema))
@@ -756,7 +800,7 @@ def test_prop_4_6_filter_and_map(ss: tuple[TableSpec, list[ZSet]], data: st.Data
         ("π", lambda x: x.map(*proj)),
     ]
     for name, q in ops:
-        _both(_distinct_q_distinct(q), _distinct_q(q), spec, spec, {"a": s}, name)
+        _both(_distinct_q_distinct(q), _distinct_q(q), spec, spec, {"a": s}, name, engine=engine)
 
 
 def _distinct_q_distinct(q: Callable[[dbspark.Stream], dbspark.Stream]) -> Builder:
@@ -767,41 +811,42 @@ def _distinct_q(q: Callable[[dbspark.Stream], dbspark.Stream]) -> Builder:
     return lambda a, b: q(a).stream_distinct()
 
 
-@SETTINGS
-@given(st.data())
-def test_prop_4_6_plus(data: st.DataObject) -> None:
+@engine_given(st.data(), local=SETTINGS, spark=1)
+def test_prop_4_6_plus(engine: Any, data: st.DataObject) -> None:
     """Prop 4.6, +: distinct(distinct(a) + distinct(b)) = distinct(distinct(a) + b) = distinct(a + b)."""
     spec = data.draw(table_specs())
     pool = data.draw(row_pools(spec))
     n = data.draw(st.integers(2, 4))
     s = {k: data.draw(streams(spec, pool, min_len=n, max_len=n, positive=True)) for k in "ab"}
-    want = run_stream(double(lambda a, b: (a + b).stream_distinct(), spec, spec), s)["o"]
+    want = run_stream(double(lambda a, b: (a + b).stream_distinct(), spec, spec), s, engine=engine)["o"]
     for name, build in (
         ("both", lambda a, b: (a.stream_distinct() + b.stream_distinct()).stream_distinct()),
         ("left", lambda a, b: (a.stream_distinct() + b).stream_distinct()),
     ):
-        assert_streams_equal(run_stream(double(build, spec, spec), s)["o"], want, name)
+        assert_streams_equal(run_stream(double(build, spec, spec), s, engine=engine)["o"], want, name)
 
 
-@SETTINGS
-@given(positive_pair(join=True))
-def test_prop_4_6_join(case: tuple) -> None:
+@engine_given(positive_pair(join=True), local=SETTINGS, spark=1)
+def test_prop_4_6_join(engine: Any, case: tuple) -> None:
     """Prop 4.6, ⋈: distinct(distinct(a) ⋈ distinct(b)) = distinct(a ⋈ b); one side only too."""
     left, right, key, s = case
-    want = run_stream(double(lambda a, b: a.stream_join(b, on=key).stream_distinct(), left, right), s)["o"]
+    want = run_stream(
+        double(lambda a, b: a.stream_join(b, on=key).stream_distinct(), left, right), s, engine=engine
+    )["o"]
     for name, build in (
         ("both", lambda a, b: a.stream_distinct().stream_join(b.stream_distinct(), on=key).stream_distinct()),
         ("left", lambda a, b: a.stream_distinct().stream_join(b, on=key).stream_distinct()),
     ):
-        assert_streams_equal(run_stream(double(build, left, right), s)["o"], want, name)
+        assert_streams_equal(run_stream(double(build, left, right), s, engine=engine)["o"], want, name)
 
 
-@SETTINGS
-@given(positive_pair())
-def test_prop_4_6_product(case: tuple) -> None:
+@engine_given(positive_pair(), local=SETTINGS, spark=1)
+def test_prop_4_6_product(engine: Any, case: tuple) -> None:
     """Prop 4.6, ×: distinct(distinct(a) × distinct(b)) = distinct(a × b)."""
     left, right, _, s = case
-    want = run_stream(double(lambda a, b: a.stream_product(b).stream_distinct(), left, right), s)["o"]
+    want = run_stream(
+        double(lambda a, b: a.stream_product(b).stream_distinct(), left, right), s, engine=engine
+    )["o"]
     got = run_stream(
         double(
             lambda a, b: a.stream_distinct().stream_product(b.stream_distinct()).stream_distinct(),
@@ -809,6 +854,7 @@ def test_prop_4_6_product(case: tuple) -> None:
             right,
         ),
         s,
+        engine=engine,
     )["o"]
     assert_streams_equal(got, want, "distinct∘×∘distinct vs distinct∘×")
 
@@ -848,10 +894,9 @@ def _query_4_4(kind_t: str, kind_r: str) -> Circuit:
         ("zset", "zset", 3),
     ],
 )
-@settings(SETTINGS, max_examples=12)
-@given(data=st.data())
+@engine_given(data=st.data(), local=settings(SETTINGS, max_examples=12), spark=1)
 def test_prop_4_5_4_6_section_4_4_query(
-    kind_t: str, kind_r: str, n_distinct: int, data: st.DataObject
+    engine: Any, kind_t: str, kind_r: str, n_distinct: int, data: st.DataObject
 ) -> None:
     """Algorithm 4.8 step 2 on the §4.4 query: with bag/set inputs the three distincts consolidate into
     one H node (Prop 4.5, 4.6); a distinct over a 'zset' input must stay. Numerically Q^Δ = D∘Q∘I."""
@@ -865,46 +910,43 @@ def test_prop_4_5_4_6_section_4_4_query(
         "t": data.draw(change_streams(T44, pt, kind=kind_t, min_len=n, max_len=n)),
         "r": data.draw(change_streams(R44, pr, kind=kind_r, min_len=n, max_len=n)),
     }
-    assert_incremental_matches(c, ch, qd)
+    assert_incremental_matches(c, ch, qd, engine=engine)
 
 
 # ---- Prop 4.7: the incremental distinct via H ------------------------------------------------------------------------
-@SETTINGS
-@given(spec_and_stream(kind="zset", max_len=6))
-def test_prop_4_7_H_circuit_equals_D_distinct_I(ss: tuple[TableSpec, list[ZSet]]) -> None:
+@engine_given(spec_and_stream(kind="zset", max_len=6), local=SETTINGS, spark=1)
+def test_prop_4_7_H_circuit_equals_D_distinct_I(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """Prop 4.7: (↑distinct)^Δ = ↑H(z^-1(I(d)), d); on changes with deletions, over-deletions and negative
     integrals, the H circuit equals D∘distinct∘I numerically (values compared at ZSet level too)."""
     spec, ch = ss
     c = single(lambda s: s.stream_distinct(), spec)
     qd = c.incrementalize()
     assert count_ops(qd, DistinctH) == 1 and count_ops(qd, StreamDistinct) == 0, qd.explain()
-    got = assert_incremental_matches(c, {"s": ch}, qd)["o"]
+    got = assert_incremental_matches(c, {"s": ch}, qd, engine=engine)["o"]
     assert_streams_equal(
         got, differentiate_stream([z.distinct() for z in integrate_stream(ch)]), "H vs D∘distinct∘I"
     )
 
 
-@SETTINGS
-@given(spec_and_stream(kind="zset", max_len=6))
-def test_prop_4_7_incremental_distinct_operator(ss: tuple[TableSpec, list[ZSet]]) -> None:
+@engine_given(spec_and_stream(kind="zset", max_len=6), local=SETTINGS, spark=1)
+def test_prop_4_7_incremental_distinct_operator(engine: Any, ss: tuple[TableSpec, list[ZSet]]) -> None:
     """The incremental operator `s.distinct()` built directly equals D∘distinct∘I computed on Z-sets."""
     spec, ch = ss
-    got = run_stream(single(lambda s: s.distinct(), spec), {"s": ch})["o"]
+    got = run_stream(single(lambda s: s.distinct(), spec), {"s": ch}, engine=engine)["o"]
     assert_streams_equal(
         got, differentiate_stream([z.distinct() for z in integrate_stream(ch)]), "distinct()"
     )
 
 
-@SETTINGS
-@given(st.data())
-def test_prop_4_7_H_definition(data: st.DataObject) -> None:
+@engine_given(st.data(), local=SETTINGS, spark=1)
+def test_prop_4_7_H_definition(engine: Any, data: st.DataObject) -> None:
     """H(i, d)[x] = -1 if i[x] > 0 and (i+d)[x] <= 0; 1 if i[x] <= 0 and (i+d)[x] > 0; 0 otherwise —
     read off the second step of `distinct()` with i pushed first and d second."""
     spec = data.draw(table_specs())
     pool = data.draw(row_pools(spec))
     i = data.draw(zsets(spec, pool))
     d = data.draw(zsets(spec, pool))
-    h = run_stream(single(lambda s: s.distinct(), spec), {"s": [i, d]})["o"][1].to_dict()
+    h = run_stream(single(lambda s: s.distinct(), spec), {"s": [i, d]}, engine=engine)["o"][1].to_dict()
     iw, nw = i.to_dict(), (i + d).to_dict()
     want = {}
     for x in set(iw) | set(nw):

@@ -12,6 +12,10 @@ Every query below is checked three ways against a plain-Python fixpoint computed
 
 Change streams insert and delete edges (deletes only of present edges), contain empty steps, insert
 whole cycles and delete edges that lie on a cycle, and may end with a delete of everything.
+
+Every test that runs a circuit takes the `engine` fixture and runs on both engines, the Spark engine
+with one example per property (`engine_given`: each iteration of a scope is Spark jobs); the tests of
+errors raised while building a scope, and of the Python oracles, have no engine.
 """
 
 from __future__ import annotations
@@ -19,15 +23,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import dbspark
 from dbspark import col, lit
 from dbspark.circuit.stream import Stream
 from dbspark.errors import CircuitError, RecursionLimitError, UnsupportedError
+from dbspark.testing.engines import engine_given
 
 NODES = tuple(range(8))
 EDGES = [(a, b) for a in NODES for b in NODES]
@@ -555,15 +561,17 @@ def as_set(rel: Rel) -> dict[tuple, int]:
     return {r: 1 for r in rel}
 
 
-def check_against_oracles(q: Query, steps: list[Step], inc_modes: tuple[str, ...] | str = MODES) -> None:
+def check_against_oracles(
+    q: Query, steps: list[Step], inc_modes: tuple[str, ...] | str = MODES, engine: Any = "local"
+) -> None:
     """After every step: the incremental views (incrementalized from each of `inc_modes`) equal the
     Python fixpoint and the non-incremental naive and semi-naive circuits run on the snapshot; the
     incremental outputs are the differences of consecutive naive outputs and their running sum is the
     naive output."""
     inc_modes = (inc_modes,) if isinstance(inc_modes, str) else inc_modes
     circuits = {m: make_circuit(q, m) for m in MODES}
-    incs = {m: circuits[m].incrementalize().run() for m in inc_modes}
-    fulls = {m: circuits[m].run(snapshots=True) for m in MODES}
+    incs = {m: circuits[m].incrementalize().run(engine) for m in inc_modes}
+    fulls = {m: circuits[m].run(engine, snapshots=True) for m in MODES}
     outs = list(circuits["naive"].outputs)
     state: State = {k: set() for k in q.inputs}
     acc = {m: {o: {} for o in outs} for m in inc_modes}
@@ -605,59 +613,58 @@ def check_against_oracles(q: Query, steps: list[Step], inc_modes: tuple[str, ...
 
 
 # ---- 1. oracle tests: incremental == Python fixpoint == naive == semi-naive, after every step ---------------
-@SETTINGS
-@given(change_streams(TC), st.sampled_from(MODES))
-def test_transitive_closure(steps, inc_from):
-    check_against_oracles(TC, steps, inc_from)
+@engine_given(change_streams(TC), st.sampled_from(MODES), local=SETTINGS, spark=1)
+def test_transitive_closure(engine: Any, steps, inc_from):
+    check_against_oracles(TC, steps, inc_from, engine=engine)
 
 
-@SETTINGS
-@given(change_streams(TC_LEFT), st.sampled_from(MODES))
-def test_transitive_closure_recursion_on_the_right(steps, inc_from):
-    check_against_oracles(TC_LEFT, steps, inc_from)
+@engine_given(change_streams(TC_LEFT), st.sampled_from(MODES), local=SETTINGS, spark=1)
+def test_transitive_closure_recursion_on_the_right(engine: Any, steps, inc_from):
+    check_against_oracles(TC_LEFT, steps, inc_from, engine=engine)
 
 
-@SETTINGS
-@given(change_streams(SG1, max_steps=4), st.sampled_from(MODES))
-def test_same_generation_one_import_used_twice(steps, inc_from):
-    check_against_oracles(SG1, steps, inc_from)
+@engine_given(change_streams(SG1, max_steps=4), st.sampled_from(MODES), local=SETTINGS, spark=1)
+def test_same_generation_one_import_used_twice(engine: Any, steps, inc_from):
+    check_against_oracles(SG1, steps, inc_from, engine=engine)
 
 
-@settings(SETTINGS, max_examples=8)
-@given(change_streams(SG2, max_steps=4), st.sampled_from(MODES))
-def test_same_generation_two_imports(steps, inc_from):
-    check_against_oracles(SG2, steps, inc_from)
+@engine_given(
+    change_streams(SG2, max_steps=4),
+    st.sampled_from(MODES),
+    local=settings(SETTINGS, max_examples=8),
+    spark=1,
+)
+def test_same_generation_two_imports(engine: Any, steps, inc_from):
+    check_against_oracles(SG2, steps, inc_from, engine=engine)
 
 
-@SETTINGS
-@given(change_streams(REACH), st.sampled_from(MODES))
-def test_reachability_from_root_input(steps, inc_from):
-    check_against_oracles(REACH, steps, inc_from)
+@engine_given(change_streams(REACH), st.sampled_from(MODES), local=SETTINGS, spark=1)
+def test_reachability_from_root_input(engine: Any, steps, inc_from):
+    check_against_oracles(REACH, steps, inc_from, engine=engine)
 
 
-@settings(SETTINGS, max_examples=8)
-@given(change_streams(REACH0), st.sampled_from(MODES))
-def test_reachability_from_constant_root(steps, inc_from):
-    check_against_oracles(REACH0, steps, inc_from)
+@engine_given(
+    change_streams(REACH0), st.sampled_from(MODES), local=settings(SETTINGS, max_examples=8), spark=1
+)
+def test_reachability_from_constant_root(engine: Any, steps, inc_from):
+    check_against_oracles(REACH0, steps, inc_from, engine=engine)
 
 
-@SETTINGS
-@given(change_streams(UNREACH), st.sampled_from(MODES))
-def test_stratified_negation_unreachable_nodes(steps, inc_from):
-    check_against_oracles(UNREACH, steps, inc_from)
+@engine_given(change_streams(UNREACH), st.sampled_from(MODES), local=SETTINGS, spark=1)
+def test_stratified_negation_unreachable_nodes(engine: Any, steps, inc_from):
+    check_against_oracles(UNREACH, steps, inc_from, engine=engine)
 
 
-@SETTINGS
-@given(change_streams(EVEN_ODD), st.sampled_from(MODES))
-def test_mutual_recursion_even_odd_paths(steps, inc_from):
-    check_against_oracles(EVEN_ODD, steps, inc_from)
+@engine_given(change_streams(EVEN_ODD), st.sampled_from(MODES), local=SETTINGS, spark=1)
+def test_mutual_recursion_even_odd_paths(engine: Any, steps, inc_from):
+    check_against_oracles(EVEN_ODD, steps, inc_from, engine=engine)
 
 
 RING = [(i, (i + 1) % 8) for i in range(8)]
 
 
 @pytest.mark.parametrize("q", [TC, EVEN_ODD, UNREACH], ids=lambda q: q.name)
-def test_breaking_and_restoring_a_ring(q):
+def test_breaking_and_restoring_a_ring(engine: Any, q):
     """A ring of all 8 nodes; delete one ring edge (the closure collapses to a chain), put it back,
     delete two, add a chord, delete everything."""
     other = {k: [(0,), (3,)] for k in q.inputs if k != "e"}
@@ -671,7 +678,7 @@ def test_breaking_and_restoring_a_ring(q):
         Step("clear", {}, {"e": sorted((set(RING) - {(0, 1), (5, 6), (7, 0)}) | {(6, 1), (4, 4)}), **other}),
         Step("empty", {}, {}),
     ]
-    check_against_oracles(q, steps)
+    check_against_oracles(q, steps, engine=engine)
 
 
 # ---- 2. Theorem 5.4: naive and semi-naive circuits compute the Datalog semantics ----------------------------
@@ -684,13 +691,12 @@ def query_and_sets(draw: st.DrawFn) -> tuple[Query, State]:
     return q, {k: draw(st.sets(st.sampled_from(u), max_size=14)) for k, u in q.universes.items()}
 
 
-@settings(SETTINGS, max_examples=40)
-@given(query_and_sets())
-def test_theorem_5_4_naive_and_seminaive_compute_datalog_semantics(qs):
+@engine_given(query_and_sets(), local=settings(SETTINGS, max_examples=40), spark=1)
+def test_theorem_5_4_naive_and_seminaive_compute_datalog_semantics(engine: Any, qs):
     q, inputs = qs
     expected = {o: as_set(v) for o, v in q.oracle(inputs).items()}
     for mode in MODES:
-        rt = make_circuit(q, mode).run()
+        rt = make_circuit(q, mode).run(engine)
         for k, rel in inputs.items():
             if rel:
                 rt.insert(k, sorted(rel))
@@ -699,7 +705,7 @@ def test_theorem_5_4_naive_and_seminaive_compute_datalog_semantics(qs):
             assert got[o].to_dict() == want, f"{q.name} [{mode}] output {o} on {inputs}"
 
 
-def test_theorem_5_4_example_values():
+def test_theorem_5_4_example_values(engine: Any):
     """A hand-checked instance, so the Python oracles themselves are pinned down."""
     e = {(0, 1), (1, 2), (2, 0), (3, 4)}
     assert py_tc(e) == {(a, b) for a in (0, 1, 2) for b in (0, 1, 2)} | {(3, 4)}
@@ -714,25 +720,28 @@ def test_theorem_5_4_example_values():
     }
     for mode in MODES:
         c = make_circuit(TC, mode)
-        rt = c.run()
+        rt = c.run(engine)
         rt.insert("e", sorted(e))
         assert rt.step()["tc"].to_dict() == as_set(py_tc(e))
 
 
 # ---- 3. Prop 6.2: I(incremental outputs) == naive on I(inputs), empty steps, delete back to empty ----------
-@settings(SETTINGS, max_examples=8)
-@given(
+@engine_given(
     st.sampled_from([TC, EVEN_ODD, REACH]).flatmap(
         lambda q: change_streams(q, max_steps=5, end_clear=True).map(lambda s: (q, s))
-    )
+    ),
+    local=settings(SETTINGS, max_examples=8),
+    spark=1,
 )
-def test_prop_6_2_incremental_scope_is_the_lifted_scope(qs):
+def test_prop_6_2_incremental_scope_is_the_lifted_scope(engine: Any, qs):
     q, steps = qs
     steps = [Step("empty", {}, {}), *steps, Step("empty", {}, {})]
-    check_against_oracles(q, steps)  # the last non-empty step deletes everything: the views end empty
+    check_against_oracles(
+        q, steps, engine=engine
+    )  # the last non-empty step deletes everything: the views end empty
 
 
-def test_incremental_scope_after_delete_to_empty_starts_afresh():
+def test_incremental_scope_after_delete_to_empty_starts_afresh(engine: Any):
     """Delete the whole graph, then build a different one: no residue of the first graph remains."""
     q = TC
     first = [(0, 1), (1, 2), (2, 3), (3, 0), (5, 5)]
@@ -744,7 +753,7 @@ def test_incremental_scope_after_delete_to_empty_starts_afresh():
         Step("ins2", {"e": second}, {}),
         Step("mix", {"e": [(2, 3)]}, {"e": [(6, 7)]}),
     ]
-    check_against_oracles(q, steps)
+    check_against_oracles(q, steps, engine=engine)
 
 
 @st.composite
@@ -766,13 +775,12 @@ def bag_changes(draw: st.DrawFn) -> list[dict[tuple, int]]:
     return steps
 
 
-@settings(SETTINGS, max_examples=6)
-@given(bag_changes(), st.sampled_from(MODES))
-def test_prop_6_2_with_multiplicities(steps, inc_from):
+@engine_given(bag_changes(), st.sampled_from(MODES), local=settings(SETTINGS, max_examples=6), spark=1)
+def test_prop_6_2_with_multiplicities(engine: Any, steps, inc_from):
     """A bag input (edges with multiplicities): Prop 6.2 holds for any input stream, and the
     distinct in the body makes the fixpoint the closure of the support."""
     c = make_circuit(TC, inc_from, kind="bag")
-    inc, full = c.incrementalize().run(), c.run(snapshots=True)
+    inc, full = c.incrementalize().run(engine), c.run(engine, snapshots=True)
     cur: dict[tuple, int] = {}
     acc: dict[tuple, int] = {}
     prev: dict[tuple, int] = {}
@@ -793,11 +801,11 @@ def test_prop_6_2_with_multiplicities(steps, inc_from):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_checkpoint_and_restore_of_an_incremental_scope(tmp_path, mode):
+def test_checkpoint_and_restore_of_an_incremental_scope(engine: Any, tmp_path, mode):
     """The scope's nested traces are checkpointed: a restored runtime (the same one after further steps,
     or a fresh one) continues from the checkpointed fixpoint computation."""
     q = make_circuit(TC, mode).incrementalize()
-    rt = q.run()
+    rt = q.run(engine)
     rt.insert("e", RING)
     rt.step()
     rt.delete("e", [(3, 4)])
@@ -807,7 +815,7 @@ def test_checkpoint_and_restore_of_an_incremental_scope(tmp_path, mode):
     rt.delete("e", [(0, 1)])
     rt.step()
     edges = set(RING) - {(3, 4)}
-    for r in (rt, q.run()):
+    for r in (rt, q.run(engine)):
         r.restore(tmp_path / "ck")
         assert r.view("tc").to_dict() == as_set(py_tc(edges))
         r.insert("e", [(4, 2)])
@@ -822,13 +830,12 @@ def test_checkpoint_and_restore_of_an_incremental_scope(tmp_path, mode):
 
 
 # ---- 4. non-linear bodies (§7.7): GROUP BY-aggregate and a difference inside the scope ---------------------
-@settings(SETTINGS, max_examples=8)
-@given(change_streams(DIST), st.sampled_from(MODES))
-def test_aggregate_in_body_bounded_shortest_paths(steps, inc_from):
-    check_against_oracles(DIST, steps, inc_from)
+@engine_given(change_streams(DIST), st.sampled_from(MODES), local=settings(SETTINGS, max_examples=8), spark=1)
+def test_aggregate_in_body_bounded_shortest_paths(engine: Any, steps, inc_from):
+    check_against_oracles(DIST, steps, inc_from, engine=engine)
 
 
-def test_aggregate_in_body_distance_shrinks_and_grows():
+def test_aggregate_in_body_distance_shrinks_and_grows(engine: Any):
     """A shortcut edge lowers distances (the min retracts the old ones), deleting it raises them again,
     and nodes beyond MAX_HOPS drop out."""
     chain = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
@@ -840,19 +847,24 @@ def test_aggregate_in_body_distance_shrinks_and_grows():
         Step("cycle", {"e": [(5, 0)]}, {"root": [(0,)]}),
         Step("clear", {}, {"root": [(4,)], "e": [*chain, (5, 0)]}),
     ]
-    check_against_oracles(DIST, steps)
+    check_against_oracles(DIST, steps, engine=engine)
 
 
-@settings(SETTINGS, max_examples=8)
-@given(change_streams(AVOID), st.sampled_from(MODES))
-def test_difference_in_body_reachability_avoiding_blocked_nodes(steps, inc_from):
-    check_against_oracles(AVOID, steps, inc_from)
+@engine_given(
+    change_streams(AVOID), st.sampled_from(MODES), local=settings(SETTINGS, max_examples=8), spark=1
+)
+def test_difference_in_body_reachability_avoiding_blocked_nodes(engine: Any, steps, inc_from):
+    check_against_oracles(AVOID, steps, inc_from, engine=engine)
 
 
-@settings(SETTINGS, max_examples=10)
-@given(change_streams(ALTERNATE, max_steps=6), st.sampled_from(MODES))
-def test_non_monotone_while_program(steps, inc_from):
-    check_against_oracles(ALTERNATE, steps, inc_from)
+@engine_given(
+    change_streams(ALTERNATE, max_steps=6),
+    st.sampled_from(MODES),
+    local=settings(SETTINGS, max_examples=10),
+    spark=1,
+)
+def test_non_monotone_while_program(engine: Any, steps, inc_from):
+    check_against_oracles(ALTERNATE, steps, inc_from, engine=engine)
 
 
 def test_non_monotone_while_program_values():
@@ -860,25 +872,31 @@ def test_non_monotone_while_program_values():
 
 
 # ---- 5. constants, products and aggregates without GROUP BY inside the scope --------------------------------
-@settings(SETTINGS, max_examples=8)
-@given(change_streams(CONST_ROOT), st.sampled_from(MODES))
-def test_constant_inside_the_body(steps, inc_from):
-    check_against_oracles(CONST_ROOT, steps, inc_from)
+@engine_given(
+    change_streams(CONST_ROOT), st.sampled_from(MODES), local=settings(SETTINGS, max_examples=8), spark=1
+)
+def test_constant_inside_the_body(engine: Any, steps, inc_from):
+    check_against_oracles(CONST_ROOT, steps, inc_from, engine=engine)
 
 
-@settings(SETTINGS, max_examples=8)
-@given(change_streams(PRODUCT), st.sampled_from(MODES))
-def test_product_inside_the_body(steps, inc_from):
-    check_against_oracles(PRODUCT, steps, inc_from)
+@engine_given(
+    change_streams(PRODUCT), st.sampled_from(MODES), local=settings(SETTINGS, max_examples=8), spark=1
+)
+def test_product_inside_the_body(engine: Any, steps, inc_from):
+    check_against_oracles(PRODUCT, steps, inc_from, engine=engine)
 
 
-@settings(SETTINGS, max_examples=10)
-@given(change_streams(COUNT_BOUND, max_steps=6), st.sampled_from(MODES))
-def test_aggregate_without_group_by_over_the_recursive_relation(steps, inc_from):
-    check_against_oracles(COUNT_BOUND, steps, inc_from)
+@engine_given(
+    change_streams(COUNT_BOUND, max_steps=6),
+    st.sampled_from(MODES),
+    local=settings(SETTINGS, max_examples=10),
+    spark=1,
+)
+def test_aggregate_without_group_by_over_the_recursive_relation(engine: Any, steps, inc_from):
+    check_against_oracles(COUNT_BOUND, steps, inc_from, engine=engine)
 
 
-def test_aggregate_without_group_by_values():
+def test_aggregate_without_group_by_values(engine: Any):
     assert py_count_bound({0, 1, 2, 5, 6}) == {0, 1, 2}
     steps = [
         Step("start", {"i": [(0,), (1,), (2,), (5,), (6,)]}, {}),
@@ -887,13 +905,17 @@ def test_aggregate_without_group_by_values():
         Step("restart", {"i": [(0,)]}, {"i": [(2,)]}),
         Step("clear", {}, {"i": [(0,), (1,), (3,), (4,), (5,), (6,)]}),
     ]
-    check_against_oracles(COUNT_BOUND, steps)
+    check_against_oracles(COUNT_BOUND, steps, engine=engine)
 
 
-@settings(SETTINGS, max_examples=5)
-@given(change_streams(ENVELOPE, max_steps=4, end_clear=True), st.sampled_from(MODES))
-def test_aggregate_without_group_by_as_the_result_empty_input_included(steps, inc_from):
-    check_against_oracles(ENVELOPE, steps, inc_from)
+@engine_given(
+    change_streams(ENVELOPE, max_steps=4, end_clear=True),
+    st.sampled_from(MODES),
+    local=settings(SETTINGS, max_examples=5),
+    spark=1,
+)
+def test_aggregate_without_group_by_as_the_result_empty_input_included(engine: Any, steps, inc_from):
+    check_against_oracles(ENVELOPE, steps, inc_from, engine=engine)
     steps = [
         Step("run", {"i": [(0,), (1,), (2,), (3,), (5,), (6,)]}, {}),
         Step("join runs", {"i": [(4,)]}, {}),  # 0..6 is one run: 0, 2, 4, 6
@@ -901,7 +923,7 @@ def test_aggregate_without_group_by_as_the_result_empty_input_included(steps, in
         Step("empty", {}, {}),
         Step("clear", {}, {"i": [(1,), (2,), (3,), (4,), (5,), (6,)]}),
     ]
-    check_against_oracles(ALTERNATE, steps)
+    check_against_oracles(ALTERNATE, steps, engine=engine)
 
 
 # ---- 5. runaway recursion --------------------------------------------------------------------------------
@@ -933,9 +955,9 @@ def snapshot(rt: dbspark.Runtime, outs: list[str]) -> dict:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("incremental", [True, False], ids=["incremental", "plain"])
-def test_runaway_recursion_raises_and_rolls_back(mode, incremental):
+def test_runaway_recursion_raises_and_rolls_back(engine: Any, mode, incremental):
     c = counter_circuit(mode)
-    rt = c.incrementalize().run() if incremental else c.run()
+    rt = c.incrementalize().run(engine) if incremental else c.run(engine)
     rt.insert("other", [(1,), (2,)])
     rt.step()
     before = snapshot(rt, ["counter", "other"])
@@ -974,11 +996,11 @@ def stride_circuit(mode: str) -> dbspark.Circuit:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_runaway_rollback_leaves_incremental_scope_state_intact(mode):
+def test_runaway_rollback_leaves_incremental_scope_state_intact(engine: Any, mode):
     """The incremental scope's nested traces and feedback are rolled back too: later steps (inserts and
     deletes of rows the failed step touched) give exactly the fixpoint of the good contents."""
     c = stride_circuit(mode)
-    rt = c.incrementalize().run()
+    rt = c.incrementalize().run(engine)
     rt.insert("seed", [(0, 0), (5, 0)])
     assert rt.step()["p"].to_dict() == {(0, 0): 1, (5, 0): 1}
     before = snapshot(rt, ["p"])
@@ -1004,7 +1026,7 @@ def test_runaway_rollback_leaves_incremental_scope_state_intact(mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_runaway_rolls_back_a_scope_that_converged_in_the_same_step(mode):
+def test_runaway_rolls_back_a_scope_that_converged_in_the_same_step(engine: Any, mode):
     """The counter scope reads the closure, so it runs after the closure scope has finished its
     step (folded its iterations into its traces): the failure must undo that too."""
     c = dbspark.Circuit()
@@ -1021,7 +1043,7 @@ def test_runaway_rolls_back_a_scope_that_converged_in_the_same_step(mode):
     )
     c.output("tc", tc)
     c.output("counter", cnt)
-    rt = c.incrementalize().run()
+    rt = c.incrementalize().run(engine)
     edges = {(0, 1), (1, 2), (2, 3)}
     rt.insert("e", sorted(edges))
     rt.step()
@@ -1054,7 +1076,7 @@ CHAIN = [(i, i + 1) for i in range(7)]
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_max_iterations_boundary_is_the_same_in_every_mode(mode):
+def test_max_iterations_boundary_is_the_same_in_every_mode(engine: Any, mode):
     """The closure of a 7-edge chain takes 7 iterations that produce new facts: a limit of 7 passes and
     a limit of 6 fails, whether the scope is naive, semi-naive or incrementalized from either. Later
     incremental steps that shorten and restore the chain stay within the limit."""
@@ -1063,7 +1085,7 @@ def test_max_iterations_boundary_is_the_same_in_every_mode(mode):
         e = c.input("e", EDGE, kind="set")
         c.output("tc", c.recursive(tc_body, [e], name="chain", max_iterations=limit, mode=mode))
         for incremental in (False, True):
-            rt = c.incrementalize().run() if incremental else c.run()
+            rt = c.incrementalize().run(engine) if incremental else c.run(engine)
             rt.insert("e", CHAIN)
             if not ok:
                 with pytest.raises(RecursionLimitError, match="'chain' did not reach a fixpoint within 6"):

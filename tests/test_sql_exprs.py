@@ -16,13 +16,14 @@ from typing import Any
 import duckdb
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import dbspark
 from dbspark.errors import DataError, SchemaError, UnsupportedError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import Binary, Case, Cast, Expr, InList, Unary, col, func, lit
+from dbspark.testing.engines import by_engine, engine_given
 from dbspark.testing.sqlexpr import to_sql
 
 SCHEMA = pl.Schema(
@@ -401,31 +402,30 @@ def check_against_duckdb(exprs: list[Expr], data: list[tuple], engine: Any = "lo
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@SETTINGS
-@given(data=st.data())
-def test_random_expressions_agree_with_duckdb(kind: str, data: st.DataObject) -> None:
-    e = data.draw(expr(kind))
-    try:
-        e.dtype(SCHEMA)
-    except (SchemaError, UnsupportedError):
-        return  # a type error at build time (DuckDB's binder may coerce): see the deterministic tests
-    check_against_duckdb([e], data.draw(rows()))
-
-
-@pytest.mark.spark
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_random_expressions_agree_with_duckdb_spark(spark_engine: Any, data: st.DataObject) -> None:
+@pytest.mark.parametrize(
+    "engine, kinds",
+    # local: one kind per test, many examples; Spark: one expression of each kind per example (one Spark
+    # job), few examples, fewer rows
+    [
+        *(pytest.param("local", (k,), id=f"local-{k}") for k in KINDS),
+        pytest.param("spark", KINDS, id="spark"),
+    ],
+    indirect=["engine"],
+)
+@engine_given(data=st.data(), local=SETTINGS, spark=5)
+def test_random_expressions_agree_with_duckdb(
+    engine: Any, kinds: tuple[str, ...], data: st.DataObject
+) -> None:
     exprs = []
-    for kind in KINDS:  # one expression of each kind per example: one Spark job
+    for kind in kinds:
         e = data.draw(expr(kind))
         try:
             e.dtype(SCHEMA)
         except (SchemaError, UnsupportedError):
-            continue
+            continue  # a type error at build time (DuckDB's binder may coerce): see the deterministic tests
         exprs.append(e)
-    check_against_duckdb(exprs, data.draw(rows(2, 6)), spark_engine)
+    if exprs:
+        check_against_duckdb(exprs, data.draw(by_engine(engine, rows(), rows(2, 6))), engine)
 
 
 # ---- deterministic: each function on fixed rows, on both engines ---------------------------------------------

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import dbspark
 from dbspark.columnar.coerce import coerce_column
 from dbspark.errors import CoercionError, DataError, NegativeStateError, SchemaError
+from dbspark.testing.engines import engine_given, is_spark
 
 SCHEMA = {
     "k": "int64",
@@ -526,18 +527,15 @@ def _typed(r: tuple) -> tuple:
     return (r[0], r[1], decimal.Decimal(r[2]).quantize(decimal.Decimal("0.01")), r[3])
 
 
-@settings(max_examples=150, deadline=None)
-@given(steps=_steps)
-def test_primary_key_matches_a_dict_local(steps):
-    with pipeline(("local", None), KEYED, primary_key=KEY) as p:
-        run_oracle(p, steps)
-
-
-@pytest.mark.spark
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=_steps)
-def test_primary_key_matches_a_dict_spark(spark_session, steps):
-    with pipeline(("spark", spark_session), KEYED, primary_key=KEY) as p:
+@engine_given(
+    steps=_steps,
+    local=settings(max_examples=150, deadline=None),
+    spark=settings(max_examples=3, deadline=None),
+)
+def test_primary_key_matches_a_dict(engine, steps):
+    with pipeline(
+        ("spark", engine.spark) if is_spark(engine) else ("local", None), KEYED, primary_key=KEY
+    ) as p:
         run_oracle(p, steps)
 
 
