@@ -1,4 +1,5 @@
-"""The Spark engine's traces: Parquet LSMs with size-tiered merges (`engines/spark/trace.py`)."""
+"""The Spark engine's traces: hash buckets of sorted Arrow runs, changed at the end of each step by
+`flush_step`, read by seeks at a change's keys (`engines/spark/buckets.py`)."""
 
 from __future__ import annotations
 
@@ -14,30 +15,75 @@ pytestmark = pytest.mark.spark
 SCHEMA = pl.Schema({"k": pl.Int64(), "v": pl.String()})
 
 
-def test_small_appends_never_rewrite_a_large_batch_and_contents_stay_exact(spark_session):
+def test_steps_of_local_and_spark_changes_keep_the_contents_exact_and_seek_only_their_keys(
+    spark_session, tmp_path
+):
     from dbspark.engines.spark.kernel import SparkKernel
-    from dbspark.engines.spark.trace import FANOUT
 
-    k = SparkKernel(spark=spark_session)
+    k = SparkKernel(spark=spark_session, directory=tmp_path)
     try:
         trace = k.new_trace(SCHEMA, ("k",))
         expected: Counter = Counter()
 
-        def append(rows: list[tuple], weights: list[int]) -> None:
-            z = ZSet.from_rows(rows, SCHEMA, weights)
+        def step(t: int, rows: list[tuple], weights: list[int], on_spark: bool) -> None:
+            z = k.from_local(ZSet.from_rows(rows, SCHEMA, weights))
+            if on_spark:
+                z = k._z(SCHEMA, z.frame)  # the same change as a Spark plan
             for r, w in zip(rows, weights, strict=True):
                 expected[r] += w
-            k.trace_insert(trace, k.from_local(z), [])
+            undo: list = []
+            k.begin_step(t)
+            snap = k.trace_insert(trace, z, undo)
+            assert snap.pending  # not written before the step's end
+            k.flush_step(undo)
+            assert not snap.pending and snap.files == trace.files  # the step's snapshot follows
+            k.end_step(t)
 
-        append([(i, f"v{i % 7}") for i in range(700)], [1] * 700)  # a load: tier log8(700) = 3
-        big = trace.batches[0]
-        assert big.rows == 700
-        for step in range(3 * FANOUT + 3):
-            append([(step, f"v{step % 7}"), (1000 + step, "x")], [-1 if step % 2 else 2, 1])
-            assert trace.batches[0] == big  # the load batch is never rewritten by small appends
-            assert len(trace.batches) <= 2 * FANOUT
-        got = k.as_zset(trace.snapshot()).to_zset().to_dict()
-        assert got == {r: w for r, w in expected.items() if w}
-        assert any(b.level > 0 for b in trace.batches)  # small batches were merged
+        step(0, [(i, f"v{i % 7}") for i in range(5000)], [1] * 5000, on_spark=True)  # a load
+        bases = {b: e.base for b, e in trace.files.items()}
+        for t in range(1, 9):
+            step(t, [(t, f"v{t % 7}"), (10000 + t, "x")], [-1 if t % 2 else 2, 1], on_spark=t % 3 == 0)
+            # a small change rewrites the mid runs of its buckets, never the bases
+            assert {b: e.base for b, e in trace.files.items() if b in bases} == bases
+        want = {r: w for r, w in expected.items() if w}
+        snap = trace.snapshot()
+        assert k.as_zset(snap).to_zset().to_dict() == want  # read in the driver
+        from dbspark.engines.spark.convert import from_spark
+
+        assert from_spark(k.as_zset(snap).frame, SCHEMA).consolidate().to_dict() == want  # by Spark
+        # a seek returns exactly the rows of the probed keys, from a local or a Spark probe
+        probe = ZSet.from_rows([(3, "?"), (10003, "?"), (50000, "?")], SCHEMA, [1, 1, 1])
+        keys = {3, 10003, 50000}
+        sub = {r: w for r, w in want.items() if r[0] in keys}
+        for z in (k.from_local(probe), k._z(SCHEMA, k.from_local(probe).frame)):
+            got = k.seek(snap, z, [("k", "k")], exact=False)
+            assert k.act(lambda got=got: got.to_zset()).to_dict() == sub
+    finally:
+        k.close()
+
+
+def test_a_rolled_back_flush_leaves_the_trace_and_its_snapshots_as_they_were(spark_session, tmp_path):
+    from dbspark.engines.spark.kernel import SparkKernel
+
+    k = SparkKernel(spark=spark_session, directory=tmp_path)
+    try:
+        trace = k.new_trace(SCHEMA, ("k",))
+        undo: list = []
+        k.begin_step(0)
+        k.trace_insert(trace, k.from_local(ZSet.from_rows([(1, "a")], SCHEMA, [1])), undo)
+        k.flush_step(undo)
+        k.end_step(0)
+        before = dict(trace.files)
+        undo = []
+        k.begin_step(1)
+        snap = k.trace_insert(trace, k.from_local(ZSet.from_rows([(2, "b")], SCHEMA, [1])), undo)
+        k.flush_step(undo)
+        assert trace.files != before
+        for f in reversed(undo):
+            f()
+        k.abort_step()
+        assert trace.files == before and not trace.pending
+        assert snap.files == before
+        assert k.as_zset(trace.snapshot()).to_zset().to_dict() == {(1, "a"): 1}
     finally:
         k.close()

@@ -13,9 +13,9 @@ and after the change), and emits -old and +new in the same pass, leaving out gro
 change, so its output is consolidated without another shuffle.
 
 Incrementally (`dbsp-paper.txt` §7.2, §7.4), a GROUP BY of linear aggregates keeps a trace of
-accumulators (an abelian group: a change's accumulators are added, `engines.spark.trace`), looks up
-the old accumulators of the changed groups only, and emits old rows with weight -1 and new ones with
-+1. With ordered or user aggregates it keeps the integral of its input indexed by the group keys and
+accumulators (an abelian group: a change's accumulators are added; a bucketed trace,
+`engines.spark.buckets`), seeks the old accumulators of the changed groups only, and emits old rows
+with weight -1 and new ones with +1. With ordered or user aggregates it keeps the integral of its input indexed by the group keys and
 recomputes the changed groups from their rows: work follows the changed groups' sizes (the local
 engine's ordered trees give O(log n) per change; a Spark-side equivalent is left for later).
 """
@@ -449,7 +449,7 @@ class AggregateState:
     """The state of an incremental GROUP BY on Spark: an accumulator trace, or the input's integral."""
 
     def __init__(self, kernel: SparkKernel, spec: AggSpec) -> None:
-        from dbspark.engines.spark.trace import SparkTrace
+        from dbspark.engines.spark.convert import polars_type
 
         self.kernel, self.spec = kernel, spec
         self.linear = all(c.kind == "linear" for c in spec.calls)
@@ -459,12 +459,14 @@ class AggregateState:
             probe = with_key(kernel.empty(spec.input_schema).frame, spec)
             probe = probe.groupBy(*keys).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
             sums = tuple(_acc_names(spec))
-            types = {f.name: f.dataType for f in probe.schema.fields if f.name in sums}
-            self.trace = SparkTrace(
-                kernel, pl.Schema([(k, rows_schema[k]) for k in keys]), tuple(keys), sums, types
+            types = {f.name: polars_type(f.dataType) for f in probe.schema.fields if f.name in sums}
+            self.trace = kernel.bucket_trace(
+                pl.Schema([(k, rows_schema[k]) for k in keys]),
+                tuple(keys),
+                pl.Schema([(c, types[c]) for c in sums]),
             )
         else:
-            self.trace = SparkTrace(kernel, rows_schema, tuple(keys))
+            self.trace = kernel.bucket_trace(rows_schema, tuple(keys), pl.Schema([(WEIGHT, pl.Int64())]))
         self.started = False
 
     def step(self, delta: SparkZSet, undo: list) -> SparkZSet:
@@ -476,34 +478,32 @@ class AggregateState:
         self.started = True
         undo.append(lambda: setattr(self, "started", was))
         prev = self.trace.snapshot()
-        schema = self._schema()
         if delta.known_empty:  # the first step of a global aggregate: its row exists without input
-            dz = k.spark.createDataFrame([], schema)
+            dz = k.spark.createDataFrame([], self._schema())
         else:
             d = with_key(delta.frame, spec)
             if self.linear:
                 d = d.groupBy(*keys_of(spec)).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
-                path = self.trace.append(d, undo, consolidated=True)
             else:
-                path = self.trace.append(
-                    d.select(*self.trace.schema, WEIGHT), undo, consolidated=delta.consolidated
-                )
-            dz = k.spark.read.schema(schema).parquet(path)
+                d = d.select(*self.trace.schema, WEIGHT)
+            dz = d.select(*self.trace.layout.frame_schema)  # written to the state by the step's flush
+            self.trace.add(k._z(self.trace.schema, dz), undo)
         out = self._step(prev, dz, was)
         return k._z(out_schema, out, consolidated=True)
 
     def _schema(self) -> Any:
-        return self.trace.snapshot().frame(self.kernel.spark, self.trace.sum_types).schema
+        from dbspark.engines.spark.convert import spark_schema
+
+        return spark_schema(self.trace.layout.frame_schema, weight=False)
 
     def _step(self, prev: Any, dz: Any, was: bool) -> Any:
         """-old and +new rows of the groups of the change `dz` (rows, or accumulators)."""
-        from dbspark.engines.spark.kernel import ns_join
-
         F, spec, keys = _F(), self.spec, keys_of(self.spec)
-        sums = list(self.trace.sums)
-        old = prev.frame(self.kernel.spark, self.trace.sum_types) if prev.batches else None
-        if old is not None and spec.by:  # the old state of the changed groups only
-            old = ns_join(old, F.broadcast(dz.select(*keys)), keys, "left_semi")
+        k = self.kernel
+        sums = list(self.trace.layout.sums)
+        old = None
+        if prev.batches:  # the old state of the changed groups only, read by their keys
+            old = k.seek(prev, k._z(self.trace.schema, dz), [(c, c) for c in keys], exact=True).frame
         if self.linear:  # rows are accumulators: the old side sums the trace's, the new one adds the change's
             flag = "__old"
             rows = dz.withColumn(flag, F.lit(False))
@@ -513,7 +513,7 @@ class AggregateState:
                 rows = _dummy_group(rows, spec, [*sums, flag])
             aggs = []
             for c in sums:
-                zero = f"CAST(0 AS {self.trace.sum_types[c].simpleString()})"
+                zero = f"CAST(0 AS {spark_type(self.trace.layout.frame_schema[c]).simpleString()})"
                 aggs += [
                     f"sum(IF({_q(flag)}, {_q(c)}, {zero})) AS {_q(c + OLD)}",
                     f"sum({_q(c)}) AS {_q(c + NEW)}",

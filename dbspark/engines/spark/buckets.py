@@ -27,7 +27,6 @@ from dbspark.trace.bucketed import (
     BucketEntry,
     BucketLayout,
     entries_frame,
-    entries_from_frame,
     garbage,
     updated,
 )
@@ -39,10 +38,24 @@ if TYPE_CHECKING:
 BUCKET = "__b"
 
 
+def _entries_schema() -> Any:
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [
+            T.StructField("bucket", T.IntegerType()),
+            T.StructField("base", T.StringType()),
+            T.StructField("mid", T.StringType()),
+            T.StructField("base_rows", T.LongType()),
+            T.StructField("mid_rows", T.LongType()),
+        ]
+    )
+
+
 class BucketSnap:
     """A trace at one point of a step: committed `files` plus this step's `pending` changes."""
 
-    __slots__ = ("layout", "files", "pending", "schema", "keys")
+    __slots__ = ("layout", "files", "pending", "schema", "keys", "sums")
 
     def __init__(
         self,
@@ -57,6 +70,9 @@ class BucketSnap:
         self.pending = pending
         self.schema = schema  # the data columns
         self.keys = keys
+        # the summed columns (a Z-set's weight, or an aggregate's accumulators) with their types
+        self.sums = layout.frame_schema if layout is not None else pl.Schema([(WEIGHT, pl.Int64())])
+        self.sums = pl.Schema([(c, t) for c, t in self.sums.items() if c not in schema])
 
     @property
     def batches(self) -> tuple[Any, ...]:
@@ -75,9 +91,9 @@ class BucketSnap:
             if p._df is not None or p.local is None:
                 return None
             frames.append(p.local.df)
-        cols = [*self.schema, WEIGHT]
+        cols = [*self.schema, *self.sums]
         if not frames:
-            return pl.DataFrame(schema=pl.Schema([*self.schema.items(), (WEIGHT, pl.Int64())]))
+            return pl.DataFrame(schema=pl.Schema([*self.schema.items(), *self.sums.items()]))
         return pl.concat([f.select(cols) for f in frames], how="vertical")
 
     def seek_local(self, probe: pl.DataFrame, exact: bool) -> pl.DataFrame | None:
@@ -102,7 +118,7 @@ class BucketSnap:
                     nulls_equal=exact,
                 )
             )
-        cols = [*self.schema, WEIGHT]
+        cols = [*self.schema, *self.sums]
         if not parts:
             return pend.clear()
         return pl.concat([p.select(cols) for p in parts], how="vertical")
@@ -154,16 +170,48 @@ class SparkBucketTrace:
         undo.append(lambda: self.pending.pop())
 
     # ---- the end of a step ------------------------------------------------------------------------
-    def flush(self, step: int, undo: list) -> None:
-        """Write this step's pending changes as new runs (in the driver when all are local)."""
+    def flush_local(self, step: int, undo: list) -> bool:
+        """Write the pending changes in the driver if they are all held there; True if done (or none)."""
         if not self.pending:
-            return
-        snap = BucketSnap(self.layout, self.files, tuple(self.pending), self.schema, self.keys)
-        local = snap.pending_local()
-        if local is not None:
-            new = self.layout.apply(self.files, local, step)
-        else:
-            new = self.kernel.act(lambda: self._apply_on_spark(step))
+            return True
+        local = BucketSnap(
+            self.layout, self.files, tuple(self.pending), self.schema, self.keys
+        ).pending_local()
+        if local is None:
+            return False
+        self.adopt(self.layout.apply(self.files, local, step), undo)
+        return True
+
+    def write_plan(self, step: int, tag: int, output: str | None) -> Any:
+        """The Spark plan that writes the pending changes: rows exchanged by bucket, each task applying
+        its buckets' part (`BucketLayout.apply`) and returning the new entries, tagged `tag`. With
+        `output` (a view's change log directory) each task also writes the rows it received there as
+        `part-<partition>.parquet` and returns its name as an entry of bucket -1."""
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        from dbspark.engines.spark.convert import spark_schema
+
+        cols = [*self.schema, *self.layout.sums]
+        df = None
+        for p in self.pending:
+            if not p.known_empty:
+                f = p.frame.select(*cols)
+                df = f if df is None else df.unionByName(f)
+        assert df is not None
+        layout, files = self.layout, dict(self.files)
+        with_bucket = spark_schema(self.layout.frame_schema, weight=False)
+        with_bucket.add(T.StructField(BUCKET, T.IntegerType(), False))
+        parts = max(1, min(layout.n_buckets, self.kernel.write_partitions))
+        return (
+            df.mapInArrow(lambda it: _bucketed(it, layout), with_bucket)
+            .repartition(parts, BUCKET)
+            .mapInArrow(lambda it: _apply(it, layout, files, step, output), _entries_schema())
+            .withColumn("trace", F.lit(tag))
+        )
+
+    def adopt(self, new: dict[int, BucketEntry], undo: list) -> None:
+        """Make the runs written for this step the trace's files (snapshots of the step follow)."""
         old_files, old_pending, issued = self.files, self.pending, self.issued
         self.files = updated(old_files, new)
         self.replaced = garbage(old_files, self.files)
@@ -177,41 +225,6 @@ class SparkBucketTrace:
                 s.files, s.pending = old_files, tuple(old_pending)
 
         undo.append(back)
-
-    def _apply_on_spark(self, step: int) -> dict[int, BucketEntry]:
-        from dbspark.engines.spark.convert import spark_schema
-
-        k = self.kernel
-        cols = [*self.schema, WEIGHT]
-        df = None
-        for p in self.pending:
-            if p.known_empty:
-                continue
-            f = p.frame.select(*cols)
-            df = f if df is None else df.unionByName(f)
-        if df is None:
-            return {}
-        layout, files = self.layout, dict(self.files)
-        with_bucket = spark_schema(self.schema)
-        from pyspark.sql import types as T
-
-        with_bucket.add(T.StructField(BUCKET, T.IntegerType(), False))
-        parts = max(1, min(layout.n_buckets, k.write_partitions))
-        entries_schema = T.StructType(
-            [
-                T.StructField("bucket", T.IntegerType()),
-                T.StructField("base", T.StringType()),
-                T.StructField("mid", T.StringType()),
-                T.StructField("base_rows", T.LongType()),
-                T.StructField("mid_rows", T.LongType()),
-            ]
-        )
-        written = (
-            df.mapInArrow(lambda it: _bucketed(it, layout), with_bucket)
-            .repartition(parts, BUCKET)
-            .mapInArrow(lambda it: _apply(it, layout, files, step), entries_schema)
-        )
-        return entries_from_frame(pl.from_arrow(written.toArrow()))  # type: ignore[arg-type]
 
     def collect(self) -> None:
         """The step committed: delete the runs its flush replaced."""
@@ -260,12 +273,40 @@ def _bucketed(it: Iterator[pa.RecordBatch], layout: BucketLayout) -> Iterator[pa
 
 
 def _apply(
-    it: Iterator[pa.RecordBatch], layout: BucketLayout, files: dict[int, BucketEntry], step: int
+    it: Iterator[pa.RecordBatch],
+    layout: BucketLayout,
+    files: dict[int, BucketEntry],
+    step: int,
+    output: str | None,
 ) -> Iterator[pa.RecordBatch]:
     frames = [df.drop(BUCKET) for df in _frames(it)]
-    if frames:
-        change = pl.concat(frames, how="vertical")
-        yield from entries_frame(layout.apply(files, change, step)).to_arrow().to_batches()
+    if not frames:
+        return
+    change = pl.concat(frames, how="vertical")
+    out = entries_frame(layout.apply(files, change, step))
+    if output is not None:
+        import os
+        import uuid
+
+        from pyspark import TaskContext
+
+        from dbspark.engines.spark.convert import to_arrow
+
+        ctx = TaskContext.get()
+        pid = ctx.partitionId() if ctx is not None else 0
+        os.makedirs(output, exist_ok=True)
+        path = os.path.join(output, f"part-{pid:05d}.parquet")
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        import pyarrow.parquet as pq
+
+        pq.write_table(to_arrow(change), tmp)
+        os.replace(tmp, path)
+        row = pl.DataFrame(
+            {"bucket": [-1], "base": [path], "mid": [None], "base_rows": [change.height], "mid_rows": [0]},
+            schema=out.schema,
+        )
+        out = pl.concat([out, row], how="vertical")
+    yield from out.to_arrow().to_batches()
 
 
 def seek_rows(
@@ -283,7 +324,7 @@ def seek_rows(
         probe = df.select([pl.col(c).alias(k) for c, k in probe_cols]).unique()
         rows = layout.seek(files, probe, exact)
         if rows.height:
-            yield from to_arrow(rows.select([*layout.schema, WEIGHT])).to_batches()
+            yield from to_arrow(rows.select(list(layout.frame_schema))).to_batches()
 
 
 def read_runs(it: Iterator[pa.RecordBatch], schema: pl.Schema) -> Iterator[pa.RecordBatch]:

@@ -36,6 +36,33 @@ def spark_type(t: pl.DataType) -> Any:
     raise UnsupportedError(f"the spark engine has no column type for {t}")
 
 
+def polars_type(t: Any) -> pl.DataType:
+    """The Polars type of a Spark SQL type (the inverse of `spark_type`)."""
+    from pyspark.sql import types as T
+
+    simple = {
+        T.ByteType: pl.Int8,
+        T.ShortType: pl.Int16,
+        T.IntegerType: pl.Int32,
+        T.LongType: pl.Int64,
+        T.FloatType: pl.Float32,
+        T.DoubleType: pl.Float64,
+        T.StringType: pl.String,
+        T.BooleanType: pl.Boolean,
+        T.DateType: pl.Date,
+    }
+    for st, pt in simple.items():
+        if isinstance(t, st):
+            return pt()
+    if isinstance(t, T.DecimalType):
+        return pl.Decimal(t.precision, t.scale)
+    if isinstance(t, T.TimestampNTZType):
+        return pl.Datetime("us")
+    if isinstance(t, T.TimestampType):
+        return pl.Datetime("us", "UTC")
+    raise UnsupportedError(f"the spark engine has no column type for {t}")
+
+
 def spark_schema(schema: pl.Schema, weight: bool = True) -> Any:
     from pyspark.sql import types as T
 

@@ -1,8 +1,11 @@
-"""The spark kernel: Z-sets as lazy Spark DataFrames, traces as Parquet LSMs (`engines.spark.trace`).
+"""The spark kernel: Z-sets as lazy Spark DataFrames or rows held in the driver; traces as hash buckets
+of sorted Arrow runs read by seeks at a change's keys (`engines.spark.buckets`).
 
-A step composes its work lazily; Spark runs only at state boundaries (a trace append is one write),
-at outputs, and where Python must see a value (an emptiness test inside a recursive scope, a kind
-check of a bag input). Every such action goes through `SparkKernel.act`, which counts it and turns
+A step composes its work lazily. A change held in the driver (rows pushed from Python) stays there
+through kind checks, seeks, joins and distinct (the local kernel's code over the same files); the
+aggregates still move it to Spark. A change on Spark (a pushed DataFrame) seeks the state inside its own tasks, and the
+step's trace writes and output logs run as one Spark action at its end (`flush_step`); Spark also runs
+where Python must see a value (an emptiness test inside a recursive scope, a kind check). Every such action goes through `SparkKernel.act`, which counts it and turns
 Spark's errors into dbspark's: checks inside a plan use `raise_error` with a `DBSPARK[Class]` tag, and
 ANSI arithmetic overflow becomes a `WeightError`. A value that is known to be empty (no change pushed,
 or an operator over empty inputs) carries no plan, and operators on it short-circuit.
@@ -26,15 +29,16 @@ from dbspark.engines.base import Kernel
 from dbspark.engines.spark import aggregate as agg
 from dbspark.engines.spark.buckets import BucketSnap, SparkBucketTrace, seek_rows
 from dbspark.engines.spark.convert import from_spark, spark_type
+from dbspark.engines.spark.convert import to_spark as to_spark_frame
 from dbspark.engines.spark.exprs import py_tuple, with_spark_columns
 from dbspark.engines.spark.session import SessionHandle, get_session
-from dbspark.engines.spark.trace import SparkSnapshot, Storage
+from dbspark.engines.spark.storage import Storage
 from dbspark.engines.spark.values import SparkZSet
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Expr
-from dbspark.trace.bucketed import BucketLayout
+from dbspark.trace.bucketed import BucketLayout, entries_from_frame
 
-Value = SparkZSet | SparkSnapshot | BucketSnap
+Value = SparkZSet | BucketSnap
 _WR = "__w_r"
 _TAG = re.compile(r"DBSPARK\[(\w+)\] (.*?)(?: SQLSTATE|$)", re.S)
 _PY_RAISED = re.compile(r"^dbspark\.errors\.(\w+): (.*)$", re.M)
@@ -90,6 +94,7 @@ class SparkKernel:
         self._cached: list[Any] = []
         self._scope_kernel: Kernel | None = None
         self.traces: list[SparkBucketTrace] = []  # flushed at the end of each step, in creation order
+        self._outputs: dict[int, tuple[str, SparkZSet]] = {}  # trace index -> (change log, output value)
         self.n_buckets = int(self.handle.setting("buckets", "16"))
         self.write_partitions = int(self.handle.setting("write_partitions", "2"))
 
@@ -141,9 +146,32 @@ class SparkKernel:
         self.step_no = self.storage.step = t
 
     def flush_step(self, undo: list) -> None:
-        """Write the traces' pending changes of this step (`engines.spark.buckets`)."""
-        for t in self.traces:
-            t.flush(self.step_no, undo)
+        """Write the traces' pending changes of this step (`engines.spark.buckets`): those held in the
+        driver there, all others in ONE Spark job (a union of every trace's write plan), which also
+        writes the views' change logs; the outputs of the step then read those logs."""
+        plans, planned = [], []
+        for i, t in enumerate(self.traces):
+            if not t.flush_local(self.step_no, undo):
+                out = self._outputs.get(i)
+                plans.append(t.write_plan(self.step_no, i, out[0] if out else None))
+                planned.append(i)
+        if plans:
+            df = plans[0]
+            for p in plans[1:]:
+                df = df.unionByName(p)
+            got = pl.from_arrow(self.act(lambda: df.toArrow()))
+            assert isinstance(got, pl.DataFrame)
+            for i in planned:  # (a trace whose change cancelled out has no rows: adopted as unchanged)
+                rows = got.filter((pl.col("trace") == i) & (pl.col("bucket") >= 0))
+                self.traces[i].adopt(entries_from_frame(rows), undo)
+        for path, z in self._outputs.values():  # the outputs on Spark read their change logs
+            written = Path(path).exists() and any(Path(path).glob("part-*.parquet"))
+            if written:
+                r = self.read(path, z.schema)
+                z._df, z.path, z.files, z.consolidated = r._df, r.path, r.files, True
+            else:
+                z._df, z.local = None, ZSet.empty(z.schema)
+        self._outputs = {}
 
     def end_step(self, t: int) -> None:
         """The step committed: delete the files it replaced, drop its cached changes."""
@@ -184,13 +212,6 @@ class SparkKernel:
     def as_zset(self, a: Value) -> SparkZSet:
         if isinstance(a, BucketSnap):
             return self._snap_zset(a)
-        if isinstance(a, SparkSnapshot):
-            if not a.batches:
-                return self.empty(a.schema, a.keys)
-            z = self._z(a.schema, a.frame(self.spark), a.keys, consolidated=len(a.batches) == 1)
-            if a.sums == (WEIGHT,):
-                z.files = tuple(b.path for b in a.batches)
-            return z
         return a
 
     def _snap_zset(self, a: BucketSnap) -> SparkZSet:
@@ -265,7 +286,7 @@ class SparkKernel:
         return self._z(z.schema, df, z.keys, consolidated=True)
 
     def is_empty(self, a: Value) -> bool:
-        if isinstance(a, (SparkSnapshot, BucketSnap)):
+        if isinstance(a, BucketSnap):
             return not a.batches
         if a.known_empty:
             return True
@@ -467,7 +488,7 @@ class SparkKernel:
     ) -> SparkZSet:
         """Equi-join, weights multiplied (ANSI: overflow is an error); NULL keys never match (SQL).
 
-        A change joined with a trace is broadcast, so the trace is scanned once and never shuffled."""
+        A trace side is read by a seek at the other side's keys (`seek`), never scanned."""
         schema = pl.Schema([*_data(a).items(), *[(d, _data(b)[s]) for s, d in right_out]])
         if self._empty(a) or self._empty(b):
             return self.empty(schema)
@@ -483,10 +504,6 @@ class SparkKernel:
                 self.scope_kernel().join(x.local, y.local, left_keys, right_keys, right_out)
             )
         left, right = x.frame, y.frame
-        if isinstance(b, SparkSnapshot) and not isinstance(a, SparkSnapshot):
-            left = F().broadcast(left)
-        elif isinstance(a, SparkSnapshot) and not isinstance(b, SparkSnapshot):
-            right = F().broadcast(right)
         rsel = [F().col(r).alias(f"__k{i}") for i, r in enumerate(right_keys)]
         rsel += [F().col(s).alias(d) for s, d in right_out] + [F().col(WEIGHT).alias(_WR)]
         r = right.select(*rsel)
@@ -515,6 +532,8 @@ class SparkKernel:
             probe = z.local.df.select([pl.col(c).alias(k) for c, k in on])
             rows = snap.seek_local(probe, exact)
             if rows is not None:
+                if list(snap.sums) != [WEIGHT]:  # accumulators: a frame, not a Z-set
+                    return self._z(snap.schema, to_spark_frame(self.spark, rows))
                 return SparkZSet(self.spark, snap.schema, local=ZSet(rows))
         from dbspark.engines.spark.convert import spark_schema
 
@@ -529,21 +548,22 @@ class SparkKernel:
             assert layout is not None
             parts.append(
                 keys.mapInArrow(
-                    lambda it: seek_rows(it, layout, files, probe_cols, exact), spark_schema(snap.schema)
+                    lambda it: seek_rows(it, layout, files, probe_cols, exact),
+                    spark_schema(layout.frame_schema, weight=False),
                 )
             )
-        pending = [p.frame.select(*snap.schema, WEIGHT) for p in snap.pending if not p.known_empty]
+        pending = [p.frame.select(*snap.schema, *snap.sums) for p in snap.pending if not p.known_empty]
         if pending:
             df = pending[0]
             for f in pending[1:]:
                 df = df.unionByName(f)
             ks = [k for _, k in on]
             if exact:
-                parts.append(ns_join(df, F().broadcast(keys), ks, "left_semi"))
+                parts.append(ns_join(df, keys.hint("shuffle_hash"), ks, "left_semi"))
             else:
                 kk = keys.select(*[F().col(k).alias(f"__p{i}") for i, k in enumerate(ks)])
                 cond = [F().col(k) == F().col(f"__p{i}") for i, k in enumerate(ks)]
-                parts.append(df.join(F().broadcast(kk), cond, "left_semi"))
+                parts.append(df.join(kk.hint("shuffle_hash"), cond, "left_semi"))
         if not parts:
             return self.empty(snap.schema)
         out = parts[0]
@@ -555,7 +575,7 @@ class SparkKernel:
         return self._z(schema, j.select(*schema, (F().col(WEIGHT) * F().col(_WR)).alias(WEIGHT)))
 
     def _empty(self, a: Value) -> bool:
-        return not a.batches if isinstance(a, (SparkSnapshot, BucketSnap)) else a.known_empty
+        return not a.batches if isinstance(a, BucketSnap) else a.known_empty
 
     # ---- non-linear operators -----------------------------------------------------------------
     def distinct(self, a: Value) -> SparkZSet:
@@ -612,12 +632,19 @@ class SparkKernel:
         """A bucketed trace under the state directory, named by its creation order (the runtime
         creates its traces in a fixed order, so a restarted pipeline finds its files)."""
         data = pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT])
+        return self.bucket_trace(data, tuple(keys) or tuple(data), pl.Schema([(WEIGHT, pl.Int64())]))
+
+    def bucket_trace(self, data: pl.Schema, keys: tuple[str, ...], sums: pl.Schema) -> SparkBucketTrace:
+        """A trace of `data` columns indexed by `keys`, with summed columns `sums` (a weight, or an
+        aggregate's accumulators), registered to be flushed at the end of each step."""
         layout = BucketLayout(
             str(self.storage.root / "state"),
             f"t{len(self.traces):04d}",
             data,
-            tuple(keys) or tuple(data),
+            keys,
             self.n_buckets,
+            tuple(sums),
+            tuple(sums.values()),
         )
         trace = SparkBucketTrace(self, layout)
         self.traces.append(trace)
@@ -644,12 +671,17 @@ class SparkKernel:
         z = self.consolidate(delta)
         if z.known_empty:
             return z
-        if z._df is not None:
-            path = str(self.storage.root / "outputs" / name / f"step-{self.step_no:08d}")
-            self.write(z.frame.select(*trace.schema, WEIGHT), path)
-            z = self.read(path, z.schema)
         trace.add(z, undo)
-        return z
+        if z._df is None:
+            return z
+        # the step's flush writes the change log in the job that writes the view's trace; the value
+        # returned here reads the log once written
+        path = str(self.storage.root / "outputs" / name / f"step-{self.step_no:08d}")
+        shutil.rmtree(path, ignore_errors=True)  # (a re-run of a step that crashed after writing it)
+        out = SparkZSet(self.spark, z.schema)
+        self._outputs[self.traces.index(trace)] = (path, out)
+        undo.append(lambda: self._outputs.clear())
+        return out
 
     def weigh(self, a: Value, column: str) -> SparkZSet:
         """Each row's weight times its value in `column` (dropped); ANSI: overflow is an error."""

@@ -5,9 +5,9 @@ iff the key is there at that point; the final row is the last insert's unless a 
 change is -old + final). The step's operations are ordered by (push, position): rows pushed from
 Python keep their row order; a Spark DataFrame has no row order, so within one such push its deletes
 come before its inserts (a delete and an insert of a key in one DataFrame update the row), and two
-inserts of one key in it are an error. The table's integral is read only for the change's keys (a
-semi-join with the broadcast keys); the checks fail the plan (`raise_error`) when the change is
-written, so a step costs no extra Spark action.
+inserts of one key in it are an error. The table's integral is read only at the change's keys (a
+seek, then a semi-join with the keys, shuffled: a broadcast would be a Spark job of its own); the
+checks fail the plan (`raise_error`) when the change is written, so a step costs no extra action.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def keyed_change(
         return spark.createDataFrame([], schema=_empty_schema(schema))
     w = F.col(WEIGHT)
     if snap is not None:
-        keys = F.broadcast(ops.select(*key).distinct())
+        keys = ops.select(*key).distinct().hint("shuffle_hash")
         old = (
             snap.join(keys, on=key, how="left_semi")
             .groupBy(*cols)
@@ -86,7 +86,7 @@ def keyed_change(
             .filter(w != 0)
         )
         had = old.select(*key).distinct().withColumn("__had", F.lit(True))
-        ops = ops.join(F.broadcast(had), on=key, how="left")
+        ops = ops.join(had.hint("shuffle_hash"), on=key, how="left")
     else:
         old = None
         ops = ops.withColumn("__had", F.lit(False))
