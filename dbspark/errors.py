@@ -47,6 +47,12 @@ class DataError(DbsparkError):
     does not fit its column's declared type."""
 
 
+class EngineError(DbsparkError):
+    """The engine failed while running a step (a Spark job that failed for a reason other than the
+    data: a lost executor, a killed worker, out of memory): nothing was applied, and the step's
+    changes stay queued, so running the step again retries it."""
+
+
 class ParseError(DbsparkError):
     """Program text (SQL, Datalog) that does not parse; `line` and `column` locate the fault (1-based)."""
 

@@ -242,3 +242,32 @@ def test_local_pipeline_killed_at_random_moments_finishes_equal_to_the_oracle(tm
     _, se = final.communicate(timeout=300)
     assert final.returncode == 0, se
     _check(tmp_path / "out", _reference(changes), 12)
+
+
+@pytest.mark.spark
+def test_a_step_whose_spark_task_dies_fails_keeps_its_changes_and_runs_again(spark_session, tmp_path):
+    """On `local[2]` a failed task is not retried: the step fails as an `EngineError` (not the data's
+    fault), nothing is applied, its changes stay queued, and running the step again applies them once."""
+    from dbspark.engines.spark.buckets import KILL_TASK_ONCE
+    from dbspark.errors import EngineError
+    from dbspark.testing.sql_oracle import SqlOracle
+
+    ddl = "CREATE TABLE t (k BIGINT, g BIGINT); CREATE VIEW v AS SELECT g, count(*) AS n, sum(k) AS s FROM t GROUP BY g;"
+    oracle = SqlOracle(ddl)
+    p = dbspark.Pipeline(tmp_path / "state", engine="spark", spark=spark_session)
+    try:
+        p.sql(ddl)
+        rows = [(i, i % 3) for i in range(20)]
+        p.insert("t", spark_session.createDataFrame(rows, "k long, g long"))
+        oracle.insert("t", rows)
+        trigger = tmp_path / "state" / "state" / "traces" / KILL_TASK_ONCE
+        trigger.parent.mkdir(parents=True, exist_ok=True)
+        trigger.write_text("")
+        with pytest.raises(EngineError, match="step 1 failed on the engine, nothing applied"):
+            p.step()
+        assert p.steps == 0 and not trigger.exists()
+        p.step()
+        assert p.steps == 1
+        oracle.check(p)
+    finally:
+        p.close()

@@ -86,3 +86,35 @@ def test_pipeline_on_a_local_cluster(cluster_session, tmp_path):
         oracle.run(q, STEPS[2:])
     finally:
         q.close()
+
+
+def test_an_executor_task_killed_mid_step_is_retried_and_the_step_is_unchanged(cluster_session, tmp_path):
+    """A step whose change is on Spark writes its state in executor tasks; one of them is killed after
+    writing its files and before returning them (`engines/spark/buckets.py` `_fault_point`: its Python
+    worker exits, as a crashed executor's would). Spark runs the task again, which writes the same
+    files; the step commits once and every view equals DuckDB's."""
+    from dbspark.engines.spark.buckets import KILL_TASK_ONCE
+
+    edge = "src long, dst long, w long"
+    node = "id long, label string"
+    oracle = SqlOracle(DDL)
+    p = dbspark.Pipeline(tmp_path / "state", engine="spark", spark=cluster_session)
+    p.sql(DDL)
+    try:
+        oracle.run(p, STEPS[:1])
+        trigger = tmp_path / "state" / "state" / "traces" / KILL_TASK_ONCE  # (the kernel's traces)
+        trigger.write_text("")
+        ins, dels = STEPS[1]
+        frames = (
+            {
+                "edge": cluster_session.createDataFrame(ins["edge"], edge),
+                "node": cluster_session.createDataFrame(ins["node"], node),
+            },
+            {"edge": cluster_session.createDataFrame(dels["edge"], edge)},
+        )
+        oracle.run(p, [frames])
+        assert not trigger.exists() and trigger.with_name(KILL_TASK_ONCE + ".taken").exists()
+        assert p.steps == 2
+        oracle.run(p, STEPS[2:])
+    finally:
+        p.close()

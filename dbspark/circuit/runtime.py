@@ -19,7 +19,7 @@ import numpy as np
 from dbspark.algebra.zset import ZSet
 from dbspark.circuit.circuit import Circuit
 from dbspark.circuit.schedule import advance_delays, evaluate, schedule
-from dbspark.errors import CircuitError, DbsparkError, UnknownNameError
+from dbspark.errors import CircuitError, DbsparkError, EngineError, UnknownNameError
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, DelayState
 
@@ -119,7 +119,16 @@ class Runtime:
             for fn in reversed(undo):
                 fn()
             self.kernel.abort_step()
-            if isinstance(e, DbsparkError):
+            if isinstance(e, EngineError) or not isinstance(e, DbsparkError):
+                # not the data's fault: the changes stay queued, so that the step can be run again
+                for name, batches in pending.items():
+                    self._pending[name] = batches + self._pending[name]
+            if isinstance(e, EngineError):
+                e.args = (
+                    f"step {self.time + 1} failed on the engine, nothing applied (its changes stay queued: "
+                    f"run the step again): {e.args[0] if e.args else e}",
+                )
+            elif isinstance(e, DbsparkError):
                 e.args = (f"step {self.time + 1} rejected, nothing applied: {e.args[0] if e.args else e}",)
             raise
         self._last = out

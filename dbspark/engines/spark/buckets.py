@@ -284,6 +284,7 @@ def _apply(
         return
     change = pl.concat(frames, how="vertical")
     out = entries_frame(layout.apply(files, change, step))
+    _fault_point(layout.root)
     if output is not None:
         import os
         import uuid
@@ -307,6 +308,24 @@ def _apply(
         )
         out = pl.concat([out, row], how="vertical")
     yield from out.to_arrow().to_batches()
+
+
+KILL_TASK_ONCE = "kill-task-once"
+
+
+def _fault_point(root: str) -> None:
+    """Fault injection for tests: if `<state>/kill-task-once` exists, the first task to claim it (an
+    atomic rename) kills its Python worker after writing its runs and before returning them, as a
+    crashed executor would; Spark retries the task, which writes the same files again."""
+    import os
+
+    trigger = os.path.join(root, KILL_TASK_ONCE)
+    if os.path.exists(trigger):
+        try:
+            os.rename(trigger, trigger + ".taken")
+        except OSError:
+            return  # another task claimed it
+        os._exit(1)
 
 
 def seek_rows(

@@ -128,6 +128,10 @@ class SparkKernel:
                 raise errors.SchemaError(
                     f"a value of the wrong type on the spark engine: {msg.splitlines()[0]}"
                 ) from None
+            user_code = "PythonException" in msg and "exited unexpectedly" not in msg
+            if not user_code and ("Job aborted" in msg or "SparkException" in msg):
+                lines = [ln for ln in msg.splitlines() if ln.strip()]
+                raise errors.EngineError(lines[0] if lines else type(e).__name__) from e
             raise
 
     def write(self, df: Any, path: str) -> None:
@@ -638,7 +642,7 @@ class SparkKernel:
         """A trace of `data` columns indexed by `keys`, with summed columns `sums` (a weight, or an
         aggregate's accumulators), registered to be flushed at the end of each step."""
         layout = BucketLayout(
-            str(self.storage.root / "state"),
+            str(self.storage.root / "traces"),
             f"t{len(self.traces):04d}",
             data,
             keys,
