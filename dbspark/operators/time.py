@@ -90,5 +90,5 @@ class Differentiate(Operator):
         cur = kernel.as_zset(inputs[0])
         prev = state.value
         undo.append(lambda: setattr(state, "value", prev))
-        state.value = cur
+        state.value = kernel.hold(cur)  # kept across steps: it must outlive the state files it reads
         return kernel.plus(cur, kernel.neg(prev))

@@ -151,7 +151,10 @@ class SparkBucketTrace:
         self.files: dict[int, BucketEntry] = {}
         self.pending: list[SparkZSet] = []
         self.issued: list[BucketSnap] = []
-        self.replaced: list[str] = []  # runs the last flush replaced: deleted when the step commits
+        self.replaced: list[str] = []  # runs the last flush replaced
+        # runs replaced by the previous committed step: deleted when the next one commits, so a value
+        # read from the trace between two steps (a view, `.frame`) stays readable through one more step
+        self.retired: list[str] = []
 
     @property
     def batches(self) -> tuple[Any, ...]:
@@ -227,9 +230,9 @@ class SparkBucketTrace:
         undo.append(back)
 
     def collect(self) -> None:
-        """The step committed: delete the runs its flush replaced."""
-        self.layout.remove(self.replaced)
-        self.replaced = []
+        """The step committed: delete the runs the previous step replaced; retire this step's."""
+        self.layout.remove(self.retired)
+        self.retired, self.replaced = self.replaced, []
 
     def sweep(self) -> None:
         """After a restart: delete runs that no committed version refers to (uncommitted steps)."""

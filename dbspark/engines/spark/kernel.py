@@ -13,10 +13,11 @@ or an operator over empty inputs) carries no plan, and operators on it short-cir
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,27 @@ class SparkKernel:
     def begin_step(self, t: int) -> None:
         self.step_no = self.storage.step = t
 
+    # settings for the step's action, restored after it: with adaptive query execution each shuffle
+    # stage of the step becomes a Spark job of its own (measured: 48 jobs instead of 1)
+    STEP_SETTINGS = {"spark.sql.adaptive.enabled": "false"}
+
+    @contextlib.contextmanager
+    def step_settings(self) -> Iterator[None]:
+        """`STEP_SETTINGS` on the session for the duration of a step's action (a session passed in
+        gets its own values back afterwards)."""
+        conf = self.spark.conf
+        saved = {k: conf.get(k, None) for k in self.STEP_SETTINGS}
+        for k, v in self.STEP_SETTINGS.items():
+            conf.set(k, v)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    conf.unset(k)
+                else:
+                    conf.set(k, v)
+
     def flush_step(self, undo: list) -> None:
         """Write the traces' pending changes of this step (`engines.spark.buckets`): those held in the
         driver there, all others in ONE Spark job (a union of every trace's write plan), which also
@@ -163,7 +185,8 @@ class SparkKernel:
             df = plans[0]
             for p in plans[1:]:
                 df = df.unionByName(p)
-            got = pl.from_arrow(self.act(lambda: df.toArrow()))
+            with self.step_settings():
+                got = pl.from_arrow(self.act(lambda: df.toArrow()))
             assert isinstance(got, pl.DataFrame)
             for i in planned:  # (a trace whose change cancelled out has no rows: adopted as unchanged)
                 rows = got.filter((pl.col("trace") == i) & (pl.col("bucket") >= 0))
