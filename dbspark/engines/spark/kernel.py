@@ -189,15 +189,15 @@ class SparkKernel:
                 got = pl.from_arrow(self.act(lambda: df.toArrow()))
             assert isinstance(got, pl.DataFrame)
             for i in planned:  # (a trace whose change cancelled out has no rows: adopted as unchanged)
-                rows = got.filter((pl.col("trace") == i) & (pl.col("bucket") >= 0))
-                self.traces[i].adopt(entries_from_frame(rows), undo)
-        for path, z in self._outputs.values():  # the outputs on Spark read their change logs
-            written = Path(path).exists() and any(Path(path).glob("part-*.parquet"))
-            if written:
-                r = self.read(path, z.schema)
-                z._df, z.path, z.files, z.consolidated = r._df, r.path, r.files, True
-            else:
-                z._df, z.local = None, ZSet.empty(z.schema)
+                mine = got.filter(pl.col("trace") == i)
+                self.traces[i].adopt(entries_from_frame(mine.filter(pl.col("bucket") >= 0)), undo)
+                if i in self._outputs:  # the output on Spark reads the change log its tasks wrote
+                    path, z = self._outputs[i]
+                    if mine.filter(pl.col("bucket") == -1).height:
+                        r = self.read(path, z.schema)
+                        z._df, z.path, z.files, z.consolidated = r._df, r.path, r.files, True
+                    else:
+                        z._df, z.local = None, ZSet.empty(z.schema)
         self._outputs = {}
 
     def end_step(self, t: int) -> None:
