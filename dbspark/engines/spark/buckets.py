@@ -16,6 +16,7 @@ the next step then names the committed files), and rolled back with it. See `doc
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +156,7 @@ class SparkBucketTrace:
         # runs replaced by the previous committed step: deleted when the next one commits, so a value
         # read from the trace between two steps (a view, `.frame`) stays readable through one more step
         self.retired: list[str] = []
+        self.pinned: set[str] = set()  # the runs of the last checkpointed version: never deleted here
 
     @property
     def batches(self) -> tuple[Any, ...]:
@@ -167,10 +169,15 @@ class SparkBucketTrace:
         return s
 
     def add(self, z: SparkZSet, undo: list) -> None:
+        """Record a change of this step (written by the step's flush). A change on Spark is written at
+        once instead when the step already has `kernel.fused_traces` traces pending on Spark: one
+        action per step over many traces would be one plan holding every one of their lineages."""
         if z.known_empty:
             return
         self.pending.append(z)
-        undo.append(lambda: self.pending.pop())
+        undo.append(lambda: self.pending.pop() if self.pending else None)
+        if z._df is not None and self.kernel.spark_pending() > self.kernel.fused_traces:
+            self.kernel.flush_traces([self.kernel.traces.index(self)], undo)
 
     # ---- the end of a step ------------------------------------------------------------------------
     def flush_local(self, step: int, undo: list) -> bool:
@@ -231,7 +238,7 @@ class SparkBucketTrace:
 
     def collect(self) -> None:
         """The step committed: delete the runs the previous step replaced; retire this step's."""
-        self.layout.remove(self.retired)
+        self.layout.remove([r for r in self.retired if r not in self.pinned])
         self.retired, self.replaced = self.replaced, []
 
     def sweep(self) -> None:
@@ -241,8 +248,10 @@ class SparkBucketTrace:
     # ---- checkpoints ------------------------------------------------------------------------------
     def to_state(self) -> Any:
         assert not self.pending, "a trace is saved after its step's flush"
+        self.pinned = {r for e in self.files.values() for r in e.runs()}  # restorable while it is the last
         return {
             "name": self.layout.name,
+            "root": self.layout.root,
             "n_buckets": self.layout.n_buckets,
             "files": {str(b): e.to_json() for b, e in sorted(self.files.items())},
         }
@@ -255,6 +264,12 @@ class SparkBucketTrace:
             )
         self.files = {int(b): BucketEntry.from_json(v) for b, v in saved["files"].items()}
         self.pending, self.issued = [], []
+        # runs retired by steps after the checkpoint may be the restored version's: none is deleted
+        # (unreferenced runs are swept when a pipeline reopens its directory)
+        self.replaced, self.retired = [], []
+        root = saved.get("root", self.layout.root)
+        if root != self.layout.root:  # a checkpoint of another runtime's state: its files stay there
+            self.layout = dataclasses.replace(self.layout, root=root)
 
 
 # ---- what runs in Spark's Python workers -----------------------------------------------------------

@@ -98,6 +98,9 @@ class SparkKernel:
         self._outputs: dict[int, tuple[str, SparkZSet]] = {}  # trace index -> (change log, output value)
         self.n_buckets = int(self.handle.setting("buckets", "16"))
         self.write_partitions = int(self.handle.setting("write_partitions", "2"))
+        # traces a step writes in its one closing action; past that, a change on Spark is written as
+        # it arrives (`SparkBucketTrace.add`)
+        self.fused_traces = int(self.handle.setting("fused_traces", "8"))
 
     def close(self) -> None:
         if self._tmp:
@@ -175,12 +178,21 @@ class SparkKernel:
         """Write the traces' pending changes of this step (`engines.spark.buckets`): those held in the
         driver there, all others in ONE Spark job (a union of every trace's write plan), which also
         writes the views' change logs; the outputs of the step then read those logs."""
-        plans, planned = [], []
-        for i, t in enumerate(self.traces):
-            if not t.flush_local(self.step_no, undo):
-                out = self._outputs.get(i)
-                plans.append(t.write_plan(self.step_no, i, out[0] if out else None))
-                planned.append(i)
+        self.flush_traces(
+            [i for i, t in enumerate(self.traces) if not t.flush_local(self.step_no, undo)], undo
+        )
+        self._outputs = {}
+
+    def spark_pending(self) -> int:
+        """The number of traces with a change on Spark pending in this step."""
+        return sum(1 for t in self.traces if any(p._df is not None for p in t.pending))
+
+    def flush_traces(self, planned: list[int], undo: list) -> None:
+        """Write the pending changes of the traces `planned` (indices) in one Spark action."""
+        plans = []
+        for i in planned:
+            out = self._outputs.get(i)
+            plans.append(self.traces[i].write_plan(self.step_no, i, out[0] if out else None))
         if plans:
             df = plans[0]
             for p in plans[1:]:
@@ -198,7 +210,7 @@ class SparkKernel:
                         z._df, z.path, z.files, z.consolidated = r._df, r.path, r.files, True
                     else:
                         z._df, z.local = None, ZSet.empty(z.schema)
-        self._outputs = {}
+                    del self._outputs[i]
 
     def end_step(self, t: int) -> None:
         """The step committed: delete the files it replaced, drop its cached changes."""
@@ -698,16 +710,17 @@ class SparkKernel:
         z = self.consolidate(delta)
         if z.known_empty:
             return z
-        trace.add(z, undo)
         if z._df is None:
+            trace.add(z, undo)
             return z
-        # the step's flush writes the change log in the job that writes the view's trace; the value
-        # returned here reads the log once written
+        # the write of the view's trace (the step's flush, or at once) also writes the change log; the
+        # value returned here reads the log once written
         path = str(self.storage.root / "outputs" / name / f"step-{self.step_no:08d}")
         shutil.rmtree(path, ignore_errors=True)  # (a re-run of a step that crashed after writing it)
         out = SparkZSet(self.spark, z.schema)
         self._outputs[self.traces.index(trace)] = (path, out)
         undo.append(lambda: self._outputs.clear())
+        trace.add(z, undo)
         return out
 
     def weigh(self, a: Value, column: str) -> SparkZSet:
