@@ -486,7 +486,9 @@ class AggregateState:
                 d = d.groupBy(*keys_of(spec)).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
             else:
                 d = d.select(*self.trace.schema, WEIGHT)
-            dz = d.select(*self.trace.layout.frame_schema)  # written to the state by the step's flush
+            # computed once here (an eager local checkpoint): the plans downstream of an aggregate start
+            # from its result, not from its input's lineage (deep circuits' plans grew past the driver)
+            dz = k.act(lambda: d.select(*self.trace.layout.frame_schema).localCheckpoint(eager=True))
             self.trace.add(k._z(self.trace.schema, dz), undo)
         out = self._step(prev, dz, was)
         return k._z(out_schema, out, consolidated=True)
