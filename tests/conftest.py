@@ -9,7 +9,12 @@ gets its own kernel, hence its own state directory, removed at the end of the se
 
 from __future__ import annotations
 
+import os
+import site
+import sys
+import zipfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,6 +69,84 @@ def spark_session() -> Iterator[Any]:
     spark.sparkContext.setLogLevel("ERROR")
     yield spark
     spark.stop()
+
+
+# a Spark Connect server's settings: the shared session's, less what a Connect server runs without
+CONNECT_CONF = {k: v for k, v in SPARK_CONF.items() if k not in ("spark.driver.memory", "spark.log.level")}
+CONNECT_CONF["spark.driver.memory"] = "1g"
+
+
+@pytest.fixture(scope="module")
+def connect_session() -> Iterator[Any]:
+    """A Spark Connect session (`pyspark.sql.connect`) on a local Spark Connect server started in its own
+    process (`dbspark.testing.connect_server`) for the module, stopped after it. Skipped, saying why,
+    when pyspark's connect extra is not installed or the server does not start."""
+    from dbspark.engines.spark.session import check_java
+
+    check_java()
+    try:
+        from dbspark.testing.connect_server import ConnectServer, ConnectServerError
+
+        server = ConnectServer("local[2]", CONNECT_CONF)
+    except ImportError as e:
+        pytest.skip(f"Spark Connect needs pyspark's connect extra (pip install 'pyspark[connect]'): {e}")
+    except ConnectServerError as e:
+        pytest.skip(f"no local Spark Connect server: {e}")
+    with server:
+        yield server.session()
+
+
+def dbspark_zip(directory: Path) -> Path:
+    """This checkout's `dbspark` package as a zip for `--py-files` / `addArtifacts(..., pyfile=True)`."""
+    import dbspark
+
+    pkg = Path(dbspark.__file__).parent
+    out = directory / "dbspark.zip"
+    with zipfile.ZipFile(out, "w") as z:
+        for f in pkg.rglob("*.py"):
+            z.write(f, f.relative_to(pkg.parent))
+    return out
+
+
+def python_without_dbspark(directory: Path) -> Path:
+    """A Python for Spark's workers that sees site-packages but not an installed dbspark: `python -S`
+    (no .pth files, so no editable install) with site-packages on PYTHONPATH (`spark.executorEnv`)."""
+    script = directory / "python-without-dbspark"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+@pytest.fixture(scope="module")
+def cluster_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark Connect session on a `local-cluster[2,1,1024]` master: a Spark Connect server whose two
+    executors are separate processes, whose Python workers do not see the installed dbspark; dbspark is
+    shipped to them as a user would, `spark.addArtifacts(<zip>, pyfile=True)`. Skipped, saying why, when
+    the cluster does not start."""
+    from dbspark.engines.spark.session import check_java
+
+    check_java()
+    tmp = tmp_path_factory.mktemp("cluster")
+    python = str(python_without_dbspark(tmp))
+    conf = {
+        **CONNECT_CONF,
+        "spark.pyspark.python": python,
+        "spark.executorEnv.PYTHONPATH": os.pathsep.join(site.getsitepackages()),
+    }
+    env = {"PYSPARK_PYTHON": python, "SPARK_WORKER_DIR": str(tmp / "work"), "PYTHONPATH": ""}
+    try:
+        from dbspark.testing.connect_server import ConnectServer, ConnectServerError
+
+        server = ConnectServer("local-cluster[2,1,1024]", conf, env=env)
+    except ImportError as e:
+        pytest.skip(f"Spark Connect needs pyspark's connect extra (pip install 'pyspark[connect]'): {e}")
+    except ConnectServerError as e:
+        pytest.skip(f"no local-cluster[2,1,1024] Spark Connect server: {e}")
+    with server:
+        spark = server.session()
+        if os.environ.get("DBSPARK_TEST_NO_SHIP") != "1":  # (set: see the test fail without it)
+            spark.addArtifacts(str(dbspark_zip(tmp)), pyfile=True)
+        yield spark
 
 
 class SparkEngine:

@@ -296,6 +296,8 @@ class SqlOracle:
         cols = self.columns[table]
         if isinstance(rows, pl.DataFrame):
             df = rows
+        elif type(rows).__module__.startswith("pyspark.sql"):  # a Spark DataFrame (classic or Connect)
+            df = pl.from_arrow(rows.toArrow())  # type: ignore[assignment]
         elif hasattr(rows, "to_zset"):
             df = rows.to_zset().data()
         elif hasattr(rows, "schema") and hasattr(rows, "column_names"):  # Arrow

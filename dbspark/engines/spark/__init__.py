@@ -1,0 +1,1 @@
+"""The spark engine: Z-sets as lazy Spark DataFrames, traces as Parquet files (`kernel`, `trace`)."""
