@@ -146,6 +146,9 @@ class Col(Expr):
 @dataclass(frozen=True, eq=True)
 class Lit(Expr):
     value: Any
+    # an integer as SQL text wrote it: typed as DuckDB types integer literals in arithmetic (INTEGER, or
+    # the other operand's integer type); an `int` from the Python API is BIGINT
+    sql_int: bool = False
 
     def columns(self) -> set[str]:
         return set()
@@ -179,7 +182,7 @@ def _int_literal(e: Expr) -> int | None:
     if isinstance(e, Unary) and e.op == "neg":
         v = _int_literal(e.arg)
         return None if v is None else -v
-    if isinstance(e, Lit) and isinstance(e.value, int) and not isinstance(e.value, bool):
+    if isinstance(e, Lit) and e.sql_int and isinstance(e.value, int) and not isinstance(e.value, bool):
         return e.value
     return None
 

@@ -258,7 +258,8 @@ def literal(node: exp.Literal) -> Any:
 
 
 def _literal(c: ExprCompiler, node: exp.Literal) -> ir.Expr:
-    return ir.Lit(literal(node))
+    v = literal(node)
+    return ir.Lit(v, sql_int=isinstance(v, int))
 
 
 def _cast(c: ExprCompiler, node: exp.Cast) -> ir.Expr:
