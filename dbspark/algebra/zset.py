@@ -53,13 +53,14 @@ def weight_sum_checked(df: pl.DataFrame, by: Sequence[str], extra: Sequence[str]
 class ZSet:
     """A Z-set over rows of a fixed schema, stored columnar; the values of a DBSP stream."""
 
-    __slots__ = ("_df", "consolidated")
+    __slots__ = ("_cons", "_df", "consolidated")
 
     def __init__(self, df: pl.DataFrame, consolidated: bool = False) -> None:
         if df.columns[-1:] != [WEIGHT]:
             raise ValueError(f"a Z-set frame must end with the weight column {WEIGHT!r}: {df.columns}")
         self._df = df
         self.consolidated = consolidated
+        self._cons: ZSet | None = None  # the consolidated form, once computed (frames are immutable)
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -117,19 +118,21 @@ class ZSet:
 
     # ---- the group (Z[A], +, 0, -) ------------------------------------------------------------
     def consolidate(self) -> ZSet:
-        """Sum the weights of equal rows and drop zero weights: the canonical form."""
+        """Sum the weights of equal rows and drop zero weights: the canonical form.
+
+        Computed once per Z-set: a change read by several operators (a join and the integral of the
+        same input) is consolidated once."""
         if self.consolidated:
             return self
+        if self._cons is not None:
+            return self._cons
         df = self._df
         if df.height == 0:
-            return self.with_df(df, True)
-        cols = self.columns
-        if not cols:
-            out = weight_sum_checked(df, [])
-        else:
-            out = weight_sum_checked(df, cols)
-        out = out.filter(pl.col(WEIGHT) != 0)
-        return self.with_df(out.select(df.columns), True)
+            self._cons = self.with_df(df, True)
+            return self._cons
+        out = weight_sum_checked(df, self.columns).filter(pl.col(WEIGHT) != 0)
+        self._cons = self.with_df(out.select(df.columns), True)
+        return self._cons
 
     def __add__(self, other: ZSet) -> ZSet:
         if self._df.height == 0:

@@ -119,31 +119,70 @@ class Batch:
         return self.df[starts]
 
 
+def _runs_in(h: np.ndarray, probe: np.ndarray) -> np.ndarray:
+    """A mask of the positions of sorted `h` whose value is in sorted unique `probe`."""
+    lo = np.searchsorted(h, probe, side="left")
+    hi = np.searchsorted(h, probe, side="right")
+    n = hi - lo
+    mask = np.zeros(len(h), dtype=bool)
+    total = int(n.sum())
+    if total:
+        nz = n > 0
+        lo, n = lo[nz], n[nz]
+        mask[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(total)] = True
+    return mask
+
+
+def _merge_order(ha: np.ndarray, hb: np.ndarray) -> np.ndarray:
+    """The gather order of concat(a, b) that merges two sorted runs (b's equal hashes after a's)."""
+    na, nb = len(ha), len(hb)
+    pos_b = np.searchsorted(ha, hb, side="right") + np.arange(nb)
+    from_b = np.zeros(na + nb, dtype=bool)
+    from_b[pos_b] = True
+    order = np.empty(na + nb, dtype=np.int64)
+    order[pos_b] = np.arange(na, na + nb)
+    order[~from_b] = np.arange(na)
+    return order
+
+
 def merge_batches(a: Batch, b: Batch, keys: Sequence[str], weight_cols: Sequence[str]) -> Batch:
     """Merge two sorted consolidated batches into one.
 
-    Both are sorted by key hash, so a stable argsort of the concatenation is a linear-time merge
-    (timsort finds the two runs). Only rows whose key hash occurs more than once can be equal rows,
-    so only those are consolidated (grouped); the rest is already consolidated."""
-    h = np.concatenate([a.hashes, b.hashes])
-    order = np.argsort(h, kind="stable")
-    h = h[order]
-    df = pl.concat([a.df, b.df], how="vertical")[order]
-    dup = np.zeros(len(h), dtype=bool)
-    if len(h) > 1:
-        eq = h[1:] == h[:-1]
-        dup[1:] |= eq
-        dup[:-1] |= eq
-    if not dup.any():
-        return Batch(df, keys, h)
-    cons = consolidate_frame(df.filter(pl.Series(dup)), weight_cols)
-    keep = ~dup
-    rest, hrest = df.filter(pl.Series(keep)), h[keep]
+    Each batch is consolidated, so equal rows can only be a row of `a` and a row of `b` with the
+    same key hash: only the rows whose key hash occurs in both batches are consolidated (grouped),
+    found by binary search of the smaller batch's hashes in the larger one. The rest of both batches
+    is merged by hash without sorting (a linear merge of two sorted runs)."""
+    ha, hb = a.hashes, b.hashes
+    if len(ha) == 0 or len(hb) == 0:
+        return a if len(hb) == 0 else b
+    small, large = (ha, hb) if len(ha) <= len(hb) else (hb, ha)
+    i = np.minimum(np.searchsorted(large, small), len(large) - 1)
+    common = small[large[i] == small]
+    if len(common) == 0:
+        order = _merge_order(ha, hb)
+        return Batch(pl.concat([a.df, b.df], how="vertical")[order], keys, np.concatenate([ha, hb])[order])
+    common = common[np.concatenate(([True], common[1:] != common[:-1]))] if len(common) > 1 else common
+    ma, mb = _runs_in(ha, common), _runs_in(hb, common)
+    cand = pl.concat([a.df.filter(pl.Series(ma)), b.df.filter(pl.Series(mb))], how="vertical")
+    cons = consolidate_frame(cand, weight_cols)
     hc = key_hash(cons, keys)
     oc = np.argsort(hc, kind="stable")
-    h2 = np.concatenate([hrest, hc[oc]])
-    order2 = np.argsort(h2, kind="stable")
-    return Batch(pl.concat([rest, cons[oc]], how="vertical")[order2], keys, h2[order2])
+    ka, kb = ~ma, ~mb
+    rest_a = Batch(a.df.filter(pl.Series(ka)), keys, ha[ka])
+    rest_b = Batch(b.df.filter(pl.Series(kb)), keys, hb[kb])
+    ab = _merge_two(rest_a, rest_b, keys)
+    return _merge_two(ab, Batch(cons[oc] if cons.height else cons, keys, hc[oc]), keys)
+
+
+def _merge_two(a: Batch, b: Batch, keys: Sequence[str]) -> Batch:
+    """Two sorted batches with no equal rows between them, as one sorted batch."""
+    if len(b) == 0:
+        return a
+    if len(a) == 0:
+        return b
+    order = _merge_order(a.hashes, b.hashes)
+    h = np.concatenate([a.hashes, b.hashes])[order]
+    return Batch(pl.concat([a.df, b.df], how="vertical")[order], keys, h)
 
 
 class TraceSnapshot:

@@ -141,7 +141,10 @@ class LocalKernel:
 
     def index(self, a: Value, keys: Sequence[str]) -> IndexedZSet:
         z = self.as_zset(a)
-        return IndexedZSet(z.df, keys, z.consolidated)
+        out = IndexedZSet(z.df, keys, z.consolidated)
+        if z._cons is not None:  # keep a consolidation already computed
+            out._cons = IndexedZSet(z._cons.df, keys, True)
+        return out
 
     # ---- bilinear operators -------------------------------------------------------------------
     def join(
@@ -241,7 +244,10 @@ class LocalKernel:
     def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
         saved = list(trace.batches)
         undo.append(lambda: setattr(trace, "batches", saved))
-        trace.insert(_frame(delta), consolidated=isinstance(delta, ZSet) and delta.consolidated)
+        if isinstance(delta, ZSet):  # consolidated once: the same change may feed a join too
+            trace.insert(delta.consolidate().df, consolidated=True)
+        else:
+            trace.insert(delta.to_frame(), consolidated=True)
         return trace.snapshot()
 
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
