@@ -77,59 +77,82 @@ def consolidate_frame(df: pl.DataFrame, weight_cols: Sequence[str]) -> pl.DataFr
     return out.select(df.columns)
 
 
-class Batch:
-    """A consolidated frame sorted by the hash of its key columns, with the hashes as a NumPy array."""
+_SCAN = 16  # a probe whose directory bucket holds more rows is found by binary search instead
 
-    __slots__ = ("df", "hashes")
+
+class Batch:
+    """A consolidated frame sorted by the hash of its key columns, with the hashes as a NumPy array.
+
+    A seek finds a key's rows through a directory of the hashes' top bits (`starts`, built on the first
+    seek: about one row per bucket), so a probe costs two lookups instead of a binary search."""
+
+    __slots__ = ("_dir", "df", "hashes")
 
     def __init__(self, df: pl.DataFrame, keys: Sequence[str], hashes: np.ndarray | None = None) -> None:
+        self._dir: tuple[np.ndarray, np.uint64] | None = None
         if hashes is not None:  # already sorted by these hashes
             self.df, self.hashes = df, hashes
             return
         h = key_hash(df, keys)
-        order = np.argsort(h, kind="stable")
+        order = np.argsort(h)  # equal hashes in any order
         self.hashes = h[order]
         self.df = df[order] if df.height else df
 
     def __len__(self) -> int:
         return self.df.height
 
+    def _directory(self) -> tuple[np.ndarray, np.uint64]:
+        """(starts, shift): the rows whose hash has top bits t are starts[t]:starts[t + 1]."""
+        if self._dir is None:
+            bits = max(1, (len(self.hashes) - 1).bit_length())
+            shift = np.uint64(64 - bits)
+            counts = np.bincount((self.hashes >> shift).astype(np.intp), minlength=1 << bits)
+            starts = np.zeros(len(counts) + 1, dtype=np.intp)
+            np.cumsum(counts, out=starts[1:])
+            self._dir = (starts, shift)
+        return self._dir
+
     def seek(self, probe: np.ndarray) -> pl.DataFrame:
         """Rows whose key hash is in `probe` (sorted, unique uint64); hash collisions are filtered later."""
         if self.df.height == 0 or len(probe) == 0:
             return self.df.clear()
+        pos = self.positions(probe)
+        return self.df[pos] if len(pos) else self.df.clear()
+
+    def positions(self, probe: np.ndarray) -> np.ndarray:
+        """The row positions whose key hash is in `probe` (sorted, unique uint64)."""
         h = self.hashes
-        lo = np.searchsorted(h, probe, side="left")
-        # hi without a second full binary search: most keys have zero or one row here
-        n = len(h)
-        hit = h[np.minimum(lo, n - 1)] == probe
-        hit &= lo < n
-        hi = lo + hit
-        more = hit & (hi < n)
-        more[more] = h[hi[more]] == probe[more]
-        if more.any():
-            hi[more] = np.searchsorted(h, probe[more], side="right")
-        counts = hi - lo
-        total = int(counts.sum())
-        if total == 0:
-            return self.df.clear()
-        nz = counts > 0
-        lo, counts = lo[nz], counts[nz]
-        starts = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
-        return self.df[starts]
+        starts, shift = self._directory()
+        top = (probe >> shift).astype(np.intp)
+        lo, n = starts[top], starts[top + 1] - starts[top]
+        scan = n <= _SCAN
+        if not scan.all():  # a crowded bucket (a key with many rows): binary search
+            far = probe[~scan]
+            a, b = np.searchsorted(h, far, side="left"), np.searchsorted(h, far, side="right")
+            lo, n, probe = lo[scan], n[scan], probe[scan]
+            found = [_ranges(a, b - a)]
+        else:
+            found = []
+        idx = _ranges(lo, n)
+        found.append(idx[h[idx] == np.repeat(probe, n)])
+        return np.concatenate(found) if len(found) > 1 else found[0]
+
+
+def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The positions lo[i] .. lo[i] + n[i] - 1 of every i, in order."""
+    total = int(n.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.intp)
+    nz = n > 0
+    lo, n = lo[nz], n[nz]
+    return np.repeat(lo - np.cumsum(n) + n, n) + np.arange(total)
 
 
 def _runs_in(h: np.ndarray, probe: np.ndarray) -> np.ndarray:
     """A mask of the positions of sorted `h` whose value is in sorted unique `probe`."""
     lo = np.searchsorted(h, probe, side="left")
-    hi = np.searchsorted(h, probe, side="right")
-    n = hi - lo
     mask = np.zeros(len(h), dtype=bool)
-    total = int(n.sum())
-    if total:
-        nz = n > 0
-        lo, n = lo[nz], n[nz]
-        mask[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(total)] = True
+    mask[_ranges(lo, np.searchsorted(h, probe, side="right") - lo)] = True
     return mask
 
 
