@@ -517,6 +517,21 @@ def test_huge_weight_on_a_linear_aggregate_overflowing_int64_is_rejected(engine)
     assert r.view("v").to_dict() == {(1, 10 * BIG + 1): 1}
 
 
+def test_a_change_whose_rows_count_past_int64_in_one_group_is_rejected() -> None:
+    """Five rows of weight 2**62 in one group: their count (5 * 2**62) does not fit in int64 and
+    must raise WeightError, not wrap to 2**62 (the local engine sums a change's weights per group)."""
+    c = dbspark.Circuit()
+    t = c.input("t", {"g": "int64", "x": "int64"})
+    t.aggregate(by="g", n="count").output("v")
+    r = c.run()
+    r.push("t", [(1, 0)], [1])
+    r.step()
+    r.push("t", [(1, x) for x in range(1, 6)], [2**62] * 5)
+    with pytest.raises(dbspark.WeightError):
+        r.step()
+    assert r.view("v").to_dict() == {(1, 1): 1}
+
+
 def test_tolerance_helper_is_not_vacuous():
     a = duckdb_expected(Counter({(1, 2): 1, (1, 4): 1}), "int64", True)
     ((row, w),) = a.items()

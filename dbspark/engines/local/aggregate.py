@@ -16,15 +16,16 @@ from typing import Any
 import polars as pl
 
 from dbspark.algebra.weights import INT64_MAX
-from dbspark.algebra.zset import WEIGHT, ZSet, with_weight
+from dbspark.algebra.zset import _OVERFLOW, WEIGHT, ZSet, with_weight
 from dbspark.engines.local.exprs import fdiv
 from dbspark.engines.local.median import median_expr, median_frame
 from dbspark.errors import NegativeStateError, WeightError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
 from dbspark.trace.ordered import NegativeMultiplicityError, OrderedMultiset
-from dbspark.trace.spine import Spine, consolidate_frame
+from dbspark.trace.spine import Spine, _nonzero
 
 G = "__g"  # the constant group key used when there is no GROUP BY
+_WF = "__wf"  # a group's row count summed in floats: the overflow check of the int64 count
 
 
 def _keys(spec: AggSpec) -> list[str]:
@@ -218,16 +219,15 @@ class AggregateState:
         d = _with_key(delta.df, spec)
         if d.height == 0 and self.started:
             return ZSet.empty(spec.output_schema())
-        dacc = d.group_by(keys).agg(_acc_exprs(spec)) if d.height else self.acc.snapshot().empty_frame()
-        gk = dacc.select(keys)
-        if not spec.by:
-            gk = pl.DataFrame({G: pl.Series(G, [0], dtype=pl.Int8)})
-        snap = self.acc.snapshot()
-        old = consolidate_frame(snap.seek_frame(gk), snap.weight_cols)  # accumulators: WEIGHT is not last
-        old = gk.join(old, on=keys, how="left", nulls_equal=True)
-        old = old.with_columns(pl.exclude(keys).fill_null(0))  # not the keys: a NULL group key stays NULL
-        new = _add_acc(old, dacc, keys)
-        if (new[WEIGHT] < 0).any():
+        if d.height:  # the change's sums, and its row counts in floats (an int64 sum may wrap)
+            dacc = d.group_by(keys).agg(*_acc_exprs(spec), pl.col(WEIGHT).cast(pl.Float64).sum().alias(_WF))
+        else:
+            dacc = self.acc.snapshot().empty_frame().with_columns(pl.lit(0.0).alias(_WF))
+        if not spec.by and dacc.height == 0:
+            dacc = _empty_global(spec).with_columns(pl.lit(0.0).alias(_WF))
+        old, new = self._old_new(dacc, keys)
+        dacc = dacc.drop(_WF)
+        if new.height and new[WEIGHT].min() < 0:  # type: ignore[operator]
             bad = new.filter(pl.col(WEIGHT) < 0).row(0, named=True)
             raise NegativeStateError(
                 f"aggregate: group { ({k: bad[k] for k in spec.by}) } would have {bad[WEIGHT]} rows; "
@@ -237,18 +237,73 @@ class AggregateState:
             saved_rows = list(self.rows.batches)
             undo.append(lambda: setattr(self.rows, "batches", saved_rows))
             self.rows.insert(d)
-        old_nl, new_nl = self._nonlinear(d, gk, undo)
+        old_nl, new_nl = self._nonlinear(d, old.select(keys), undo)
         saved = list(self.acc.batches)
         undo.append(lambda: setattr(self.acc, "batches", saved))
-        self.acc.insert(dacc)
+        # one row per group already: consolidated once the groups whose accumulators are all 0 are gone
+        self.acc.insert(dacc.filter(_nonzero(self.acc.weight_cols)), consolidated=True)
         was_started = self.started
         self.started = True
         undo.append(lambda: setattr(self, "started", was_started))
-        out_old = self._rows(old, old_nl, -1, keep_empty=was_started and not spec.by)
-        out_new = self._rows(new, new_nl, 1, keep_empty=not spec.by)
-        return (ZSet(out_old) + ZSet(out_new)).consolidate()
+        return self._change(old, old_nl, new, new_nl, was_started)
 
-    def _rows(self, acc: pl.DataFrame, nl: dict[int, list[Any]], w: int, keep_empty: bool) -> pl.DataFrame:
+    def _old_new(self, dacc: pl.DataFrame, keys: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The changed groups' accumulators before and after the change (row i of both: one group).
+
+        The trace's entries at the groups' key hashes are summed and joined to the change's sums in
+        one plan (the join on the keys drops hash collisions); a count that leaves int64 is a WeightError."""
+        snap = self.acc.snapshot()
+        wcols = list(snap.weight_cols)
+        found = snap.seek_frame(dacc.select(keys), exact=False)
+        prev = (
+            found.lazy()
+            .group_by(keys)
+            .agg(
+                *[pl.col(c).sum().alias(f"{c}__o") for c in wcols],
+                pl.col(WEIGHT).cast(pl.Float64).sum().alias("__wfo"),
+            )
+        )
+        j = (
+            dacc.lazy()
+            .join(prev, on=keys, how="left", nulls_equal=True, maintain_order="left")
+            .with_columns([pl.col(f"{c}__o").fill_null(0) for c in wcols] + [pl.col("__wfo").fill_null(0.0)])
+            .with_columns(
+                [(pl.col(f"{c}__o") + pl.col(c)).alias(c) for c in wcols]
+                + [(pl.col("__wfo") + pl.col(_WF)).abs().max().alias(_WF)]
+            )
+            .collect()
+        )
+        if j.height and j[_WF][0] > _OVERFLOW:
+            raise WeightError("weight overflow in an aggregate: a group's row count left int64")
+        old = j.select(*keys, *[pl.col(f"{c}__o").alias(c) for c in wcols])
+        return old, j.select(*keys, *wcols)
+
+    def _change(
+        self, old: pl.DataFrame, old_nl: dict, new: pl.DataFrame, new_nl: dict, was_started: bool
+    ) -> ZSet:
+        """The output's change: -1 the groups' old rows, +1 their new rows, without the pairs that are
+        equal (a group whose values did not change): consolidated without a group-by, since row i of
+        `old` and `new` is one group and different groups are different rows."""
+        spec = self.spec
+        o, ko = self._rows(old, old_nl, keep_empty=was_started and not spec.by)
+        n, kn = self._rows(new, new_nl, keep_empty=not spec.by)
+        eq = ko & kn
+        if o.width:
+            eq &= o.select(pl.all_horizontal([pl.col(c).eq_missing(n[c]) for c in o.columns]).alias("s"))["s"]
+        keep_o, keep_n = ko & ~eq, kn & ~eq
+        out = pl.concat(
+            [
+                o.filter(keep_o).with_columns(pl.lit(-1, pl.Int64).alias(WEIGHT)),
+                n.filter(keep_n).with_columns(pl.lit(1, pl.Int64).alias(WEIGHT)),
+            ],
+            how="vertical",
+        )
+        return ZSet(out, True)
+
+    def _rows(
+        self, acc: pl.DataFrame, nl: dict[int, list[Any]], keep_empty: bool
+    ) -> tuple[pl.DataFrame, pl.Series]:
+        """The output rows of the groups in `acc` (all of them, in order) and which of them exist."""
         spec, keys = self.spec, _keys(self.spec)
         cols = [pl.col(k) for k in keys] + _finalize(acc, spec)
         out = acc.select(cols)
@@ -260,11 +315,13 @@ class AggregateState:
             else:
                 col = pl.Series(c.name, nl[i], dtype=result_dtype(c, spec.input_schema))
             out = out.with_columns(col)
-        mask = (acc[WEIGHT] > 0) | keep_empty
-        out = out.filter(mask).select([*keys, *[c.name for c in spec.calls]])
+        exists = acc[WEIGHT] > 0
+        if keep_empty:
+            exists = pl.Series(WEIGHT, [True] * acc.height)
+        out = out.select([*keys, *[c.name for c in spec.calls]])
         if not spec.by:
             out = out.drop(G)
-        return out.with_columns(pl.lit(w, pl.Int64).alias(WEIGHT))
+        return out, exists
 
     def _nonlinear(self, d: pl.DataFrame, gk: pl.DataFrame, undo: list) -> tuple[dict, dict]:
         """Old and new values of the ordered and user aggregates, for the groups in `gk` (in order)."""
@@ -370,11 +427,3 @@ class AggregateState:
         rows = self.rows.snapshot().seek(probe).df
         v = rows.filter(pl.col(c.arg).is_not_null()).group_by(c.arg).agg(pl.col(WEIGHT).sum())
         return ua.fold(v[c.arg].to_list(), v[WEIGHT].to_list())
-
-
-def _add_acc(old: pl.DataFrame, dacc: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    wcols = [c for c in old.columns if c not in keys]
-    j = old.join(dacc, on=keys, how="left", nulls_equal=True, suffix="__d")
-    return j.select(
-        [pl.col(k) for k in keys] + [(pl.col(c) + pl.col(f"{c}__d").fill_null(0)).alias(c) for c in wcols]
-    )
