@@ -156,56 +156,33 @@ def _runs_in(h: np.ndarray, probe: np.ndarray) -> np.ndarray:
     return mask
 
 
-def _merge_order(ha: np.ndarray, hb: np.ndarray) -> np.ndarray:
-    """The gather order of concat(a, b) that merges two sorted runs (b's equal hashes after a's)."""
-    na, nb = len(ha), len(hb)
-    pos_b = np.searchsorted(ha, hb, side="right") + np.arange(nb)
-    from_b = np.zeros(na + nb, dtype=bool)
-    from_b[pos_b] = True
-    order = np.empty(na + nb, dtype=np.int64)
-    order[pos_b] = np.arange(na, na + nb)
-    order[~from_b] = np.arange(na)
-    return order
-
-
 def merge_batches(a: Batch, b: Batch, keys: Sequence[str], weight_cols: Sequence[str]) -> Batch:
     """Merge two sorted consolidated batches into one.
 
     Each batch is consolidated, so equal rows can only be a row of `a` and a row of `b` with the
     same key hash: only the rows whose key hash occurs in both batches are consolidated (grouped),
-    found by binary search of the smaller batch's hashes in the larger one. The rest of both batches
-    is merged by hash without sorting (a linear merge of two sorted runs)."""
+    found by binary search of the smaller batch's hashes in the larger one. The result is one gather
+    of the other rows and the consolidated ones in hash order (a stable sort of sorted runs)."""
     ha, hb = a.hashes, b.hashes
     if len(ha) == 0 or len(hb) == 0:
         return a if len(hb) == 0 else b
+    both = pl.concat([a.df, b.df], how="vertical", rechunk=False)
     small, large = (ha, hb) if len(ha) <= len(hb) else (hb, ha)
     i = np.minimum(np.searchsorted(large, small), len(large) - 1)
     common = small[large[i] == small]
     if len(common) == 0:
-        order = _merge_order(ha, hb)
-        return Batch(pl.concat([a.df, b.df], how="vertical")[order], keys, np.concatenate([ha, hb])[order])
+        h = np.concatenate([ha, hb])
+        order = np.argsort(h, kind="stable")
+        return Batch(both[order], keys, h[order])
     common = common[np.concatenate(([True], common[1:] != common[:-1]))] if len(common) > 1 else common
-    ma, mb = _runs_in(ha, common), _runs_in(hb, common)
-    cand = pl.concat([a.df.filter(pl.Series(ma)), b.df.filter(pl.Series(mb))], how="vertical")
-    cons = consolidate_frame(cand, weight_cols)
+    cand = np.concatenate([_runs_in(ha, common), _runs_in(hb, common)])
+    cons = consolidate_frame(both[np.flatnonzero(cand)], weight_cols)
     hc = key_hash(cons, keys)
-    oc = np.argsort(hc, kind="stable")
-    ka, kb = ~ma, ~mb
-    rest_a = Batch(a.df.filter(pl.Series(ka)), keys, ha[ka])
-    rest_b = Batch(b.df.filter(pl.Series(kb)), keys, hb[kb])
-    ab = _merge_two(rest_a, rest_b, keys)
-    return _merge_two(ab, Batch(cons[oc] if cons.height else cons, keys, hc[oc]), keys)
-
-
-def _merge_two(a: Batch, b: Batch, keys: Sequence[str]) -> Batch:
-    """Two sorted batches with no equal rows between them, as one sorted batch."""
-    if len(b) == 0:
-        return a
-    if len(a) == 0:
-        return b
-    order = _merge_order(a.hashes, b.hashes)
-    h = np.concatenate([a.hashes, b.hashes])[order]
-    return Batch(pl.concat([a.df, b.df], how="vertical")[order], keys, h)
+    rest = np.flatnonzero(~cand)
+    h = np.concatenate([np.concatenate([ha, hb])[rest], hc])
+    order = np.argsort(h, kind="stable")  # two sorted runs and the consolidated rows
+    src = np.concatenate([rest, np.arange(len(both), len(both) + cons.height)])[order]
+    return Batch(pl.concat([both, cons], how="vertical", rechunk=False)[src], keys, h[order])
 
 
 class TraceSnapshot:
