@@ -124,8 +124,9 @@ class ZSet:
         same input) is consolidated once."""
         if self.consolidated:
             return self
-        if self._cons is not None:
-            return self._cons
+        cons = getattr(self, "_cons", None)  # (a Z-set pickled before the slot existed has none)
+        if cons is not None:
+            return cons
         df = self._df
         if df.height == 0:
             self._cons = self.with_df(df, True)
