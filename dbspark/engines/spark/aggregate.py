@@ -478,6 +478,7 @@ class AggregateState:
         self.started = True
         undo.append(lambda: setattr(self, "started", was))
         prev = self.trace.snapshot()
+        lineage = 1
         if delta.known_empty:  # the first step of a global aggregate: its row exists without input
             dz = k.spark.createDataFrame([], self._schema())
         else:
@@ -486,26 +487,27 @@ class AggregateState:
                 d = d.groupBy(*keys_of(spec)).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
             else:
                 d = d.select(*self.trace.schema, WEIGHT)
-            # computed once here (an eager local checkpoint): the plans downstream of an aggregate start
-            # from its result, not from its input's lineage (deep circuits' plans grew past the driver)
-            dz = k.act(lambda: d.select(*self.trace.layout.frame_schema).localCheckpoint(eager=True))
-            self.trace.add(k._z(self.trace.schema, dz), undo)
-        out = self._step(prev, dz, was)
-        return k._z(out_schema, out, consolidated=True)
+            dzz = k._z(self.trace.schema, d.select(*self.trace.layout.frame_schema), lineage=delta.lineage)
+            dz, lineage = dzz.frame, dzz.lineage
+            self.trace.add(dzz, undo)
+        out = self._step(prev, dz, was, lineage)
+        # the change's accumulators and the old ones sought at its groups
+        return k._z(out_schema, out, consolidated=True, lineage=2 * lineage)
 
     def _schema(self) -> Any:
         from dbspark.engines.spark.convert import spark_schema
 
         return spark_schema(self.trace.layout.frame_schema, weight=False)
 
-    def _step(self, prev: Any, dz: Any, was: bool) -> Any:
+    def _step(self, prev: Any, dz: Any, was: bool, lineage: int) -> Any:
         """-old and +new rows of the groups of the change `dz` (rows, or accumulators)."""
         F, spec, keys = _F(), self.spec, keys_of(self.spec)
         k = self.kernel
         sums = list(self.trace.layout.sums)
         old = None
         if prev.batches:  # the old state of the changed groups only, read by their keys
-            old = k.seek(prev, k._z(self.trace.schema, dz), [(c, c) for c in keys], exact=True).frame
+            probe = k._z(self.trace.schema, dz, lineage=lineage)
+            old = k.seek(prev, probe, [(c, c) for c in keys], exact=True).frame
         if self.linear:  # rows are accumulators: the old side sums the trace's, the new one adds the change's
             flag = "__old"
             rows = dz.withColumn(flag, F.lit(False))

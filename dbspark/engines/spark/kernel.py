@@ -101,6 +101,11 @@ class SparkKernel:
         # traces a step writes in its one closing action; past that, a change on Spark is written as
         # it arrives (`SparkBucketTrace.add`)
         self.fused_traces = int(self.handle.setting("fused_traces", "8"))
+        # a change whose plan holds more copies of its leaves than this is computed once, there (an
+        # eager local checkpoint: one Spark job), so that plans stay small (`SparkZSet.lineage`)
+        self.max_lineage = int(self.handle.setting("max_lineage", "8"))
+        self.cuts = 0  # lineage cuts so far (each one a Spark job)
+        self._saved_settings: dict[str, str | None] = {}  # the session's values a running step replaced
 
     def close(self) -> None:
         if self._tmp:
@@ -150,8 +155,34 @@ class SparkKernel:
         z.files = (path,)
         return z
 
+    # settings for the whole step, restored after it: Catalyst's constraint propagation grows with the
+    # product of a plan's aliases and its constraints (the joins of TPC-H's views ran the driver's 4 GiB
+    # heap out of memory inferring them); dbspark's plans gain nothing from it
+    STEP_WIDE_SETTINGS = {"spark.sql.constraintPropagation.enabled": "false"}
+
     def begin_step(self, t: int) -> None:
         self.step_no = self.storage.step = t
+        self._restore_settings()
+        self._saved_settings = self._set_settings(self.STEP_WIDE_SETTINGS)
+
+    def _set_settings(self, settings: dict[str, str]) -> dict[str, str | None]:
+        """Set `settings` on the session; returns the values they replaced (None: unset)."""
+        conf = self.spark.conf
+        saved = {k: conf.get(k, None) for k in settings}
+        for k, v in settings.items():
+            conf.set(k, v)
+        return saved
+
+    def _restore_settings(self, saved: dict[str, str | None] | None = None) -> None:
+        """Put back the session's own values of what a step set."""
+        if saved is None:
+            saved, self._saved_settings = self._saved_settings, {}
+        conf = self.spark.conf
+        for k, v in saved.items():
+            if v is None:
+                conf.unset(k)
+            else:
+                conf.set(k, v)
 
     # settings for the step's action, restored after it: with adaptive query execution each shuffle
     # stage of the step becomes a Spark job of its own (measured: 48 jobs instead of 1)
@@ -161,18 +192,11 @@ class SparkKernel:
     def step_settings(self) -> Iterator[None]:
         """`STEP_SETTINGS` on the session for the duration of a step's action (a session passed in
         gets its own values back afterwards)."""
-        conf = self.spark.conf
-        saved = {k: conf.get(k, None) for k in self.STEP_SETTINGS}
-        for k, v in self.STEP_SETTINGS.items():
-            conf.set(k, v)
+        saved = self._set_settings(self.STEP_SETTINGS)
         try:
             yield
         finally:
-            for k, v in saved.items():
-                if v is None:
-                    conf.unset(k)
-                else:
-                    conf.set(k, v)
+            self._restore_settings(saved)
 
     def flush_step(self, undo: list) -> None:
         """Write the traces' pending changes of this step (`engines.spark.buckets`): those held in the
@@ -218,11 +242,13 @@ class SparkKernel:
         for tr in self.traces:
             tr.collect()
         self._uncache()
+        self._restore_settings()
 
     def abort_step(self) -> None:
         """The step was rolled back: what it wrote stays unreferenced (swept on reopen)."""
         self.storage.garbage = []
         self._uncache()
+        self._restore_settings()
 
     def sweep_uncommitted(self, committed_steps: int) -> None:
         """After a restart: delete the files of steps that never committed."""
@@ -237,10 +263,30 @@ class SparkKernel:
 
     # ---- group and conversions ---------------------------------------------------------------
     def _z(
-        self, schema: pl.Schema, df: Any = None, keys: Any = None, consolidated: bool = False
+        self,
+        schema: pl.Schema,
+        df: Any = None,
+        keys: Any = None,
+        consolidated: bool = False,
+        lineage: int = 1,
     ) -> SparkZSet:
+        """A value over the frame `df`, whose plan holds `lineage` copies of its leaves. Past
+        `max_lineage` the frame is computed here and its plan starts over: Spark plans are trees, so
+        each join or H of a change against the state sought at its keys doubles the plan of the change
+        downstream, and the 22 TPC-H views' plans outgrew the driver's memory (a 4 GiB heap spent
+        printing one plan)."""
+        if df is not None and lineage > self.max_lineage:
+            frame = df
+            df = self.act(lambda: frame.localCheckpoint(eager=True))
+            self.cuts += 1
+            lineage = 1
         return SparkZSet(
-            self.spark, schema, df, keys=tuple(keys) if keys else None, consolidated=consolidated
+            self.spark,
+            schema,
+            df,
+            keys=tuple(keys) if keys else None,
+            consolidated=consolidated,
+            lineage=lineage,
         )
 
     def empty(self, schema: pl.Schema, keys: Sequence[str] | None = None) -> SparkZSet:
@@ -261,6 +307,7 @@ class SparkKernel:
         from dbspark.engines.spark.convert import spark_schema
 
         frames = [p.frame.select(*a.schema, WEIGHT) for p in a.pending if not p.known_empty]
+        lineage = 1 + sum(p.lineage for p in a.pending if not p.known_empty)
         paths = a.run_paths()
         if paths:
             from dbspark.engines.spark.buckets import read_runs
@@ -271,7 +318,7 @@ class SparkKernel:
         df = frames[0]
         for f in frames[1:]:
             df = df.unionByName(f)
-        z = self._z(a.schema, df, a.keys)
+        z = self._z(a.schema, df, a.keys, lineage=lineage)
         z.reader = a.scan_local
         return z
 
@@ -297,13 +344,18 @@ class SparkKernel:
         if b.known_empty:
             return a
         if a.known_empty:
-            return b if a.keys is None else self._z(b.schema, b.frame, a.keys)
+            return b if a.keys is None else self._z(b.schema, b.frame, a.keys, lineage=b.lineage)
         if a.local is not None and b.local is not None and a._df is None and b._df is None:
             return SparkZSet(
                 self.spark, a.schema, local=ZSet(pl.concat([a.local.df, b.local.df])), keys=a.keys
             )
         cols = [*a.schema, WEIGHT]
-        return self._z(a.schema, a.frame.select(cols).unionByName(b.frame.select(cols)), a.keys)
+        return self._z(
+            a.schema,
+            a.frame.select(cols).unionByName(b.frame.select(cols)),
+            a.keys,
+            lineage=a.lineage + b.lineage,
+        )
 
     def neg(self, a: Value) -> SparkZSet:
         z = self.as_zset(a)
@@ -311,7 +363,9 @@ class SparkKernel:
             return z
         if z._df is None and z.local is not None:
             return SparkZSet(self.spark, z.schema, local=-z.local, keys=z.keys)
-        return self._z(z.schema, z.frame.withColumn(WEIGHT, -F().col(WEIGHT)), z.keys, z.consolidated)
+        return self._z(
+            z.schema, z.frame.withColumn(WEIGHT, -F().col(WEIGHT)), z.keys, z.consolidated, z.lineage
+        )
 
     def consolidate(self, a: Value) -> SparkZSet:
         z = self.as_zset(a)
@@ -322,7 +376,7 @@ class SparkKernel:
                 self.spark, z.schema, local=z.local.consolidate(), keys=z.keys, consolidated=True
             )
         df = z.frame.groupBy(*z.schema).agg(F().sum(WEIGHT).alias(WEIGHT)).filter(F().col(WEIGHT) != 0)
-        return self._z(z.schema, df, z.keys, consolidated=True)
+        return self._z(z.schema, df, z.keys, consolidated=True, lineage=z.lineage)
 
     def is_empty(self, a: Value) -> bool:
         if isinstance(a, BucketSnap):
@@ -403,8 +457,10 @@ class SparkKernel:
             self.check_input(trace, z, kind, where)
             trace.add(z, undo)
             return
+        lineage = z.lineage
         if trace.batches:  # one GROUP BY over the change and the integral's rows with the change's keys
-            old = self.seek(trace.snapshot(), z, [(c, c) for c in cols], exact=True).frame
+            sought = self.seek(trace.snapshot(), z, [(c, c) for c in cols], exact=True)
+            old, lineage = sought.frame, lineage + sought.lineage
             zero = F().lit(0).cast("long")
             rows = z.frame.select(*cols, F().col(WEIGHT).alias("__d"), zero.alias("__old")).unionByName(
                 old.select(*cols, zero.alias("__d"), F().col(WEIGHT).alias("__old"))
@@ -447,7 +503,13 @@ class SparkKernel:
                 ),
             )
         trace.add(
-            self._z(z.schema, j.select(*cols, checked.otherwise(w).alias(WEIGHT)), consolidated=True), undo
+            self._z(
+                z.schema,
+                j.select(*cols, checked.otherwise(w).alias(WEIGHT)),
+                consolidated=True,
+                lineage=lineage,
+            ),
+            undo,
         )
 
     def keyed_change(
@@ -466,14 +528,16 @@ class SparkKernel:
         if all(b.known_empty for b in batches):
             return self.empty(schema)
         snap = None
+        lineage = sum(b.lineage for b in batches if not b.known_empty)
         if trace.batches:  # the table's rows at the pushed keys
             pushed = [b for b in batches if not b.known_empty]
             probe = pushed[0]
             for b in pushed[1:]:
                 probe = self.plus(probe, b)  # (a seek reads each distinct key once)
-            snap = self.seek(trace.snapshot(), probe, [(k, k) for k in key], exact=True).frame
+            sought = self.seek(trace.snapshot(), probe, [(k, k) for k in key], exact=True)
+            snap, lineage = sought.frame, lineage + sought.lineage
         df = keyed_change(self.spark, snap, batches, schema, key, where)
-        z = self._z(schema, df, consolidated=True)
+        z = self._z(schema, df, consolidated=True, lineage=lineage)
         self.trace_insert(trace, z, undo)
         return z
 
@@ -486,7 +550,7 @@ class SparkKernel:
         out = frame.filter(cond)
         if frame is not z.frame:  # drop the bound columns
             out = out.select(*z.frame.columns)
-        return self._z(z.schema, out, None, z.consolidated)
+        return self._z(z.schema, out, None, z.consolidated, z.lineage)
 
     def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> SparkZSet:
         z = self.as_zset(a)
@@ -494,7 +558,7 @@ class SparkKernel:
             return self.empty(schema)
         frame, cols = with_spark_columns(z.frame, [e for _, e in exprs], z.schema)
         sel = [c.cast(spark_type(schema[n])).alias(n) for (n, _), c in zip(exprs, cols, strict=True)]
-        return self._z(schema, frame.select(*sel, F().col(WEIGHT)))
+        return self._z(schema, frame.select(*sel, F().col(WEIGHT)), lineage=z.lineage)
 
     def flat_map(self, a: Value, fn: Callable[[dict], Any], schema: pl.Schema) -> SparkZSet:
         """A user callback per row, run by Spark's Python workers (mapInArrow)."""
@@ -510,11 +574,12 @@ class SparkKernel:
             z.frame.mapInArrow(
                 lambda it: flat_map_batches(it, fn, in_schema, out_schema), spark_schema(schema)
             ),
+            lineage=z.lineage,
         )
 
     def index(self, a: Value, keys: Sequence[str]) -> SparkZSet:
         z = self.as_zset(a)
-        return SparkZSet(self.spark, z.schema, z._df, z.local, tuple(keys), z.consolidated)
+        return SparkZSet(self.spark, z.schema, z._df, z.local, tuple(keys), z.consolidated, lineage=z.lineage)
 
     # ---- bilinear operators -------------------------------------------------------------------
     def join(
@@ -548,16 +613,15 @@ class SparkKernel:
         r = right.select(*rsel)
         cond = [F().col(k) == F().col(f"__k{i}") for i, k in enumerate(left_keys)]
         j = left.join(r, cond, "inner")
-        return self._weigh(j, schema)
+        return self._weigh(j, schema, x.lineage + y.lineage)
 
     def product(self, a: Value, b: Value, right_out: Sequence[tuple[str, str]]) -> SparkZSet:
         schema = pl.Schema([*_data(a).items(), *[(d, _data(b)[s]) for s, d in right_out]])
         if self._empty(a) or self._empty(b):
             return self.empty(schema)
-        r = self.as_zset(b).frame.select(
-            *[F().col(s).alias(d) for s, d in right_out], F().col(WEIGHT).alias(_WR)
-        )
-        return self._weigh(self.as_zset(a).frame.crossJoin(r), schema)
+        x, y = self.as_zset(a), self.as_zset(b)
+        r = y.frame.select(*[F().col(s).alias(d) for s, d in right_out], F().col(WEIGHT).alias(_WR))
+        return self._weigh(x.frame.crossJoin(r), schema, x.lineage + y.lineage)
 
     def seek(self, snap: BucketSnap, z: SparkZSet, on: Sequence[tuple[str, str]], exact: bool) -> SparkZSet:
         """The trace's rows (with weights) whose key equals (`on`: z's column, the trace's key) a row of
@@ -581,7 +645,9 @@ class SparkKernel:
             keys = keys.dropna()
         keys = keys.distinct()
         parts = []
+        lineage = 0
         if snap.files:
+            lineage += z.lineage
             probe_cols = [(k, k) for _, k in on]
             layout, files = snap.layout, dict(snap.files)  # (what the tasks need: no session, no frames)
             assert layout is not None
@@ -596,6 +662,7 @@ class SparkKernel:
             df = pending[0]
             for f in pending[1:]:
                 df = df.unionByName(f)
+            lineage += z.lineage + sum(p.lineage for p in snap.pending if not p.known_empty)
             ks = [k for _, k in on]
             if exact:
                 parts.append(ns_join(df, keys.hint("shuffle_hash"), ks, "left_semi"))
@@ -608,10 +675,12 @@ class SparkKernel:
         out = parts[0]
         for f in parts[1:]:
             out = out.unionByName(f)
-        return self._z(snap.schema, out)
+        return self._z(snap.schema, out, lineage=lineage)
 
-    def _weigh(self, j: Any, schema: pl.Schema) -> SparkZSet:
-        return self._z(schema, j.select(*schema, (F().col(WEIGHT) * F().col(_WR)).alias(WEIGHT)))
+    def _weigh(self, j: Any, schema: pl.Schema, lineage: int) -> SparkZSet:
+        return self._z(
+            schema, j.select(*schema, (F().col(WEIGHT) * F().col(_WR)).alias(WEIGHT)), lineage=lineage
+        )
 
     def _empty(self, a: Value) -> bool:
         return not a.batches if isinstance(a, BucketSnap) else a.known_empty
@@ -625,6 +694,7 @@ class SparkKernel:
             z.schema,
             z.frame.filter(F().col(WEIGHT) > 0).withColumn(WEIGHT, F().lit(1).cast("long")),
             consolidated=True,
+            lineage=z.lineage,
         )
 
     def distinct_delta(self, prev: BucketSnap, delta: Value) -> SparkZSet:
@@ -654,11 +724,13 @@ class SparkKernel:
         i, new = F().col("__i"), F().col("__i") + F().col(WEIGHT)
         w = F().when((i > 0) & (new <= 0), -1).when((i <= 0) & (new > 0), 1).otherwise(0).cast("long")
         out = j.select(*cols, w.alias(WEIGHT)).filter(F().col(WEIGHT) != 0)
-        return self._z(d.schema, out, consolidated=True)
+        return self._z(d.schema, out, consolidated=True, lineage=d.lineage + found.lineage)
 
     def aggregate(self, a: Value, spec: AggSpec) -> SparkZSet:
         z = self.as_zset(a)  # one GROUP BY over the rows as they are: no consolidation first
-        return self._z(spec.output_schema(), agg.aggregate_full(self, z, spec), consolidated=True)
+        return self._z(
+            spec.output_schema(), agg.aggregate_full(self, z, spec), consolidated=True, lineage=z.lineage
+        )
 
     def aggregate_state(self, spec: AggSpec) -> agg.AggregateState:
         return agg.AggregateState(self, spec)
@@ -731,7 +803,9 @@ class SparkKernel:
             return self.empty(schema)
         c = F().col(column)
         df = z.frame.filter(c.isNotNull() & (c != 0))
-        return self._z(schema, df.select(*schema, (F().col(WEIGHT) * c.cast("long")).alias(WEIGHT)))
+        return self._z(
+            schema, df.select(*schema, (F().col(WEIGHT) * c.cast("long")).alias(WEIGHT)), lineage=z.lineage
+        )
 
     # ---- top-k ----------------------------------------------------------------------------------
     def closure(self, a: Value, src: str, dst: str) -> SparkZSet:

@@ -28,6 +28,7 @@ class SparkZSet:
         "path",
         "files",
         "reader",
+        "lineage",
     )
 
     def __init__(
@@ -38,6 +39,7 @@ class SparkZSet:
         local: ZSet | None = None,
         keys: tuple[str, ...] | None = None,
         consolidated: bool = False,
+        lineage: int = 1,
     ) -> None:
         self._session = session
         self.schema = schema
@@ -52,6 +54,10 @@ class SparkZSet:
         self.files: tuple[str, ...] | None = None
         # reads the value in Python without a Spark job (a bucketed trace's runs), None where it cannot
         self.reader: Any = None
+        # how many copies of a leaf (rows, a file read, a checkpoint) the frame's plan holds, estimated:
+        # Spark's plans are trees, so an operator that uses its input twice (a join's change against the
+        # state sought at its keys) doubles it; the kernel cuts a plan past a limit (`SparkKernel._z`)
+        self.lineage = lineage
 
     # ---- what operators use -------------------------------------------------------------------
     @property
@@ -85,6 +91,7 @@ class SparkZSet:
             df,
             keys=keys,
             consolidated=consolidated,
+            lineage=self.lineage,
         )
 
     # ---- reading in Python (collects) ---------------------------------------------------------
