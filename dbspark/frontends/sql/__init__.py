@@ -125,6 +125,7 @@ def create_view(pipeline: Pipeline, compiler: Compiler, src: Source, st: exp.Cre
     if name in pipeline.relations:
         src.schema_error(f"{name} is already declared", target)
     compiler.view = name
+    compiler.guards = []
     rel = compiler.query(st.expression)
-    pipeline.create_view(name, view_stream(compiler, rel, cols, st))
+    pipeline.create_view(name, compiler.guarded(view_stream(compiler, rel, cols, st)))
     return name
