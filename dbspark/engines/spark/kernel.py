@@ -346,6 +346,18 @@ class SparkKernel:
             )
         trace.append(j.select(*cols, checked.otherwise(w).alias(WEIGHT)), undo, consolidated=True)
 
+    def unique_checked(
+        self, trace: SparkTrace, z: SparkZSet, cols: Sequence[str], where: str, undo: list
+    ) -> None:
+        """Check a table's change against a UNIQUE constraint on `cols`, inside the write of the change
+        to the constraint's index `trace` (`engines.spark.unique`)."""
+        from dbspark.engines.spark.unique import unique_change
+
+        if z.known_empty:
+            return
+        snap = self.as_zset(trace.snapshot()).frame if trace.batches else None
+        trace.append(unique_change(snap, z.frame, cols, where), undo, consolidated=True)
+
     def keyed_change(
         self, trace: SparkTrace, batches: Sequence[SparkZSet], key: Sequence[str], where: str, undo: list
     ) -> SparkZSet:
