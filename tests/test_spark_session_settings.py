@@ -70,7 +70,7 @@ def test_settings_are_applied_and_the_sessions_own_restored_unset_ones_unset():
         assert conf.values[PARTITIONS] == "1"
         assert conf.values[ANSI] == "true"
         assert conf.values[TIME_ZONE] == "UTC"
-        assert conf.values[ADAPTIVE] == "false"
+        assert ADAPTIVE not in conf.values  # the session's own
         with s.applied(rows=350_000):  # a part of known size: only the partitions change
             assert conf.values[PARTITIONS] == "4"
         assert conf.values[PARTITIONS] == "1"
@@ -84,12 +84,19 @@ def test_settings_are_restored_when_the_block_fails_and_unchanged_ones_are_not_s
     user = {ANSI: "true", TIME_ZONE: "UTC", PARTITIONS: "4"}
     s, conf = settings(user)
     with pytest.raises(ZeroDivisionError), s.applied(rows=None):
-        assert conf.values[PARTITIONS] == "4"  # unknown size: the session's own number, AQE on
-        assert conf.values[ADAPTIVE] == "true"
+        assert conf.values == user  # unknown size: the session's own partitions and AQE
+        with s.applied(rows=1_000_000):  # a merge of a known size
+            assert conf.values[PARTITIONS] == "4"
+        with s.applied(rows=10):
+            assert conf.values[PARTITIONS] == "1"
         raise ZeroDivisionError
     assert conf.values == user
-    assert conf.calls == [(ADAPTIVE, "true"), (ADAPTIVE, None)]
+    assert conf.calls == [(PARTITIONS, "1"), (PARTITIONS, "4")]
     assert not s.active
+    with pytest.raises(ZeroDivisionError), s.applied(rows=10):
+        assert conf.values[PARTITIONS] == "1"
+        raise ZeroDivisionError
+    assert conf.values == user
 
 
 def test_a_user_overrides_the_performance_settings_with_spark_dbspark_keys():
@@ -111,30 +118,37 @@ def test_a_user_overrides_the_performance_settings_with_spark_dbspark_keys():
 
 
 # ---- on a session configured like a user's: Spark's defaults, ANSI off, another time zone -------------
-USER = {PARTITIONS: "200", ANSI: "false", TIME_ZONE: "America/Los_Angeles"}  # AQE: unset (Spark: on)
+# ANSI off, another time zone; the shuffle partitions and AQE unset, i.e. Spark's defaults (200, on)
+USER: dict[str, str | None] = {
+    ANSI: "false",
+    TIME_ZONE: "America/Los_Angeles",
+    PARTITIONS: None,
+    ADAPTIVE: None,
+}
 
 
 @pytest.fixture
 def user_session(spark_session: Any) -> Any:
     """The shared test session set up like a user's; everything it changes is put back afterwards."""
-    keys = [*USER, ADAPTIVE]
     conf = spark_session.conf
-    saved = {k: conf.get(k, None) for k in keys}
+    saved = {k: conf.get(k, None) for k in USER}
     try:
-        for k, v in USER.items():
-            conf.set(k, v)
-        conf.unset(ADAPTIVE)
+        put(conf, USER)
         yield spark_session
     finally:
-        for k, v in saved.items():
-            if v is None:
-                conf.unset(k)
-            else:
-                conf.set(k, v)
+        put(conf, saved)
+
+
+def put(conf: Any, values: dict[str, str | None]) -> None:
+    for k, v in values.items():
+        if v is None:
+            conf.unset(k)
+        else:
+            conf.set(k, v)
 
 
 def user_values(spark: Any) -> dict[str, Any]:
-    return {k: spark.conf.get(k, None) for k in [*USER, ADAPTIVE]}
+    return {k: spark.conf.get(k, None) for k in USER}
 
 
 @pytest.fixture(params=["local", "spark"])
@@ -147,7 +161,7 @@ def pipeline(request: Any) -> Any:
         p = dbspark.Pipeline(engine="local")
     yield p, spark
     if spark is not None:
-        assert user_values(spark) == {**USER, ADAPTIVE: None}, "the session's settings were not put back"
+        assert user_values(spark) == USER, "the session's settings were not put back"
     p.close()
 
 
@@ -170,15 +184,17 @@ def test_answers_equal_duckdb_and_the_users_settings_come_back(pipeline):
     for table, rows in (("r", r), ("s", s)):
         p.insert(table, rows)
         o.insert(table, rows)
-    p.step()
+    during: dict[str, Any] = {}
+    p.step(sink=lambda n, out: during.update(user_values(spark) if spark is not None else {}))
     o.check(p, what="after step 1")
-    if spark is not None:
-        assert user_values(spark) == {**USER, ADAPTIVE: None}
+    if spark is not None:  # within the step dbspark's, afterwards the user's
+        assert during == {ANSI: "true", TIME_ZONE: "UTC", PARTITIONS: "1", ADAPTIVE: None}
+        assert user_values(spark) == USER
     p.insert("s", [(3, 2**62)])  # 3 * 2**62 leaves BIGINT: DuckDB raises, so must the step
     with pytest.raises(dbspark.DbsparkError, match="overflow"):
         p.step()
     if spark is not None:
-        assert user_values(spark) == {**USER, ADAPTIVE: None}
+        assert user_values(spark) == USER
     p.delete("r", [r[0]])
     o.delete("r", [r[0]])
     p.insert("s", [(5, 7)])

@@ -11,20 +11,22 @@ fails:
   and ANSI casts and date arithmetic, as DuckDB;
 - `spark.sql.session.timeZone=UTC`: the zone of TIMESTAMP WITH TIME ZONE values turned into dates or
   text and of the Arrow conversions, as on the local engine;
-- `spark.sql.shuffle.partitions`: from the step's change, `ceil(rows / 100,000)` (a 10-row step: 1),
-  never more than the session's own value; the session's value when the size is unknown (a pushed
-  Spark DataFrame), and for a trace merge, from the rows merged;
-- `spark.sql.adaptive.enabled`: off when the partitions come from a known size (for small steps,
-  adaptive planning costs more than it saves); on when they do not, so that AQE coalesces the
-  session's partitions to the data.
+- `spark.sql.shuffle.partitions`: from the rows pushed for the step, `ceil(rows / 100,000)` (a 10-row
+  step: 1), never more than the session's own value (Spark's 200 if unset); for a trace merge, from
+  the rows merged. When the step's size is not known (a pushed Spark DataFrame), the session's own.
+
+Adaptive execution (`spark.sql.adaptive.enabled`) is left as the session has it: measured on a 10-row
+join + GROUP BY step on `local[2]` (`bench/user_session.py`), 200 partitions with AQE on (Spark's
+default; AQE coalesces them) cost the same as 1 partition with or without AQE, about 3 s, while 200
+partitions with AQE off took 22 s; sizing the partitions removes that case, AQE adds nothing to it.
 
 On classic Spark the ANSI mode and the time zone are fixed into a DataFrame's plan when it is built
 (analysis is eager), so they must hold while a step builds its plans, not only at its actions; the
 partitions and AQE are read when an action is planned. Only runtime SQL settings are changed, so this
 works on Spark Connect too. A user overrides the performance settings with `spark.dbspark.*`:
 `shufflePartitions` (a number, or `session`: the session's own value), `rowsPerPartition`, `adaptive`
-(`true`, `false` or `session`). Another thread's queries on the same session during a step see
-dbspark's values.
+(`true` or `false`: set it for dbspark's work; default `session`). Another thread's queries on the
+same session during a step see dbspark's values.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from dbspark.engines.spark.session import SessionHandle
 
@@ -41,9 +42,9 @@ TIME_ZONE = "spark.sql.session.timeZone"
 PARTITIONS = "spark.sql.shuffle.partitions"
 ADAPTIVE = "spark.sql.adaptive.enabled"
 SEMANTICS = {ANSI: "true", TIME_ZONE: "UTC"}  # what answers depend on: not a user setting
+MANAGED = (ANSI, TIME_ZONE, PARTITIONS, ADAPTIVE)
 SPARK_DEFAULT_PARTITIONS = 200
 ROWS_PER_PARTITION = 100_000
-_UNSET = object()
 
 
 def shuffle_partitions(rows: int | None, cap: int, rows_per_partition: int = ROWS_PER_PARTITION) -> int:
@@ -60,87 +61,69 @@ class SessionSettings:
 
     def __init__(self, handle: SessionHandle) -> None:
         self.handle = handle
-        self._saved: dict[str, Any] | None = None  # the session's own values while applied
-        self._current: dict[str, str] = {}  # what is set now
+        self._own: dict[str, str | None] | None = None  # the session's own values while applied
+        self._current: dict[str, str | None] = {}  # the values on the session now
 
     @property
     def active(self) -> bool:
-        return self._saved is not None
+        return self._own is not None
 
     def wanted(self, rows: int | None) -> dict[str, str]:
-        """The settings for a step (or action) over a change of `rows` rows (None: unknown)."""
+        """The settings for a step (or action) over a change of `rows` rows (None: unknown size, then
+        the session's own partitions and AQE)."""
         out = dict(SEMANTICS)
         fixed = self.handle.setting("shufflePartitions", "")
         if fixed and fixed != "session":
             out[PARTITIONS] = fixed
-        elif not fixed:
-            own = self._own(PARTITIONS)
+        elif not fixed and rows is not None:
+            own = self._own[PARTITIONS] if self._own is not None else self._get(PARTITIONS)
             cap = int(own) if own is not None else SPARK_DEFAULT_PARTITIONS
             rpp = int(self.handle.setting("rowsPerPartition", str(ROWS_PER_PARTITION)))
             out[PARTITIONS] = str(shuffle_partitions(rows, cap, rpp))
-        adaptive = self.handle.setting("adaptive", "")
+        adaptive = self.handle.setting("adaptive", "session")
         if adaptive != "session":
-            out[ADAPTIVE] = adaptive or ("false" if rows is not None and not fixed else "true")
+            out[ADAPTIVE] = adaptive
         return out
-
-    def _own(self, key: str) -> str | None:
-        """The session's own value of `key` (None: not set), also while dbspark's are applied."""
-        if self._saved is not None and key in self._saved:
-            v = self._saved[key]
-            return None if v is _UNSET else v
-        return self._get(key)
 
     def _get(self, key: str) -> str | None:
         v = self.handle.spark.conf.get(key, None)
         return None if v is None else str(v)
 
+    def _put(self, key: str, value: str | None) -> None:
+        """Set `key` to `value` (None: unset it) unless it has that value already."""
+        if self._current.get(key) != value:
+            if value is None:
+                self.handle.spark.conf.unset(key)
+            else:
+                self.handle.spark.conf.set(key, value)
+            self._current[key] = value
+
     @contextmanager
     def applied(self, rows: int | None = None) -> Iterator[None]:
         """dbspark's settings while the block runs, the session's own ones afterwards. Nested: only a
-        given `rows` matters (the shuffle partitions for that part), restored to the outer value after."""
-        if self._saved is not None:
-            if rows is None:
+        given `rows` matters (the shuffle partitions for that part), put back to the outer value after."""
+        if self._own is not None:
+            part = None if rows is None else self.wanted(rows).get(PARTITIONS)
+            if part is None:
                 yield
                 return
-            part = self.wanted(rows).get(PARTITIONS)
-            outer = self._current.get(PARTITIONS)
-            if part is None or outer is None:  # the partitions are the session's own
-                yield
-                return
-            self._set(PARTITIONS, part)
+            outer = self._current[PARTITIONS]
+            self._put(PARTITIONS, part)
             try:
                 yield
             finally:
-                self._set(PARTITIONS, outer)
+                self._put(PARTITIONS, outer)
             return
-        want = self.wanted(rows)
-        saved: dict[str, Any] = {}
-        self._saved = saved
+        self._own = own = {k: self._get(k) for k in MANAGED}
+        self._current = dict(own)
         try:
-            for k, v in want.items():
-                own = self._get(k)
-                saved[k] = _UNSET if own is None else own
-                if own != v:
-                    self.handle.spark.conf.set(k, v)
-                self._current[k] = v
+            for k, v in self.wanted(rows).items():
+                self._put(k, v)
             yield
         finally:
-            self._restore(saved)
-
-    def _set(self, key: str, value: str) -> None:
-        if self._current.get(key) != value:
-            self.handle.spark.conf.set(key, value)
-            self._current[key] = value
-
-    def _restore(self, saved: dict[str, Any]) -> None:
-        conf = self.handle.spark.conf
-        try:
-            for k, own in saved.items():
-                if own is _UNSET:
-                    if self._current.get(k) is not None:
-                        conf.unset(k)
-                elif self._current.get(k) != own:
-                    conf.set(k, own)
-        finally:
-            self._saved = None
-            self._current = {}
+            try:
+                for k in MANAGED:
+                    self._put(k, own[k])
+            finally:
+                self._own = None
+                self._current = {}
