@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from dbspark.engines.spark import aggregate as agg
 from dbspark.engines.spark.convert import from_spark, spark_type
 from dbspark.engines.spark.exprs import py_tuple, with_spark_columns
 from dbspark.engines.spark.session import SessionHandle, get_session
+from dbspark.engines.spark.settings import SessionSettings
 from dbspark.engines.spark.trace import Batch, SparkSnapshot, SparkTrace, Storage, parquet_rows
 from dbspark.engines.spark.values import SparkZSet
 from dbspark.ir.aggregate import AggSpec
@@ -87,6 +89,15 @@ class SparkKernel:
         self.step_no = 0
         self._cached: list[Any] = []
         self._scope_kernel: Kernel | None = None
+        self.settings = SessionSettings(self.handle)
+        self._pushed_rows: int | None = 0  # rows pushed since the last step (None: some of unknown size)
+        self._step_settings = ExitStack()
+
+    def session_settings(self, rows: int | None = None) -> AbstractContextManager[None]:
+        """dbspark's SQL settings on the session while the block runs (`engines.spark.settings`): a
+        step holds them from `begin_step` to `end_step` / `abort_step`; outside a step, each action and
+        the planning of a pushed Spark DataFrame. `rows`: the size of the work, for the partitions."""
+        return self.settings.applied(rows)
 
     def close(self) -> None:
         if self._tmp:
@@ -97,7 +108,8 @@ class SparkKernel:
     def act(self, fn: Callable[[], Any]) -> Any:
         self.actions += 1
         try:
-            return fn()
+            with self.session_settings():
+                return fn()
         except errors.DbsparkError:
             raise
         except Exception as e:
@@ -120,8 +132,10 @@ class SparkKernel:
                 ) from None
             raise
 
-    def write(self, df: Any, path: str) -> None:
-        self.act(lambda: df.write.mode("overwrite").parquet(path))
+    def write(self, df: Any, path: str, rows: int | None = None) -> None:
+        """Write `df` as Parquet; `rows`, if known, sizes the write's shuffle (e.g. a trace merge)."""
+        with self.session_settings(rows):
+            self.act(lambda: df.write.mode("overwrite").parquet(path))
 
     def read(self, path: str, schema: pl.Schema) -> SparkZSet:
         from dbspark.engines.spark.convert import spark_schema
@@ -133,17 +147,28 @@ class SparkKernel:
         return z
 
     def begin_step(self, t: int) -> None:
+        """dbspark's session settings from here to `end_step` / `abort_step`, sized by the rows pushed."""
         self.step_no = self.storage.step = t
+        rows, self._pushed_rows = self._pushed_rows, 0
+        self._step_settings.close()  # a step that was begun and never ended
+        self._step_settings.enter_context(self.session_settings(rows))
 
     def end_step(self, t: int) -> None:
-        """The step committed: delete the files it replaced, drop its cached changes."""
-        self.storage.collect()
-        self._uncache()
+        """The step committed: delete the files it replaced, drop its cached changes, put back the
+        session's own settings."""
+        try:
+            self.storage.collect()
+            self._uncache()
+        finally:
+            self._step_settings.close()
 
     def abort_step(self) -> None:
         """The step was rolled back: what it wrote stays unreferenced (swept on reopen)."""
-        self.storage.garbage = []
-        self._uncache()
+        try:
+            self.storage.garbage = []
+            self._uncache()
+        finally:
+            self._step_settings.close()
 
     def sweep_uncommitted(self, committed_steps: int) -> None:
         """After a restart: delete the files of steps that never committed."""
@@ -274,10 +299,13 @@ class SparkKernel:
         if _is_spark_frame(rows):
             from dbspark.engines.spark.coerce import coerce_frame
 
-            return self._z(schema, coerce_frame(rows, schema, weights, where, not_null, key))
-        return SparkZSet(
-            self.spark, schema, local=ZSet(input_frame(rows, schema, weights, where, not_null, key))
-        )
+            self._pushed_rows = None
+            with self.session_settings():  # its casts are planned now (classic Spark)
+                return self._z(schema, coerce_frame(rows, schema, weights, where, not_null, key))
+        z = ZSet(input_frame(rows, schema, weights, where, not_null, key))
+        if self._pushed_rows is not None:
+            self._pushed_rows += z.df.height
+        return SparkZSet(self.spark, schema, local=z)
 
     def check_input(self, trace: SparkTrace | None, z: SparkZSet, kind: str, where: str) -> None:
         """Reject a change that would make a bag negative or a set exceed 1 (one Spark action)."""

@@ -180,7 +180,9 @@ class SparkTrace:
                 self.kernel.spark, self.sum_types
             )
             path = storage.new_path()
-            self.kernel.write(self.sort(self.consolidate(merged)), path)
+            sizes = [b.rows for b in run]
+            rows = None if None in sizes else sum(b or 0 for b in sizes)  # its shuffle's partitions
+            self.kernel.write(self.sort(self.consolidate(merged)), path, rows)
             n = len(storage.garbage)
             undo.append(lambda n=n: storage.garbage.__delitem__(slice(n, None)))
             storage.garbage.extend(b.path for b in run if b.owned)
