@@ -67,6 +67,7 @@ class Pipeline:
         kind: str = "bag",
         primary_key: str | Sequence[str] | None = None,
         not_null: Sequence[str] = (),
+        unique: Sequence[str | Sequence[str]] = (),
     ) -> Stream:
         """A base table: a bag by default (deletes must match rows that are there), or 'set' / 'zset'.
 
@@ -74,10 +75,14 @@ class Pipeline:
         `not_null` columns reject NULLs. With a `primary_key` (a column or columns) an insert of a key
         that is there replaces its row (within a step, the last write of a key wins) and a delete is by
         key: give full rows (only their key is used) or just the key columns; a delete of an absent key
-        rejects the step."""
+        rejects the step. Each of `unique` (a column or columns) is a UNIQUE constraint, as DuckDB's: a
+        step after which two rows hold equal values in them, none NULL, is rejected (DataError naming
+        the table, the columns and the values); a key deleted in one step may be inserted again."""
         self._not_started("declare a table")
         self._new_name(name)
-        s = self.circuit.input(name, schema, kind=kind, primary_key=primary_key, not_null=not_null)
+        s = self.circuit.input(
+            name, schema, kind=kind, primary_key=primary_key, not_null=not_null, unique=unique
+        )
         self.relations[name] = s
         return s
 

@@ -35,7 +35,13 @@ CASES = [
     ("SELECT sum(a) OVER () FROM t", UnsupportedError, "window functions", "sum"),
     ("SELECT a FROM t UNION SELECT a, e FROM u", SchemaError, "UNION of 1 and 2 columns", "a"),
     ("SELECT a FROM t LIMIT a", UnsupportedError, "LIMIT that is not a constant", "^a"),
-    ("SELECT a FROM t WHERE a = (SELECT a FROM u)", UnsupportedError, "may return several rows", "a FROM u"),
+    # (a scalar subquery that may return several rows is supported: tests/test_sql_scalar_subqueries.py)
+    (
+        "SELECT a FROM t WHERE a = (SELECT u.a FROM u WHERE u.e = t.c LIMIT 1)",
+        UnsupportedError,
+        "LIMIT in a correlated subquery",
+        "1)",
+    ),
     ("SELECT a FROM t ORDER BY 3 LIMIT 1", SchemaError, "ORDER BY position 3", "3"),
     ("SELECT CAST('x' AS DATE) FROM t", dbspark.DataError, "cannot cast 'x'", "'x'"),
     ("SELECT a FROM t WHERE d > DATE '2020-01-01' + INTERVAL 1 FORTNIGHT", DbsparkError, "", None),

@@ -227,6 +227,15 @@ def test_subqueries_in_disjunctions(case: Case) -> None:
 
 
 @LOCAL
+@given(cases("scalar_rows"))
+def test_scalar_subqueries_single_row_at_run_time(case: Case) -> None:
+    """Scalar subqueries without an aggregate (uncorrelated, or correlated by =, IS NOT DISTINCT FROM, <;
+    DISTINCT or not): a step in which one returns several rows (for an outer row) is an error in DuckDB,
+    and is rejected whole by dbspark."""
+    run_case(case)
+
+
+@LOCAL
 @given(cases("setops"))
 def test_set_operations(case: Case) -> None:
     """UNION, UNION ALL, INTERSECT, EXCEPT (nested); INTERSECT ALL / EXCEPT ALL rejected by name."""

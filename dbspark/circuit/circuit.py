@@ -105,12 +105,15 @@ class Circuit:
         kind: str = "zset",
         primary_key: str | Sequence[str] | None = None,
         not_null: Sequence[str] = (),
+        unique: Sequence[str | Sequence[str]] = (),
     ) -> Stream:
         """A named input of the given schema. kind: 'zset' (any weights), 'bag' (its integral must stay
         non-negative: a delete of an absent row is rejected) or 'set' (weights of the integral 0 or 1).
 
         `primary_key` (a column or columns; kind 'bag' or 'set') makes it a keyed table: an insert of a
-        key that is there replaces its row, a delete is by key; `not_null` columns reject NULLs."""
+        key that is there replaces its row, a delete is by key; `not_null` columns reject NULLs. Each of
+        `unique` (a column or columns; kind 'bag' or 'set') is a UNIQUE constraint: a step after which
+        two rows hold the same values in them, none NULL, is rejected."""
         if name in self.inputs:
             raise CircuitError(f"input {name!r} is already declared")
         if kind not in ("zset", "bag", "set"):
@@ -118,7 +121,10 @@ class Circuit:
         sch = to_schema(schema)
         key = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key or ())
         nn = (not_null,) if isinstance(not_null, str) else tuple(not_null)
-        for what, cols in (("primary key", key), ("NOT NULL", nn)):
+        uniq = tuple((u,) if isinstance(u, str) else tuple(u) for u in unique)
+        if uniq and kind == "zset":
+            raise CircuitError(f"input {name!r}: a table with a UNIQUE constraint is a 'bag' or 'set'")
+        for what, cols in (("primary key", key), ("NOT NULL", nn), *(("UNIQUE", u) for u in uniq)):
             unknown = [c for c in cols if c not in sch]
             if unknown:
                 raise UnknownNameError(
@@ -130,7 +136,7 @@ class Circuit:
             raise CircuitError(
                 f"input {name!r}: a table with a primary key is a 'bag' or 'set', not a 'zset'"
             )
-        s = self.add(Input(name, sch, kind, key, tuple(c for c in sch if c in nn)))
+        s = self.add(Input(name, sch, kind, key, tuple(c for c in sch if c in nn), uniq))
         self.inputs[name] = s.node_id
         return s
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import polars as pl
 
 from dbspark.algebra.zset import ZSet
 from dbspark.circuit.circuit import Circuit
@@ -51,11 +52,15 @@ class Runtime:
                 self.states[nid] = n.op.init(kernel, n.shape, [nodes[i].shape for i in n.inputs])
         self._pending: dict[str, list[Any]] = {name: [] for name in circuit.inputs}
         self._input_traces: dict[str, Any] = {}  # kind checks of bag and set inputs, per input
+        self._unique_traces: dict[str, list[tuple[tuple[str, ...], Any]]] = {}  # UNIQUE indexes, per input
         for name, nid in circuit.inputs.items():
             op = nodes[nid].op
             assert isinstance(op, Input)
             if op.positive and not snapshots:  # a keyed table's integral is looked up by its key
                 self._input_traces[name] = kernel.new_trace(op.schema, op.primary_key or tuple(op.schema))
+            for cols in op.unique if not snapshots else ():  # a UNIQUE constraint's index: its columns
+                key_schema = pl.Schema([(c, op.schema[c]) for c in cols])
+                self._unique_traces.setdefault(name, []).append((cols, kernel.new_trace(key_schema, cols)))
         self._views = {
             name: kernel.new_trace(nodes[nid].shape.schema, tuple(nodes[nid].shape.schema))
             for name, nid in circuit.outputs.items()
@@ -146,6 +151,12 @@ class Runtime:
     def _input_value(self, op: Input, batches: list[Any], undo: list) -> Any:
         if not batches:
             return self.kernel.empty(op.schema)
+        z = self._input_change(op, batches, undo)
+        for cols, index in self._unique_traces.get(op.name_, ()):  # after the kind checks: a valid change
+            self.kernel.unique_checked(index, z, cols, self._where(op.name_), undo)
+        return z
+
+    def _input_change(self, op: Input, batches: list[Any], undo: list) -> Any:
         trace = self._input_traces.get(op.name_)
         if op.primary_key and trace is not None:  # upserts and deletes by key, in push order
             return self.kernel.keyed_change(trace, batches, op.primary_key, self._where(op.name_), undo)
@@ -183,6 +194,7 @@ class Runtime:
             "ops": {nid: self._save(nid) for nid in self.order},
             "views": {n: s.to_state() for n, s in self._views.items()},
             "inputs": {n: s.to_state() for n, s in self._input_traces.items()},
+            "unique": {n: [t.to_state() for _, t in ts] for n, ts in self._unique_traces.items()},
         }
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -214,4 +226,7 @@ class Runtime:
             self._views[n].restore(frames)
         for n, frames in data["inputs"].items():
             self._input_traces[n].restore(frames)
+        for n, states in data.get("unique", {}).items():  # (a checkpoint from before UNIQUE has none)
+            for (_, t), st in zip(self._unique_traces[n], states, strict=True):
+                t.restore(st)
         self.time = data["time"]

@@ -285,3 +285,9 @@ def check_kind(z: ZSet, cur: pl.DataFrame | None, kind: str, where: str) -> None
                 f"change {r[WEIGHT]})"
             )
         raise NegativeStateError(f"{where} is a set: row {row} would occur {r['__new']} times")
+
+
+def unique_message(where: str, cols: Sequence[str], values: Sequence[Any]) -> str:
+    """DuckDB's words for a UNIQUE violation: `Duplicate key "a: 1, b: 2" violates unique constraint`."""
+    shown = ", ".join(f"{c}: {v}" for c, v in zip(cols, values, strict=True))
+    return f'{where}: Duplicate key "{shown}" violates unique constraint UNIQUE ({", ".join(cols)})'

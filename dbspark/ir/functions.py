@@ -361,6 +361,12 @@ def _concat_typer(name: str):
     return typer
 
 
+@_reg("error", 1, 1, "raise a DataError with the message wherever it is evaluated (DuckDB's error())")
+def _error(ts, args):
+    _need("error", ts, _str, "VARCHAR")
+    return NULL
+
+
 _reg("concat", 1, None)(_concat_typer("concat"))
 _reg("concat_op", 2, 2)(_concat_typer("||"))
 

@@ -19,20 +19,24 @@ class Input(Operator):
     """A named input. `kind` is 'zset' (any weights), 'bag' (its integral stays non-negative) or 'set'.
 
     A `primary_key` (column names) makes it a keyed table: an insert of a key that is there updates the
-    row, a delete is by key (`Runtime._input_value`). `not_null` columns (and the key's) reject NULLs."""
+    row, a delete is by key (`Runtime._input_value`). `not_null` columns (and the key's) reject NULLs.
+    Each of `unique` (column names) is a UNIQUE constraint, checked per step (`Runtime._input_value`)."""
 
     name_: str
     schema: pl.Schema
     kind_: str = "zset"
     primary_key: tuple[str, ...] = ()
     not_null: tuple[str, ...] = ()
+    unique: tuple[tuple[str, ...], ...] = ()
 
     name = "input"
     kind = SOURCE
     arity = 0
 
     def __hash__(self) -> int:
-        return hash((self.name_, tuple(self.schema.items()), self.kind_, self.primary_key, self.not_null))
+        return hash(
+            (self.name_, tuple(self.schema.items()), self.kind_, self.primary_key, self.not_null, self.unique)
+        )
 
     def shape(self, ins: list[Shape]) -> Shape:
         return Shape(self.schema)

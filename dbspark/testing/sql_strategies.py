@@ -599,6 +599,30 @@ class QueryGen:
                 where += f" AND {self.pred(ra, 1)}"
         return f"SELECT {', '.join(items)} FROM {a.name} AS x{where}"
 
+    def scalar_rows(self) -> str:
+        """A scalar subquery that is not one row by construction (no aggregate): uncorrelated, or
+        correlated by key equality or a non-equality, with DISTINCT or not, in WHERE or in SELECT. Keys
+        come from a small domain, so a step often makes it return several rows (for an outer row), which
+        DuckDB raises and dbspark must reject whole."""
+        d = self.draw
+        a, b = self.two_tables()
+        ra, rb = self.refs(a, "x"), self.refs(b, "y")
+        corr = d(st.sampled_from([None, None, "y.k = x.k", "y.k IS NOT DISTINCT FROM x.k", "y.k < x.k"]))
+        inner_where = [corr] if corr else []
+        if d(st.booleans()):
+            inner_where.append(self.pred(rb, 0))
+        iw = f" WHERE {' AND '.join(inner_where)}" if inner_where else ""
+        distinct = "DISTINCT " if d(st.booleans()) else ""
+        if d(st.booleans()):  # in WHERE, compared with an outer key
+            sub = f"(SELECT {distinct}y.k FROM {b.name} AS y{iw})"
+            op = d(st.sampled_from(["=", "<", ">=", "<>"]))
+            shown = ", ".join(i for i, _ in self.items(ra, 2))
+            return f"SELECT {shown} FROM {a.name} AS x WHERE x.k {op} {sub}"
+        col, _ = d(st.sampled_from(rb))
+        sub = f"(SELECT {distinct}{col} FROM {b.name} AS y{iw})"
+        items = [i for i, _ in self.items(ra, 2)] + [f"{sub} AS sq"]
+        return f"SELECT {', '.join(items)} FROM {a.name} AS x{self.where(ra)}"
+
     def setop(self) -> str:
         d = self.draw
         n = d(st.integers(1, 2))
@@ -865,6 +889,7 @@ FAMILIES = (
     "subqueries_or",
     "subqueries_hard",
     "ordered",
+    "scalar_rows",
 )
 
 EDGES = Schema(
@@ -928,6 +953,7 @@ def cases(draw: st.DrawFn, family: str, max_views: int = 3, max_steps: int = 4) 
                 "recursive": g.recursive,
                 "overflow": g.overflow,
                 "ordered": g.ordered,
+                "scalar_rows": g.scalar_rows,
             }[fam]
             views.append(View(name, build()))
     return Case(schema, tuple(views), draw(change_streams(schema, max_steps)))

@@ -53,8 +53,8 @@ def cast(comp: Compiler, x: pl.Expr, src: pl.DataType, to: pl.DataType, g: Guard
     fn.check_cast(src, to)
     if src == to:
         return x
-    if fn.kind(src) == "null":
-        return pl.lit(None, dtype=to)
+    if fn.kind(src) == "null":  # NULL; an expression of the NULL type is still evaluated (error())
+        return pl.lit(None, dtype=to) if x.meta.is_literal() else x.cast(to)
 
     def build(c: list[pl.Expr]) -> tuple[pl.Expr, pl.Expr | None]:
         value, bad = _body(c[0], src, to)

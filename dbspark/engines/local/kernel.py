@@ -14,11 +14,11 @@ import polars as pl
 
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, distinct_h, with_weight
-from dbspark.columnar.rows import check_kind, input_frame
+from dbspark.columnar.rows import check_kind, input_frame, unique_message
 from dbspark.engines.local import aggregate as agg
 from dbspark.engines.local.exprs import evaluate, to_polars
 from dbspark.engines.local.keyed import SEQ, keyed_change
-from dbspark.errors import SchemaError
+from dbspark.errors import DataError, SchemaError
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Expr
 from dbspark.trace.spine import Spine, TraceSnapshot
@@ -91,6 +91,24 @@ class LocalKernel:
         if z.df.height:
             self.check_input(trace, z, kind, where)
             self.trace_insert(trace, z, undo)
+
+    def unique_checked(self, trace: Spine, z: ZSet, cols: Sequence[str], where: str, undo: list) -> None:
+        """Check a table's change against a UNIQUE constraint on `cols` and add it to the constraint's
+        index `trace` (the table's rows with non-NULL `cols`, projected on them): a key that two rows
+        would hold after the change rejects the step (NULLs are distinct, as in SQL)."""
+        cols = list(cols)
+        k = z.df.select(*cols, WEIGHT).filter(pl.all_horizontal(pl.col(c).is_not_null() for c in cols))
+        if k.height == 0:
+            return
+        change = ZSet(k).consolidate()
+        if change.df.height == 0:
+            return
+        cur = trace.snapshot().seek_frame(change.df.select(cols))
+        both = pl.concat([cur.select(*cols, WEIGHT), change.df], how="vertical_relaxed")
+        dup = both.group_by(cols).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) > 1)
+        if dup.height:
+            raise DataError(unique_message(where, cols, dup.row(0)[: len(cols)]))
+        self.trace_insert(trace, change, undo)
 
     def keyed_change(
         self, trace: Spine, batches: Sequence[ZSet], key: Sequence[str], where: str, undo: list

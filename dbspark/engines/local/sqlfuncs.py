@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -10,6 +10,7 @@ import polars as pl
 from dbspark.columnar.sqlforms import like_parts, like_regex
 from dbspark.engines.local.casts import cast
 from dbspark.engines.local.exprs import INT_RANGE, and_guard, checked, exact, fdiv, from_unscaled, unscaled
+from dbspark.errors import DataError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import Expr, Func
 
@@ -165,6 +166,26 @@ def _as_strings(comp: Compiler, e: Func, g: Guard) -> list[pl.Expr]:
         else pl.lit(None, dtype=pl.String)
         for a in e.args
     ]
+
+
+@_impl("error")
+def _error(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    """DuckDB's error(message): a DataError with the message of the first row evaluated (the guard's)."""
+    m = comp.c(e.args[0], g).cast(pl.String)
+    if not e.args[0].columns():  # a constant: one message per row of the batch
+        m = pl.repeat(m.first(), pl.len())
+    inputs = [m] if g is None else [m, g]
+
+    def run(series: Sequence[pl.Series]) -> pl.Series:
+        msg = series[0]
+        hit = (
+            series[1].fill_null(False) if len(series) > 1 else pl.Series([True] * len(msg), dtype=pl.Boolean)
+        )
+        if hit.any():
+            raise DataError(str(msg.filter(hit)[0]))
+        return pl.Series(msg.name, [None] * len(msg), dtype=pl.Null)
+
+    return pl.map_batches(inputs, run, return_dtype=pl.Null)
 
 
 @_impl("concat")

@@ -143,8 +143,8 @@ def cast(x: Any, src: pl.DataType, to: pl.DataType) -> Any:
     if src == to:
         return x
     ks, kt = fn.kind(src), fn.kind(to)
-    if ks == "null":
-        return F.lit(None).cast(spark_type(to))
+    if ks == "null":  # NULL; an expression of the NULL type is still evaluated (error())
+        return x.cast(spark_type(to))
     value, ok = _body(x, src, to, ks, kt)
     if ok is None:
         return value

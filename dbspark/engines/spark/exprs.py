@@ -113,7 +113,9 @@ def may_raise(e: Expr) -> bool:
         return True
     if isinstance(e, Unary) and e.op in ("neg", "abs"):
         return True
-    if isinstance(e, Cast) or (isinstance(e, Func) and e.name in ("sqrt", "ln", "log10", "round", "abs")):
+    if isinstance(e, Cast) or (
+        isinstance(e, Func) and e.name in ("sqrt", "ln", "log10", "round", "abs", "error")
+    ):
         return True
     children: list[Expr] = []
     if isinstance(e, Binary):

@@ -18,6 +18,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from dbspark.engines.spark.convert import from_spark, spark_type
 from dbspark.engines.spark.convert import to_spark as to_spark_frame
 from dbspark.engines.spark.exprs import py_tuple, with_spark_columns
 from dbspark.engines.spark.session import SessionHandle, get_session
+from dbspark.engines.spark.settings import SessionSettings
 from dbspark.engines.spark.storage import Storage
 from dbspark.engines.spark.values import SparkZSet
 from dbspark.ir.aggregate import AggSpec
@@ -105,7 +107,15 @@ class SparkKernel:
         # eager local checkpoint: one Spark job), so that plans stay small (`SparkZSet.lineage`)
         self.max_lineage = int(self.handle.setting("max_lineage", "8"))
         self.cuts = 0  # lineage cuts so far (each one a Spark job)
-        self._saved_settings: dict[str, str | None] = {}  # the session's values a running step replaced
+        self.settings = SessionSettings(self.handle)
+        self._pushed_rows: int | None = 0  # rows pushed since the last step (None: some of unknown size)
+        self._step_settings = ExitStack()
+
+    def session_settings(self, rows: int | None = None) -> AbstractContextManager[None]:
+        """dbspark's SQL settings on the session while the block runs (`engines.spark.settings`): a
+        step holds them from `begin_step` to `end_step` / `abort_step`; outside a step, each action and
+        the planning of a pushed Spark DataFrame. `rows`: the size of the work, for the partitions."""
+        return self.settings.applied(rows)
 
     def close(self) -> None:
         if self._tmp:
@@ -116,7 +126,8 @@ class SparkKernel:
     def act(self, fn: Callable[[], Any]) -> Any:
         self.actions += 1
         try:
-            return fn()
+            with self.session_settings():
+                return fn()
         except errors.DbsparkError:
             raise
         except Exception as e:
@@ -143,8 +154,10 @@ class SparkKernel:
                 raise errors.EngineError(lines[0] if lines else type(e).__name__) from e
             raise
 
-    def write(self, df: Any, path: str) -> None:
-        self.act(lambda: df.write.mode("overwrite").parquet(path))
+    def write(self, df: Any, path: str, rows: int | None = None) -> None:
+        """Write `df` as Parquet; `rows`, if known, sizes the write's shuffle (e.g. a trace merge)."""
+        with self.session_settings(rows):
+            self.act(lambda: df.write.mode("overwrite").parquet(path))
 
     def read(self, path: str, schema: pl.Schema) -> SparkZSet:
         from dbspark.engines.spark.convert import spark_schema
@@ -155,34 +168,12 @@ class SparkKernel:
         z.files = (path,)
         return z
 
-    # settings for the whole step, restored after it: Catalyst's constraint propagation grows with the
-    # product of a plan's aliases and its constraints (the joins of TPC-H's views ran the driver's 4 GiB
-    # heap out of memory inferring them); dbspark's plans gain nothing from it
-    STEP_WIDE_SETTINGS = {"spark.sql.constraintPropagation.enabled": "false"}
-
     def begin_step(self, t: int) -> None:
+        """dbspark's session settings from here to `end_step` / `abort_step`, sized by the rows pushed."""
         self.step_no = self.storage.step = t
-        self._restore_settings()
-        self._saved_settings = self._set_settings(self.STEP_WIDE_SETTINGS)
-
-    def _set_settings(self, settings: dict[str, str]) -> dict[str, str | None]:
-        """Set `settings` on the session; returns the values they replaced (None: unset)."""
-        conf = self.spark.conf
-        saved = {k: conf.get(k, None) for k in settings}
-        for k, v in settings.items():
-            conf.set(k, v)
-        return saved
-
-    def _restore_settings(self, saved: dict[str, str | None] | None = None) -> None:
-        """Put back the session's own values of what a step set."""
-        if saved is None:
-            saved, self._saved_settings = self._saved_settings, {}
-        conf = self.spark.conf
-        for k, v in saved.items():
-            if v is None:
-                conf.unset(k)
-            else:
-                conf.set(k, v)
+        rows, self._pushed_rows = self._pushed_rows, 0
+        self._step_settings.close()  # a step that was begun and never ended
+        self._step_settings.enter_context(self.session_settings(rows))
 
     # settings for the step's action, restored after it: with adaptive query execution each shuffle
     # stage of the step becomes a Spark job of its own (measured: 48 jobs instead of 1)
@@ -192,11 +183,18 @@ class SparkKernel:
     def step_settings(self) -> Iterator[None]:
         """`STEP_SETTINGS` on the session for the duration of a step's action (a session passed in
         gets its own values back afterwards)."""
-        saved = self._set_settings(self.STEP_SETTINGS)
+        conf = self.spark.conf
+        saved = {k: conf.get(k, None) for k in self.STEP_SETTINGS}
+        for k, v in self.STEP_SETTINGS.items():
+            conf.set(k, v)
         try:
             yield
         finally:
-            self._restore_settings(saved)
+            for k, v in saved.items():
+                if v is None:
+                    conf.unset(k)
+                else:
+                    conf.set(k, v)
 
     def flush_step(self, undo: list) -> None:
         """Write the traces' pending changes of this step (`engines.spark.buckets`): those held in the
@@ -237,18 +235,23 @@ class SparkKernel:
                     del self._outputs[i]
 
     def end_step(self, t: int) -> None:
-        """The step committed: delete the files it replaced, drop its cached changes."""
-        self.storage.collect()
-        for tr in self.traces:
-            tr.collect()
-        self._uncache()
-        self._restore_settings()
+        """The step committed: delete the files it replaced, drop its cached changes, put back the
+        session's own settings."""
+        try:
+            self.storage.collect()
+            for tr in self.traces:
+                tr.collect()
+            self._uncache()
+        finally:
+            self._step_settings.close()
 
     def abort_step(self) -> None:
         """The step was rolled back: what it wrote stays unreferenced (swept on reopen)."""
-        self.storage.garbage = []
-        self._uncache()
-        self._restore_settings()
+        try:
+            self.storage.garbage = []
+            self._uncache()
+        finally:
+            self._step_settings.close()
 
     def sweep_uncommitted(self, committed_steps: int) -> None:
         """After a restart: delete the files of steps that never committed."""
@@ -426,10 +429,13 @@ class SparkKernel:
         if _is_spark_frame(rows):
             from dbspark.engines.spark.coerce import coerce_frame
 
-            return self._z(schema, coerce_frame(rows, schema, weights, where, not_null, key))
-        return SparkZSet(
-            self.spark, schema, local=ZSet(input_frame(rows, schema, weights, where, not_null, key))
-        )
+            self._pushed_rows = None
+            with self.session_settings():  # its casts are planned now (classic Spark)
+                return self._z(schema, coerce_frame(rows, schema, weights, where, not_null, key))
+        z = ZSet(input_frame(rows, schema, weights, where, not_null, key))
+        if self._pushed_rows is not None:
+            self._pushed_rows += z.df.height
+        return SparkZSet(self.spark, schema, local=z)
 
     def check_input(self, trace: SparkBucketTrace | None, z: SparkZSet, kind: str, where: str) -> None:
         """Reject a change that would make a bag negative or a set exceed 1 (one Spark action)."""
@@ -511,6 +517,24 @@ class SparkKernel:
             ),
             undo,
         )
+
+    def unique_checked(
+        self, trace: SparkBucketTrace, z: SparkZSet, cols: Sequence[str], where: str, undo: list
+    ) -> None:
+        """Check a table's change against a UNIQUE constraint on `cols`, inside the write of the change
+        to the constraint's index `trace` (`engines.spark.unique`): the index is read only at the
+        change's keys (a NULL key conflicts with nothing)."""
+        from dbspark.engines.spark.unique import unique_change
+
+        if z.known_empty:
+            return
+        lineage = z.lineage
+        snap = None
+        if trace.batches:
+            sought = self.seek(trace.snapshot(), z, [(c, c) for c in cols], exact=False)
+            snap, lineage = sought.frame, lineage + sought.lineage
+        change = unique_change(snap, z.frame, cols, where)
+        trace.add(self._z(trace.schema, change, consolidated=True, lineage=lineage), undo)
 
     def keyed_change(
         self,

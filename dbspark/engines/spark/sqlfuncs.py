@@ -10,7 +10,7 @@ import polars as pl
 from dbspark.columnar.sqlforms import like_parts, like_regex
 from dbspark.engines.spark.casts import cast, dec_bound, dec_type
 from dbspark.engines.spark.convert import spark_type
-from dbspark.engines.spark.exprs import _F, INT_RANGE, checked, eager, float_floor, may_raise
+from dbspark.engines.spark.exprs import _F, INT_RANGE, checked, eager, fail, float_floor, may_raise
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import Func
 
@@ -166,6 +166,12 @@ def _as_strings(comp: SparkCompiler, e: Func) -> list[Any]:
         cast(comp.c(a), comp.t(a), pl.String()) if comp.t(a) != fn.NULL else _F().lit(None).cast("string")
         for a in e.args
     ]
+
+
+@_impl("error")
+def _error(comp: SparkCompiler, e: Func) -> Any:
+    """DuckDB's error(message): a DataError with the message where it is evaluated (`raise_error`)."""
+    return fail(comp.c(e.args[0]).cast("string"))
 
 
 @_impl("concat")

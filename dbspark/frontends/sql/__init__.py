@@ -76,6 +76,7 @@ def create_table(pipeline: Pipeline, src: Source, st: exp.Create) -> str:
     columns: dict[str, object] = {}
     primary: list[str] = []
     not_null: list[str] = []
+    unique: list[tuple[str, ...]] = []
     for item in schema_node.expressions:
         if isinstance(item, exp.ColumnDef):
             col = name_of(item.this)
@@ -88,6 +89,8 @@ def create_table(pipeline: Pipeline, src: Source, st: exp.Create) -> str:
                 k = cons.args.get("kind")
                 if isinstance(k, exp.PrimaryKeyColumnConstraint):
                     primary.append(col)
+                elif isinstance(k, exp.UniqueColumnConstraint):
+                    unique.append((col,))
                 elif isinstance(k, exp.NotNullColumnConstraint):
                     if not k.args.get("allow_null"):
                         not_null.append(col)
@@ -99,18 +102,28 @@ def create_table(pipeline: Pipeline, src: Source, st: exp.Create) -> str:
             if primary:
                 src.schema_error(f"table {name} has two primary keys", item)
             primary = [name_of(e.this if isinstance(e, exp.Ordered) else e) for e in item.expressions]
+        elif isinstance(item, exp.UniqueColumnConstraint) and isinstance(item.this, exp.Schema):
+            unique.append(
+                tuple(name_of(e.this if isinstance(e, exp.Ordered) else e) for e in item.this.expressions)
+            )
         else:
             src.unsupported(f"table element {item.sql(dialect='duckdb')}", item)
     for k in primary:
         if k not in columns:
             src.unknown(f"primary key column {k} is not a column of table {name}", schema_node)
+    for u in unique:
+        for k in u:
+            if k not in columns:
+                src.unknown(f"UNIQUE column {k} is not a column of table {name}", schema_node)
     if name in pipeline.relations:
         src.schema_error(f"{name} is already declared", schema_node)
-    options = {}
+    options: dict[str, object] = {}
     if primary:
         options["primary_key"] = tuple(primary)
     if not_null:
         options["not_null"] = tuple(not_null)
+    if unique:
+        options["unique"] = tuple(dict.fromkeys(unique))
     pipeline.table(name, columns, **options)  # type: ignore[arg-type]
     return name
 
@@ -125,6 +138,7 @@ def create_view(pipeline: Pipeline, compiler: Compiler, src: Source, st: exp.Cre
     if name in pipeline.relations:
         src.schema_error(f"{name} is already declared", target)
     compiler.view = name
+    compiler.guards = []
     rel = compiler.query(st.expression)
-    pipeline.create_view(name, view_stream(compiler, rel, cols, st))
+    pipeline.create_view(name, compiler.guarded(view_stream(compiler, rel, cols, st)))
     return name

@@ -43,6 +43,27 @@ class Compiler:
             pipeline.circuit
         )  # where new sources go: a recursive scope's body sets its own
         self._one_col: str | None = None
+        self.guards: list[Stream] = []  # the view's run-time checks (`guard`), carried by its stream
+
+    def guard(self, bad: Stream, message: ir.Expr, node: Any) -> None:
+        """Reject a step in which `bad` (a relation, maintained like any other) holds a row: each of its
+        rows raises DataError(`message`, evaluated on the row) where the row is evaluated. The view's
+        stream carries these rows (an always empty union), so the check runs inside the step that
+        writes the view (no extra Spark action), and a rejected step applies nothing. `bad` must change
+        only by rows that appear (its previous value is empty: a committed step passed the check), as a
+        filter over a global aggregate's output does."""
+        if bad.circuit is not self.p.circuit:
+            self.src.unsupported(
+                "a run-time check (a scalar subquery that may return several rows) here", node
+            )
+        self.guards.append(bad.filter(ir.Cast(ir.Func("error", (message,)), pl.Boolean())))
+
+    def guarded(self, s: Stream) -> Stream:
+        """A view's stream `s` with the guards of its query (each adds no row, or raises)."""
+        for g in self.guards:
+            s = s + g.map(*[(c, ir.Cast(ir.Lit(None), t)) for c, t in s.schema.items()])
+        self.guards = []
+        return s
 
     # ---- names ----------------------------------------------------------------------------------
     def table_rel(self, name: str, node: Any) -> Rel:

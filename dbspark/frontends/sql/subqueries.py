@@ -5,10 +5,13 @@
   of the outer rows with q's rows, and the outer rows that pass are matched back as whole rows.
 - `x IN (q)`: a semi-join on x; `x NOT IN (q)` an anti-join that also follows SQL's NULL rules (no row
   when q holds a NULL, or x is NULL and q is not empty).
-- A scalar subquery `(q)`: uncorrelated, it must return at most one row (a global aggregate), joined
-  to every outer row (NULL when q is empty); correlated by equalities, q is grouped by its correlation
+- A scalar subquery `(q)`: uncorrelated, q's one row is joined to every outer row (NULL when q is
+  empty); q is maintained like any relation, and unless it is a global aggregate (one row by
+  construction) a step in which it holds several rows is rejected, naming the view, as DuckDB raises
+  (`Compiler.guard`). Correlated by equalities with an aggregate, q is grouped by its correlation
   columns and left-joined on them (an outer row without a group gets q's value over no rows, e.g.
-  COUNT = 0).
+  COUNT = 0); without an aggregate, q's rows are joined to the outer rows they belong to, and an outer
+  row with several rejects the step.
 """
 
 from __future__ import annotations
@@ -383,20 +386,38 @@ class SubqueryLowering:
             self.src.schema_error(
                 f"a scalar subquery must return one column, this one returns {len(r.visible())}", sub
             )
-        if not _one_row(sel):
-            self.src.unsupported(
-                "a scalar subquery that may return several rows (use an aggregate without GROUP BY)", sub
-            )
         v = r.visible()[0].col
         col = self.c.names.fresh("s")
         one = r.stream.map((col, ir.Col(v)))
         s = rel.stream.stream_product(one)
-        if sel.args.get("having") is not None:  # zero or one row: NULL when there is none
+        single = _one_row(sel)
+        if not single or sel.args.get("having") is not None:  # zero or one row: NULL when there is none
             n = self.c.names.fresh()
-            none = one.stream_aggregate(**{n: "count"}).filter(ir.Col(n).eq(0))
-            none = none.map((col, ir.Cast(ir.Lit(None), one.schema[col])))
+            cnt = one.stream_aggregate(**{n: "count"})
+            if not single:  # more than one row rejects the step, whatever the outer rows (DuckDB)
+                self.several_rows(cnt.filter(ir.Col(n) > 1), n, sub, "")
+            none = cnt.filter(ir.Col(n).eq(0)).map((col, ir.Cast(ir.Lit(None), one.schema[col])))
             s = s + rel.stream.stream_product(none)
         return Rel(s, rel.fields), col
+
+    def several_rows(self, bad: Stream, n: str, sub: exp.Expression, per: str) -> None:
+        """Reject a step in which `bad` holds a row: a scalar subquery returned `n` (a column) rows."""
+        text = sub.sql(dialect="duckdb")
+        text = text if len(text) <= 200 else text[:197] + "..."
+        text = text if isinstance(sub, exp.Subquery) else f"({text})"
+        where = f"view {self.c.view!r}: " if self.c.view else ""
+        msg = ir.Func(
+            "concat",
+            (
+                ir.Lit(
+                    f"{where}More than one row returned by a subquery used as an expression - scalar "
+                    f"subqueries can only return a single row ({text} returned "
+                ),
+                ir.Col(n),
+                ir.Lit(f" rows{per})"),
+            ),
+        )
+        self.c.guard(bad, msg, sub)
 
     def correlated_scalar(
         self, rel: Rel, sel: exp.Expression, scope: Scope, inner_ok: bool
@@ -406,7 +427,7 @@ class SubqueryLowering:
         item = sel.expressions[0]
         item = item.this if isinstance(item, exp.Alias) else item
         if not find_aggregates([item]):
-            self.src.unsupported("a correlated scalar subquery without an aggregate", sel)
+            return self.correlated_rows(rel, sel, item, scope, inner_ok)
         inner, eqs, residual = self.decorrelate(sel, scope)
         if residual or not eqs:
             return self.correlated_scalar_general(rel, item, scope, inner, eqs, residual)
@@ -438,6 +459,69 @@ class SubqueryLowering:
         rest = outer_s.stream_antijoin(grouped, left_on=okeys, right_on=gcols)
         unmatched = drop_to(rest, base).stream_product(none)
         return Rel(matched + drop_to(unmatched, base + [value]), rel.fields), value
+
+    def correlated_rows(
+        self, rel: Rel, sel: exp.Select, item: exp.Expression, scope: Scope, inner_ok: bool
+    ) -> tuple[Rel, str]:
+        """A correlated scalar subquery without an aggregate: per outer row, the item of its one row of
+        q (NULL without one). q's rows are paired with the outer rows they belong to (joined on the
+        correlation equalities; else, as `correlated_scalar_general`, per distinct outer row under any
+        condition), and a step in which an outer row has several rejects the view (DuckDB)."""
+        from dbspark.frontends.sql.relops import null_safe_keys
+        from dbspark.frontends.sql.scope import field_ref
+
+        inner, eqs, residual = self.decorrelate(sel, scope)
+        base = list(rel.stream.schema)
+        y = self.c.names.fresh("y")
+        inner_scope = Scope(inner.fields, self.src)
+        reads_outer = any(self.side(c, inner_scope, scope) == "outer" for c in columns_of(item))
+        if eqs and not residual and not reads_outer:  # q's rows keyed by the correlation columns
+            inner = add_columns(inner, [(y, ExprCompiler(inner_scope)(item, inner.stream.schema))])
+            rel2, lk = self.outer_keys(
+                rel, scope, [o for o, _ in eqs], [inner.stream.schema[i] for _, i in eqs]
+            )
+            renamed = self.c.disjoint(rel2.stream.schema, inner)
+            rename = dict(zip(inner.stream.schema, renamed.stream.schema, strict=True))
+            rk, y = [rename[i] for _, i in eqs], rename[y]
+            left, right = self.align(rel2.stream, lk, renamed.stream.map(*rk, y), rk)
+        else:  # per distinct outer row: its columns are the keys (NULL matching NULL)
+            renamed = self.c.disjoint(base, inner)
+            rename = dict(zip(inner.stream.schema, renamed.stream.schema, strict=True))
+            key_fields = [Field(rename[i], rename[i], hidden=True) for _, i in eqs]
+            conds = list(residual) + [
+                exp.EQ(this=o.copy(), expression=field_ref(f))
+                for (o, _), f in zip(eqs, key_fields, strict=True)
+            ]
+            combined = Scope(
+                renamed.fields + key_fields,
+                self.src,
+                outer=Scope(
+                    rel.fields + [Field(c, c, hidden=True) for c in base], self.src, computed=scope.computed
+                ),
+                correlated=[],
+            )
+            comp = ExprCompiler(combined)
+            j = rel.stream.stream_distinct().stream_product(renamed.stream)
+            for cnd in conds:
+                j = j.filter(comp(cnd, j.schema))
+            pairs = j.map(*base, (y, comp(item, j.schema)))
+            left, lk = null_safe_keys(rel.stream, base, self.c.names)
+            right, rk = null_safe_keys(pairs, base, self.c.names)
+        right = right.map(*rk, y)
+        if sel.args.get("distinct") is not None:
+            right = right.stream_distinct()
+        n, most, hits = self.c.names.fresh(), self.c.names.fresh(), self.c.names.fresh()
+        several = right.stream_aggregate(rk, **{n: "count"}).filter(ir.Col(n) > 1)
+        bad = left.map(*lk).stream_join(several, left_on=lk, right_on=rk)
+        bad = bad.stream_aggregate(**{hits: "count", most: ("max", n)}).filter(ir.Col(hits) > 0)
+        self.several_rows(bad, most, sel, " for an outer row")
+        value = self.c.names.fresh("s")
+        matched = left.stream_join(right, left_on=lk, right_on=rk).map(*base, (value, ir.Col(y)))
+        if inner_ok:  # a direct operand of a comparison in WHERE: NULL fails the row anyway
+            return Rel(matched, rel.fields), value
+        rest = drop_to(left.stream_antijoin(right, left_on=lk, right_on=rk), base)
+        none = rest.map(*base, (value, ir.Cast(ir.Lit(None), right.schema[y])))
+        return Rel(matched + none, rel.fields), value
 
     def correlated_scalar_general(
         self,
