@@ -265,8 +265,9 @@ def test_with_recursive(case: Case) -> None:
 @LOCAL
 @given(cases("ordered"))
 def test_ordered_aggregates_of_wide_decimals_and_dates(case: Case) -> None:
-    """MEDIAN, MIN, MAX, MODE of DECIMAL(18,4), DECIMAL(38,10) and DATE values up to the types' bounds, exact
-    (DECIMAL against DECIMAL) and typed as DuckDB types them (issue 21)."""
+    """MEDIAN, MIN, MAX, MODE of DECIMAL(18,4), DECIMAL(38,10), DATE and TIMESTAMP values up to the types'
+    bounds, exact (DECIMAL against DECIMAL, TIMESTAMP to the microsecond) and typed as DuckDB types them
+    (issue 21)."""
     run_case(case)
 
 

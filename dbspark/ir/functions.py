@@ -132,6 +132,16 @@ def supertype(types: Sequence[pl.DataType], what: str) -> pl.DataType:
 
 def arith_type(op: str, a: pl.DataType, b: pl.DataType, sym: str) -> pl.DataType:
     """Result type of SQL arithmetic `a op b` (ops add, sub, mul, sql_div, int_div, sql_mod)."""
+    if (
+        op == "sub"
+        and is_temporal(a)
+        and is_temporal(b)
+        and (isinstance(a, pl.Datetime) or isinstance(b, pl.Datetime))
+    ):
+        raise UnsupportedError(
+            f"{sql_name(a)} - {sql_name(b)} (an INTERVAL; INTERVAL values are not supported: use "
+            "epoch(a) - epoch(b) or epoch_us(a) - epoch_us(b))"
+        )
     if op in ("add", "sub") and (a == pl.Date() or b == pl.Date()):
         if op == "sub" and a == pl.Date() and b == pl.Date():
             return pl.Int64()
@@ -444,9 +454,23 @@ EXTRACT_PARTS = {
     "hour",
     "minute",
     "second",
+    "millisecond",
+    "microsecond",
+    "isodow",
     "epoch",
 }
-TRUNC_PARTS = {"year", "quarter", "month", "week", "day", "hour", "minute", "second"}
+TRUNC_PARTS = {
+    "year",
+    "quarter",
+    "month",
+    "week",
+    "day",
+    "hour",
+    "minute",
+    "second",
+    "millisecond",
+    "microsecond",
+}
 
 
 def _part(name: str, ts, args, parts: set[str]) -> str:
@@ -481,3 +505,7 @@ for _n in ("is_distinct_from", "is_not_distinct_from"):
     def _dist(ts, args, _n=_n):
         check_comparable(ts[0], ts[1], _n)
         return pl.Boolean()
+
+
+# the date and time functions of DuckDB beyond extract / date_trunc / date_add (registered on import)
+from dbspark.ir import timefuncs as _timefuncs  # noqa: E402, F401

@@ -4,17 +4,19 @@ as SQL text (DuckDB dialect, read alike by dbspark and DuckDB) and change stream
 * `schemas()`: 2-3 tables `t0, t1, t2`, each with a BIGINT join key `k` and a few columns drawn from a
   shared pool (a name has one type in every table, so USING / NATURAL joins and set operations find
   common columns): BIGINT, DOUBLE (dyadic values: sums are exact), DECIMAL(p,s), VARCHAR (a few values,
-  '%' and '_' among them), DATE, BOOLEAN; every column may hold NULL.
+  '%' and '_' among them), DATE, BOOLEAN, TIMESTAMP (microseconds, before 1970 too); every column may
+  hold NULL.
 * `QueryGen`: typed scalar expressions and predicates (CASE, CAST, COALESCE, arithmetic, comparison,
-  LIKE, string functions, DATE / INTERVAL / EXTRACT, string literals against other types) and one query builder per family of the coverage
+  LIKE, string functions, DATE / INTERVAL / EXTRACT, TIMESTAMP +/- INTERVAL, date_trunc, epoch_ms,
+  strftime / strptime, string literals against other types) and one query builder per family of the coverage
   list (`FAMILIES`); each query is a `View` with the text dbspark gets and the text DuckDB runs (they
   differ only for ORDER BY ... LIMIT, where DuckDB's order is made total as the front end's is: ties
   broken by all output columns ascending, NULLS LAST).
 * `change_streams(schema)`: steps of inserts and deletes per table; deletes are of rows present
   (duplicates among them), inserts repeat present rows often, and some steps are empty.
 * `cases(family)`: a `Case` (schema, 1-3 views of the family, change stream). The `ordered` family has a
-  schema of its own (`WIDE`): DECIMAL(18,4), DECIMAL(38,10) and DATE columns with values up to the types'
-  bounds, under MEDIAN / MIN / MAX / MODE.
+  schema of its own (`WIDE`): DECIMAL(18,4), DECIMAL(38,10), DATE and TIMESTAMP columns with values up to
+  the types' bounds, under MEDIAN / MIN / MAX / MODE.
 
 Values come from small domains so that joins match, groups collide and duplicates are frequent.
 """
@@ -29,7 +31,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-KINDS = ("int", "float", "dec", "str", "date", "bool")
+KINDS = ("int", "float", "dec", "str", "date", "bool", "ts")
 NUMERIC = ("int", "float", "dec")
 INT_VALUES = (-2, -1, 0, 1, 2, 3, 5)
 KEY_VALUES = (0, 1, 2, 3)
@@ -50,6 +52,24 @@ WIDE_DATES = (
     dt.date(2020, 2, 29),
     dt.date(2020, 3, 1),
     dt.date(9999, 12, 31),
+)
+# TIMESTAMP: microseconds, midnights, before 1970 (negative epochs), a leap day, the end of a month
+TS_VALUES = (
+    dt.datetime(2020, 1, 31, 23, 59, 59, 999999),
+    dt.datetime(2020, 2, 29, 0, 0),
+    dt.datetime(2020, 2, 29, 12, 30, 15, 250000),
+    dt.datetime(1969, 12, 31, 23, 59, 59, 999500),
+    dt.datetime(2022, 6, 15, 10, 0),
+    dt.datetime(2023, 3, 1, 7, 5, 3, 1),
+)
+# the `ordered` family's TIMESTAMP column: the bounds of the microsecond range DuckDB and Polars share
+WIDE_TIMESTAMPS = (
+    dt.datetime(1, 1, 1),
+    dt.datetime(1, 1, 1, 0, 0, 0, 1),
+    dt.datetime(1970, 1, 1),
+    dt.datetime(2020, 2, 29, 13, 14, 15, 161718),
+    dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+    dt.datetime(9999, 12, 31, 23, 59, 59, 999998),
 )
 DATE_VALUES = (
     dt.date(2020, 1, 31),
@@ -132,6 +152,7 @@ def _sql_type(kind: str, dec: tuple[int, int]) -> str:
         "str": "VARCHAR",
         "date": "DATE",
         "bool": "BOOLEAN",
+        "ts": "TIMESTAMP",
     }[kind]
 
 
@@ -162,6 +183,8 @@ def values(col: Column, dec: tuple[int, int]) -> tuple[Any, ...]:
         return tuple(Decimal(u).scaleb(-WIDE_SCALES[col.name], exact) for u in WIDE_UNITS[col.name])
     if col.name == "dd":
         return WIDE_DATES
+    if col.name == "tt":
+        return WIDE_TIMESTAMPS
     if col.kind == "dec":
         p, s = dec
         return tuple(Decimal(u).scaleb(-s) for u in DEC_UNITS if abs(u) < 10**p)
@@ -171,6 +194,7 @@ def values(col: Column, dec: tuple[int, int]) -> tuple[Any, ...]:
         "str": STR_VALUES,
         "date": DATE_VALUES,
         "bool": (True, False),
+        "ts": TS_VALUES,
     }[col.kind]
 
 
@@ -228,6 +252,8 @@ def lit(draw: st.DrawFn, kind: str) -> str:
         return draw(st.sampled_from(STR_LITS))
     if kind == "date":
         return f"DATE '{draw(st.sampled_from(DATE_VALUES)).isoformat()}'"
+    if kind == "ts":
+        return f"TIMESTAMP '{draw(st.sampled_from(TS_VALUES)).isoformat(sep=' ')}'"
     return draw(st.sampled_from(("TRUE", "FALSE")))
 
 
@@ -239,7 +265,43 @@ TEXT_LITS = {
     "float": ("'0.5'", "'-1.5'", "'2'", "'2.5e-1'"),
     "date": tuple(f"'{v.isoformat()}'" for v in DATE_VALUES) + ("'2020-2-29'", "'2022-06-15 10:00:00'"),
     "bool": ("'true'", "'f'", "'yes'", "'N'", "'1'"),
+    "ts": tuple(f"'{v.isoformat(sep=' ')}'" for v in TS_VALUES[:3])
+    + ("'2020-2-29'", "'2022-06-15 10:00'", "'2020-02-29T12:30:15.25'", "'1969-12-31 23:59:59.9995'"),
 }
+TS_UNITS = ("MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "YEAR")
+TRUNC_PARTS = (
+    "microsecond",
+    "millisecond",
+    "second",
+    "minute",
+    "hour",
+    "day",
+    "week",
+    "month",
+    "quarter",
+    "year",
+)
+EXTRACT_PARTS = (
+    "year",
+    "month",
+    "day",
+    "hour",
+    "minute",
+    "second",
+    "millisecond",
+    "microsecond",
+    "dow",
+    "isodow",
+    "doy",
+    "week",
+    "quarter",
+)
+STRFTIME_FORMATS = (
+    "'%Y-%m-%d %H:%M:%S.%f'",
+    "'%d/%m/%y %I:%M %p'",
+    "'%c|%j|%g|%a %b %-d'",
+    "'%A, %B %-d %Y %-H:%-M:%-S'",
+)
 
 
 class QueryGen:
@@ -269,6 +331,8 @@ class QueryGen:
                 lambda: f"CAST({sub('float')} AS BIGINT)",
                 lambda: f"({sub()} // 2)",
                 lambda: f"extract({d(st.sampled_from(('year', 'month', 'day')))} FROM {sub('date')})",
+                lambda: f"extract({d(st.sampled_from(EXTRACT_PARTS))} FROM {sub('ts')})",
+                lambda: f"{d(st.sampled_from(('epoch_ms', 'epoch_us')))}({sub('ts')})",
             ],
             "float": [
                 lambda: f"({sub()} + {sub()})",
@@ -295,6 +359,16 @@ class QueryGen:
                 lambda: f"left({sub()}, 1)",
                 lambda: f"reverse({sub()})",
                 lambda: f"CAST({sub('int')} AS VARCHAR)",
+                lambda: f"CAST({sub('ts')} AS VARCHAR)",
+                lambda: f"strftime({sub('ts')}, {d(st.sampled_from(STRFTIME_FORMATS))})",
+            ],
+            "ts": [
+                lambda: (
+                    f"({sub()} {d(st.sampled_from('+-'))} INTERVAL {d(st.integers(0, 40))} {d(st.sampled_from(TS_UNITS))})"
+                ),
+                lambda: f"date_trunc('{d(st.sampled_from(TRUNC_PARTS))}', {sub()})",
+                lambda: f"CAST({sub('date')} AS TIMESTAMP)",
+                lambda: f"strptime(strftime({sub()}, '%Y-%m-%d %H:%M:%S.%f'), '%Y-%m-%d %H:%M:%S.%f')",
             ],
             "date": [
                 lambda: f"CAST({sub()} + INTERVAL {d(st.integers(1, 40))} DAY AS DATE)",
@@ -408,7 +482,7 @@ class QueryGen:
         f = d(st.sampled_from(funcs + ["count_star", "count_distinct"]))
         if f == "count_star":
             return "count(*)"
-        ordered = ("int", "dec", "str", "date", "float")
+        ordered = ("int", "dec", "str", "date", "float", "ts")
         kinds: tuple[str, ...] = (
             NUMERIC
             if f in ("sum", "avg", "stddev", "variance", "stddev_pop", "var_pop")
@@ -814,7 +888,11 @@ class QueryGen:
         d = self.draw
         t = self.table()
         c = d(st.sampled_from([c.name for c in t.columns if c.name != "k"]))
-        x = d(st.sampled_from([c, f"CASE WHEN k >= 2 THEN {c} END"] + ([f"(- {c})"] if c != "dd" else [])))
+        x = d(
+            st.sampled_from(
+                [c, f"CASE WHEN k >= 2 THEN {c} END"] + ([f"(- {c})"] if c not in ("dd", "tt") else [])
+            )
+        )
         funcs = d(st.lists(st.sampled_from(["median", "median", "min", "max"]), min_size=1, max_size=3))
         calls = [
             f"{f}({'DISTINCT ' if d(st.integers(0, 4)) == 0 else ''}{x}) AS a{i + 1}"
@@ -907,6 +985,7 @@ _WIDE_COLS = (
     Column("d18", "dec", "DECIMAL(18,4)"),
     Column("d38", "dec", "DECIMAL(38,10)"),
     Column("dd", "date", "DATE"),
+    Column("tt", "ts", "TIMESTAMP"),
 )
 WIDE = Schema((Table("t0", _WIDE_COLS), Table("t1", _WIDE_COLS)), (18, 4))
 

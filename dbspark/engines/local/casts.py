@@ -86,14 +86,17 @@ def _body(x: pl.Expr, src: pl.DataType, to: pl.DataType) -> tuple[pl.Expr, pl.Ex
             ok = r.is_finite() & (r >= lo) & (r <= hi)  # 2**63 as a double is out of range
             ok = ok & (r < float(hi) + 1)
             return pl.when(ok).then(r).cast(to, strict=False), ~ok
+        lo, hi = INT_RANGE[to]
         if ks == "decimal":
-            u = x.round(0, mode="half_away_from_zero").cast(pl.Decimal(38, 0)).to_physical()
+            # far out of range values first (rounding 99...9.99 of DECIMAL(38, s) overflows Polars' decimal)
+            bound = pl.lit((2**63 + 1) * 10 ** fn.dec_of(src)[1], dtype=pl.Int128)
+            near = x.to_physical().abs() < bound
+            xs = pl.when(near).then(x).otherwise(pl.lit(0).cast(src))
+            u = xs.round(0, mode="half_away_from_zero").cast(pl.Decimal(38, 0)).to_physical()
+            ok0 = near
         else:  # string
             u, ok0 = parse_number(x, 0)
-        lo, hi = INT_RANGE[to]
-        ok = (u >= lo) & (u <= hi)
-        if ks == "string":
-            ok = ok & ok0
+        ok = (u >= lo) & (u <= hi) & ok0
         return pl.when(ok).then(u).cast(to, strict=False), ~ok
     if kt == "decimal":
         p, s = fn.dec_of(to)

@@ -352,6 +352,8 @@ _TRUNC = {
     "hour": "1h",
     "minute": "1m",
     "second": "1s",
+    "millisecond": "1ms",
+    "microsecond": "1us",
 }
 
 
@@ -378,6 +380,10 @@ def _extract(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
         "hour": dt.hour,
         "minute": dt.minute,
         "second": dt.second,
+        "isodow": dt.weekday,
+        # DuckDB: the seconds and their fraction, in milli- or microseconds
+        "millisecond": lambda: dt.second().cast(pl.Int64) * 1000 + dt.microsecond() // 1000,
+        "microsecond": lambda: dt.second().cast(pl.Int64) * 1_000_000 + dt.microsecond(),
     }
     if part == "epoch":
         return fdiv(dt.epoch("us"), pl.lit(1e6))
@@ -397,3 +403,6 @@ def _date_add(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     months, days, micros = (comp.c(a, g).cast(pl.Int64) for a in e.args[1:])
     shifted = x.dt.offset_by(pl.format("{}mo", months))
     return shifted + pl.duration(days=days, microseconds=micros)
+
+
+from dbspark.engines.local import timefuncs as _timefuncs  # noqa: E402, F401  (registers its functions)

@@ -304,21 +304,31 @@ def _ts(comp: SparkCompiler, a: Any) -> Any:
     return x if comp.t(a) == pl.Datetime("us") else x.cast(spark_type(pl.Datetime("us")))
 
 
+def micros_of_second(x: Any) -> Any:
+    """The microseconds of a TIMESTAMP's second (0..999999)."""
+    return _F().date_format(x, "SSSSSS").cast("long")
+
+
+def epoch_micros(x: Any) -> Any:
+    """Microseconds since 1970-01-01 of a TIMESTAMP (exact, whatever the session's time zone)."""
+    F = _F()
+    days = F.datediff(F.to_date(x), F.lit("1970-01-01").cast("date")).cast("long")
+    return (
+        days * 86_400_000_000
+        + F.hour(x).cast("long") * 3_600_000_000
+        + F.minute(x).cast("long") * 60_000_000
+        + F.second(x).cast("long") * 1_000_000
+        + micros_of_second(x)
+    )
+
+
 @_impl("extract")
 def _extract(comp: SparkCompiler, e: Func) -> Any:
     F = _F()
     part = str(_lit(e, 0)).lower()
     x = _ts(comp, e.args[1])
     if part == "epoch":
-        days = F.datediff(F.to_date(x), F.lit("1970-01-01").cast("date")).cast("long")
-        micros = (
-            days * 86_400_000_000
-            + F.hour(x).cast("long") * 3_600_000_000
-            + F.minute(x).cast("long") * 60_000_000
-            + F.second(x).cast("long") * 1_000_000
-            + F.date_format(x, "SSSSSS").cast("long")
-        )
-        return micros.cast("double") / 1e6
+        return epoch_micros(x).cast("double") / 1e6
     f = {
         "year": F.year,
         "quarter": F.quarter,
@@ -332,6 +342,10 @@ def _extract(comp: SparkCompiler, e: Func) -> Any:
         "hour": F.hour,
         "minute": F.minute,
         "second": F.second,
+        "isodow": lambda v: (F.dayofweek(v) + 5) % 7 + 1,
+        # DuckDB: the seconds and their fraction, in milli- or microseconds
+        "millisecond": lambda v: F.second(v).cast("long") * 1000 + F.floor(micros_of_second(v) / 1000),
+        "microsecond": lambda v: F.second(v).cast("long") * 1_000_000 + micros_of_second(v),
     }
     return f[part](x).cast("long")
 
@@ -361,3 +375,6 @@ def _date_add(comp: SparkCompiler, e: Func) -> Any:
         secs.cast(dec_type(18, 6)),
     )
     return x + iv
+
+
+from dbspark.engines.spark import timefuncs as _timefuncs  # noqa: E402, F401  (registers its functions)

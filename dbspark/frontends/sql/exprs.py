@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import polars as pl
 from sqlglot import exp
 
+from dbspark.frontends.sql import temporal
 from dbspark.frontends.sql.literals import coerce_literals
 from dbspark.frontends.sql.parse import Source
 from dbspark.frontends.sql.scope import Scope
@@ -84,18 +85,25 @@ FUNCTIONS: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.Greatest: ("greatest", ("this", "*expressions")),
     exp.Least: ("least", ("this", "*expressions")),
 }
-INTERVAL_UNITS = {
-    "year": (12, 0),
-    "years": (12, 0),
-    "month": (1, 0),
-    "months": (1, 0),
-    "day": (0, 1),
-    "days": (0, 1),
-    "week": (0, 7),
-    "weeks": (0, 7),
-    "quarter": (3, 0),
-    "quarters": (3, 0),
+# (months, days, microseconds) of one unit of an INTERVAL, as DuckDB's interval parts
+_MICROS = {
+    "hour": 3_600_000_000,
+    "minute": 60_000_000,
+    "second": 1_000_000,
+    "millisecond": 1000,
+    "microsecond": 1,
 }
+INTERVAL_UNITS: dict[str, tuple[int, int, int]] = {
+    "year": (12, 0, 0),
+    "quarter": (3, 0, 0),
+    "month": (1, 0, 0),
+    "week": (0, 7, 0),
+    "day": (0, 1, 0),
+    **{u: (0, 0, m) for u, m in _MICROS.items()},
+}
+INTERVAL_UNITS.update({u + "s": v for u, v in list(INTERVAL_UNITS.items())})
+INTERVAL_UNITS.update({"min": INTERVAL_UNITS["minute"], "mins": INTERVAL_UNITS["minute"]})
+INTERVAL_UNITS.update({"sec": INTERVAL_UNITS["second"], "secs": INTERVAL_UNITS["second"]})
 
 
 class ExprCompiler:
@@ -171,6 +179,9 @@ class ExprCompiler:
     def func(self, name: str, args: list[exp.Expression], node: exp.Expression) -> ir.Expr:
         from dbspark.ir.functions import REGISTRY
 
+        alias = temporal.named(self, name, args, node)
+        if alias is not None:
+            return alias
         if name not in REGISTRY:
             self.src.unsupported(f"function {name}()", node)
         return ir.Func(name, tuple(self.compile(a) for a in args))
@@ -183,26 +194,31 @@ class ExprCompiler:
             else:
                 return None
         assert isinstance(right, exp.Interval)
-        months, days = interval(right, self.src)
+        months, days, micros = interval(right, self.src)
         if op == "sub":
-            months, days = -months, -days
+            months, days, micros = -months, -days, -micros
         base = self.compile(left)
-        if (
-            isinstance(base, ir.Lit)
-            and isinstance(base.value, dt.date)
-            and not isinstance(base.value, dt.datetime)
-        ):
-            return ir.Lit(add_months(base.value, months) + dt.timedelta(days=days))
-        return ir.Func("date_add", (base, ir.Lit(months), ir.Lit(days), ir.Lit(0)))
+        if isinstance(base, ir.Lit) and isinstance(base.value, dt.date):
+            v = base.value
+            if isinstance(v, dt.datetime):
+                shifted = dt.datetime.combine(add_months(v.date(), months), v.time())
+                return ir.Lit(shifted + dt.timedelta(days=days, microseconds=micros))
+            if micros == 0:  # a DATE stays a DATE when the interval has no time part (compares the same)
+                return ir.Lit(add_months(v, months) + dt.timedelta(days=days))
+            midnight = dt.datetime.combine(add_months(v, months), dt.time())
+            return ir.Lit(midnight + dt.timedelta(days=days, microseconds=micros))
+        return ir.Func("date_add", (base, ir.Lit(months), ir.Lit(days), ir.Lit(micros)))
 
 
 def typecheck(e: ir.Expr, schema: pl.Schema, node: exp.Expression, src: Source) -> pl.DataType:
-    from dbspark.errors import SchemaError
+    from dbspark.errors import SchemaError, UnsupportedError
 
     try:
         return e.dtype(schema)
     except SchemaError as err:
         src.schema_error(f"type error in {node.sql(dialect='duckdb')[:80]}: {err}", node)
+    except UnsupportedError as err:
+        src.unsupported(f"{err} in {node.sql(dialect='duckdb')[:80]}", node)
 
 
 def _args(node: exp.Expression, keys: tuple[str, ...]) -> list[exp.Expression]:
@@ -215,23 +231,34 @@ def _args(node: exp.Expression, keys: tuple[str, ...]) -> list[exp.Expression]:
     return out
 
 
-def interval(node: exp.Interval, src: Source) -> tuple[int, int]:
-    """(months, days) of a constant INTERVAL literal."""
+def interval(node: exp.Interval, src: Source) -> tuple[int, int, int]:
+    """(months, days, microseconds) of a constant INTERVAL literal: `INTERVAL 3 HOUR`, `INTERVAL '3' HOUR`,
+    `INTERVAL '1 day 2 hours'` (integer counts; DuckDB truncates a fractional count of some units and
+    not of others, so a fraction is refused)."""
     text = node.this.name if node.this is not None else ""
     unit = node.args.get("unit")
-    parts = text.split()
-    if unit is None and len(parts) == 2:
-        text, u = parts
+    if unit is not None:
+        pairs = [(text, unit.name)]
     else:
-        u = unit.name if unit is not None else ""
-    try:
-        n = int(text)
-    except ValueError:
+        parts = text.split()
+        pairs = list(zip(parts[0::2], parts[1::2], strict=False)) if len(parts) % 2 == 0 else []
+    if not pairs:
         src.unsupported(f"interval {node.sql(dialect='duckdb')}", node)
-    scale = INTERVAL_UNITS.get(u.lower())
-    if scale is None:
-        src.unsupported(f"interval unit {u} (supported: year, quarter, month, week, day)", node)
-    return n * scale[0], n * scale[1]
+    months = days = micros = 0
+    for count, u in pairs:
+        try:
+            n = int(count)
+        except ValueError:
+            src.unsupported(f"interval {node.sql(dialect='duckdb')} (the count must be an integer)", node)
+        scale = INTERVAL_UNITS.get(u.lower())
+        if scale is None:
+            src.unsupported(
+                f"interval unit {u} (supported: year, quarter, month, week, day, hour, minute, second, "
+                "millisecond, microsecond)",
+                node,
+            )
+        months, days, micros = months + n * scale[0], days + n * scale[1], micros + n * scale[2]
+    return months, days, micros
 
 
 def add_months(d: dt.date, months: int) -> dt.date:
@@ -341,14 +368,6 @@ def _if(c: ExprCompiler, node: exp.If) -> ir.Expr:
     )
 
 
-def _extract(c: ExprCompiler, node: exp.Extract) -> ir.Expr:
-    return ir.Func("extract", (ir.Lit(node.this.name.lower()), c.compile(node.expression)))
-
-
-def _trunc(c: ExprCompiler, node: exp.Expression) -> ir.Expr:
-    return ir.Func("date_trunc", (ir.Lit(node.args["unit"].name.lower()), c.compile(node.this)))
-
-
 def _trim(c: ExprCompiler, node: exp.Trim) -> ir.Expr:
     pos = (node.args.get("position") or "").upper()
     name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(pos, "trim")
@@ -387,11 +406,9 @@ _HANDLERS: dict[type, Callable[[ExprCompiler, Any], ir.Expr]] = {
     exp.In: _in,
     exp.Case: _case,
     exp.If: _if,
-    exp.Extract: _extract,
-    exp.TimestampTrunc: _trunc,
-    exp.DateTrunc: _trunc,
     exp.Trim: _trim,
     exp.Log: _log,
     exp.NullSafeNEQ: _neq_ns,
     exp.NullSafeEQ: _neq_ns,
+    **temporal.HANDLERS,
 }

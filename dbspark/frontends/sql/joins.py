@@ -365,7 +365,25 @@ class FromPlanner:
         """a and b with their key columns, and the (a column, b column) pairs to join on."""
         a, ka = self.key_columns(a, [k[1] for k in keys])
         b, kb = self.key_columns(b, [k[2] for k in keys])
-        return a, b, list(zip(ka, kb, strict=True))
+        # keys of different types (DATE = TIMESTAMP, INTEGER = DECIMAL) are compared in their common type:
+        # cast into new columns, so that the join and an outer join's anti-join see equal types and the
+        # user's columns keep theirs
+        casts_a: list[tuple[str, ir.Expr]] = []
+        casts_b: list[tuple[str, ir.Expr]] = []
+        for i, (x, y) in enumerate(zip(ka, kb, strict=True)):
+            ta, tb = a.stream.schema[x], b.stream.schema[y]
+            if ta == tb:
+                continue
+            t = common_type(ta, tb)
+            if t is None:
+                self.src.schema_error(f"cannot compare {ta} with {tb} in a join condition", keys[i][0])
+            if ta != t:
+                ka[i] = self.c.names.fresh("k")
+                casts_a.append((ka[i], ir.Cast(ir.Col(x), t)))
+            if tb != t:
+                kb[i] = self.c.names.fresh("k")
+                casts_b.append((kb[i], ir.Cast(ir.Col(y), t)))
+        return add_columns(a, casts_a), add_columns(b, casts_b), list(zip(ka, kb, strict=True))
 
     def join(self, a: Rel, b: Rel, keys: list[tuple[str, str]]) -> Rel:
         if not keys:

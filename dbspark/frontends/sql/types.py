@@ -17,6 +17,9 @@ D = exp.DataType.Type
 INTEGERS = {D.TINYINT, D.SMALLINT, D.INT, D.BIGINT, D.UTINYINT, D.USMALLINT, D.UINT, D.UBIGINT}
 FLOATS = {D.FLOAT, D.DOUBLE}
 STRINGS = {D.VARCHAR, D.CHAR, D.TEXT, D.NVARCHAR, D.NCHAR, D.NAME}
+# DuckDB's TIMESTAMP (microseconds, no time zone): sqlglot reads TIMESTAMP and DATETIME as TIMESTAMPNTZ,
+# TIMESTAMP_US as TIMESTAMP
+TIMESTAMPS = {D.TIMESTAMP, D.TIMESTAMPNTZ, D.DATETIME}
 
 
 def sql_type(t: exp.DataType, src: Source) -> pl.DataType:
@@ -32,7 +35,15 @@ def sql_type(t: exp.DataType, src: Source) -> pl.DataType:
         return pl.Boolean()
     if kind == D.DATE:
         return pl.Date()
-    if kind in (D.TIMESTAMP, D.DATETIME):
+    if kind in (D.TIMESTAMPTZ, D.TIMESTAMPLTZ):
+        src.unsupported(
+            f"column type {t.sql(dialect='duckdb')} (TIMESTAMP without a time zone is supported)", t
+        )
+    if kind in (D.TIMESTAMP_S, D.TIMESTAMP_MS, D.TIMESTAMP_NS):
+        src.unsupported(f"column type {t.sql(dialect='duckdb')} (only TIMESTAMP, in microseconds)", t)
+    if kind in TIMESTAMPS:
+        if t.expressions and [p.this.this for p in t.expressions] != ["6"]:  # TIMESTAMP(0|3|9): _S/_MS/_NS
+            src.unsupported(f"column type {t.sql(dialect='duckdb')} (only TIMESTAMP in microseconds)", t)
         return pl.Datetime("us")
     if kind == D.DECIMAL:
         params = [int(p.this.this) for p in t.expressions] if t.expressions else [18, 3]
