@@ -16,6 +16,7 @@ from dbspark.engines.spark.session import SessionHandle
 from dbspark.engines.spark.settings import (
     ADAPTIVE,
     ANSI,
+    CONSTRAINTS,
     PARTITIONS,
     TIME_ZONE,
     SessionSettings,
@@ -70,6 +71,7 @@ def test_settings_are_applied_and_the_sessions_own_restored_unset_ones_unset():
         assert conf.values[PARTITIONS] == "1"
         assert conf.values[ANSI] == "true"
         assert conf.values[TIME_ZONE] == "UTC"
+        assert conf.values[CONSTRAINTS] == "false"
         assert ADAPTIVE not in conf.values  # the session's own
         with s.applied(rows=350_000):  # a part of known size: only the partitions change
             assert conf.values[PARTITIONS] == "4"
@@ -81,7 +83,7 @@ def test_settings_are_applied_and_the_sessions_own_restored_unset_ones_unset():
 
 
 def test_settings_are_restored_when_the_block_fails_and_unchanged_ones_are_not_set():
-    user = {ANSI: "true", TIME_ZONE: "UTC", PARTITIONS: "4"}
+    user = {ANSI: "true", TIME_ZONE: "UTC", PARTITIONS: "4", CONSTRAINTS: "false"}
     s, conf = settings(user)
     with pytest.raises(ZeroDivisionError), s.applied(rows=None):
         assert conf.values == user  # unknown size: the session's own partitions and AQE
