@@ -788,10 +788,9 @@ class SparkKernel:
     def trace_insert(self, trace: SparkBucketTrace, delta: Value, undo: list) -> BucketSnap:
         z = self.as_zset(delta)
         if not z.known_empty:
-            if z.local is None and z.path is None and z._df is not None:
-                # computed once, by the flush: the step's later actions over plans that contain this
-                # change (e.g. an output downstream of it) read Spark's cache instead of recomputing it
-                self._cached.append(z.frame.cache())
+            # (not cached for the step's later actions: Spark's substitution of a cached plan into a
+            # larger one failed with "key not found: <column>" in the 22 TPC-H views with adaptive
+            # execution off, InMemoryRelation.withOutput; the lineage cut bounds the recomputation)
             trace.add(z, undo)
         return trace.snapshot()
 
