@@ -167,7 +167,7 @@ def test_unsupported_timestamp_sql_is_named(query, named):
 
 
 @pytest.mark.parametrize(
-    "column_type", ["TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP(3)"]
+    "column_type", ["TIMESTAMP WITH LOCAL TIME ZONE", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP(3)"]
 )
 def test_other_timestamp_types_are_refused(column_type):
     p = dbspark.Pipeline(engine="local")

@@ -38,6 +38,10 @@ from dbspark.errors import CoercionError
 _TRUE = ("true", "t", "yes", "y", "1")
 _FALSE = ("false", "f", "no", "n", "0")
 _OFFSET = r"^(.*\d:\d{1,2}(?::\d{1,2}(?:\.\d*)?)?)\s*(?:Z|z|UTC|[+-]\d{1,2}(?::?\d{2})?)$"
+# the offset of a TIMESTAMP WITH TIME ZONE string: sign, hours, minutes, seconds (none: UTC)
+_TZ_OFFSET = (
+    r"^.*\d:\d{1,2}(?::\d{1,2}(?:\.\d*)?)?\s*(?:Z|z|UTC|([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?)$"
+)
 _DATE = r"^(\d{1,}-\d{1,2}-\d{1,2})(?:[ T].*)?$"
 _TS_FORMATS = ("%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d")
 
@@ -404,6 +408,12 @@ def _to_datetime(s: pl.Series, t: pl.Datetime) -> pl.Series | None:
         out = _naive_utc(s)
     elif src == pl.String:  # no stripping: DuckDB rejects a TIMESTAMP string with spaces around it
         out = _parse_timestamp(s)
+        if t.time_zone:  # the local time less its UTC offset (a TIMESTAMP ignores the offset)
+            m = s.str.extract_groups(_TZ_OFFSET)
+            h, mi, sec = (m.struct.field(str(i)).cast(pl.Int64).fill_null(0) for i in (2, 3, 4))
+            sign = pl.when(m.struct.field("1") == "-").then(-1).otherwise(1)
+            off = pl.duration(seconds=sign * (h * 3600 + mi * 60 + sec))
+            out = pl.select(out.cast(pl.Datetime("us")) - off).to_series()
     else:
         return None
     out = out.cast(pl.Datetime(t.time_unit or "us"))

@@ -21,6 +21,12 @@ FLOAT_RE = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
 # DuckDB's DATE: `YYYY-M-D`, then nothing, or anything that begins with a non-digit (its time is ignored)
 DATE_RE = r"^\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:\D[\s\S]*)?$"
 TS_RE = r"^\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6})\d*)?)?)?\s*$"
+# DuckDB's TIMESTAMP WITH TIME ZONE: the TIMESTAMP form, then (after the seconds) an optional UTC offset
+# `Z`, `+HH`, `+HH:MM`, `+HHMM`, `+HH:MM:SS` or the zone ` UTC` (other zone names are not read)
+TSTZ_RE = (
+    r"^\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6})\d*)?"
+    r"(?:(Z| ?UTC)|([+-])(\d{2})(?::?(\d{2})(?::?(\d{2}))?)?)?)?)?\s*$"
+)
 BOOL_TRUE = ["true", "t", "1", "yes", "y"]
 BOOL_FALSE = ["false", "f", "0", "no", "n"]
 
@@ -61,7 +67,7 @@ def parse_text(text: str, kind: str, precision: int = 38, scale: int = 0) -> Any
     """The value CAST(text AS <kind>) gives on both engines (`engines/local/casts.py`), in Python, for
     constants the front ends fold; a text that does not convert raises ValueError. `kind` is one of
     `dbspark.ir.functions.kind`'s names: int (BIGINT), decimal (with precision and scale), float, bool,
-    date, datetime."""
+    date, datetime, timestamptz (an aware datetime in UTC)."""
     if kind in ("int", "decimal"):
         m = re.match(NUM_RE, text, re.ASCII)
         if m is None or not (m.group(2) or m.group(3)):
@@ -103,4 +109,17 @@ def parse_text(text: str, kind: str, precision: int = 38, scale: int = 0) -> Any
         y, mo, d, h, mi, sec = (int(g or 0) for g in m.groups()[:6])
         us = int((m.group(7) or "").ljust(6, "0"))
         return dt.datetime(y, mo, d, h, mi, sec, us)
+    if kind == "timestamptz":
+        m = re.match(TSTZ_RE, text, re.ASCII)
+        if m is None:
+            raise ValueError(text)
+        y, mo, d, h, mi, sec = (int(g or 0) for g in m.groups()[:6])
+        us = int((m.group(7) or "").ljust(6, "0"))
+        oh, om, osec = (int(g or 0) for g in m.groups()[9:12])
+        offset = (-1 if m.group(9) == "-" else 1) * (oh * 3600 + om * 60 + osec)
+        local = dt.datetime(y, mo, d, h, mi, sec, us, tzinfo=dt.UTC)
+        try:
+            return local - dt.timedelta(seconds=offset)
+        except OverflowError:  # before year 1 or after 9999 in UTC
+            raise ValueError(text) from None
     raise ValueError(f"no text form for {kind}")

@@ -8,7 +8,7 @@ strftime (DuckDB 1.5): %Y year (at least 4 digits), %y (2), %m %d %H %M %S (2 di
 %p AM/PM, %f microseconds (6 digits), %g milliseconds (3), %j day of year (3), %w day
 of week (0 = Sunday), %u ISO day of week (1 = Monday), %a %A %b %B abbreviated / full English day and
 month names, %-m %-d %-H %-M %-S %-I %-j %-y without padding, %c %x %X the date and time, %z '+00', %Z ''
-(TIMESTAMP has no zone), %% a percent sign. (%n, nanoseconds, is refused: DuckDB 1.5 writes it
+(TIMESTAMP has no zone; of a TIMESTAMP WITH TIME ZONE, 'UTC', the session's time zone), %% a percent sign. (%n, nanoseconds, is refused: DuckDB 1.5 writes it
 with NUL characters after it.)
 
 strptime (`parse_regex`): the input may begin and end with whitespace; a run of whitespace in the format
@@ -76,8 +76,10 @@ class Spec:
 Token = str | Spec
 
 
-def tokens(fmt: str, function: str) -> list[Token]:
-    """The format as literal strings and specifiers (%c %x %X expanded); an unknown specifier is refused."""
+def tokens(fmt: str, function: str, zone: bool = False, parsing: bool = False) -> list[Token]:
+    """The format as literal strings and specifiers (%c %x %X expanded); an unknown specifier is refused.
+    `zone`: of a TIMESTAMP WITH TIME ZONE, whose %Z is the session's time zone, UTC. `parsing`: for
+    strptime, where %z / %Z read a zone (DuckDB's result is then a TIMESTAMP WITH TIME ZONE): refused."""
     out: list[Token] = []
     i = 0
     while i < len(fmt):
@@ -95,6 +97,12 @@ def tokens(fmt: str, function: str) -> list[Token]:
         code = fmt[j]
         if code in EXPAND and pad:
             out += tokens(EXPAND[code], function)
+        elif code in "zZ" and parsing:
+            raise UnsupportedError(
+                f"function {function}: format specifier %{code} in {fmt!r} (reading a time zone) is not supported"
+            )
+        elif code == "Z" and pad and zone:
+            out.append("UTC")
         elif code in CONSTANT and pad:
             out.append(CONSTANT[code])
         elif (code in NUMERIC or code in NAMES or code == "p") and (pad or code in UNPADDED):
@@ -124,7 +132,7 @@ class ParsePlan:
 
 
 def parse_plan(fmt: str, function: str) -> ParsePlan:
-    toks = tokens(fmt, function)
+    toks = tokens(fmt, function, parsing=True)
     parts = [r"^\s*"]
     groups: dict[str, int] = {}
     prev_space = False

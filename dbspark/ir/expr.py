@@ -167,8 +167,8 @@ class Lit(Expr):
             return pl.String()
         if isinstance(v, _decimal.Decimal):
             return decimal_literal_type(v)
-        if isinstance(v, _dt.datetime):
-            return pl.Datetime("us")
+        if isinstance(v, _dt.datetime):  # an aware datetime is a TIMESTAMP WITH TIME ZONE
+            return pl.Datetime("us", "UTC") if v.tzinfo is not None else pl.Datetime("us")
         if isinstance(v, _dt.date):
             return pl.Date()
         return pl.Series([v]).dtype

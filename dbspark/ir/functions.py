@@ -42,12 +42,23 @@ SQL_NAMES = {
 }
 
 
+# DuckDB's TIMESTAMP (no time zone) and TIMESTAMP WITH TIME ZONE (an instant; dbspark's session time zone,
+# like the oracle's and the Spark engine's, is UTC, so it is stored and shown in UTC)
+TIMESTAMP = pl.Datetime("us")
+TIMESTAMPTZ = pl.Datetime("us", "UTC")
+
+
+def is_tz(t: pl.DataType) -> bool:
+    """A TIMESTAMP WITH TIME ZONE."""
+    return isinstance(t, pl.Datetime) and t.time_zone is not None
+
+
 def sql_name(t: pl.DataType) -> str:
     """The SQL (DuckDB) name of a type, for messages and the SQL printer."""
     if isinstance(t, pl.Decimal):
         return f"DECIMAL({t.precision},{t.scale})"
     if isinstance(t, pl.Datetime):
-        return "TIMESTAMP"
+        return "TIMESTAMP WITH TIME ZONE" if t.time_zone else "TIMESTAMP"
     if t == NULL:
         return "NULL"
     return SQL_NAMES.get(t, str(t))
@@ -118,8 +129,8 @@ def supertype2(a: pl.DataType, b: pl.DataType, what: str) -> pl.DataType:
             s = max(sa, sb)
             return pl.Decimal(min(max(pa - sa, pb - sb) + s, 38), s)
         return wider_int(a, b)
-    if is_temporal(a) and is_temporal(b):
-        return pl.Datetime("us")
+    if is_temporal(a) and is_temporal(b):  # DATE < TIMESTAMP < TIMESTAMP WITH TIME ZONE
+        return TIMESTAMPTZ if is_tz(a) or is_tz(b) else TIMESTAMP
     raise SchemaError(f"{what}: no common type of {sql_name(a)} and {sql_name(b)}")
 
 
@@ -489,14 +500,14 @@ def _extract(ts, args):
 @_reg("date_trunc", 2, 2)
 def _date_trunc(ts, args):
     _part("date_trunc", ts, args, TRUNC_PARTS)
-    return pl.Datetime("us")
+    return TIMESTAMPTZ if is_tz(ts[1]) else TIMESTAMP
 
 
 @_reg("date_add", 4, 4, "d + INTERVAL (months, days, micros): TIMESTAMP, as DuckDB's date + interval")
 def _date_add(ts, args):
     _need("date_add", ts[:1], is_temporal, "DATE or TIMESTAMP")
     _need("date_add", ts[1:], is_int, "integer")
-    return pl.Datetime("us")
+    return TIMESTAMPTZ if is_tz(ts[0]) else TIMESTAMP
 
 
 for _n in ("is_distinct_from", "is_not_distinct_from"):

@@ -256,6 +256,7 @@ class SqlOracle:
     def __init__(self, ddl: str, *, rtol: float = RTOL, atol: float = ATOL) -> None:
         self.con = duckdb.connect()
         self.con.execute("SET enable_progress_bar = false")
+        self.con.execute("SET TimeZone = 'UTC'")  # dbspark's session time zone (TIMESTAMPTZ)
         self.rtol, self.atol = rtol, atol
         self.con.execute(ddl)
         self.keys: dict[str, list[str]] = {}

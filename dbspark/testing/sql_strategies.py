@@ -31,7 +31,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-KINDS = ("int", "float", "dec", "str", "date", "bool", "ts")
+KINDS = ("int", "float", "dec", "str", "date", "bool", "ts", "tz")
 NUMERIC = ("int", "float", "dec")
 INT_VALUES = (-2, -1, 0, 1, 2, 3, 5)
 KEY_VALUES = (0, 1, 2, 3)
@@ -61,6 +61,17 @@ TS_VALUES = (
     dt.datetime(1969, 12, 31, 23, 59, 59, 999500),
     dt.datetime(2022, 6, 15, 10, 0),
     dt.datetime(2023, 3, 1, 7, 5, 3, 1),
+)
+# TIMESTAMP WITH TIME ZONE (instants, in UTC: the session's zone); offsets come in through literals
+TZ_VALUES = tuple(v.replace(tzinfo=dt.UTC) for v in TS_VALUES[:3]) + (
+    dt.datetime(2020, 2, 28, 22, 0, tzinfo=dt.UTC),
+    dt.datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=dt.UTC),
+)
+TZ_LITS = (
+    "2020-02-29 00:00:00+02",
+    "2020-01-31 23:59:59.999999+00",
+    "2020-02-29 12:30:15.25-05:30",
+    "1969-12-31 20:00:00-04",
 )
 # the `ordered` family's TIMESTAMP column: the bounds of the microsecond range DuckDB and Polars share
 WIDE_TIMESTAMPS = (
@@ -153,6 +164,7 @@ def _sql_type(kind: str, dec: tuple[int, int]) -> str:
         "date": "DATE",
         "bool": "BOOLEAN",
         "ts": "TIMESTAMP",
+        "tz": "TIMESTAMPTZ",
     }[kind]
 
 
@@ -195,6 +207,7 @@ def values(col: Column, dec: tuple[int, int]) -> tuple[Any, ...]:
         "date": DATE_VALUES,
         "bool": (True, False),
         "ts": TS_VALUES,
+        "tz": TZ_VALUES,
     }[col.kind]
 
 
@@ -254,6 +267,8 @@ def lit(draw: st.DrawFn, kind: str) -> str:
         return f"DATE '{draw(st.sampled_from(DATE_VALUES)).isoformat()}'"
     if kind == "ts":
         return f"TIMESTAMP '{draw(st.sampled_from(TS_VALUES)).isoformat(sep=' ')}'"
+    if kind == "tz":
+        return f"TIMESTAMPTZ '{draw(st.sampled_from(TZ_LITS))}'"
     return draw(st.sampled_from(("TRUE", "FALSE")))
 
 
@@ -267,6 +282,8 @@ TEXT_LITS = {
     "bool": ("'true'", "'f'", "'yes'", "'N'", "'1'"),
     "ts": tuple(f"'{v.isoformat(sep=' ')}'" for v in TS_VALUES[:3])
     + ("'2020-2-29'", "'2022-06-15 10:00'", "'2020-02-29T12:30:15.25'", "'1969-12-31 23:59:59.9995'"),
+    "tz": tuple(f"'{v}'" for v in TZ_LITS)
+    + ("'2020-2-29'", "'2020-02-28T22:00:00Z'", "'2020-02-29 01:00:00 UTC'"),
 }
 TS_UNITS = ("MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "YEAR")
 TRUNC_PARTS = (
@@ -333,6 +350,8 @@ class QueryGen:
                 lambda: f"extract({d(st.sampled_from(('year', 'month', 'day')))} FROM {sub('date')})",
                 lambda: f"extract({d(st.sampled_from(EXTRACT_PARTS))} FROM {sub('ts')})",
                 lambda: f"{d(st.sampled_from(('epoch_ms', 'epoch_us')))}({sub('ts')})",
+                lambda: f"extract({d(st.sampled_from(EXTRACT_PARTS))} FROM {sub('tz')})",
+                lambda: f"epoch_us({sub('tz')})",
             ],
             "float": [
                 lambda: f"({sub()} + {sub()})",
@@ -361,6 +380,8 @@ class QueryGen:
                 lambda: f"CAST({sub('int')} AS VARCHAR)",
                 lambda: f"CAST({sub('ts')} AS VARCHAR)",
                 lambda: f"strftime({sub('ts')}, {d(st.sampled_from(STRFTIME_FORMATS))})",
+                lambda: f"CAST({sub('tz')} AS VARCHAR)",
+                lambda: f"strftime({sub('tz')}, '%Y-%m-%d %H:%M:%S.%f %z %Z')",
             ],
             "ts": [
                 lambda: (
@@ -369,12 +390,23 @@ class QueryGen:
                 lambda: f"date_trunc('{d(st.sampled_from(TRUNC_PARTS))}', {sub()})",
                 lambda: f"CAST({sub('date')} AS TIMESTAMP)",
                 lambda: f"strptime(strftime({sub()}, '%Y-%m-%d %H:%M:%S.%f'), '%Y-%m-%d %H:%M:%S.%f')",
+                lambda: f"CAST({sub('tz')} AS TIMESTAMP)",
+            ],
+            "tz": [
+                lambda: (
+                    f"({sub()} {d(st.sampled_from('+-'))} INTERVAL {d(st.integers(0, 40))} {d(st.sampled_from(TS_UNITS))})"
+                ),
+                lambda: f"date_trunc('{d(st.sampled_from(TRUNC_PARTS))}', {sub()})",
+                lambda: f"CAST({sub('ts')} AS TIMESTAMPTZ)",
+                lambda: f"CAST({sub('date')} AS TIMESTAMPTZ)",
+                lambda: f"greatest({sub()}, {sub('ts')})",
             ],
             "date": [
                 lambda: f"CAST({sub()} + INTERVAL {d(st.integers(1, 40))} DAY AS DATE)",
                 lambda: f"CAST({sub()} - INTERVAL {d(st.integers(1, 14))} MONTH AS DATE)",
                 lambda: f"CAST({sub()} + INTERVAL 1 YEAR AS DATE)",
                 lambda: f"({sub()} + {d(st.integers(-3, 30))})",
+                lambda: f"CAST({sub('tz')} AS DATE)",
             ],
             "bool": [lambda: self.pred(refs, depth - 1)],
         }[kind] + [
@@ -389,10 +421,16 @@ class QueryGen:
         kind = d(st.sampled_from(kinds))
         sub = lambda k=kind: self.expr(k, refs, max(depth - 1, 0))  # noqa: E731
         other = d(st.sampled_from(NUMERIC)) if kind in NUMERIC else kind
+        columns = [r for r, _ in refs]
+        nullable = lambda: d(st.sampled_from(columns)) if columns else sub()  # noqa: E731
         forms = [
             lambda: f"({sub()} {d(st.sampled_from(('=', '<>', '<', '<=', '>', '>=')))} {sub(other)})",
             lambda: f"({sub()} {d(st.sampled_from(('=', '<', '>=')))} {lit(d, other)})",
-            lambda: f"({sub()} IS {d(st.sampled_from(('', 'NOT ')))}NULL)",
+            # of a column, not of any expression: DuckDB folds `e IS NULL` to a constant when its
+            # storage statistics show no NULL, without evaluating e, so an error e raises (an overflow)
+            # would depend on those statistics (`(1.25 + d) IS NULL` over d = 99999999999999.9999
+            # raises or not by whether the column holds a NULL)
+            lambda: f"({nullable()} IS {d(st.sampled_from(('', 'NOT ')))}NULL)",
             lambda: f"({sub()} BETWEEN {lit(d, kind)} AND {lit(d, kind)})",
             lambda: f"({sub()} {d(st.sampled_from(('', 'NOT ')))}IN ({lit(d, kind)}, {lit(d, kind)}))",
             lambda: f"({sub()} IS DISTINCT FROM {sub()})",
@@ -482,7 +520,7 @@ class QueryGen:
         f = d(st.sampled_from(funcs + ["count_star", "count_distinct"]))
         if f == "count_star":
             return "count(*)"
-        ordered = ("int", "dec", "str", "date", "float", "ts")
+        ordered = ("int", "dec", "str", "date", "float", "ts", "tz")
         kinds: tuple[str, ...] = (
             NUMERIC
             if f in ("sum", "avg", "stddev", "variance", "stddev_pop", "var_pop")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dbspark.columnar.sqlforms import BOOL_FALSE, BOOL_TRUE, DATE_RE, FLOAT_RE, NUM_RE, TS_RE
+from dbspark.columnar.sqlforms import BOOL_FALSE, BOOL_TRUE, DATE_RE, FLOAT_RE, NUM_RE, TS_RE, TSTZ_RE
 from dbspark.engines.local.exprs import INT_RANGE, checked, dec_fits, from_unscaled, unscaled
 from dbspark.errors import UnsupportedError
 from dbspark.ir import functions as fn
@@ -131,7 +131,8 @@ def _body(x: pl.Expr, src: pl.DataType, to: pl.DataType) -> tuple[pl.Expr, pl.Ex
                 .then(pl.lit(""))
                 .otherwise(("." + us.cast(pl.String).str.zfill(6)).str.strip_chars_end("0"))
             )
-            return x.dt.strftime("%Y-%m-%d %H:%M:%S") + frac, None
+            text = x.dt.strftime("%Y-%m-%d %H:%M:%S") + frac
+            return (text + "+00" if fn.is_tz(src) else text), None  # DuckDB shows the UTC offset
         if ks == "decimal" and fn.dec_of(src)[0] == fn.dec_of(src)[1]:  # DuckDB: DECIMAL(p,p) has no "0."
             return x.cast(pl.String).str.replace(r"^(-?)0\.", "$1."), None
         return x.cast(pl.String), None
@@ -140,8 +141,10 @@ def _body(x: pl.Expr, src: pl.DataType, to: pl.DataType) -> tuple[pl.Expr, pl.Ex
             return x.dt.date(), None
         return _parse_date(x)
     if kt == "datetime":
-        if ks == "date":
-            return x.cast(pl.Datetime("us")), None
+        if ks in ("date", "datetime"):  # a TIMESTAMP is a TIMESTAMPTZ in UTC, and back
+            return x.cast(to), None
+        if fn.is_tz(to):
+            return _parse_timestamptz(x)
         return _parse_timestamp(x)
     raise UnsupportedError(f"CAST from {fn.sql_name(src)} to {fn.sql_name(to)}")  # unreachable: check_cast
 
@@ -155,14 +158,26 @@ def _parse_date(x: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     return pl.when(ok).then(pl.date(y, mo, d)), ~ok
 
 
-def _parse_timestamp(x: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+def _parse_timestamp(x: pl.Expr, regex: str = TS_RE) -> tuple[pl.Expr, pl.Expr]:
     """(TIMESTAMP, faulty mask) of a string `YYYY-M-D[( |T)H:M[:S[.f]]]`."""
-    m = x.str.extract_groups(TS_RE)
+    m = x.str.extract_groups(regex)
     parts = [m.struct.field(str(i)).cast(pl.Int32).fill_null(0) for i in range(1, 7)]
     y, mo, d, h, mi, sec = parts
     us = m.struct.field("7").fill_null("").str.pad_end(6, "0").cast(pl.Int32, strict=False).fill_null(0)
-    ok = (x.str.contains(TS_RE) & _valid_date(y, mo, d) & (h < 24) & (mi < 60) & (sec < 60)).fill_null(False)
+    ok = (x.str.contains(regex) & _valid_date(y, mo, d) & (h < 24) & (mi < 60) & (sec < 60)).fill_null(False)
     y, mo, d = (pl.when(ok).then(v).otherwise(1) for v in (y, mo, d))
     h, mi, sec, us = (pl.when(ok).then(v).otherwise(0) for v in (h, mi, sec, us))
     v = pl.when(ok).then(pl.datetime(y, mo, d, h, mi, sec, us, time_unit="us"))
     return v, ~ok
+
+
+def _parse_timestamptz(x: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(TIMESTAMP WITH TIME ZONE, faulty mask) of a string in DuckDB's form (`TSTZ_RE`): the local time
+    less its UTC offset; an instant outside the years 1..9999 in UTC is faulty."""
+    local, bad = _parse_timestamp(x, TSTZ_RE)
+    m = x.str.extract_groups(TSTZ_RE)
+    oh, om, osec = (m.struct.field(str(i)).cast(pl.Int64).fill_null(0) for i in (10, 11, 12))
+    sign = pl.when(m.struct.field("9") == "-").then(-1).otherwise(1)
+    v = (local - pl.duration(seconds=sign * (oh * 3600 + om * 60 + osec))).dt.replace_time_zone("UTC")
+    year = v.dt.year()
+    return v, bad | (year < 1) | (year > 9999)

@@ -393,7 +393,7 @@ def _extract(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
 @_impl("date_trunc")
 def _date_trunc(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     part = str(_lit(e, 0)).lower()
-    return _datetime(comp, e.args[1], g).dt.truncate(_TRUNC[part])
+    return _datetime(comp, e.args[1], g).dt.truncate(_TRUNC[part]).cast(comp.t(e))  # in UTC
 
 
 @_impl("date_add")
@@ -402,7 +402,7 @@ def _date_add(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     x = _datetime(comp, e.args[0], g)
     months, days, micros = (comp.c(a, g).cast(pl.Int64) for a in e.args[1:])
     shifted = x.dt.offset_by(pl.format("{}mo", months))
-    return shifted + pl.duration(days=days, microseconds=micros)
+    return (shifted + pl.duration(days=days, microseconds=micros)).cast(comp.t(e))  # in UTC
 
 
 from dbspark.engines.local import timefuncs as _timefuncs  # noqa: E402, F401  (registers its functions)

@@ -14,6 +14,7 @@ from dbspark.columnar import strformat as sf
 from dbspark.engines.local.casts import _valid_date
 from dbspark.engines.local.exprs import checked
 from dbspark.engines.local.sqlfuncs import _datetime, _impl, _lit
+from dbspark.ir import functions as fn
 from dbspark.ir.expr import Func
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def _strftime(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     x = _datetime(comp, e.args[0], g)
     f = _fields(x)
     pieces: list[pl.Expr] = []
-    for t in sf.tokens(str(_lit(e, 1)), "strftime"):
+    for t in sf.tokens(str(_lit(e, 1)), "strftime", zone=fn.is_tz(comp.t(e.args[0]))):
         if isinstance(t, str):
             pieces.append(pl.lit(t))
         elif t.code == "p":

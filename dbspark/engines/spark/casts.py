@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from dbspark.columnar.sqlforms import BOOL_FALSE, BOOL_TRUE, DATE_RE, FLOAT_RE, NUM_RE, TS_RE
+from dbspark.columnar.sqlforms import BOOL_FALSE, BOOL_TRUE, DATE_RE, FLOAT_RE, NUM_RE, TS_RE, TSTZ_RE
 from dbspark.engines.spark.convert import spark_type
 from dbspark.engines.spark.exprs import _F, INT_RANGE, checked
 from dbspark.errors import UnsupportedError
@@ -124,16 +124,29 @@ def parse_date(x: Any) -> tuple[Any, Any]:
     return F.when(ok, F.make_date(y, mo, d)), ok
 
 
-def parse_timestamp(x: Any) -> tuple[Any, Any]:
+def parse_timestamp(x: Any, regex: str = TS_RE) -> tuple[Any, Any]:
     F = _F()
-    g = [F.regexp_extract(x, TS_RE, k) for k in range(1, 8)]
+    g = [F.regexp_extract(x, regex, k) for k in range(1, 8)]
     y, mo, d, h, mi, sec = (F.when(v == "", 0).otherwise(v.cast("int")) for v in g[:6])
     us = F.when(g[6] == "", 0).otherwise(F.rpad(g[6], 6, "0").cast("int"))
-    ok = x.rlike(TS_RE) & valid_date(y, mo, d) & (h < 24) & (mi < 60) & (sec < 60)
+    ok = x.rlike(regex) & valid_date(y, mo, d) & (h < 24) & (mi < 60) & (sec < 60)
     micros = (sec.cast("long") * 1_000_000 + us.cast("long")).cast(dec_type(14, 0))
     secs = micros / F.lit(1_000_000).cast(dec_type(7, 0))  # exact: DECIMAL(22, 8)
     v = F.when(ok, F.make_timestamp_ntz(y, mo, d, h, mi, secs.cast(dec_type(8, 6))))
     return v, ok
+
+
+def parse_timestamptz(x: Any) -> tuple[Any, Any]:
+    """A string in DuckDB's TIMESTAMP WITH TIME ZONE form (`TSTZ_RE`): the local time less its UTC offset
+    (the session's time zone is UTC); an instant outside the years 1..9999 in UTC does not convert."""
+    F = _F()
+    local, ok = parse_timestamp(x, TSTZ_RE)
+    oh, om, osec = (F.regexp_extract(x, TSTZ_RE, k) for k in (10, 11, 12))
+    oh, om, osec = (F.when(v == "", 0).otherwise(v.cast("long")) for v in (oh, om, osec))
+    sign = F.when(F.regexp_extract(x, TSTZ_RE, 9) == "-", -1).otherwise(1)
+    off = sign * (oh * 3600 + om * 60 + osec)
+    v = F.timestamp_micros(F.unix_micros(local.cast("timestamp")) - off * 1_000_000)
+    return v, ok & (F.year(v) >= 1) & (F.year(v) <= 9999)
 
 
 def cast(x: Any, src: pl.DataType, to: pl.DataType) -> Any:
@@ -208,6 +221,7 @@ def _body(x: Any, src: pl.DataType, to: pl.DataType, ks: str, kt: str) -> tuple[
             return F.concat(
                 F.date_format(x, "yyyy-MM-dd HH:mm:ss"),
                 F.when(frac == "", F.lit("")).otherwise(F.concat(F.lit("."), frac)),
+                F.lit("+00" if fn.is_tz(src) else ""),  # DuckDB shows the UTC offset
             ), None
         if ks == "decimal":
             p, s = fn.dec_of(src)
@@ -221,7 +235,7 @@ def _body(x: Any, src: pl.DataType, to: pl.DataType, ks: str, kt: str) -> tuple[
             return F.to_date(x), None
         return parse_date(x)
     if kt == "datetime":
-        if ks == "date":
+        if ks in ("date", "datetime"):  # a TIMESTAMP is a TIMESTAMPTZ in UTC (the session's zone), and back
             return x.cast(st), None
-        return parse_timestamp(x)
+        return parse_timestamptz(x) if fn.is_tz(to) else parse_timestamp(x)
     raise UnsupportedError(f"CAST from {fn.sql_name(src)} to {fn.sql_name(to)}")

@@ -355,7 +355,7 @@ def _date_trunc(comp: SparkCompiler, e: Func) -> Any:
     F = _F()
     part = str(_lit(e, 0)).lower()
     x = _ts(comp, e.args[1])
-    return F.date_trunc(part, x).cast(spark_type(pl.Datetime("us")))
+    return F.date_trunc(part, x).cast(spark_type(comp.t(e)))  # in UTC, the session's zone
 
 
 @_impl("date_add")
@@ -374,7 +374,7 @@ def _date_add(comp: SparkCompiler, e: Func) -> Any:
         F.lit(0),
         secs.cast(dec_type(18, 6)),
     )
-    return x + iv
+    return (x + iv).cast(spark_type(comp.t(e)))  # in UTC, the session's zone
 
 
 from dbspark.engines.spark import timefuncs as _timefuncs  # noqa: E402, F401  (registers its functions)

@@ -10,6 +10,7 @@ from dbspark.columnar import strformat as sf
 from dbspark.engines.spark.casts import dec_type, valid_date
 from dbspark.engines.spark.exprs import _F, checked
 from dbspark.engines.spark.sqlfuncs import _impl, _lit, _ts, epoch_micros, micros_of_second
+from dbspark.ir import functions as fn
 from dbspark.ir.expr import Func
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def _strftime(comp: SparkCompiler, e: Func) -> Any:
     x = _ts(comp, e.args[0])
     f = _fields(x)
     pieces: list[Any] = [F.when(x.isNotNull(), F.lit(""))]
-    for t in sf.tokens(str(_lit(e, 1)), "strftime"):
+    for t in sf.tokens(str(_lit(e, 1)), "strftime", zone=fn.is_tz(comp.t(e.args[0]))):
         if isinstance(t, str):
             pieces.append(F.lit(t))
         elif t.code == "p":

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import polars as pl
 from sqlglot import exp
 
+from dbspark.columnar.sqlforms import parse_text
 from dbspark.frontends.sql import temporal
 from dbspark.frontends.sql.literals import coerce_literals
 from dbspark.frontends.sql.parse import Source
@@ -296,8 +297,10 @@ def _cast(c: ExprCompiler, node: exp.Cast) -> ir.Expr:
         try:
             if to == pl.Date():
                 return ir.Lit(dt.date.fromisoformat(arg.this.strip()))
-            if isinstance(to, pl.Datetime):
-                return ir.Lit(dt.datetime.fromisoformat(arg.this.strip()))
+            if isinstance(to, pl.Datetime) and to.time_zone:  # the offset read, the instant in UTC
+                return ir.Lit(parse_text(arg.this, "timestamptz"))
+            if isinstance(to, pl.Datetime):  # DuckDB's TIMESTAMP ignores an offset
+                return ir.Lit(dt.datetime.fromisoformat(arg.this.strip()).replace(tzinfo=None))
         except ValueError:
             c.src.fail(
                 __import__("dbspark.errors", fromlist=["DataError"]).DataError,

@@ -65,7 +65,8 @@ class _Coercer:
         assert isinstance(e, ir.Lit)
         p, s = fn.dec_of(t) if fn.kind(t) == "decimal" else (38, 0)
         try:
-            return ir.Lit(parse_text(e.value, fn.kind(t), p, s))
+            k = "timestamptz" if fn.is_tz(t) else fn.kind(t)
+            return ir.Lit(parse_text(e.value, k, p, s))
         except ValueError:
             self.on_error(e.value, t)
             raise

@@ -35,10 +35,12 @@ def sql_type(t: exp.DataType, src: Source) -> pl.DataType:
         return pl.Boolean()
     if kind == D.DATE:
         return pl.Date()
-    if kind in (D.TIMESTAMPTZ, D.TIMESTAMPLTZ):
-        src.unsupported(
-            f"column type {t.sql(dialect='duckdb')} (TIMESTAMP without a time zone is supported)", t
-        )
+    if kind == D.TIMESTAMPTZ:  # TIMESTAMPTZ, TIMESTAMP WITH TIME ZONE: an instant, held in UTC
+        if t.expressions:  # as DuckDB's binder
+            src.schema_error("type TIMESTAMP WITH TIME ZONE does not take any type parameters", t)
+        return pl.Datetime("us", "UTC")
+    if kind == D.TIMESTAMPLTZ:
+        src.unsupported(f"column type {t.sql(dialect='duckdb')} (TIMESTAMP WITH TIME ZONE is supported)", t)
     if kind in (D.TIMESTAMP_S, D.TIMESTAMP_MS, D.TIMESTAMP_NS):
         src.unsupported(f"column type {t.sql(dialect='duckdb')} (only TIMESTAMP, in microseconds)", t)
     if kind in TIMESTAMPS:
@@ -74,6 +76,7 @@ def common_type(a: pl.DataType, b: pl.DataType) -> pl.DataType | None:
             scale = max(sa, sb)
             return pl.Decimal(min(38, max(ia, ib) + scale), scale)
         return pl.Int64()
-    if {type(a), type(b)} <= {pl.Date, pl.Datetime}:
-        return pl.Datetime("us")
+    if {type(a), type(b)} <= {pl.Date, pl.Datetime}:  # DATE < TIMESTAMP < TIMESTAMP WITH TIME ZONE
+        tz = any(isinstance(t, pl.Datetime) and t.time_zone for t in (a, b))
+        return pl.Datetime("us", "UTC") if tz else pl.Datetime("us")
     return None
