@@ -160,6 +160,15 @@ def _num(draw, sub):
     return draw(sub(draw(st.sampled_from(NUM))))
 
 
+def _round(draw: Any, sub: Any, kind: str) -> Expr:
+    """round(x, digits). With negative digits x is a column: DuckDB 1.5.5 returns 0 for
+    `round(nullif(0.00, m), -1)` where m = 0 (the NULLIF is NULL; `round(NULL, -1)` and
+    `abs(nullif(0.00, m))` are NULL), a bug of its own, so x is kept to expressions it rounds right."""
+    digits = draw(st.integers(-2, 3))
+    x = draw(sub(kind)) if digits >= 0 else col(draw(st.sampled_from(COLS[kind])))
+    return func("round", x, digits)
+
+
 def _generic(kind: str) -> list:
     """CASE, COALESCE, NULLIF, GREATEST/LEAST: same-kind operands."""
     return [
@@ -203,7 +212,7 @@ _DEC_B = [
         draw(sub(draw(st.sampled_from(["dec", "int"])))),
     ),
     lambda draw, sub: Unary(draw(st.sampled_from(["neg", "abs"])), draw(sub("dec"))),
-    lambda draw, sub: func("round", draw(sub("dec")), draw(st.integers(-2, 3))),
+    lambda draw, sub: _round(draw, sub, "dec"),
     lambda draw, sub: func(draw(st.sampled_from(["floor", "ceil"])), draw(sub("dec"))),
     lambda draw, sub: Cast(
         draw(sub(draw(st.sampled_from(["str", "dec", "float", "int"])))),
@@ -223,7 +232,7 @@ _FLOAT_B = [
     lambda draw, sub: func(
         draw(st.sampled_from(["floor", "ceil"])), draw(sub(draw(st.sampled_from(["int", "float"]))))
     ),
-    lambda draw, sub: func("round", draw(sub("float")), draw(st.integers(-2, 3))),
+    lambda draw, sub: _round(draw, sub, "float"),
     lambda draw, sub: Cast(draw(sub(draw(st.sampled_from(["int", "dec", "str"])))), pl.Float64()),
     lambda draw, sub: func("extract", "epoch", draw(sub(draw(st.sampled_from(["date", "ts"]))))),
     *_generic("float"),
