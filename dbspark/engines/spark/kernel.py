@@ -94,7 +94,6 @@ class SparkKernel:
         self.storage = Storage(directory)
         self.actions = 0
         self.step_no = 0
-        self._cached: list[Any] = []
         self._scope_kernel: Kernel | None = None
         self.traces: list[SparkBucketTrace] = []  # flushed at the end of each step, in creation order
         self._outputs: dict[int, tuple[str, SparkZSet]] = {}  # trace index -> (change log, output value)
@@ -235,13 +234,11 @@ class SparkKernel:
                     del self._outputs[i]
 
     def end_step(self, t: int) -> None:
-        """The step committed: delete the files it replaced, drop its cached changes, put back the
-        session's own settings."""
+        """The step committed: delete the files it replaced, put back the session's own settings."""
         try:
             self.storage.collect()
             for tr in self.traces:
                 tr.collect()
-            self._uncache()
         finally:
             self._step_settings.close()
 
@@ -249,7 +246,6 @@ class SparkKernel:
         """The step was rolled back: what it wrote stays unreferenced (swept on reopen)."""
         try:
             self.storage.garbage = []
-            self._uncache()
         finally:
             self._step_settings.close()
 
@@ -258,11 +254,6 @@ class SparkKernel:
         self.storage.sweep_uncommitted(committed_steps)
         for t in self.traces:
             t.sweep()
-
-    def _uncache(self) -> None:
-        for df in self._cached:
-            df.unpersist()
-        self._cached = []
 
     # ---- group and conversions ---------------------------------------------------------------
     def _z(
