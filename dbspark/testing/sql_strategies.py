@@ -31,6 +31,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from dbspark.ir.functions import TRUNC_PARTS as TRUNC_PARTS_SUPPORTED
+
 KINDS = ("int", "float", "dec", "str", "date", "bool", "ts", "tz")
 NUMERIC = ("int", "float", "dec")
 INT_VALUES = (-2, -1, 0, 1, 2, 3, 5)
@@ -286,18 +288,7 @@ TEXT_LITS = {
     + ("'2020-2-29'", "'2020-02-28T22:00:00Z'", "'2020-02-29 01:00:00 UTC'"),
 }
 TS_UNITS = ("MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "YEAR")
-TRUNC_PARTS = (
-    "microsecond",
-    "millisecond",
-    "second",
-    "minute",
-    "hour",
-    "day",
-    "week",
-    "month",
-    "quarter",
-    "year",
-)
+TRUNC_PARTS = tuple(sorted(TRUNC_PARTS_SUPPORTED))  # every part date_trunc takes
 EXTRACT_PARTS = (
     "year",
     "month",
