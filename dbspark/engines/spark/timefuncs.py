@@ -1,5 +1,5 @@
 """`epoch_ms` / `epoch_us`, `strftime`, `strptime` / `try_strptime` on the Spark engine, as on the local
-engine (`dbspark.engines.local.timefuncs`): a format read once (`dbspark.columnar.strformat`), the text
+engine (`engines/local/timefuncs.py`): a format read once (`dbspark.columnar.strformat`), the text
 built from the value's fields and parsed by one regular expression, never by Java's date patterns."""
 
 from __future__ import annotations
