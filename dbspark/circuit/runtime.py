@@ -111,7 +111,7 @@ class Runtime:
         undo: list = []
         self.kernel.begin_step(self.time)
         try:
-            values = self._evaluate(pending, undo)
+            values = self._evaluate(self._placed(pending), undo)
             out = {}
             for name, nid in self.circuit.outputs.items():
                 out[name] = self.kernel.commit_output(self._views[name], values[nid], name, undo)
@@ -138,6 +138,16 @@ class Runtime:
             raise
         self._last = out
         self.kernel.end_step(self.time)
+        return out
+
+    def _placed(self, pending: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """The step's pushed changes placed by the engine, all together (on Spark: small ones read
+        into the driver in one job, `engines.spark.placement`); the queue keeps them as pushed."""
+        names = [(n, len(v)) for n, v in pending.items()]
+        flat = self.kernel.place([b for v in pending.values() for b in v])
+        out, i = {}, 0
+        for n, k in names:
+            out[n], i = flat[i : i + k], i + k
         return out
 
     def _evaluate(self, pending: dict[str, list[Any]], undo: list) -> dict[int, Any]:

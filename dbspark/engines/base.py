@@ -11,7 +11,8 @@ The protocol is split by concern (DESIGN.md, Engines):
 - `ZSetKernel`: the Z-set group (`dbsp-paper.txt` §4.1), linear operators (Thm 3.3), bilinear ones
   (Thm 3.4) and the per-step non-linear `distinct` / `aggregate`.
 - `TraceKernel`: integrals with lookup by the keys of a change.
-- `StepKernel`: the step lifecycle (begin, commit an output, end, abort) and values kept across steps.
+- `StepKernel`: the step lifecycle (begin, place the step's pushed changes in the driver or on the
+  cluster, commit an output, end, abort) and values kept across steps.
 - `OperatorKernel`: whole operators that each engine still implements itself (distinct's H, the
   aggregate folds, keyed-input checks, top-k, the closure operator) and the driver-side scope kernel.
   They are declared so that the boundary is explicit and checked; the engine issue moves them above
@@ -89,6 +90,7 @@ class StepKernel(Protocol):
     """The step lifecycle and the values a circuit keeps from one step to the next."""
 
     def begin_step(self, t: int) -> None: ...
+    def place(self, batches: Sequence[Value]) -> list[Value]: ...
     def commit_output(self, trace: Any, delta: Value, name: str, undo: Undo) -> Value: ...
     def flush_step(self, undo: Undo) -> None: ...
     def end_step(self, t: int) -> None: ...

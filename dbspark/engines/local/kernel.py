@@ -267,6 +267,10 @@ class LocalKernel:
         return z
 
     # ---- steps (the local engine keeps no files) --------------------------------------------------
+    def place(self, batches: Sequence[Value]) -> list[Value]:
+        """Everything runs in this process: the pushed changes stay where they are."""
+        return list(batches)
+
     def begin_step(self, t: int) -> None:
         pass
 

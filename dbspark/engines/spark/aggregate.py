@@ -453,6 +453,9 @@ class AggregateState:
 
         self.kernel, self.spec = kernel, spec
         self.linear = all(c.kind == "linear" for c in spec.calls)
+        from dbspark.engines.spark.aggfold import local_ok
+
+        self.in_driver = local_ok(spec)  # a change held in the driver folds there
         keys = keys_of(spec)
         rows_schema = pl.Schema([*spec.input_schema.items(), *([] if spec.by else [(G, pl.Int8())])])
         if self.linear:
@@ -475,9 +478,13 @@ class AggregateState:
         if delta.known_empty and (self.started or spec.by):
             return k.empty(out_schema)
         was = self.started
+        prev = self.trace.snapshot()
+        if self.linear and self.in_driver and not delta.known_empty and delta._df is None:
+            local = self._step_in_driver(delta, prev, was, undo)
+            if local is not None:
+                return local
         self.started = True
         undo.append(lambda: setattr(self, "started", was))
-        prev = self.trace.snapshot()
         lineage = 1
         if delta.known_empty:  # the first step of a global aggregate: its row exists without input
             dz = k.spark.createDataFrame([], self._schema())
@@ -493,6 +500,28 @@ class AggregateState:
         out = self._step(prev, dz, was, lineage)
         # the change's accumulators and the old ones sought at its groups
         return k._z(out_schema, out, consolidated=True, lineage=2 * lineage)
+
+    def _step_in_driver(self, delta: SparkZSet, prev: Any, was: bool, undo: list) -> SparkZSet | None:
+        """The step of a change held in the driver, there (`engines.spark.aggfold`): no Spark job.
+        None when the trace has a change on Spark pending (then the step runs on Spark)."""
+        from dbspark.engines.spark import aggfold
+        from dbspark.engines.spark.values import SparkZSet
+
+        spec, keys = self.spec, keys_of(self.spec)
+        sums = pl.Schema([(c, self.trace.layout.frame_schema[c]) for c in self.trace.layout.sums])
+        assert delta.local is not None
+        d = delta.local.df
+        if not spec.by:
+            d = d.with_columns(pl.lit(0, pl.Int8).alias(G))
+        dacc = aggfold.change_accumulators(spec, d, keys, sums)
+        found = prev.seek_local(dacc.select(keys), True)
+        if found is None:
+            return None
+        out, acc = aggfold.fold(spec, dacc, found, keys, sums, was)
+        self.started = True
+        undo.append(lambda: setattr(self, "started", was))
+        self.trace.add(SparkZSet(self.kernel.spark, self.trace.schema, local=aggfold.Accumulators(acc)), undo)
+        return SparkZSet(self.kernel.spark, spec.output_schema(), local=out, consolidated=True)
 
     def _schema(self) -> Any:
         from dbspark.engines.spark.convert import spark_schema

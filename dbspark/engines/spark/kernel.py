@@ -106,6 +106,7 @@ class SparkKernel:
         # eager local checkpoint: one Spark job), so that plans stay small (`SparkZSet.lineage`)
         self.max_lineage = int(self.handle.setting("max_lineage", "8"))
         self.cuts = 0  # lineage cuts so far (each one a Spark job)
+        self.placed_to_driver = 0  # pushed DataFrames the last step read into the driver
         self.settings = SessionSettings(self.handle)
         self._pushed_rows: int | None = 0  # rows pushed since the last step (None: some of unknown size)
         self._step_settings = ExitStack()
@@ -173,6 +174,15 @@ class SparkKernel:
         rows, self._pushed_rows = self._pushed_rows, 0
         self._step_settings.close()  # a step that was begun and never ended
         self._step_settings.enter_context(self.session_settings(rows))
+
+    def place(self, batches: Sequence[Value]) -> list[Value]:
+        """The step's pushed changes in the driver or on Spark (`engines.spark.placement`)."""
+        from dbspark.engines.spark.placement import place
+
+        self.placed_to_driver = 0
+        pushed = [b for b in batches if isinstance(b, SparkZSet)]  # (what `input_batch` makes: all)
+        assert len(pushed) == len(batches)
+        return list(place(self, pushed)) if pushed else []
 
     # settings for the step's action, restored after it: with adaptive query execution each shuffle
     # stage of the step becomes a Spark job of its own (measured: 48 jobs instead of 1)
@@ -561,6 +571,8 @@ class SparkKernel:
         z = self.as_zset(a)
         if z.known_empty:
             return z
+        if _local(z):  # rows held in the driver: the local kernel's filter, no Spark job
+            return self._in_driver(z, lambda k, v: k.filter(v, pred))
         frame, (cond,) = with_spark_columns(z.frame, [pred], z.schema)
         out = frame.filter(cond)
         if frame is not z.frame:  # drop the bound columns
@@ -571,6 +583,8 @@ class SparkKernel:
         z = self.as_zset(a)
         if z.known_empty:
             return self.empty(schema)
+        if _local(z):
+            return self._in_driver(z, lambda k, v: k.map(v, exprs, schema))
         frame, cols = with_spark_columns(z.frame, [e for _, e in exprs], z.schema)
         sel = [c.cast(spark_type(schema[n])).alias(n) for (n, _), c in zip(exprs, cols, strict=True)]
         return self._z(schema, frame.select(*sel, F().col(WEIGHT)), lineage=z.lineage)
@@ -580,6 +594,8 @@ class SparkKernel:
         z = self.as_zset(a)
         if z.known_empty:
             return self.empty(schema)
+        if _local(z):
+            return self._in_driver(z, lambda k, v: k.flat_map(v, fn, schema))
         from dbspark.engines.spark.convert import spark_schema
         from dbspark.engines.spark.udf import flat_map_batches
 
@@ -591,6 +607,14 @@ class SparkKernel:
             ),
             lineage=z.lineage,
         )
+
+    def _in_driver(self, z: SparkZSet, op: Callable[[Kernel, Any], Any]) -> SparkZSet:
+        """A linear or per-step operator on rows held in the driver, by the local kernel (taken from
+        the engine registry): the same semantics as its Spark form (both are checked against DuckDB
+        by the shared suite), no Spark job."""
+        assert z.local is not None
+        out = self.scope_kernel().as_zset(op(self.scope_kernel(), z.local))
+        return SparkZSet(self.spark, out.schema, local=out, keys=z.keys)
 
     def index(self, a: Value, keys: Sequence[str]) -> SparkZSet:
         z = self.as_zset(a)
@@ -705,6 +729,8 @@ class SparkKernel:
         z = self.consolidate(a)
         if z.known_empty:
             return z
+        if _local(z):
+            return self._in_driver(z, lambda k, v: k.distinct(v))
         return self._z(
             z.schema,
             z.frame.filter(F().col(WEIGHT) > 0).withColumn(WEIGHT, F().lit(1).cast("long")),
@@ -815,6 +841,8 @@ class SparkKernel:
         schema = pl.Schema([(c, t) for c, t in z.schema.items() if c != column])
         if z.known_empty:
             return self.empty(schema)
+        if _local(z):
+            return self._in_driver(z, lambda k, v: k.weigh(v, column))
         c = F().col(column)
         df = z.frame.filter(c.isNotNull() & (c != 0))
         return self._z(

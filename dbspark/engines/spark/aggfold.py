@@ -1,0 +1,235 @@
+"""A linear GROUP BY's step in the driver, over the same accumulator trace as its Spark form.
+
+When a step's change is held in the driver (`engines.spark.placement`), the aggregate reads the old
+accumulators of the changed groups from the bucket files (`BucketSnap.seek_local`), adds the change's
+and emits -old / +new rows with Polars, no Spark job. The accumulators are the Spark form's
+(`engines.spark.aggregate._acc_sql`: the row count `__cnt`, per call `__c<i>` the non-NULL count,
+`__s<i>` Σx, `__q<i>` Σx², integer sums exact in DECIMAL(38)), so steps of either kind interleave on
+one trace, and the results are computed from them bit for bit as Spark computes them: a view's row
+emitted by one kind of step is retracted exactly by the other. Integer sums run in Int128 with the
+DECIMAL(38) bound checked (Spark's overflow error is a `WeightError` here too); an integer→double
+conversion rounds to nearest as Java's does; double arithmetic is IEEE in both (no fused operations).
+
+Covered: COUNT(*), COUNT, SUM / AVG / VAR / STDDEV of integer, boolean and floating columns. A DECIMAL
+argument (whose Spark sums carry Spark's precision rules) and the ordered and user aggregates step on
+Spark (`AggregateState.local_ok`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.errors import NegativeStateError, WeightError
+from dbspark.ir.aggregate import AggSpec, result_dtype
+
+G = "__g"
+CNT = "__cnt"
+VAR = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
+DEC38 = 10**38  # DECIMAL(38, 0) holds |v| < 10^38
+INT64 = (-(2**63), 2**63 - 1)
+
+
+class Accumulators(ZSet):
+    """Accumulator rows (group keys, then the summed columns) held in the driver as a trace's pending
+    change: the trace sums these columns where a Z-set's trace sums its weight."""
+
+    def __init__(self, df: pl.DataFrame) -> None:  # (no weight column: the sums are the weights)
+        self._df = df
+        self.consolidated = True
+        self._cons = None
+
+
+def local_ok(spec: AggSpec) -> bool:
+    """Whether the spec's calls all fold here: linear calls on integer, boolean or floating arguments."""
+    for c in spec.calls:
+        if c.kind != "linear":
+            return False
+        if c.arg is not None and c.func != "count":
+            t = spec.input_schema[c.arg]
+            if not (t.is_integer() or t == pl.Boolean() or t.is_float()):
+                return False
+    return True
+
+
+def _is_int(spec: AggSpec, arg: str | None) -> bool:
+    t = spec.input_schema[arg] if arg else None
+    return t is not None and (t.is_integer() or t == pl.Boolean())
+
+
+def _wide(values: pl.Series, name: str) -> pl.Series:
+    """Int128 values checked to fit DECIMAL(38, 0), as Spark's sums must (else a WeightError)."""
+    if values.len() and (values.abs().max() >= DEC38):  # type: ignore[operator]
+        raise WeightError(f"integer overflow on the spark engine: an aggregate's sum {name} left DECIMAL(38)")
+    return values
+
+
+def change_accumulators(spec: AggSpec, d: pl.DataFrame, keys: list[str], sums: pl.Schema) -> pl.DataFrame:
+    """The change's accumulators per group: `d` holds the rows (group keys, arguments) with weights."""
+    w = pl.col(WEIGHT)
+    w128 = w.cast(pl.Int128)
+    aggs: list[pl.Expr] = [w128.sum().alias(CNT)]
+    for i, c in enumerate(spec.calls):
+        if c.arg is None:
+            continue
+        x = pl.col(c.arg)
+        aggs.append(pl.when(x.is_not_null()).then(w128).otherwise(0).sum().alias(f"__c{i}"))
+        if _is_int(spec, c.arg):
+            xi = x.cast(pl.Int64).cast(pl.Int128)
+            if c.func != "count":
+                aggs.append((xi * w128).sum().alias(f"__s{i}"))
+            if c.func in VAR:
+                aggs.append((xi * xi * w128).sum().alias(f"__q{i}"))
+        else:
+            xf, wf = x.cast(pl.Float64), w.cast(pl.Float64)
+            if c.func != "count":
+                aggs.append((xf * wf).sum().alias(f"__s{i}"))
+            if c.func in VAR:
+                aggs.append((xf * xf * wf).sum().alias(f"__q{i}"))
+    _guard(spec, d)
+    acc = d.group_by(keys).agg(aggs)
+    return acc.select(*keys, *[pl.col(c) for c in sums])
+
+
+def _guard(spec: AggSpec, d: pl.DataFrame) -> None:
+    """Raise where an Int128 product or sum of the change could wrap (Spark's DECIMAL(38) overflows
+    there first): the magnitudes estimated in doubles, with a wide margin."""
+    if not d.height:
+        return
+    wf = d[WEIGHT].cast(pl.Float64).abs()
+    for c in spec.calls:
+        if c.arg is None or c.func == "count" or not _is_int(spec, c.arg):
+            continue
+        xf = d[c.arg].cast(pl.Float64).abs().fill_null(0.0)
+        top = float((xf * xf * wf).sum()) if c.func in VAR else float((xf * wf).sum())
+        if top >= 1e37:
+            raise WeightError(
+                f"integer overflow on the spark engine: {c.describe()} sums past DECIMAL(38) in this change"
+            )
+
+
+def _to_double(s: pl.Series) -> np.ndarray:
+    """Values as doubles, each rounded to nearest (an Int128's conversion is; floats stay)."""
+    return s.cast(pl.Float64).to_numpy().astype(np.float64, copy=False)
+
+
+def _results(spec: AggSpec, acc: pl.DataFrame) -> dict[str, pl.Series]:
+    """The calls' values from accumulators, as `aggregate._finalize` computes them on Spark."""
+    out: dict[str, pl.Series] = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i, c in enumerate(spec.calls):
+            t = result_dtype(c, spec.input_schema)
+            if c.func == "count_star":
+                out[c.name] = acc[CNT].cast(pl.Int64).alias(c.name)
+                continue
+            n = acc[f"__c{i}"]
+            if c.func == "count":
+                out[c.name] = n.cast(pl.Int64).alias(c.name)
+                continue
+            some = (n > 0).to_numpy()
+            nf = _to_double(n)
+            sx = acc[f"__s{i}"]
+            if c.func == "sum":
+                if _is_int(spec, c.arg):
+                    bad = sx.filter((n > 0) & ((sx < INT64[0]) | (sx > INT64[1])))
+                    if bad.len():
+                        raise WeightError(f"{c.describe()} = {bad[0]} does not fit in a 64-bit integer")
+                    v = pl.Series(c.name, sx.cast(pl.Int64, strict=False))
+                else:
+                    v = pl.Series(c.name, sx.cast(pl.Float64))
+                out[c.name] = pl.select(pl.when(pl.Series(some)).then(v).otherwise(None).cast(t)).to_series()
+                continue
+            sf = _to_double(sx)
+            if c.func == "avg":
+                val, ok = sf / nf, some
+            else:
+                q = acc[f"__q{i}"]
+                if _is_int(spec, c.arg):  # CAST(n * Σx² - (Σx)² AS double) / n, the difference exact
+                    m2 = _exact_m2(n, q, sx) / nf
+                else:
+                    m2 = _to_double(q) - sf * sf / nf
+                m2 = np.where(np.isnan(m2), m2, np.maximum(m2, 0.0))  # greatest(m2, 0.0): NaN stays NaN
+                if c.func in ("var_samp", "stddev_samp"):
+                    val, ok = m2 / (nf - 1.0), (n > 1).to_numpy()
+                else:
+                    val, ok = m2 / nf, some
+                if str(c.func).startswith("stddev"):
+                    val = np.sqrt(val)
+            s = pl.Series(c.name, val, pl.Float64)
+            out[c.name] = pl.select(pl.when(pl.Series(ok)).then(s).otherwise(None).cast(t)).to_series()
+    return {k: v.alias(k) for k, v in out.items()}
+
+
+def fold(
+    spec: AggSpec, dacc: pl.DataFrame, found: pl.DataFrame, keys: list[str], sums: pl.Schema, was: bool
+) -> tuple[ZSet, pl.DataFrame]:
+    """The output change (-old, +new rows of the changed groups; unchanged groups left out) and the
+    accumulators to add to the trace, from the change's accumulators `dacc` (Int128 integer sums) and
+    the trace's rows `found` at their keys (not consolidated)."""
+    ints = [c for c, t in sums.items() if not t.is_float()]
+    old = (
+        found.with_columns([pl.col(c).cast(pl.Int128) for c in ints])
+        .group_by(keys)
+        .agg([pl.col(c).sum() for c in sums])
+    )
+    j = dacc.join(old, on=keys, how="left", nulls_equal=True, suffix="__o").with_columns(
+        [pl.col(f"{c}__o").fill_null(0) for c in sums]
+    )
+    o = j.select(*keys, *[pl.col(f"{c}__o").alias(c) for c in sums])
+    n = j.select(*keys, *[(pl.col(f"{c}__o") + pl.col(c)).alias(c) for c in sums])
+    for c in ints:
+        _wide(n[c], c)
+        _wide(dacc[c], c)
+    by = bool(spec.by)
+    if by and n.height and n[CNT].min() < 0:  # type: ignore[operator]
+        bad = n.filter(pl.col(CNT) < 0).row(0, named=True)
+        raise NegativeStateError(
+            f"aggregate: group { ({k: bad[k] for k in spec.by}) } would have {bad[CNT]} rows; "
+            "a delete of rows that are not there"
+        )
+    for c in ints:
+        if c in (CNT,) or c.startswith("__c"):
+            _fits_long(n[c])
+    e_old = (o[CNT] > 0) if by else pl.Series([was] * o.height)
+    e_new = (n[CNT] > 0) if by else pl.Series([True] * n.height)
+    ro, rn = _results(spec, o), _results(spec, n)
+    same = pl.Series([True] * n.height)
+    for name in ro:
+        a, b = ro[name], rn[name]
+        eq = a.eq_missing(b)
+        if a.dtype.is_float():
+            eq = eq | (a.is_nan() & b.is_nan()).fill_null(False)
+        same = same & eq
+    cancel = e_old & e_new & same
+    names = [c.name for c in spec.calls]
+    cols = [*spec.by]
+
+    def rows(side: pl.DataFrame, r: dict[str, pl.Series], keep: pl.Series, w: int) -> pl.DataFrame:
+        f = pl.DataFrame([*[side[c] for c in cols], *[r[nm] for nm in names]])
+        return f.with_columns(pl.lit(w, pl.Int64).alias(WEIGHT)).filter(keep)
+
+    out = pl.concat([rows(o, ro, e_old & ~cancel, -1), rows(n, rn, e_new & ~cancel, 1)], how="vertical")
+    acc = dacc.with_columns([pl.col(c).cast(t) for c, t in sums.items()])
+    return ZSet(out, True), acc
+
+
+def _exact_m2(n: pl.Series, q: pl.Series, sx: pl.Series) -> np.ndarray:
+    """n·Σx² − (Σx)² per group, each product in DECIMAL(38) as Spark computes it (an overflow is an
+    error there and here), the difference rounded once to a double (Python's int → float rounds to
+    nearest, as Java's BigDecimal → double does). One Python step per changed group."""
+    out = np.empty(n.len(), dtype=np.float64)
+    for k, (a, b, c) in enumerate(zip(n.to_list(), q.to_list(), sx.to_list(), strict=True)):
+        if a is None or b is None or c is None:
+            out[k] = np.nan
+            continue
+        nq, ss = int(a) * int(b), int(c) * int(c)
+        if abs(nq) >= DEC38 or abs(ss) >= DEC38:
+            raise WeightError("integer overflow on the spark engine: a variance's n·Σx² left DECIMAL(38)")
+        out[k] = float(nq - ss)
+    return out
+
+
+def _fits_long(s: pl.Series) -> None:
+    if s.len() and (s.min() < INT64[0] or s.max() > INT64[1]):  # type: ignore[operator]
+        raise WeightError("integer overflow on the spark engine: a group's row count left BIGINT")

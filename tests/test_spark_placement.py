@@ -1,0 +1,144 @@
+"""Adaptive placement on the spark engine (`engines.spark.placement`): a step's pushed DataFrames are
+read into the driver when small (one Spark job for all of them) and stay on Spark when large, and the
+two kinds of step interleave on the same state files. The oracle is the local engine's pipeline fed
+the same changes (itself checked against DuckDB by the shared suite)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dbspark
+from dbspark.errors import DbsparkError, EngineError
+
+pytestmark = pytest.mark.spark
+
+SQL = """
+CREATE TABLE r(k BIGINT, g BIGINT);
+CREATE TABLE s(k BIGINT, v BIGINT);
+CREATE TABLE t(g BIGINT, x BIGINT, f DOUBLE, b BOOLEAN);
+CREATE VIEW agg AS SELECT g, COUNT(*) AS n, SUM(v) AS sv, MIN(v) AS lo FROM r JOIN s USING (k) GROUP BY g;
+CREATE VIEW big AS SELECT DISTINCT r.g, s.v * 2 AS v2 FROM r JOIN s ON r.k = s.k WHERE s.v > 1;
+CREATE VIEW lin AS SELECT g, COUNT(*) AS n, COUNT(x) AS nx, SUM(x) AS sx, AVG(x) AS ax, VAR_SAMP(x) AS vx,
+  STDDEV_POP(x) AS dx, SUM(f) AS sf, AVG(f) AS af, VAR_POP(f) AS vf, STDDEV_SAMP(f) AS df, COUNT(b) AS nb,
+  SUM(b) AS sb
+  FROM t GROUP BY g;
+CREATE VIEW whole AS SELECT COUNT(*) AS n, SUM(x) AS sx, AVG(f) AS af, VAR_SAMP(x) AS vx FROM t;
+"""
+VIEWS = ("agg", "big", "lin", "whole")
+COLUMNS = {"r": ("k", "g"), "s": ("k", "v"), "t": ("g", "x", "f", "b")}
+DTYPES = {"k": "int64", "g": "int64", "v": "int64", "x": "Int64", "f": "float64", "b": "boolean"}
+
+
+@pytest.fixture
+def placement_conf(spark_session: Any) -> Iterator[Any]:
+    """The shared session, its placement settings unset again after the test."""
+    yield spark_session.conf
+    for k in ("spark.dbspark.placement", "spark.dbspark.driver_rows"):
+        spark_session.conf.unset(k)
+
+
+def _frame(spark: Any, rows: list[tuple], cols: tuple[str, ...]) -> Any:
+    df = pd.DataFrame(rows, columns=list(cols)).astype({c: DTYPES[c] for c in cols})
+    return spark.createDataFrame(df)
+
+
+pair = st.tuples(st.integers(0, 6), st.integers(0, 3))
+# (floats are multiples of 1/4: their sums are exact in any order, so both engines' views are equal)
+quad = st.tuples(
+    st.integers(0, 2),
+    st.none() | st.integers(-(10**12), 10**12),
+    st.integers(-40, 40).map(lambda q: q / 4),
+    st.none() | st.booleans(),
+)
+step = st.tuples(
+    st.sampled_from(["auto", "driver", "cluster"]),
+    st.integers(0, 4),  # driver_rows
+    st.fixed_dictionaries(
+        {"r": st.lists(pair, max_size=4), "s": st.lists(pair, max_size=4), "t": st.lists(quad, max_size=4)}
+    ),  # inserts
+    st.fixed_dictionaries({t: st.lists(st.integers(0, 50), max_size=3) for t in COLUMNS}),  # deletes
+)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(steps=st.lists(step, min_size=2, max_size=4))
+def test_steps_placed_either_way_interleave_and_equal_the_local_engine(
+    spark_session: Any, placement_conf: Any, tmp_path_factory: Any, steps: list
+) -> None:
+    """Each step is placed by a random setting: joins, DISTINCT, MIN and linear aggregates (grouped and
+    global, over integers with NULLs, doubles and booleans) step in the driver or on Spark on the same
+    state, and a row emitted by one kind of step is retracted exactly by the other."""
+    d = tmp_path_factory.mktemp("placement")
+    sp = dbspark.Pipeline(d / "spark", engine="spark", spark=spark_session)
+    lp = dbspark.Pipeline(d / "local", engine="local")
+    cur: dict[str, list[tuple]] = {t: [] for t in COLUMNS}
+    placed = []
+    try:
+        for p in (sp, lp):
+            p.sql(SQL)
+        for mode, limit, inserts, deletes in steps:
+            placement_conf.set("spark.dbspark.placement", mode)
+            placement_conf.set("spark.dbspark.driver_rows", str(limit))
+            pushed = 0
+            for t, cols in COLUMNS.items():
+                ins = inserts[t]
+                gone = sorted({i % len(cur[t]) for i in deletes[t]}) if cur[t] else []
+                out = [cur[t][i] for i in gone]
+                for p in (sp, lp):
+                    if ins:
+                        p.insert(t, _frame(spark_session, ins, cols) if p is sp else ins)
+                    if out:
+                        p.delete(t, _frame(spark_session, out, cols) if p is sp else out)
+                pushed += bool(ins) + bool(out)
+                cur[t] = [x for i, x in enumerate(cur[t]) if i not in gone] + list(ins)
+            sp.step()
+            lp.step()
+            kernel = sp.runtime.kernel  # type: ignore[union-attr]
+            placed.append((mode, pushed, kernel.placed_to_driver))
+            for v in VIEWS:
+                assert sp.view(v).to_dict() == lp.view(v).to_dict(), (v, mode, limit)
+        for mode, pushed, to_driver in placed:
+            if mode == "driver":
+                assert to_driver == pushed
+            if mode == "cluster":
+                assert to_driver == 0
+    finally:
+        sp.close()
+        lp.close()
+
+
+def test_a_bad_value_rejects_the_step_in_the_placement_job(spark_session: Any, placement_conf: Any, tmp_path):
+    """The placement job reads the frames as coerced and checked for their table: a NULL in a NOT NULL
+    column rejects the step there, nothing is applied, and the next step runs normally."""
+    placement_conf.set("spark.dbspark.placement", "driver")
+    with dbspark.Pipeline(tmp_path / "p", engine="spark", spark=spark_session) as p:
+        p.sql("CREATE TABLE t(k INT NOT NULL, v BIGINT); CREATE VIEW n AS SELECT COUNT(*) AS n FROM t")
+        p.insert("t", spark_session.createDataFrame(pd.DataFrame({"k": [1, 2], "v": [5, 6]})))
+        p.step()
+        p.insert("t", spark_session.createDataFrame(pd.DataFrame({"k": [3.0, None], "v": [1, 2]})))
+        with pytest.raises(DbsparkError, match="step 2 rejected"):
+            p.step()
+        assert p.steps == 1 and p.view("n").to_rows() == [((2,), 1)]
+        p.insert("t", spark_session.createDataFrame(pd.DataFrame({"k": [3], "v": [1]})))
+        p.step()
+        assert p.view("n").to_rows() == [((3,), 1)]
+
+
+def test_an_unknown_placement_is_refused_by_name_and_the_changes_stay_queued(
+    spark_session: Any, placement_conf: Any, tmp_path
+):
+    placement_conf.set("spark.dbspark.placement", "executors")
+    with dbspark.Pipeline(tmp_path / "p", engine="spark", spark=spark_session) as p:
+        p.sql("CREATE TABLE t(k BIGINT); CREATE VIEW n AS SELECT COUNT(*) AS n FROM t")
+        p.insert("t", spark_session.createDataFrame(pd.DataFrame({"k": [1]})))
+        with pytest.raises(EngineError, match="spark.dbspark.placement is 'executors'"):
+            p.step()
+        placement_conf.set("spark.dbspark.placement", "auto")  # fixed: the queued change is applied
+        p.step()
+        assert p.view("n").to_rows() == [((1,), 1)]
