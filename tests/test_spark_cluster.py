@@ -104,6 +104,7 @@ def test_an_executor_task_killed_mid_step_is_retried_and_the_step_is_unchanged(c
         oracle.run(p, STEPS[:1])
         trigger = tmp_path / "state" / "state" / "traces" / KILL_TASK_ONCE  # (the kernel's traces)
         trigger.write_text("")
+        cluster_session.conf.set("spark.dbspark.placement", "cluster")  # (small: it would run in the driver)
         ins, dels = STEPS[1]
         frames = (
             {
@@ -115,6 +116,8 @@ def test_an_executor_task_killed_mid_step_is_retried_and_the_step_is_unchanged(c
         oracle.run(p, [frames])
         assert not trigger.exists() and trigger.with_name(KILL_TASK_ONCE + ".taken").exists()
         assert p.steps == 2
+        cluster_session.conf.unset("spark.dbspark.placement")
         oracle.run(p, STEPS[2:])
     finally:
+        cluster_session.conf.unset("spark.dbspark.placement")
         p.close()
