@@ -447,8 +447,19 @@ def test_upsert_delete_by_key_and_in_step_order(eng):
 
 
 @pytest.mark.spark
-def test_spark_frame_push_to_a_keyed_table(spark_session):
+@pytest.mark.parametrize("placement", ["auto", "cluster"])
+def test_spark_frame_push_to_a_keyed_table(spark_session, placement):
+    """A pushed DataFrame's rows have no order, whether they are read into the driver (`auto`, small)
+    or stay on Spark (`cluster`): its deletes come before its inserts, two inserts of a key fail."""
     D = decimal.Decimal
+    spark_session.conf.set("spark.dbspark.placement", placement)
+    try:
+        _frame_pushes(spark_session, D)
+    finally:
+        spark_session.conf.unset("spark.dbspark.placement")
+
+
+def _frame_pushes(spark_session, D):
     with pipeline(("spark", spark_session), KEYED, primary_key=KEY) as p:
         p.insert("t", [(1, "x", 1, "a"), (2, "y", 2, "b")])
         p.step()

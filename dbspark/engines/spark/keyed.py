@@ -37,18 +37,21 @@ def _ops(spark: Any, batches: Sequence[SparkZSet], schema: pl.Schema) -> Any:
     """The step's operations: data columns, the weight, and their order (PUSH, POS)."""
     F = _F()
     cols = [*schema, WEIGHT]
-    local = [(i, b.local) for i, b in enumerate(batches) if b._df is None and b.local is not None]
+    local = [(i, b) for i, b in enumerate(batches) if b._df is None and b.local is not None]
     parts = []
     if local:
         frames = [
-            z.df.select(
+            b.local.df.select(
                 *schema,
                 pl.lit(i, pl.Int64).alias(PUSH),
-                pl.int_range(pl.len(), dtype=pl.Int64).alias(POS),
+                # rows of a DataFrame read into the driver keep the frame's order: deletes, then inserts
+                (pl.when(pl.col(WEIGHT) < 0).then(0).otherwise(1) if b.unordered else pl.int_range(pl.len()))
+                .cast(pl.Int64)
+                .alias(POS),
                 WEIGHT,
             )
-            for i, z in local
-            if z.df.height
+            for i, b in local
+            if b.local.df.height
         ]
         if frames:
             parts.append(to_spark(spark, pl.concat(frames, how="vertical")).select(*cols, PUSH, POS))

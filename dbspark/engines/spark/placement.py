@@ -121,6 +121,8 @@ def place(kernel: SparkKernel, batches: Sequence[SparkZSet]) -> list[SparkZSet]:
             continue  # too large for the driver: the step's work on it runs on the cluster
         b = out[i]
         local = _frame([blobs[k] for k in mine], b.schema)
-        out[i] = SparkZSet(kernel.spark, b.schema, local=ZSet(local), keys=b.keys)
+        placed = SparkZSet(kernel.spark, b.schema, local=ZSet(local), keys=b.keys)
+        placed.unordered = True
+        out[i] = placed
         kernel.placed_to_driver += 1
     return out

@@ -29,6 +29,7 @@ class SparkZSet:
         "files",
         "reader",
         "lineage",
+        "unordered",
     )
 
     def __init__(
@@ -58,6 +59,9 @@ class SparkZSet:
         # Spark's plans are trees, so an operator that uses its input twice (a join's change against the
         # state sought at its keys) doubles it; the kernel cuts a plan past a limit (`SparkKernel._z`)
         self.lineage = lineage
+        # rows read from a pushed Spark DataFrame into the driver: their order in `local` is not the
+        # user's (a DataFrame has none), so a keyed table orders them as it orders the frame's
+        self.unordered = False
 
     # ---- what operators use -------------------------------------------------------------------
     @property
