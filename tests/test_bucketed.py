@@ -65,7 +65,7 @@ def scenario(draw: st.DrawFn) -> dict[str, Any]:
         "cancel": cancel,
         "probes": probes,
         "n_buckets": draw(st.integers(1, 16)),
-        "mid_ratio": draw(st.sampled_from([1, 2, 16])),
+        "growth": draw(st.sampled_from([1, 2, 4])),
     }
 
 
@@ -73,7 +73,7 @@ def make_layout(root: str, sc: dict[str, Any], name: str = "op") -> BucketLayout
     schema = pl.Schema({c: TYPES[k][0] for c, k in zip(sc["cols"], sc["kinds"], strict=True)})
     sums = (WEIGHT,) if sc["n_sums"] == 1 else ("__cnt", "__sum")
     return BucketLayout(
-        root, name, schema, tuple(sc["keys"]), sc["n_buckets"], sums=sums, mid_ratio=sc["mid_ratio"]
+        root, name, schema, tuple(sc["keys"]), sc["n_buckets"], sums=sums, growth=sc["growth"]
     )
 
 
@@ -139,9 +139,9 @@ def test_model(sc: dict[str, Any]) -> None:
         assert layout.sweep([trace.files]) == []
 
 
-def int_layout(root: str, n_buckets: int = 4, mid_ratio: int = 16, name: str = "op") -> BucketLayout:
+def int_layout(root: str, n_buckets: int = 4, growth: int = 4, name: str = "op") -> BucketLayout:
     return BucketLayout(
-        root, name, pl.Schema({"k": pl.Int64, "v": pl.String}), ("k",), n_buckets, mid_ratio=mid_ratio
+        root, name, pl.Schema({"k": pl.Int64, "v": pl.String}), ("k",), n_buckets, growth=growth
     )
 
 
@@ -183,7 +183,7 @@ def test_idempotent_writes(tmp_path: Any) -> None:
 
 
 def test_rollback_and_rerun(tmp_path: Any) -> None:
-    layout = int_layout(str(tmp_path), n_buckets=3, mid_ratio=1)
+    layout = int_layout(str(tmp_path), n_buckets=3, growth=1)
     trace = BucketedTrace(layout)
     trace.insert(kv(range(20)), 1, [])
     v1 = dict(trace.files)
@@ -217,32 +217,53 @@ def test_state_round_trip(tmp_path: Any) -> None:
 
 
 def test_merge_policy(tmp_path: Any) -> None:
-    layout = int_layout(str(tmp_path), n_buckets=1, mid_ratio=16)
+    """A step's part is a new run, merged first with the newest runs of at most `growth` times its size:
+    run sizes fall geometrically from oldest to newest, and a carry merges several runs at once."""
+    layout = int_layout(str(tmp_path), n_buckets=1, growth=2)
     trace = BucketedTrace(layout)
+
+    def run(step: int, level: int) -> str:
+        return f"b00000/run-{step:012d}-{level:03d}.arrow"
+
     trace.insert(kv(range(160)), 0, [])
-    assert trace.files[0] == BucketEntry("b00000/base-000000000000.arrow", None, 160, 0)
-    for step in range(1, 4):  # 3 new rows a step: the mid grows to 9 <= 160/16
-        trace.insert(kv(range(1000 + 3 * step, 1003 + 3 * step)), step, [])
-        e = trace.files[0]
-        assert (e.base, e.base_rows, e.mid, e.mid_rows) == (
-            "b00000/base-000000000000.arrow",
-            160,
-            f"b00000/mid-{step:012d}.arrow",
-            3 * step,
-        )
-    trace.insert(kv([0], -1), 4, [])  # a delete: the mid has 10 rows, still not merged
-    assert trace.files[0].mid_rows == 10
+    assert trace.files[0] == BucketEntry((run(0, 0),), (160,))
+    trace.insert(kv(range(1000, 1010)), 1, [])  # 160 > 2 * 10: a run of its own
+    assert trace.files[0] == BucketEntry((run(0, 0), run(1, 1)), (160, 10))
+    trace.insert(kv(range(1010, 1013)), 2, [])  # 10 > 2 * 3
+    assert trace.files[0] == BucketEntry((run(0, 0), run(1, 1), run(2, 2)), (160, 10, 3))
     old = dict(trace.files)
-    trace.insert(kv([2000, 2001]), 5, [])  # 12 > 10: merged into a new base
-    assert trace.files[0] == BucketEntry("b00000/base-000000000005.arrow", None, 160 + 9 - 1 + 2, 0)
-    assert garbage(old, trace.files) == ["b00000/base-000000000000.arrow", "b00000/mid-000000000004.arrow"]
-    want = pl.concat([kv(range(1, 160)), kv(range(1003, 1012)), kv([2000, 2001])])
-    assert trace.snapshot().scan().sort("k").equals(want)
-    assert trace.snapshot().seek(pl.DataFrame({"k": [0, 3, 1004, 2001]}))["k"].sort().to_list() == [
+    trace.insert(kv([1000, 1001, 1002, 1003, 1004], -1), 3, [])  # 3 <= 10: carries into run 1 (8 rows)
+    assert trace.files[0] == BucketEntry((run(0, 0), run(3, 1)), (160, 8))
+    assert garbage(old, trace.files) == [run(1, 1), run(2, 2)]
+    for step in range(4, 40):  # the carries reach the oldest run once the newer ones add up to 1/2 of it
+        trace.insert(kv(range(2000 + 10 * step, 2010 + 10 * step)), step, [])
+        e = trace.files[0]
+        assert all(a > layout.growth * b for a, b in zip(e.rows, e.rows[1:])), e.rows
+        assert e.rows[0] >= 160
+    assert len(trace.files[0].runs()) < 6
+    want = pl.concat(
+        [
+            kv(range(160)),
+            kv(range(1005, 1013)),
+            *(kv(range(2000 + 10 * s, 2010 + 10 * s)) for s in range(4, 40)),
+        ]
+    )
+    assert trace.snapshot().scan().sort("k").equals(want.sort("k"))
+    assert trace.snapshot().seek(pl.DataFrame({"k": [1000, 3, 1006, 2391, 5000]}))["k"].sort().to_list() == [
         3,
-        1004,
-        2001,
+        1006,
+        2391,
     ]
+
+
+def test_old_checkpoint_entries_read_as_runs() -> None:
+    """A checkpoint written before geometric levels stored [base, mid, base_rows, mid_rows]."""
+    assert BucketEntry.from_json(["b/base.arrow", "b/mid.arrow", 10, 2]) == BucketEntry(
+        ("b/base.arrow", "b/mid.arrow"), (10, 2)
+    )
+    assert BucketEntry.from_json(["b/base.arrow", None, 10, 0]) == BucketEntry(("b/base.arrow",), (10,))
+    e = BucketEntry(("x", "y"), (5, 1))
+    assert BucketEntry.from_json(json.loads(json.dumps(e.to_json()))) == e
 
 
 def test_multi_column_sums(tmp_path: Any) -> None:
@@ -265,8 +286,8 @@ def test_multi_column_sums(tmp_path: Any) -> None:
 
 def test_partitions_as_worker_tasks(tmp_path: Any) -> None:
     """Workers each apply their buckets' part of a change and return entries; the driver adopts them."""
-    layout = int_layout(str(tmp_path / "w"), n_buckets=8, mid_ratio=2)
-    whole = int_layout(str(tmp_path / "d"), n_buckets=8, mid_ratio=2)
+    layout = int_layout(str(tmp_path / "w"), n_buckets=8, growth=2)
+    whole = int_layout(str(tmp_path / "d"), n_buckets=8, growth=2)
     files: dict[int, BucketEntry] = {}
     wfiles: dict[int, BucketEntry] = {}
     for step, change in enumerate([kv(range(40)), kv(range(30, 45)), kv(range(0, 40, 3), -1)]):

@@ -2,18 +2,21 @@
 
 A stateful operator's state (a join side's integral by its key, an aggregate's accumulators by group)
 is split into `n_buckets` buckets by a stable hash of its key columns (`algebra/keyhash.py`), so the
-same bucket holds the same keys in every process. A bucket at a version is at most two immutable
-runs (`bucket_files.py`): a *base* (everything up to some step, consolidated) and a *mid* (the later
-changes, consolidated), both sorted by the key hash. The version itself is a small picklable map
-`BucketFiles` (bucket → `BucketEntry`); the files are named by (operator, bucket, step, kind).
+same bucket holds the same keys in every process. A bucket at a version is a list of immutable runs
+(`bucket_files.py`), oldest and largest first, each consolidated and sorted by the key hash. The
+version itself is a small JSON-able map `BucketFiles` (bucket → `BucketEntry`); the files are named by
+(operator, bucket, step, level).
 
 - `seek` reads only the buckets of the probe's keys, and in them only the pages of the matching rows
-  (binary search on the memory-mapped hash column): O(|probe| log n + matches).
-- `apply` rewrites, for each bucket the change touches, its mid (copy-on-write: the old mid plus the
-  change); once the mid has more than 1/`mid_ratio` of the base's rows the two merge into a new base.
-  A step therefore writes O(|change| + mid) rows, and each row is merged into a base O(log n) times
-  amortized; no step rewrites the state.
-- Names are a function of (operator, bucket, step, kind) and contents a function of the inputs, so a
+  (binary search on the memory-mapped hash column of each run): O(runs · |probe| log n + matches).
+- `apply` adds, for each bucket the change touches, the change's part as a new run, first merged with
+  the bucket's newest runs while they are at most `growth` times its size (a log-structured merge with
+  geometric levels, as a binary counter carries): the runs' sizes grow geometrically from newest to
+  oldest, so a bucket has O(log_growth(n / |change|)) runs, a step writes O(|change|) rows amortized,
+  and each row is rewritten O(log n) times over its life. No step rewrites the state, but the step
+  whose carry reaches a bucket's oldest run merges into it (rare: after as many changed rows as it
+  holds).
+- Names are a function of (operator, bucket, step, level) and contents a function of the inputs, so a
   retried or speculative task writes the same files; nothing is modified or deleted in place. The
   caller (the driver) commits a step by recording the new `BucketFiles` (one manifest), and deletes
   afterwards what no committed version refers to (`garbage`, `sweep`).
@@ -24,8 +27,9 @@ buckets: `split`, `apply_partition`) or in the driver (`BucketedTrace`), over th
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,31 +51,38 @@ from dbspark.trace.bucket_files import (
 )
 from dbspark.trace.spine import consolidate_frame, sorted_unique
 
-MID_RATIO = 16
+GROWTH = 4
 SUFFIX = ".arrow"
 
 
 @dataclass(frozen=True)
 class BucketEntry:
-    """One bucket at one version: its base and mid runs (paths relative to the layout's directory)."""
+    """One bucket at one version: its runs (paths relative to the layout's directory), oldest first,
+    and their row counts."""
 
-    base: str | None = None
-    mid: str | None = None
-    base_rows: int = 0
-    mid_rows: int = 0
+    paths: tuple[str, ...] = ()
+    rows: tuple[int, ...] = ()
 
     def runs(self) -> tuple[str, ...]:
-        return tuple(f for f in (self.base, self.mid) if f is not None)
+        return self.paths
 
     def is_empty(self) -> bool:
-        return self.base is None and self.mid is None
+        return not self.paths
 
-    def to_json(self) -> list[Any]:
-        return [self.base, self.mid, self.base_rows, self.mid_rows]
+    @property
+    def n_rows(self) -> int:
+        return sum(self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": list(self.paths), "rows": list(self.rows)}
 
     @classmethod
-    def from_json(cls, v: Sequence[Any]) -> BucketEntry:
-        return cls(v[0], v[1], int(v[2]), int(v[3]))
+    def from_json(cls, v: Any) -> BucketEntry:
+        if isinstance(v, dict):
+            return cls(tuple(v["runs"]), tuple(int(n) for n in v["rows"]))
+        # a checkpoint written before geometric levels: [base, mid, base_rows, mid_rows]
+        pairs = [(v[0], int(v[2])), (v[1], int(v[3]))]
+        return cls(tuple(p for p, _ in pairs if p is not None), tuple(n for p, n in pairs if p is not None))
 
 
 BucketFiles = Mapping[int, BucketEntry]
@@ -109,7 +120,7 @@ class BucketLayout:
     n_buckets: int
     sums: tuple[str, ...] = (WEIGHT,)
     sum_types: tuple[pl.DataType, ...] = field(default=())
-    mid_ratio: int = MID_RATIO
+    growth: int = GROWTH
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keys", tuple(self.keys))
@@ -135,6 +146,8 @@ class BucketLayout:
                     f"state {self.name!r}: column {c!r} is Categorical, whose files would depend "
                     "on the process's categories; store it as String"
                 )
+        if self.growth < 1:
+            raise ValueError(f"state {self.name!r}: growth {self.growth} is not positive")
         if not 0 < self.n_buckets < (1 << 31):
             raise ValueError(f"state {self.name!r}: bucket count {self.n_buckets} out of range")
 
@@ -152,9 +165,10 @@ class BucketLayout:
         """The columns of a change and of results: data columns, then the sums."""
         return pl.Schema([*self.schema.items(), *zip(self.sums, self.sum_types, strict=True)])
 
-    def run_name(self, bucket: int, step: int, kind: str) -> str:
-        """The deterministic name of the `kind` ("base" or "mid") run a step writes for a bucket."""
-        return f"b{bucket:05d}/{kind}-{step:012d}{SUFFIX}"
+    def run_name(self, bucket: int, step: int, level: int) -> str:
+        """The deterministic name of the run a step writes for a bucket at `level` (its index in the
+        bucket's runs)."""
+        return f"b{bucket:05d}/run-{step:012d}-{level:03d}{SUFFIX}"
 
     def path(self, rel: str) -> str:
         return os.path.join(self.directory, rel)
@@ -208,22 +222,21 @@ class BucketLayout:
             return with_hash(self.empty(), np.zeros(0, dtype=np.uint64))
         return read_run(self.path(rel))
 
-    def _write(self, df: pl.DataFrame, bucket: int, step: int, kind: str) -> str | None:
-        if df.height == 0:
-            return None
-        rel = self.run_name(bucket, step, kind)
-        write_run(df, self.path(rel))
-        return rel
-
     def apply_bucket(self, entry: BucketEntry, part: pl.DataFrame, bucket: int, step: int) -> BucketEntry:
-        """A bucket's entry after adding `part` (a sorted consolidated run with `__h`): a new mid, or,
-        once the mid passes 1/`mid_ratio` of the base, a new base merged from base and mid."""
-        cols, sums = self.data_cols, self.sums
-        mid = merge_runs(self._read(entry.mid), part, cols, sums)
-        if mid.height * self.mid_ratio <= entry.base_rows:
-            return BucketEntry(entry.base, self._write(mid, bucket, step, "mid"), entry.base_rows, mid.height)
-        base = merge_runs(self._read(entry.base), mid, cols, sums)
-        return BucketEntry(self._write(base, bucket, step, "base"), None, base.height, 0)
+        """A bucket's entry after adding `part` (a sorted consolidated run with `__h`): the part as a new
+        run, merged first with the newest runs while each is at most `growth` times the run so far (a
+        carry). A run that consolidates to nothing is dropped."""
+        paths, rows = list(entry.paths), list(entry.rows)
+        run = part
+        while paths and rows[-1] <= self.growth * max(run.height, 1):
+            run = merge_runs(self._read(paths.pop()), run, self.data_cols, self.sums)
+            rows.pop()
+        if run.height:
+            rel = self.run_name(bucket, step, len(paths))
+            write_run(run, self.path(rel))
+            paths.append(rel)
+            rows.append(run.height)
+        return BucketEntry(tuple(paths), tuple(rows))
 
     def apply(self, files: BucketFiles, change: pl.DataFrame, step: int) -> dict[int, BucketEntry]:
         """Write the new runs of every bucket the change touches; returns their new entries only.
@@ -289,11 +302,14 @@ class BucketLayout:
         """The whole state, consolidated (O(size): a view's contents, checks)."""
         frames: list[pl.DataFrame] = []
         for b in sorted(files):
-            e = files[b]
-            if e.mid is None:
-                frames.extend(self._read(r) for r in e.runs())
-            else:
-                frames.append(merge_runs(self._read(e.base), self._read(e.mid), self.data_cols, self.sums))
+            runs = [self._read(r) for r in files[b].runs()]
+            if len(runs) == 1:
+                frames.append(runs[0])
+            elif runs:
+                merged = runs[0]
+                for r in runs[1:]:
+                    merged = merge_runs(merged, r, self.data_cols, self.sums)
+                frames.append(merged)
         frames = [f for f in frames if f.height]
         if not frames:
             return self.empty()
@@ -324,32 +340,22 @@ class BucketLayout:
                 pass
 
 
+ENTRIES_SCHEMA = pl.Schema({"bucket": pl.Int32(), "entry": pl.String()})
+
+
 def entries_frame(entries: Mapping[int, BucketEntry]) -> pl.DataFrame:
-    """Entries as a frame (bucket, base, mid, base_rows, mid_rows): what a worker task emits."""
+    """Entries as a frame (bucket, entry as JSON): what a worker task emits."""
     items = sorted(entries.items())
     return pl.DataFrame(
-        {
-            "bucket": [b for b, _ in items],
-            "base": [e.base for _, e in items],
-            "mid": [e.mid for _, e in items],
-            "base_rows": [e.base_rows for _, e in items],
-            "mid_rows": [e.mid_rows for _, e in items],
-        },
-        schema={
-            "bucket": pl.Int32,
-            "base": pl.String,
-            "mid": pl.String,
-            "base_rows": pl.Int64,
-            "mid_rows": pl.Int64,
-        },
+        {"bucket": [b for b, _ in items], "entry": [json.dumps(e.to_json()) for _, e in items]},
+        schema=ENTRIES_SCHEMA,
     )
 
 
 def entries_from_frame(df: pl.DataFrame) -> dict[int, BucketEntry]:
     """The inverse of `entries_frame` (the driver collecting its tasks' results)."""
     return {
-        int(r[0]): BucketEntry(r[1], r[2], int(r[3]), int(r[4]))
-        for r in df.select(["bucket", "base", "mid", "base_rows", "mid_rows"]).iter_rows()
+        int(b): BucketEntry.from_json(json.loads(e)) for b, e in df.select(["bucket", "entry"]).iter_rows()
     }
 
 
@@ -367,8 +373,8 @@ class BucketSnapshot:
         return self.layout.scan(self.files)
 
     def __len__(self) -> int:
-        """Stored entries (an upper bound on distinct rows until mids merge into their bases)."""
-        return sum(e.base_rows + e.mid_rows for e in self.files.values())
+        """Stored entries (an upper bound on distinct rows until a bucket's runs merge into one)."""
+        return sum(e.n_rows for e in self.files.values())
 
 
 class BucketedTrace:

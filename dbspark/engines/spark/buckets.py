@@ -45,10 +45,7 @@ def _entries_schema() -> Any:
     return T.StructType(
         [
             T.StructField("bucket", T.IntegerType()),
-            T.StructField("base", T.StringType()),
-            T.StructField("mid", T.StringType()),
-            T.StructField("base_rows", T.LongType()),
-            T.StructField("mid_rows", T.LongType()),
+            T.StructField("entry", T.StringType()),
         ]
     )
 
@@ -320,11 +317,7 @@ def _apply(
 
         pq.write_table(to_arrow(change), tmp)
         os.replace(tmp, path)
-        row = pl.DataFrame(
-            {"bucket": [-1], "base": [path], "mid": [None], "base_rows": [change.height], "mid_rows": [0]},
-            schema=out.schema,
-        )
-        out = pl.concat([out, row], how="vertical")
+        out = pl.concat([out, entries_frame({-1: BucketEntry((path,), (change.height,))})], how="vertical")
     yield from out.to_arrow().to_batches()
 
 

@@ -37,11 +37,11 @@ def _ops(spark: Any, batches: Sequence[SparkZSet], schema: pl.Schema) -> Any:
     """The step's operations: data columns, the weight, and their order (PUSH, POS)."""
     F = _F()
     cols = [*schema, WEIGHT]
-    local = [(i, b) for i, b in enumerate(batches) if b._df is None and b.local is not None]
+    local = [(i, b, b.local) for i, b in enumerate(batches) if b._df is None and b.local is not None]
     parts = []
     if local:
         frames = [
-            b.local.df.select(
+            z.df.select(
                 *schema,
                 pl.lit(i, pl.Int64).alias(PUSH),
                 # rows of a DataFrame read into the driver keep the frame's order: deletes, then inserts
@@ -50,8 +50,8 @@ def _ops(spark: Any, batches: Sequence[SparkZSet], schema: pl.Schema) -> Any:
                 .alias(POS),
                 WEIGHT,
             )
-            for i, b in local
-            if b.local.df.height
+            for i, b, z in local
+            if z.df.height
         ]
         if frames:
             parts.append(to_spark(spark, pl.concat(frames, how="vertical")).select(*cols, PUSH, POS))
