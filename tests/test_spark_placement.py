@@ -5,6 +5,8 @@ the same changes (itself checked against DuckDB by the shared suite)."""
 
 from __future__ import annotations
 
+import datetime
+import decimal
 from collections.abc import Iterator
 from typing import Any
 
@@ -142,3 +144,38 @@ def test_an_unknown_placement_is_refused_by_name_and_the_changes_stay_queued(
         placement_conf.set("spark.dbspark.placement", "auto")  # fixed: the queued change is applied
         p.step()
         assert p.view("n").to_rows() == [((1,), 1)]
+
+
+@pytest.mark.parametrize("mode", ["driver", "cluster"])
+def test_odd_names_and_types_read_into_the_driver_equal_the_cluster(
+    spark_session: Any, placement_conf: Any, tmp_path, mode: str
+):
+    """The placement read is SQL text over the frames' columns: a quoted name (a space),
+    DECIMAL, DATE, TIMESTAMP, strings and NULLs come through as the cluster path reads them."""
+    placement_conf.set("spark.dbspark.placement", mode)
+    rows = pd.DataFrame(
+        {
+            "k_1": [1, 2, 2, None],
+            "a b": ["x", None, "ü", "y"],
+            "d": [decimal.Decimal("1.25"), None, decimal.Decimal("-7.50"), decimal.Decimal("0.01")],
+            "day": [datetime.date(2020, 1, 1), datetime.date(1969, 12, 31), None, datetime.date(2000, 2, 29)],
+            "ts": [datetime.datetime(2020, 1, 1, 12, 30), None, datetime.datetime(1999, 1, 1), None],
+        }
+    )
+    with dbspark.Pipeline(tmp_path / "p", engine="spark", spark=spark_session) as p:
+        p.sql(
+            'CREATE TABLE t("k_1" INT, "a b" VARCHAR, d DECIMAL(10, 2), day DATE, ts TIMESTAMP);'
+            'CREATE VIEW v AS SELECT "k_1" AS k, "a b" AS s, SUM(d) AS d, MIN(day) AS day, MAX(ts) AS ts '
+            'FROM t GROUP BY "k_1", "a b"'
+        )
+        p.insert("t", spark_session.createDataFrame(rows))
+        p.step()
+        p.delete("t", spark_session.createDataFrame(rows.iloc[[1]]))
+        p.step()
+        got = p.view("v").to_dict()
+    D, dt = decimal.Decimal, datetime
+    assert got == {
+        (1, "x", D("1.25"), dt.date(2020, 1, 1), dt.datetime(2020, 1, 1, 12, 30)): 1,
+        (2, "ü", D("-7.50"), None, dt.datetime(1999, 1, 1)): 1,
+        (None, "y", D("0.01"), dt.date(2000, 2, 29), None): 1,
+    }

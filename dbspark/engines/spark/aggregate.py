@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT
-from dbspark.engines.spark.convert import spark_type
+from dbspark.engines.spark.convert import spark_type, sql_name
 from dbspark.engines.spark.median import median_sql
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
@@ -97,7 +97,7 @@ def _fields(spec: AggSpec, arg: str) -> tuple[str, ...]:
 # ---- SQL text: each column is one expression for Spark to parse, not dozens of Column calls ------------
 def _q(name: str) -> str:
     """A quoted column name."""
-    return "`" + name.replace("`", "``") + "`"
+    return sql_name(name)
 
 
 def _lit(text: str) -> str:

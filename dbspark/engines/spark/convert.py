@@ -11,6 +11,11 @@ from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.errors import UnsupportedError
 
 
+def sql_name(name: str) -> str:
+    """A column name quoted for Spark SQL text."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def spark_type(t: pl.DataType) -> Any:
     """The Spark SQL type of a Polars data type (the ones a schema can declare, `ir.schema`)."""
     from pyspark.sql import types as T

@@ -18,7 +18,7 @@ table (`engines.spark.coerce`): a bad value rejects the step in this job, as it 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -34,46 +34,48 @@ MODES = ("auto", "driver", "cluster")
 DRIVER_ROWS = 100_000
 
 
-def _ipc(it: Iterator[pa.RecordBatch], tag: int) -> Iterator[pa.RecordBatch]:
-    """A task's rows as one Arrow IPC stream in one row (tag, rows, bytes): frames of different
-    schemas then travel in one union, collected by one job."""
-    batches = [b for b in it if b.num_rows]
-    if not batches:
-        return
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batches[0].schema) as w:
-        for b in batches:
-            w.write_batch(b)
-    yield pa.RecordBatch.from_pydict(
-        {
-            "tag": pa.array([tag], pa.int32()),
-            "n": pa.array([sum(b.num_rows for b in batches)], pa.int64()),
-            "ipc": pa.array([sink.getvalue().to_pybytes()], pa.binary()),
-        }
-    )
+TAG = "__ptag"
 
 
-def _blob_schema() -> Any:
-    from pyspark.sql import types as T
+def _wide(frames: Sequence[Any], schemas: Sequence[pl.Schema], limit: int | None) -> Any:
+    """The frames as one union of the same columns: a tag, then every frame's columns side by side
+    (`__p<tag>_<i>`), NULL in the other frames' rows. Plain Spark SQL (no Python worker): over frames
+    built from local data (`createDataFrame`) Spark folds the projections and limits into the local
+    relations, and the read is one short job of a few tasks. Built from SQL text, a few py4j calls per
+    frame (each Column call would be one)."""
+    from dbspark.engines.spark.convert import spark_type, sql_name
 
-    return T.StructType(
-        [
-            T.StructField("tag", T.IntegerType(), False),
-            T.StructField("n", T.LongType(), False),
-            T.StructField("ipc", T.BinaryType(), False),
-        ]
-    )
+    typed = [
+        [(f"__p{t}_{i}", spark_type(dt).simpleString()) for i, dt in enumerate([*sch.values(), pl.Int64()])]
+        for t, sch in enumerate(schemas)
+    ]
+    out = None
+    for t, (f, sch) in enumerate(zip(frames, schemas, strict=True)):
+        if limit is not None:
+            f = f.limit(limit + 1)
+        cols = [f"{t} AS {TAG}"]
+        for u, names in enumerate(typed):
+            if u == t:
+                given = [*sch, WEIGHT]
+                cols += [
+                    f"CAST({sql_name(c)} AS {dt}) AS {n}" for c, (n, dt) in zip(given, names, strict=True)
+                ]
+            else:
+                cols += [f"CAST(NULL AS {dt}) AS {n}" for n, dt in names]
+        branch = f.selectExpr(*cols)
+        out = branch if out is None else out.union(branch)
+    return out
 
 
-def _frame(blobs: list[bytes], schema: pl.Schema) -> pl.DataFrame:
-    """The rows of the IPC streams, in the value's Polars types."""
-    tables = [pa.ipc.open_stream(b).read_all() for b in blobs]
+def _frame(table: pa.Table, tag: int, schema: pl.Schema) -> pl.DataFrame:
+    """Frame `tag`'s rows of the wide table, in the value's Polars types."""
+    import pyarrow.compute as pc
+
     cols = [*schema, WEIGHT]
-    if not tables:
-        return pl.DataFrame(schema=pl.Schema([*schema.items(), (WEIGHT, pl.Int64())]))
-    df = pl.from_arrow(pa.concat_tables(tables))
+    mine = table.filter(pc.equal(table.column(TAG), tag)).select([f"__p{tag}_{i}" for i in range(len(cols))])
+    df = pl.from_arrow(mine.rename_columns(cols))
     assert isinstance(df, pl.DataFrame)
-    return df.select(cols).cast({**dict(schema.items()), WEIGHT: pl.Int64()})
+    return df.cast({**dict(schema.items()), WEIGHT: pl.Int64()})
 
 
 def mode(kernel: SparkKernel) -> str:
@@ -102,26 +104,16 @@ def place(kernel: SparkKernel, batches: Sequence[SparkZSet]) -> list[SparkZSet]:
     if not on_spark:
         return out
     limit = None if m == "driver" else int(kernel.handle.setting("driver_rows", str(DRIVER_ROWS)))
-    df = None
-    for tag, i in enumerate(on_spark):
-        b = out[i]
-        f = b.frame.select(*b.schema, WEIGHT)
-        if limit is not None:
-            f = f.limit(limit + 1)
-        f = f.mapInArrow(lambda it, tag=tag: _ipc(it, tag), _blob_schema())
-        df = f if df is None else df.unionByName(f)
-    assert df is not None
-    frame = df
+    wide = _wide([out[i].frame for i in on_spark], [out[i].schema for i in on_spark], limit)
     with kernel.step_settings():
-        got = kernel.act(lambda: frame.toArrow())
-    tags, rows, blobs = (got.column(c).to_pylist() for c in ("tag", "n", "ipc"))
+        got = kernel.act(lambda: wide.toArrow())
+    counts = pl.from_arrow(got.select([TAG]))[TAG].value_counts()  # type: ignore[index]
+    n_of = dict(zip(counts[TAG].to_list(), counts["count"].to_list(), strict=True))
     for tag, i in enumerate(on_spark):
-        mine = [k for k, t in enumerate(tags) if t == tag]
-        if limit is not None and sum(rows[k] for k in mine) > limit:
+        if limit is not None and n_of.get(tag, 0) > limit:
             continue  # too large for the driver: the step's work on it runs on the cluster
         b = out[i]
-        local = _frame([blobs[k] for k in mine], b.schema)
-        placed = SparkZSet(kernel.spark, b.schema, local=ZSet(local), keys=b.keys)
+        placed = SparkZSet(kernel.spark, b.schema, local=ZSet(_frame(got, tag, b.schema)), keys=b.keys)
         placed.unordered = True
         out[i] = placed
         kernel.placed_to_driver += 1
