@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from dbspark.algebra.zset import WEIGHT
 from dbspark.trace.bucketed import (
+    SHARED,
     BucketedTrace,
     BucketEntry,
     BucketLayout,
@@ -66,6 +67,7 @@ def scenario(draw: st.DrawFn) -> dict[str, Any]:
         "probes": probes,
         "n_buckets": draw(st.integers(1, 16)),
         "growth": draw(st.sampled_from([1, 2, 4])),
+        "shared_rows": draw(st.sampled_from([0, 6, 30, 1000])),
     }
 
 
@@ -73,7 +75,14 @@ def make_layout(root: str, sc: dict[str, Any], name: str = "op") -> BucketLayout
     schema = pl.Schema({c: TYPES[k][0] for c, k in zip(sc["cols"], sc["kinds"], strict=True)})
     sums = (WEIGHT,) if sc["n_sums"] == 1 else ("__cnt", "__sum")
     return BucketLayout(
-        root, name, schema, tuple(sc["keys"]), sc["n_buckets"], sums=sums, growth=sc["growth"]
+        root,
+        name,
+        schema,
+        tuple(sc["keys"]),
+        sc["n_buckets"],
+        sums=sums,
+        growth=sc["growth"],
+        shared_rows=sc["shared_rows"],
     )
 
 
@@ -139,9 +148,17 @@ def test_model(sc: dict[str, Any]) -> None:
         assert layout.sweep([trace.files]) == []
 
 
-def int_layout(root: str, n_buckets: int = 4, growth: int = 4, name: str = "op") -> BucketLayout:
+def int_layout(
+    root: str, n_buckets: int = 4, growth: int = 4, name: str = "op", shared_rows: int = 65_536
+) -> BucketLayout:
     return BucketLayout(
-        root, name, pl.Schema({"k": pl.Int64, "v": pl.String}), ("k",), n_buckets, growth=growth
+        root,
+        name,
+        pl.Schema({"k": pl.Int64, "v": pl.String}),
+        ("k",),
+        n_buckets,
+        growth=growth,
+        shared_rows=shared_rows,
     )
 
 
@@ -219,7 +236,7 @@ def test_state_round_trip(tmp_path: Any) -> None:
 def test_merge_policy(tmp_path: Any) -> None:
     """A step's part is a new run, merged first with the newest runs of at most `growth` times its size:
     run sizes fall geometrically from oldest to newest, and a carry merges several runs at once."""
-    layout = int_layout(str(tmp_path), n_buckets=1, growth=2)
+    layout = int_layout(str(tmp_path), n_buckets=1, growth=2, shared_rows=0)
     trace = BucketedTrace(layout)
 
     def run(step: int, level: int) -> str:
@@ -254,6 +271,30 @@ def test_merge_policy(tmp_path: Any) -> None:
         1006,
         2391,
     ]
+
+
+def test_shared_runs_spill_into_the_buckets(tmp_path: Any) -> None:
+    """The driver writes a step's change as one run shared by all buckets; once the shared runs would
+    pass `shared_rows`, they and the change go to their buckets and the shared entry empties."""
+    layout = int_layout(str(tmp_path), n_buckets=4, growth=4, shared_rows=20)
+    trace = BucketedTrace(layout)
+    trace.insert(kv(range(10)), 0, [])
+    assert list(trace.files) == [SHARED]
+    assert trace.files[SHARED] == BucketEntry(("shared/run-000000000000-000.arrow",), (10,))
+    trace.insert(kv(range(10, 18)), 1, [])  # 10 <= 4 * 8: carried into one run
+    assert trace.files == {SHARED: BucketEntry(("shared/run-000000000001-000.arrow",), (18,))}
+    probe = pl.DataFrame({"k": [3, 12, 99]})
+    assert trace.snapshot().seek(probe)["k"].sort().to_list() == [3, 12]
+    old = dict(trace.files)
+    trace.insert(kv([3], -1).vstack(kv(range(18, 22))), 2, [])  # 18 + 5 > 20: spilled
+    assert SHARED not in trace.files and len(trace.files) == 4
+    assert "shared/run-000000000001-000.arrow" in garbage(old, trace.files)
+    want = pl.concat([kv([0, 1, 2]), kv(range(4, 22))])
+    assert trace.snapshot().scan().sort("k").equals(want)
+    trace.insert(kv([0], -1), 3, [])  # shared again, cancelling a row of a bucket: seek and scan consolidate
+    assert SHARED in trace.files
+    assert trace.snapshot().seek(pl.DataFrame({"k": [0, 1]}))["k"].to_list() == [1]
+    assert trace.snapshot().scan().sort("k").equals(want.filter(pl.col("k") != 0))
 
 
 def test_old_checkpoint_entries_read_as_runs() -> None:

@@ -52,6 +52,8 @@ from dbspark.trace.bucket_files import (
 from dbspark.trace.spine import consolidate_frame, sorted_unique
 
 GROWTH = 4
+SHARED_ROWS = 65_536
+SHARED = -2  # the entry of the runs shared by every bucket (a step's change written by the driver)
 SUFFIX = ".arrow"
 
 
@@ -121,6 +123,7 @@ class BucketLayout:
     sums: tuple[str, ...] = (WEIGHT,)
     sum_types: tuple[pl.DataType, ...] = field(default=())
     growth: int = GROWTH
+    shared_rows: int = SHARED_ROWS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keys", tuple(self.keys))
@@ -146,6 +149,8 @@ class BucketLayout:
                     f"state {self.name!r}: column {c!r} is Categorical, whose files would depend "
                     "on the process's categories; store it as String"
                 )
+        if self.shared_rows < 0:
+            raise ValueError(f"state {self.name!r}: shared_rows {self.shared_rows} is negative")
         if self.growth < 1:
             raise ValueError(f"state {self.name!r}: growth {self.growth} is not positive")
         if not 0 < self.n_buckets < (1 << 31):
@@ -168,7 +173,8 @@ class BucketLayout:
     def run_name(self, bucket: int, step: int, level: int) -> str:
         """The deterministic name of the run a step writes for a bucket at `level` (its index in the
         bucket's runs)."""
-        return f"b{bucket:05d}/run-{step:012d}-{level:03d}{SUFFIX}"
+        where = "shared" if bucket == SHARED else f"b{bucket:05d}"
+        return f"{where}/run-{step:012d}-{level:03d}{SUFFIX}"
 
     def path(self, rel: str) -> str:
         return os.path.join(self.directory, rel)
@@ -197,6 +203,11 @@ class BucketLayout:
         if missing:
             raise ValueError(f"state {self.name!r}: change lacks columns {missing}")
         return df.select([pl.col(c) if df.schema[c] == t else pl.col(c).cast(t) for c, t in fs.items()])
+
+    def _hashed_whole(self, change: pl.DataFrame) -> pl.DataFrame:
+        """A change consolidated, with `__h`, sorted as a run (every bucket's rows in one)."""
+        df = consolidate_frame(self._conform(change), self.sums)
+        return sort_run(with_hash(df, stable_hash(df, self.keys)), self.data_cols)
 
     def _hashed_parts(self, change: pl.DataFrame) -> dict[int, pl.DataFrame]:
         """A change consolidated, with `__h`, split by bucket, each part sorted as a run."""
@@ -239,7 +250,8 @@ class BucketLayout:
         return BucketEntry(tuple(paths), tuple(rows))
 
     def apply(self, files: BucketFiles, change: pl.DataFrame, step: int) -> dict[int, BucketEntry]:
-        """Write the new runs of every bucket the change touches; returns their new entries only.
+        """Write the new runs of every bucket the change touches; returns their new entries only (the
+        shared runs are left as they are).
 
         A bucket whose part of the change consolidates to nothing is not touched. An entry may come
         back empty (the bucket's rows all cancelled): `updated` drops it from the version."""
@@ -247,6 +259,25 @@ class BucketLayout:
             b: self.apply_bucket(files.get(b, EMPTY), part, b, step)
             for b, part in self._hashed_parts(change).items()
         }
+
+    def apply_shared(self, files: BucketFiles, change: pl.DataFrame, step: int) -> dict[int, BucketEntry]:
+        """`apply` for the driver: the change becomes a run shared by every bucket (one file, not one
+        per bucket: a small step's cost is a few files whatever the bucket count), carried into the
+        shared runs as a bucket's are; once the shared runs would pass `shared_rows`, they and the
+        change are spilled into their buckets (`apply`) and the shared entry empties. Returns the new
+        entries only, as `apply`."""
+        shared = files.get(SHARED, EMPTY)
+        if shared.n_rows + change.height > self.shared_rows and not shared.paths:
+            return self.apply(files, change, step)  # large: straight into the buckets
+        part = self._hashed_whole(change)
+        if shared.n_rows + part.height <= self.shared_rows:
+            if part.height == 0:
+                return {}
+            return {SHARED: self.apply_bucket(shared, part, SHARED, step)}
+        for r in reversed(shared.paths):
+            part = merge_runs(self._read(r), part, self.data_cols, self.sums)
+        new = self.apply(files, part.drop(HASH), step)
+        return {**new, SHARED: EMPTY} if shared.paths else new
 
     def apply_partition(self, files: BucketFiles, change: pl.DataFrame, step: int) -> pl.DataFrame:
         """`apply` for a worker holding several buckets' change, with the new entries as a frame (what a
@@ -284,7 +315,10 @@ class BucketLayout:
         starts = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
         ends = np.append(starts[1:], len(bs))
         parts: list[pa.Table] = []
-        several = False
+        shared = files.get(SHARED)
+        if shared is not None:
+            parts.extend(t for t in (seek_run(self.path(r), hs) for r in shared.paths) if t is not None)
+        several = bool(parts)
         for s, e in zip(starts, ends, strict=True):
             entry = files.get(int(bs[s]))
             if entry is None:
@@ -301,7 +335,10 @@ class BucketLayout:
     def scan(self, files: BucketFiles) -> pl.DataFrame:
         """The whole state, consolidated (O(size): a view's contents, checks)."""
         frames: list[pl.DataFrame] = []
+        shared = [self._read(r) for r in files[SHARED].paths] if SHARED in files else []
         for b in sorted(files):
+            if b == SHARED:
+                continue
             runs = [self._read(r) for r in files[b].runs()]
             if len(runs) == 1:
                 frames.append(runs[0])
@@ -310,10 +347,11 @@ class BucketLayout:
                 for r in runs[1:]:
                     merged = merge_runs(merged, r, self.data_cols, self.sums)
                 frames.append(merged)
-        frames = [f for f in frames if f.height]
+        frames = [f for f in [*frames, *shared] if f.height]
         if not frames:
             return self.empty()
-        return pl.concat(frames, how="vertical").drop(HASH)
+        out = pl.concat(frames, how="vertical").drop(HASH)
+        return consolidate_frame(out, self.sums) if shared else out
 
     def sweep(self, keep: Iterable[BucketFiles]) -> list[str]:
         """Files under the layout's directory that none of the versions `keep` refers to (runs of
@@ -388,7 +426,7 @@ class BucketedTrace:
         """Add a change at `step` and return the new snapshot; `undo` gets the rollback (the runs the
         step wrote stay on disk until a sweep: they are the same files a rerun of the step writes)."""
         saved = self.files
-        self.files = updated(saved, self.layout.apply(saved, change, step))
+        self.files = updated(saved, self.layout.apply_shared(saved, change, step))
         undo.append(lambda: setattr(self, "files", saved))
         return self.snapshot()
 

@@ -186,7 +186,7 @@ class SparkBucketTrace:
         ).pending_local()
         if local is None:
             return False
-        self.adopt(self.layout.apply(self.files, local, step), undo)
+        self.adopt(self.layout.apply_shared(self.files, local, step), undo)
         return True
 
     def write_plan(self, step: int, tag: int, output: str | None) -> Any:
