@@ -86,6 +86,8 @@ RECOMPUTE_REPEATS = 3
 # 8 steps include a trace merge, so that code is warm too.
 JVM_WARMUP = (100_000, 8)
 SIZES_FULL, SIZES_QUICK = (1_000_000, 5_000_000), (100_000, 300_000)
+# `SPARK_SCALE_SIZES=1000000,5000000,20000000` measures other sizes (growth: the last over the first)
+SIZES_ENV = "SPARK_SCALE_SIZES"
 GOAL_GROWTH, GOAL_RECOMPUTE, GOAL_ACTIONS = 2.0, 20.0, 4
 SPARK_CONF = {
     "spark.sql.shuffle.partitions": "4",
@@ -582,6 +584,8 @@ def run(quick: bool) -> dict:
     import pyspark
 
     sizes = SIZES_QUICK if quick else SIZES_FULL
+    if os.environ.get(SIZES_ENV):
+        sizes = tuple(int(x) for x in os.environ[SIZES_ENV].split(","))
     steps = STEPS_QUICK if quick else STEPS_FULL
     src_start = dbspark_src_hash()
     tmp = Path(tempfile.mkdtemp(prefix="dbspark-bench-spark_scale-"))
@@ -598,7 +602,7 @@ def run(quick: bool) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
     src_end = dbspark_src_hash()
-    small, large = per[str(sizes[0])], per[str(sizes[1])]
+    small, large = per[str(sizes[0])], per[str(sizes[-1])]
     growth = h.ratio(large["stats"]["median"], small["stats"]["median"])
     speedup = h.ratio(large["recompute"]["median"], large["stats"]["median"])
     growth_cpu = h.ratio(large["cpu_stats"]["median"], small["cpu_stats"]["median"])
@@ -644,7 +648,7 @@ def run(quick: bool) -> dict:
     )
     bd = breakdown(large["profile"])
     text += h.table(
-        f"where a step's time goes @{lbl[sizes[1]]} (per action, labelled by its dbspark callers)",
+        f"where a step's time goes @{lbl[sizes[-1]]} (per action, labelled by its dbspark callers)",
         ["action", "median s/step", "share of median step", "mean s/step"],
         [[k, h.fmt_s(m), f"{100 * sh:.0f}%", h.fmt_s(mean)] for k, m, sh, mean in bd],
     )
@@ -677,7 +681,7 @@ def run(quick: bool) -> dict:
     )
     p_bd = breakdown(plarge["profile"])
     text += h.table(
-        f"where a pipeline step's time goes @{lbl[sizes[1]]} (per action, labelled by its dbspark callers)",
+        f"where a pipeline step's time goes @{lbl[sizes[-1]]} (per action, labelled by its dbspark callers)",
         ["action", "median s/step", "share of median step", "mean s/step"],
         [[k, h.fmt_s(m), f"{100 * sh:.0f}%", h.fmt_s(mean)] for k, m, sh, mean in p_bd],
     )
@@ -695,10 +699,10 @@ def run(quick: bool) -> dict:
 
     merges, p_merges = merge_steps(None), merge_steps("pipeline")
     notes = [
-        f"growth {lbl[sizes[1]]}/{lbl[sizes[0]]} of the median step: {h.fmt_x(growth)} "
+        f"growth {lbl[sizes[-1]]}/{lbl[sizes[0]]} of the median step: {h.fmt_x(growth)} "
         f"(goal <= {GOAL_GROWTH:g}x: {'met' if growth <= GOAL_GROWTH else 'NOT met'}); "
         f"in CPU time {h.fmt_x(growth_cpu)}",
-        f"Spark SQL recompute / incremental step @{lbl[sizes[1]]}: {h.fmt_x(speedup)} "
+        f"Spark SQL recompute / incremental step @{lbl[sizes[-1]]}: {h.fmt_x(speedup)} "
         f"(goal >= {GOAL_RECOMPUTE:g}x: {'met' if speedup >= GOAL_RECOMPUTE else 'NOT met'}); "
         f"in CPU time {h.fmt_x(speedup_cpu)}",
         f"Spark actions per step: median {act_med:g}, max {act_max} "
@@ -706,8 +710,8 @@ def run(quick: bool) -> dict:
         f"SparkSession start: {h.fmt_s(boot.s)}; dbspark's views (bare circuit and pipeline) verified equal to "
         "Spark SQL's at both sizes",
         *(["steps with trace merges: " + "; ".join(merges)] if merges else []),
-        f"pipeline: growth {lbl[sizes[1]]}/{lbl[sizes[0]]} of the median step {h.fmt_x(p_growth)} "
-        f"(CPU {h.fmt_x(p_growth_cpu)}); Spark SQL recompute / pipeline step @{lbl[sizes[1]]}: "
+        f"pipeline: growth {lbl[sizes[-1]]}/{lbl[sizes[0]]} of the median step {h.fmt_x(p_growth)} "
+        f"(CPU {h.fmt_x(p_growth_cpu)}); Spark SQL recompute / pipeline step @{lbl[sizes[-1]]}: "
         f"{h.fmt_x(p_speedup)} (CPU {h.fmt_x(p_speedup_cpu)}); actions per step median {p_act_med:g}, max "
         f"{p_act_max}; Spark jobs per step median {statistics.median(p_jobs_all):g} (bare circuit: "
         f"{statistics.median(jobs_all):g})",
