@@ -23,7 +23,7 @@ pytestmark = pytest.mark.spark
 SQL = """
 CREATE TABLE r(k BIGINT, g BIGINT);
 CREATE TABLE s(k BIGINT, v BIGINT);
-CREATE TABLE t(g BIGINT, x BIGINT, f DOUBLE, b BOOLEAN);
+CREATE TABLE t(g BIGINT, x BIGINT, f DOUBLE, b BOOLEAN, s VARCHAR);
 CREATE VIEW agg AS SELECT g, COUNT(*) AS n, SUM(v) AS sv, MIN(v) AS lo FROM r JOIN s USING (k) GROUP BY g;
 CREATE VIEW big AS SELECT DISTINCT r.g, s.v * 2 AS v2 FROM r JOIN s ON r.k = s.k WHERE s.v > 1;
 CREATE VIEW lin AS SELECT g, COUNT(*) AS n, COUNT(x) AS nx, SUM(x) AS sx, AVG(x) AS ax, VAR_SAMP(x) AS vx,
@@ -31,10 +31,21 @@ CREATE VIEW lin AS SELECT g, COUNT(*) AS n, COUNT(x) AS nx, SUM(x) AS sx, AVG(x)
   SUM(b) AS sb
   FROM t GROUP BY g;
 CREATE VIEW whole AS SELECT COUNT(*) AS n, SUM(x) AS sx, AVG(f) AS af, VAR_SAMP(x) AS vx FROM t;
+CREATE VIEW ord AS SELECT g, MIN(x) AS lo, MAX(x) AS hi, MAX(b) AS mb, MIN(s) AS ls, MAX(s) AS hs,
+  COUNT(*) AS n, SUM(x) AS sx, AVG(x) AS ax FROM t GROUP BY g;
+CREATE VIEW ordall AS SELECT MIN(s) AS ls, MAX(x) AS hi, COUNT(s) AS ns FROM t;
 """
-VIEWS = ("agg", "big", "lin", "whole")
-COLUMNS = {"r": ("k", "g"), "s": ("k", "v"), "t": ("g", "x", "f", "b")}
-DTYPES = {"k": "int64", "g": "int64", "v": "int64", "x": "Int64", "f": "float64", "b": "boolean"}
+VIEWS = ("agg", "big", "lin", "whole", "ord", "ordall")
+COLUMNS = {"r": ("k", "g"), "s": ("k", "v"), "t": ("g", "x", "f", "b", "s")}
+DTYPES = {
+    "k": "int64",
+    "g": "int64",
+    "v": "int64",
+    "x": "Int64",
+    "f": "float64",
+    "b": "boolean",
+    "s": "object",
+}
 
 
 @pytest.fixture
@@ -57,6 +68,7 @@ quad = st.tuples(
     st.none() | st.integers(-(10**12), 10**12),
     st.integers(-40, 40).map(lambda q: q / 4),
     st.none() | st.booleans(),
+    st.none() | st.sampled_from(["", "a", "b", "ü", "B"]),
 )
 step = st.tuples(
     st.sampled_from(["auto", "driver", "cluster"]),

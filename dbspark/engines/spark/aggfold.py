@@ -13,6 +13,13 @@ conversion rounds to nearest as Java's does; double arithmetic is IEEE in both (
 Covered: COUNT(*), COUNT, SUM / AVG / VAR / STDDEV of integer, boolean and floating columns. A DECIMAL
 argument (whose Spark sums carry Spark's precision rules) and the ordered and user aggregates step on
 Spark (`AggregateState.local_ok`).
+
+A GROUP BY with MIN / MAX keeps its input's integral by group (as on Spark); `ordered_step` recomputes
+the changed groups from their rows sought in the bucket files, in the driver. Covered where the result
+is exact in both engines: MIN / MAX of non-floating columns (a selection: no arithmetic, and no NaN or
+-0.0 ordering to match) beside COUNT and integer SUM / AVG / VAR / STDDEV (exact sums; a floating sum
+recomputed from rows would depend on the order Spark adds them in). MEDIAN, MODE, floating MIN / MAX
+and user aggregates step on Spark.
 """
 
 from __future__ import annotations
@@ -53,6 +60,19 @@ def local_ok(spec: AggSpec) -> bool:
     return True
 
 
+def ordered_ok(spec: AggSpec) -> bool:
+    """Whether a spec with ordered calls steps in the driver (`ordered_step`)."""
+    if not any(c.kind == "ordered" for c in spec.calls):
+        return False
+    for c in spec.calls:
+        if c.kind == "ordered":
+            if c.func not in ("min", "max") or c.arg is None or spec.input_schema[c.arg].is_float():
+                return False
+        elif c.kind != "linear" or (c.arg is not None and c.func != "count" and not _is_int(spec, c.arg)):
+            return False
+    return True
+
+
 def _is_int(spec: AggSpec, arg: str | None) -> bool:
     t = spec.input_schema[arg] if arg else None
     return t is not None and (t.is_integer() or t == pl.Boolean())
@@ -65,13 +85,16 @@ def _wide(values: pl.Series, name: str) -> pl.Series:
     return values
 
 
-def change_accumulators(spec: AggSpec, d: pl.DataFrame, keys: list[str], sums: pl.Schema) -> pl.DataFrame:
-    """The change's accumulators per group: `d` holds the rows (group keys, arguments) with weights."""
+def change_accumulators(
+    spec: AggSpec, d: pl.DataFrame, keys: list[str], sums: pl.Schema | None
+) -> pl.DataFrame:
+    """The change's accumulators per group: `d` holds the rows (group keys, arguments) with weights
+    (`sums`: the columns to return after the keys; None: all, the linear calls')."""
     w = pl.col(WEIGHT)
     w128 = w.cast(pl.Int128)
     aggs: list[pl.Expr] = [w128.sum().alias(CNT)]
     for i, c in enumerate(spec.calls):
-        if c.arg is None:
+        if c.arg is None or c.kind != "linear":
             continue
         x = pl.col(c.arg)
         aggs.append(pl.when(x.is_not_null()).then(w128).otherwise(0).sum().alias(f"__c{i}"))
@@ -89,7 +112,7 @@ def change_accumulators(spec: AggSpec, d: pl.DataFrame, keys: list[str], sums: p
                 aggs.append((xf * xf * wf).sum().alias(f"__q{i}"))
     _guard(spec, d)
     acc = d.group_by(keys).agg(aggs)
-    return acc.select(*keys, *[pl.col(c) for c in sums])
+    return acc if sums is None else acc.select(*keys, *[pl.col(c) for c in sums])
 
 
 def _guard(spec: AggSpec, d: pl.DataFrame) -> None:
@@ -119,6 +142,8 @@ def _results(spec: AggSpec, acc: pl.DataFrame) -> dict[str, pl.Series]:
     out: dict[str, pl.Series] = {}
     with np.errstate(divide="ignore", invalid="ignore"):
         for i, c in enumerate(spec.calls):
+            if c.kind != "linear":
+                continue
             t = result_dtype(c, spec.input_schema)
             if c.func == "count_star":
                 out[c.name] = acc[CNT].cast(pl.Int64).alias(c.name)
@@ -191,9 +216,24 @@ def fold(
     for c in ints:
         if c in (CNT,) or c.startswith("__c"):
             _fits_long(n[c])
+    out = _emit(spec, o, n, _results(spec, o), _results(spec, n), was)
+    acc = dacc.with_columns([pl.col(c).cast(t) for c, t in sums.items()])
+    return out, acc
+
+
+def _emit(
+    spec: AggSpec,
+    o: pl.DataFrame,
+    n: pl.DataFrame,
+    ro: dict[str, pl.Series],
+    rn: dict[str, pl.Series],
+    was: bool,
+) -> ZSet:
+    """-old and +new rows of the groups (`o`, `n`: their keys and counts, row for row; `ro`, `rn`: the
+    calls' values), leaving out the groups whose row is unchanged."""
+    by = bool(spec.by)
     e_old = (o[CNT] > 0) if by else pl.Series([was] * o.height)
     e_new = (n[CNT] > 0) if by else pl.Series([True] * n.height)
-    ro, rn = _results(spec, o), _results(spec, n)
     same = pl.Series([True] * n.height)
     for name in ro:
         a, b = ro[name], rn[name]
@@ -210,8 +250,66 @@ def fold(
         return f.with_columns(pl.lit(w, pl.Int64).alias(WEIGHT)).filter(keep)
 
     out = pl.concat([rows(o, ro, e_old & ~cancel, -1), rows(n, rn, e_new & ~cancel, 1)], how="vertical")
-    acc = dacc.with_columns([pl.col(c).cast(t) for c, t in sums.items()])
-    return ZSet(out, True), acc
+    return ZSet(out, True)
+
+
+def ordered_step(spec: AggSpec, d: pl.DataFrame, found: pl.DataFrame, keys: list[str], was: bool) -> ZSet:
+    """The output change of a GROUP BY with MIN / MAX (`ordered_ok`): the changed groups' rows before
+    (`found`, the input's integral sought at the change's groups, not consolidated) and after (with the
+    change `d`), each side's values computed from its rows, as on Spark. A value or a group whose count
+    would go below zero is a `NegativeStateError` naming it."""
+    data = [c for c in found.columns if c != WEIGHT]
+    d = d.select(*data, WEIGHT)
+
+    def rows(*parts: pl.DataFrame) -> pl.DataFrame:
+        f = pl.concat(parts, how="vertical").group_by(data).agg(pl.col(WEIGHT).sum())
+        return f.filter(pl.col(WEIGHT) != 0)
+
+    old, new = rows(found), rows(found, d)
+    changed = d.select(keys).unique()
+    for c in spec.calls:
+        if c.kind != "ordered":
+            continue
+        assert c.arg is not None
+        m = new.filter(pl.col(c.arg).is_not_null()).group_by([*keys, c.arg]).agg(pl.col(WEIGHT).sum())
+        bad = m.filter(pl.col(WEIGHT) < 0)
+        if bad.height:
+            r = bad.row(0, named=True)
+            raise NegativeStateError(
+                f"aggregate {c.name!r}, group {tuple(r[k] for k in spec.by)}: multiplicity of {r[c.arg]!r} "
+                f"would become {r[WEIGHT]} (below zero); a delete of a value not there"
+            )
+
+    def side(f: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, pl.Series]]:
+        acc = change_accumulators(spec, f, keys, None)
+        aggs = [
+            pl.col(c.arg).filter(pl.col(WEIGHT) > 0).min().alias(f"__r{i}")
+            if c.func == "min"
+            else pl.col(c.arg).filter(pl.col(WEIGHT) > 0).max().alias(f"__r{i}")
+            for i, c in enumerate(spec.calls)
+            if c.kind == "ordered" and c.arg is not None
+        ]
+        if aggs:
+            acc = acc.join(f.group_by(keys).agg(aggs), on=keys, how="left", nulls_equal=True)
+        g = changed.join(acc, on=keys, how="left", nulls_equal=True)
+        g = g.with_columns(
+            [pl.col(c).fill_null(0) for c in acc.columns if c.startswith(("__c", "__s", "__q"))]
+        )
+        r = _results(spec, g)
+        for i, c in enumerate(spec.calls):
+            if c.kind == "ordered":
+                r[c.name] = g[f"__r{i}"].cast(result_dtype(c, spec.input_schema)).alias(c.name)
+        return g, {c.name: r[c.name] for c in spec.calls}
+
+    o, ro = side(old)
+    n, rn = side(new)
+    if spec.by and n.height and n[CNT].min() < 0:  # type: ignore[operator]
+        neg = n.filter(pl.col(CNT) < 0).row(0, named=True)
+        raise NegativeStateError(
+            f"aggregate: group { ({k: neg[k] for k in spec.by}) } would have {neg[CNT]} rows; "
+            "a delete of rows that are not there"
+        )
+    return _emit(spec, o, n, ro, rn, was)
 
 
 def _exact_m2(n: pl.Series, q: pl.Series, sx: pl.Series) -> np.ndarray:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dbspark.algebra.zset import WEIGHT
+from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.engines.spark.convert import spark_type, sql_name
 from dbspark.engines.spark.median import median_sql
 from dbspark.errors import NegativeStateError
@@ -453,9 +453,10 @@ class AggregateState:
 
         self.kernel, self.spec = kernel, spec
         self.linear = all(c.kind == "linear" for c in spec.calls)
-        from dbspark.engines.spark.aggfold import local_ok
+        from dbspark.engines.spark.aggfold import local_ok, ordered_ok
 
-        self.in_driver = local_ok(spec)  # a change held in the driver folds there
+        # a change held in the driver steps there: a linear fold, or MIN / MAX over the sought rows
+        self.in_driver = local_ok(spec) if self.linear else ordered_ok(spec)
         keys = keys_of(spec)
         rows_schema = pl.Schema([*spec.input_schema.items(), *([] if spec.by else [(G, pl.Int8())])])
         if self.linear:
@@ -479,8 +480,9 @@ class AggregateState:
             return k.empty(out_schema)
         was = self.started
         prev = self.trace.snapshot()
-        if self.linear and self.in_driver and not delta.known_empty and delta._df is None:
-            local = self._step_in_driver(delta, prev, was, undo)
+        if self.in_driver and not delta.known_empty and delta._df is None:
+            step_in_driver = self._step_in_driver if self.linear else self._ordered_in_driver
+            local = step_in_driver(delta, prev, was, undo)
             if local is not None:
                 return local
         self.started = True
@@ -521,6 +523,28 @@ class AggregateState:
         self.started = True
         undo.append(lambda: setattr(self, "started", was))
         self.trace.add(SparkZSet(self.kernel.spark, self.trace.schema, local=aggfold.Accumulators(acc)), undo)
+        return SparkZSet(self.kernel.spark, spec.output_schema(), local=out, consolidated=True)
+
+    def _ordered_in_driver(self, delta: SparkZSet, prev: Any, was: bool, undo: list) -> SparkZSet | None:
+        """MIN / MAX (`aggfold.ordered_step`) of a change held in the driver: the changed groups' rows
+        sought in the input's integral, the values recomputed there. None when the trace has a change
+        on Spark pending."""
+        from dbspark.engines.spark import aggfold
+        from dbspark.engines.spark.values import SparkZSet
+
+        spec, keys = self.spec, keys_of(self.spec)
+        assert delta.local is not None
+        d = delta.local.df
+        if not spec.by:
+            d = d.with_columns(pl.lit(0, pl.Int8).alias(G))
+        d = d.select(*self.trace.schema, WEIGHT)
+        found = prev.seek_local(d.select(keys).unique(), True)
+        if found is None:
+            return None
+        out = aggfold.ordered_step(spec, d, found, keys, was)
+        self.started = True
+        undo.append(lambda: setattr(self, "started", was))
+        self.trace.add(SparkZSet(self.kernel.spark, self.trace.schema, local=ZSet(d)), undo)
         return SparkZSet(self.kernel.spark, spec.output_schema(), local=out, consolidated=True)
 
     def _schema(self) -> Any:
