@@ -281,6 +281,7 @@ Series = Mapping[str, tuple]  # label -> (xs, ys) or (xs, ys, matplotlib style k
 COLORS = {
     "dbspark": "C0",
     "dbspark (spark engine)": "C8",
+    "dbspark (spark pipeline)": "C9",
     "hand-written delta": "C1",
     "duckdb recompute": "C2",
     "pathway": "C3",
