@@ -162,13 +162,14 @@ def test_an_unknown_placement_is_refused_by_name_and_the_changes_stay_queued(
 def test_odd_names_and_types_read_into_the_driver_equal_the_cluster(
     spark_session: Any, placement_conf: Any, tmp_path, mode: str
 ):
-    """The placement read is SQL text over the frames' columns: a quoted name (a space),
-    DECIMAL, DATE, TIMESTAMP, strings and NULLs come through as the cluster path reads them."""
+    """The placement read is SQL text over the frames' columns: quoted names (a dot, a backtick,
+    a space), DECIMAL, DATE, TIMESTAMP, strings and NULLs come through as the cluster path reads them
+    (the cluster path groups, joins and reads by those names: each is one column, not a nested field)."""
     placement_conf.set("spark.dbspark.placement", mode)
     rows = pd.DataFrame(
         {
-            "k_1": [1, 2, 2, None],
-            "a b": ["x", None, "ü", "y"],
+            "k.1": [1, 2, 2, None],
+            "a`b c": ["x", None, "ü", "y"],
             "d": [decimal.Decimal("1.25"), None, decimal.Decimal("-7.50"), decimal.Decimal("0.01")],
             "day": [datetime.date(2020, 1, 1), datetime.date(1969, 12, 31), None, datetime.date(2000, 2, 29)],
             "ts": [datetime.datetime(2020, 1, 1, 12, 30), None, datetime.datetime(1999, 1, 1), None],
@@ -176,9 +177,9 @@ def test_odd_names_and_types_read_into_the_driver_equal_the_cluster(
     )
     with dbspark.Pipeline(tmp_path / "p", engine="spark", spark=spark_session) as p:
         p.sql(
-            'CREATE TABLE t("k_1" INT, "a b" VARCHAR, d DECIMAL(10, 2), day DATE, ts TIMESTAMP);'
-            'CREATE VIEW v AS SELECT "k_1" AS k, "a b" AS s, SUM(d) AS d, MIN(day) AS day, MAX(ts) AS ts '
-            'FROM t GROUP BY "k_1", "a b"'
+            'CREATE TABLE t("k.1" INT, "a`b c" VARCHAR, d DECIMAL(10, 2), day DATE, ts TIMESTAMP);'
+            'CREATE VIEW v AS SELECT "k.1" AS k, "a`b c" AS s, SUM(d) AS d, MIN(day) AS day, MAX(ts) AS ts '
+            'FROM t GROUP BY "k.1", "a`b c"'
         )
         p.insert("t", spark_session.createDataFrame(rows))
         p.step()

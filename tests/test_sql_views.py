@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
 import dbspark
+from dbspark.testing.engines import is_spark, pipeline_on
 from dbspark.testing.sql_oracle import SqlOracle
 
 DDL = """
@@ -282,3 +284,59 @@ def test_correlated_subqueries_beyond_equalities_and_full_joins_with_one_sided_c
         ([], [], [(4, 4), (None, 3)], [(3, None), (2, 2)]),
     ]
     apply_steps(p, o, steps)
+
+
+# column names Spark would parse (a dot: a nested field; a backtick: a quoting error) and a space
+ODD_DDL = """
+CREATE TABLE "o.t" ("k.1" BIGINT PRIMARY KEY, "a`b" VARCHAR, "x y" DECIMAL(10, 2) UNIQUE);
+CREATE TABLE e ("k.1" BIGINT, "g.`2" VARCHAR, "v.v" BIGINT);
+"""
+ODD_VIEWS = """
+CREATE VIEW joined AS SELECT t."k.1", t."a`b", e."g.`2", e."v.v" FROM "o.t" t JOIN e ON t."k.1" = e."k.1";
+CREATE VIEW using_ AS SELECT * FROM "o.t" JOIN e USING ("k.1");
+CREATE VIEW grouped AS SELECT "g.`2", min("v.v") AS lo, sum("v.v") AS s, count(DISTINCT "k.1") AS nk,
+  count(*) AS n FROM e GROUP BY "g.`2";
+CREATE VIEW whole AS SELECT min("x y") AS lo, sum("x y") AS s, median("v.v") AS med FROM "o.t", e;
+CREATE VIEW dist AS SELECT DISTINCT "g.`2", "v.v" > 1 AS big FROM e;
+CREATE VIEW keyed AS SELECT "k.1", "a`b", "x y" FROM "o.t" WHERE "x y" IS NOT NULL;
+CREATE VIEW top AS SELECT "k.1", "v.v" FROM e ORDER BY "v.v" DESC, "k.1" LIMIT 2;
+"""
+ODD_STEPS: list[dict] = [
+    {
+        "insert": {
+            "o.t": [(1, "a", Decimal("1.50")), (2, "b", None), (3, None, Decimal("-2.25"))],
+            "e": [(1, "x", 5), (1, "x", 5), (2, None, 1), (3, "y", None), (None, "x", 2)],
+        }
+    },
+    {  # primary-key update of k.1 = 2, a delete by key, bag deletes
+        "insert": {"o.t": [(2, "b2", Decimal("7.00"))], "e": [(2, "y", 9)]},
+        "delete": {"o.t": [(3, None, Decimal("-2.25"))], "e": [(1, "x", 5), (None, "x", 2)]},
+    },
+    {"insert": {"o.t": [(3, "c", Decimal("0.01"))]}, "delete": {"e": [(2, None, 1)]}},
+]
+
+
+def test_column_names_with_dots_and_backticks_equal_duckdb(engine: Any) -> None:
+    """Quoted names a Spark column API would parse ("k.1" as field 1 of k, "a`b" a quoting error) are
+    each one column on both engines, through joins (ON and USING), groups, DISTINCT, a primary key, a
+    UNIQUE column, top-k and median. On Spark every step runs on the cluster (placement=cluster), so
+    the DataFrame paths see the names, not only the driver's."""
+    spark = engine.spark if is_spark(engine) else None
+    if spark is not None:
+        spark.conf.set("spark.dbspark.placement", "cluster")
+    try:
+        oracle = SqlOracle(ODD_DDL + ODD_VIEWS)
+        with pipeline_on(engine) as p:
+            p.sql(ODD_DDL + ODD_VIEWS)
+            for i, step in enumerate(ODD_STEPS):
+                for table, rows in step.get("delete", {}).items():
+                    p.delete(table, rows)
+                    oracle.delete(table, rows)
+                for table, rows in step.get("insert", {}).items():
+                    p.insert(table, rows)
+                    oracle.insert(table, rows)
+                p.step()
+                oracle.check(p, what=f"after step {i}")
+    finally:
+        if spark is not None:
+            spark.conf.unset("spark.dbspark.placement")

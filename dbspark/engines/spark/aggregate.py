@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT, ZSet
-from dbspark.engines.spark.convert import spark_type, sql_name
+from dbspark.engines.spark.convert import col_list, spark_type, sql_name
 from dbspark.engines.spark.median import median_sql
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
@@ -385,7 +385,7 @@ def _results(g: Any, spec: AggSpec, sides: Sequence[str], incremental: bool) -> 
     for s in sides:
         ordered, checks[s] = _ordered(spec, s, incremental)
         cols += [F.col(CNT + s), *_aggs(_finalize(spec, s)), *ordered]
-    return g.select(*keys, *cols, *kept), checks
+    return g.select(*col_list(keys), *cols, *kept), checks
 
 
 def _checked(flag: str, checks: Sequence[tuple[str, str]]) -> str:
@@ -437,7 +437,7 @@ def aggregate_full(kernel: SparkKernel, z: SparkZSet, spec: AggSpec) -> Any:
     df = with_key(z.frame, spec)
     if not spec.by:
         df = _dummy_group(df, spec, [WEIGHT])
-    g = df.groupBy(*keys_of(spec)).agg(*_aggs(_acc_sql(spec, _q(WEIGHT), "", arrays=True)))
+    g = df.groupBy(*col_list(keys_of(spec))).agg(*_aggs(_acc_sql(spec, _q(WEIGHT), "", arrays=True)))
     r, checks = _results(g, spec, [""], incremental=False)
     cnt = _q(CNT)
     group = [(f"{cnt} < 0", _lit("aggregate over a Z-set with a group of negative count"))] if spec.by else []
@@ -461,7 +461,7 @@ class AggregateState:
         rows_schema = pl.Schema([*spec.input_schema.items(), *([] if spec.by else [(G, pl.Int8())])])
         if self.linear:
             probe = with_key(kernel.empty(spec.input_schema).frame, spec)
-            probe = probe.groupBy(*keys).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
+            probe = probe.groupBy(*col_list(keys)).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
             sums = tuple(_acc_names(spec))
             types = {f.name: polars_type(f.dataType) for f in probe.schema.fields if f.name in sums}
             self.trace = kernel.bucket_trace(
@@ -493,10 +493,12 @@ class AggregateState:
         else:
             d = with_key(delta.frame, spec)
             if self.linear:
-                d = d.groupBy(*keys_of(spec)).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
+                d = d.groupBy(*col_list(keys_of(spec))).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
             else:
-                d = d.select(*self.trace.schema, WEIGHT)
-            dzz = k._z(self.trace.schema, d.select(*self.trace.layout.frame_schema), lineage=delta.lineage)
+                d = d.select(*col_list([*self.trace.schema, WEIGHT]))
+            dzz = k._z(
+                self.trace.schema, d.select(*col_list(self.trace.layout.frame_schema)), lineage=delta.lineage
+            )
             dz, lineage = dzz.frame, dzz.lineage
             self.trace.add(dzz, undo)
         out = self._step(prev, dz, was, lineage)
@@ -575,17 +577,19 @@ class AggregateState:
                     f"sum(IF({_q(flag)}, {_q(c)}, {zero})) AS {_q(c + OLD)}",
                     f"sum({_q(c)}) AS {_q(c + NEW)}",
                 ]
-            g = rows.groupBy(*keys).agg(*_aggs(aggs))
+            g = rows.groupBy(*col_list(keys)).agg(*_aggs(aggs))
         else:  # rows with their weight before (__wo) and after (__wn) the change
             data = list(self.trace.schema)
-            rows = dz.select(*data, F.lit(0).cast("long").alias("__wo"), F.col(WEIGHT).alias("__wn"))
+            rows = dz.select(
+                *col_list(data), F.lit(0).cast("long").alias("__wo"), F.col(WEIGHT).alias("__wn")
+            )
             if old is not None:
                 rows = old.select(
-                    *data, F.col(WEIGHT).alias("__wo"), F.col(WEIGHT).alias("__wn")
+                    *col_list(data), F.col(WEIGHT).alias("__wo"), F.col(WEIGHT).alias("__wn")
                 ).unionByName(rows)
             if not spec.by:
                 rows = _dummy_group(rows, spec, ["__wo", "__wn"])
-            g = rows.groupBy(*keys).agg(
+            g = rows.groupBy(*col_list(keys)).agg(
                 *_aggs(
                     _acc_sql(spec, _q("__wo"), OLD, arrays=True)
                     + _acc_sql(spec, _q("__wn"), NEW, arrays=True)

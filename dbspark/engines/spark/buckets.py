@@ -197,25 +197,23 @@ class SparkBucketTrace:
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        from dbspark.engines.spark.convert import spark_schema
+        from dbspark.engines.spark.convert import col_list, map_in_arrow, spark_schema
 
         cols = [*self.schema, *self.layout.sums]
         df = None
         for p in self.pending:
             if not p.known_empty:
-                f = p.frame.select(*cols)
+                f = p.frame.select(*col_list(cols))
                 df = f if df is None else df.unionByName(f)
         assert df is not None
         layout, files = self.layout, dict(self.files)
         with_bucket = spark_schema(self.layout.frame_schema, weight=False)
         with_bucket.add(T.StructField(BUCKET, T.IntegerType(), False))
         parts = max(1, min(layout.n_buckets, self.kernel.write_partitions))
-        return (
-            df.mapInArrow(lambda it: _bucketed(it, layout), with_bucket)
-            .repartition(parts, BUCKET)
-            .mapInArrow(lambda it: _apply(it, layout, files, step, output), _entries_schema())
-            .withColumn("trace", F.lit(tag))
-        )
+        bucketed = map_in_arrow(df, lambda it: _bucketed(it, layout), with_bucket).repartition(parts, BUCKET)
+        return map_in_arrow(
+            bucketed, lambda it: _apply(it, layout, files, step, output), _entries_schema()
+        ).withColumn("trace", F.lit(tag))
 
     def adopt(self, new: dict[int, BucketEntry], undo: list) -> None:
         """Make the runs written for this step the trace's files (snapshots of the step follow)."""

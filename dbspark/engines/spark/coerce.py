@@ -21,7 +21,7 @@ from dbspark import errors
 from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.coerce import sql_type
 from dbspark.columnar.rows import match_columns
-from dbspark.engines.spark.convert import spark_type, sql_name
+from dbspark.engines.spark.convert import col, spark_type
 
 
 def _F() -> Any:
@@ -104,7 +104,7 @@ def coerce_frame(
         if c not in names:
             sel.append(F.lit(None).cast(target).alias(c))
             continue
-        src = F.col(sql_name(names[c]))
+        src = col(names[c])
         st = df.schema[names[c]].dataType
         if st == target:
             out = src

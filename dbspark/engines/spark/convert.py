@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import polars as pl
@@ -14,6 +15,38 @@ from dbspark.errors import UnsupportedError
 def sql_name(name: str) -> str:
     """A column name quoted for Spark SQL text."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def col(name: str) -> Any:
+    """The column `name` of a frame, the name taken as it is spelled. Spark parses a name given as a
+    string (`F.col`, `df[name]`, `select`, `groupBy`, `orderBy`, `Window.partitionBy`, `F.sum`, ...): "k.1"
+    would be field `1` of a column `k`, and "a`b" a syntax error. Every column name that reaches one of
+    those APIs goes through here (or `col_list`); `alias`, `withColumn`, `withColumnRenamed`, `drop` and
+    `unionByName` take names literally."""
+    from pyspark.sql import functions as F
+
+    return F.col(sql_name(name))
+
+
+def col_list(names: Iterable[str]) -> list[Any]:
+    """`col` of each name: for `select(*col_list(names))`, `groupBy(*col_list(names))` and the like."""
+    return [col(n) for n in names]
+
+
+def map_in_arrow(
+    df: Any, fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], schema: Any
+) -> Any:
+    """`df.mapInArrow(fn, schema)` for a frame whose columns may have any names: pyspark hands the frame's
+    columns to its UDF by name (`df[name]`, which Spark parses, see `col`), so they go in under the
+    names `__m<i>` and `fn` gets its batches under the frame's own names again (a rename, no copy)."""
+    names = list(df.columns)
+    plain = df.select(*[col(n).alias(f"__m{i}") for i, n in enumerate(names)])
+    return plain.mapInArrow(lambda it: fn(_named(it, names)), schema)
+
+
+def _named(batches: Iterator[pa.RecordBatch], names: list[str]) -> Iterator[pa.RecordBatch]:
+    for b in batches:
+        yield b.rename_columns(names)
 
 
 def spark_type(t: pl.DataType) -> Any:

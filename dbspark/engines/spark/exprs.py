@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from dbspark.engines.spark.convert import spark_type
+from dbspark.engines.spark.convert import col, spark_type
 from dbspark.errors import UnsupportedError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary
@@ -236,7 +236,7 @@ class SparkCompiler:
     def _c(self, e: Expr) -> Any:
         F = _F()
         if isinstance(e, Col):
-            return F.col(e.name)
+            return col(e.name)
         if isinstance(e, Lit):
             t = self.t(e)
             if e.value is None:

@@ -14,6 +14,8 @@ or an operator over empty inputs) carries no plan, and operators on it short-cir
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 import re
 import shutil
 import tempfile
@@ -30,7 +32,7 @@ from dbspark.columnar.rows import check_kind, input_frame
 from dbspark.engines.base import Kernel
 from dbspark.engines.spark import aggregate as agg
 from dbspark.engines.spark.buckets import BucketSnap, SparkBucketTrace, seek_rows
-from dbspark.engines.spark.convert import from_spark, spark_type
+from dbspark.engines.spark.convert import col, col_list, from_spark, map_in_arrow, spark_type
 from dbspark.engines.spark.convert import to_spark as to_spark_frame
 from dbspark.engines.spark.exprs import py_tuple, with_spark_columns
 from dbspark.engines.spark.session import SessionHandle, get_session
@@ -65,9 +67,10 @@ def ns_join(
     """Join on keys with NULL = NULL (rows of a Z-set are values: a NULL group is a group)."""
     rk = list(rkeys or keys)
     r = right.select(
-        *[F().col(c).alias(f"__r{i}") for i, c in enumerate(rk)], *[c for c in right.columns if c not in rk]
+        *[col(c).alias(f"__r{i}") for i, c in enumerate(rk)],
+        *col_list(c for c in right.columns if c not in rk),
     )
-    cond = [F().col(k).eqNullSafe(F().col(f"__r{i}")) for i, k in enumerate(keys)]
+    cond = [col(k).eqNullSafe(col(f"__r{i}")) for i, k in enumerate(keys)]
     out = left.join(r, cond, how)
     return out.drop(*[f"__r{i}" for i in range(len(rk))])
 
@@ -310,7 +313,7 @@ class SparkKernel:
             return self.empty(a.schema, a.keys)
         from dbspark.engines.spark.convert import spark_schema
 
-        frames = [p.frame.select(*a.schema, WEIGHT) for p in a.pending if not p.known_empty]
+        frames = [p.frame.select(*col_list([*a.schema, WEIGHT])) for p in a.pending if not p.known_empty]
         lineage = 1 + sum(p.lineage for p in a.pending if not p.known_empty)
         paths = a.run_paths()
         if paths:
@@ -356,7 +359,7 @@ class SparkKernel:
         cols = [*a.schema, WEIGHT]
         return self._z(
             a.schema,
-            a.frame.select(cols).unionByName(b.frame.select(cols)),
+            a.frame.select(*col_list(cols)).unionByName(b.frame.select(*col_list(cols))),
             a.keys,
             lineage=a.lineage + b.lineage,
         )
@@ -367,9 +370,7 @@ class SparkKernel:
             return z
         if z._df is None and z.local is not None:
             return SparkZSet(self.spark, z.schema, local=-z.local, keys=z.keys)
-        return self._z(
-            z.schema, z.frame.withColumn(WEIGHT, -F().col(WEIGHT)), z.keys, z.consolidated, z.lineage
-        )
+        return self._z(z.schema, z.frame.withColumn(WEIGHT, -col(WEIGHT)), z.keys, z.consolidated, z.lineage)
 
     def consolidate(self, a: Value) -> SparkZSet:
         z = self.as_zset(a)
@@ -379,7 +380,11 @@ class SparkKernel:
             return SparkZSet(
                 self.spark, z.schema, local=z.local.consolidate(), keys=z.keys, consolidated=True
             )
-        df = z.frame.groupBy(*z.schema).agg(F().sum(WEIGHT).alias(WEIGHT)).filter(F().col(WEIGHT) != 0)
+        df = (
+            z.frame.groupBy(*col_list(z.schema))
+            .agg(F().sum(col(WEIGHT)).alias(WEIGHT))
+            .filter(col(WEIGHT) != 0)
+        )
         return self._z(z.schema, df, z.keys, consolidated=True, lineage=z.lineage)
 
     def is_empty(self, a: Value) -> bool:
@@ -469,19 +474,19 @@ class SparkKernel:
             sought = self.seek(trace.snapshot(), z, [(c, c) for c in cols], exact=True)
             old, lineage = sought.frame, lineage + sought.lineage
             zero = F().lit(0).cast("long")
-            rows = z.frame.select(*cols, F().col(WEIGHT).alias("__d"), zero.alias("__old")).unionByName(
-                old.select(*cols, zero.alias("__d"), F().col(WEIGHT).alias("__old"))
+            rows = z.frame.select(*col_list(cols), col(WEIGHT).alias("__d"), zero.alias("__old")).unionByName(
+                old.select(*col_list(cols), zero.alias("__d"), col(WEIGHT).alias("__old"))
             )
             j = (
-                rows.groupBy(*cols)
+                rows.groupBy(*col_list(cols))
                 .agg(F().sum("__d").alias(WEIGHT), F().sum("__old").alias("__old"))
-                .filter(F().col(WEIGHT) != 0)
+                .filter(col(WEIGHT) != 0)
             )
         else:
             j = z.frame.withColumn("__old", F().lit(0).cast("long"))
-        old, w = F().col("__old"), F().col(WEIGHT)
+        old, w = col("__old"), col(WEIGHT)
         new = old + w
-        row = py_tuple([F().col(c) for c in cols], [z.schema[c] for c in cols])
+        row = py_tuple([col(c) for c in cols], [z.schema[c] for c in cols])
         neg = fail(
             errors.NegativeStateError,
             F().concat(
@@ -512,7 +517,7 @@ class SparkKernel:
         trace.add(
             self._z(
                 z.schema,
-                j.select(*cols, checked.otherwise(w).alias(WEIGHT)),
+                j.select(*col_list(cols), checked.otherwise(w).alias(WEIGHT)),
                 consolidated=True,
                 lineage=lineage,
             ),
@@ -576,7 +581,7 @@ class SparkKernel:
         frame, (cond,) = with_spark_columns(z.frame, [pred], z.schema)
         out = frame.filter(cond)
         if frame is not z.frame:  # drop the bound columns
-            out = out.select(*z.frame.columns)
+            out = out.select(*col_list(z.frame.columns))
         return self._z(z.schema, out, None, z.consolidated, z.lineage)
 
     def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> SparkZSet:
@@ -587,7 +592,7 @@ class SparkKernel:
             return self._in_driver(z, lambda k, v: k.map(v, exprs, schema))
         frame, cols = with_spark_columns(z.frame, [e for _, e in exprs], z.schema)
         sel = [c.cast(spark_type(schema[n])).alias(n) for (n, _), c in zip(exprs, cols, strict=True)]
-        return self._z(schema, frame.select(*sel, F().col(WEIGHT)), lineage=z.lineage)
+        return self._z(schema, frame.select(*sel, col(WEIGHT)), lineage=z.lineage)
 
     def flat_map(self, a: Value, fn: Callable[[dict], Any], schema: pl.Schema) -> SparkZSet:
         """A user callback per row, run by Spark's Python workers (mapInArrow)."""
@@ -602,8 +607,8 @@ class SparkKernel:
         in_schema, out_schema = z.schema, schema
         return self._z(
             schema,
-            z.frame.mapInArrow(
-                lambda it: flat_map_batches(it, fn, in_schema, out_schema), spark_schema(schema)
+            map_in_arrow(
+                z.frame, lambda it: flat_map_batches(it, fn, in_schema, out_schema), spark_schema(schema)
             ),
             lineage=z.lineage,
         )
@@ -647,10 +652,10 @@ class SparkKernel:
                 self.scope_kernel().join(x.local, y.local, left_keys, right_keys, right_out)
             )
         left, right = x.frame, y.frame
-        rsel = [F().col(r).alias(f"__k{i}") for i, r in enumerate(right_keys)]
-        rsel += [F().col(s).alias(d) for s, d in right_out] + [F().col(WEIGHT).alias(_WR)]
+        rsel = [col(r).alias(f"__k{i}") for i, r in enumerate(right_keys)]
+        rsel += [col(s).alias(d) for s, d in right_out] + [col(WEIGHT).alias(_WR)]
         r = right.select(*rsel)
-        cond = [F().col(k) == F().col(f"__k{i}") for i, k in enumerate(left_keys)]
+        cond = [col(k) == col(f"__k{i}") for i, k in enumerate(left_keys)]
         j = left.join(r, cond, "inner")
         return self._weigh(j, schema, x.lineage + y.lineage)
 
@@ -659,7 +664,7 @@ class SparkKernel:
         if self._empty(a) or self._empty(b):
             return self.empty(schema)
         x, y = self.as_zset(a), self.as_zset(b)
-        r = y.frame.select(*[F().col(s).alias(d) for s, d in right_out], F().col(WEIGHT).alias(_WR))
+        r = y.frame.select(*[col(s).alias(d) for s, d in right_out], col(WEIGHT).alias(_WR))
         return self._weigh(x.frame.crossJoin(r), schema, x.lineage + y.lineage)
 
     def seek(self, snap: BucketSnap, z: SparkZSet, on: Sequence[tuple[str, str]], exact: bool) -> SparkZSet:
@@ -679,9 +684,9 @@ class SparkKernel:
                 return SparkZSet(self.spark, snap.schema, local=ZSet(rows))
         from dbspark.engines.spark.convert import spark_schema
 
-        keys = z.frame.select(*[F().col(c).alias(k) for c, k in on])
-        if not exact:
-            keys = keys.dropna()
+        keys = z.frame.select(*[col(c).alias(k) for c, k in on])
+        if not exact:  # (not `dropna()`: it names the columns as strings, which Spark parses)
+            keys = keys.filter(functools.reduce(operator.and_, [col(k).isNotNull() for _, k in on]))
         keys = keys.distinct()
         parts = []
         lineage = 0
@@ -691,12 +696,15 @@ class SparkKernel:
             layout, files = snap.layout, dict(snap.files)  # (what the tasks need: no session, no frames)
             assert layout is not None
             parts.append(
-                keys.mapInArrow(
+                map_in_arrow(
+                    keys,
                     lambda it: seek_rows(it, layout, files, probe_cols, exact),
                     spark_schema(layout.frame_schema, weight=False),
                 )
             )
-        pending = [p.frame.select(*snap.schema, *snap.sums) for p in snap.pending if not p.known_empty]
+        pending = [
+            p.frame.select(*col_list([*snap.schema, *snap.sums])) for p in snap.pending if not p.known_empty
+        ]
         if pending:
             df = pending[0]
             for f in pending[1:]:
@@ -706,8 +714,8 @@ class SparkKernel:
             if exact:
                 parts.append(ns_join(df, keys.hint("shuffle_hash"), ks, "left_semi"))
             else:
-                kk = keys.select(*[F().col(k).alias(f"__p{i}") for i, k in enumerate(ks)])
-                cond = [F().col(k) == F().col(f"__p{i}") for i, k in enumerate(ks)]
+                kk = keys.select(*[col(k).alias(f"__p{i}") for i, k in enumerate(ks)])
+                cond = [col(k) == col(f"__p{i}") for i, k in enumerate(ks)]
                 parts.append(df.join(kk.hint("shuffle_hash"), cond, "left_semi"))
         if not parts:
             return self.empty(snap.schema)
@@ -718,7 +726,7 @@ class SparkKernel:
 
     def _weigh(self, j: Any, schema: pl.Schema, lineage: int) -> SparkZSet:
         return self._z(
-            schema, j.select(*schema, (F().col(WEIGHT) * F().col(_WR)).alias(WEIGHT)), lineage=lineage
+            schema, j.select(*col_list(schema), (col(WEIGHT) * col(_WR)).alias(WEIGHT)), lineage=lineage
         )
 
     def _empty(self, a: Value) -> bool:
@@ -733,7 +741,7 @@ class SparkKernel:
             return self._in_driver(z, lambda k, v: k.distinct(v))
         return self._z(
             z.schema,
-            z.frame.filter(F().col(WEIGHT) > 0).withColumn(WEIGHT, F().lit(1).cast("long")),
+            z.frame.filter(col(WEIGHT) > 0).withColumn(WEIGHT, F().lit(1).cast("long")),
             consolidated=True,
             lineage=z.lineage,
         )
@@ -754,17 +762,17 @@ class SparkKernel:
         # change (consolidated here) and the integral i before it
         old = found.frame
         zero = F().lit(0).cast("long")
-        rows = d.frame.select(*cols, F().col(WEIGHT).alias("__d"), zero.alias("__i")).unionByName(
-            old.select(*cols, zero.alias("__d"), F().col(WEIGHT).alias("__i"))
+        rows = d.frame.select(*col_list(cols), col(WEIGHT).alias("__d"), zero.alias("__i")).unionByName(
+            old.select(*col_list(cols), zero.alias("__d"), col(WEIGHT).alias("__i"))
         )
         j = (
-            rows.groupBy(*cols)
+            rows.groupBy(*col_list(cols))
             .agg(F().sum("__d").alias(WEIGHT), F().sum("__i").alias("__i"))
-            .filter(F().col(WEIGHT) != 0)
+            .filter(col(WEIGHT) != 0)
         )
-        i, new = F().col("__i"), F().col("__i") + F().col(WEIGHT)
+        i, new = col("__i"), col("__i") + col(WEIGHT)
         w = F().when((i > 0) & (new <= 0), -1).when((i <= 0) & (new > 0), 1).otherwise(0).cast("long")
-        out = j.select(*cols, w.alias(WEIGHT)).filter(F().col(WEIGHT) != 0)
+        out = j.select(*col_list(cols), w.alias(WEIGHT)).filter(col(WEIGHT) != 0)
         return self._z(d.schema, out, consolidated=True, lineage=d.lineage + found.lineage)
 
     def aggregate(self, a: Value, spec: AggSpec) -> SparkZSet:
@@ -843,10 +851,12 @@ class SparkKernel:
             return self.empty(schema)
         if _local(z):
             return self._in_driver(z, lambda k, v: k.weigh(v, column))
-        c = F().col(column)
+        c = col(column)
         df = z.frame.filter(c.isNotNull() & (c != 0))
         return self._z(
-            schema, df.select(*schema, (F().col(WEIGHT) * c.cast("long")).alias(WEIGHT)), lineage=z.lineage
+            schema,
+            df.select(*col_list(schema), (col(WEIGHT) * c.cast("long")).alias(WEIGHT)),
+            lineage=z.lineage,
         )
 
     # ---- top-k ----------------------------------------------------------------------------------
@@ -876,12 +886,12 @@ class SparkKernel:
             return z
         cols = []
         for k in full_order(tuple(order), list(z.schema)):
-            c = F().col(k.column)
+            c = col(k.column)
             if k.descending:
                 cols.append(c.desc_nulls_first() if k.nulls_first else c.desc_nulls_last())
             else:
                 cols.append(c.asc_nulls_first() if k.nulls_first else c.asc_nulls_last())
-        df = z.frame.filter(F().col(WEIGHT) > 0).orderBy(*cols)
+        df = z.frame.filter(col(WEIGHT) > 0).orderBy(*cols)
         if limit is not None:
             df = df.limit(offset + limit)
         local = self.act(lambda: from_spark(df, z.schema))

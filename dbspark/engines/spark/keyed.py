@@ -20,7 +20,7 @@ import polars as pl
 from dbspark import errors
 from dbspark.algebra.zset import WEIGHT
 from dbspark.engines.spark.coerce import fail
-from dbspark.engines.spark.convert import to_spark
+from dbspark.engines.spark.convert import col_list, to_spark
 from dbspark.engines.spark.exprs import py_tuple
 from dbspark.engines.spark.values import SparkZSet
 
@@ -54,11 +54,13 @@ def _ops(spark: Any, batches: Sequence[SparkZSet], schema: pl.Schema) -> Any:
             if z.df.height
         ]
         if frames:
-            parts.append(to_spark(spark, pl.concat(frames, how="vertical")).select(*cols, PUSH, POS))
+            parts.append(
+                to_spark(spark, pl.concat(frames, how="vertical")).select(*col_list(cols), PUSH, POS)
+            )
     for i, b in enumerate(batches):
         if b._df is not None:
             pos = F.when(F.col(WEIGHT) < 0, 0).otherwise(1).cast("long")
-            parts.append(b.frame.select(*cols, F.lit(i).cast("long").alias(PUSH), pos.alias(POS)))
+            parts.append(b.frame.select(*col_list(cols), F.lit(i).cast("long").alias(PUSH), pos.alias(POS)))
     if not parts:
         return None
     out = parts[0]
@@ -81,19 +83,20 @@ def keyed_change(
         return spark.createDataFrame([], schema=_empty_schema(schema))
     w = F.col(WEIGHT)
     if snap is not None:
-        keys = ops.select(*key).distinct().hint("shuffle_hash")
+        keys = ops.select(*col_list(key)).distinct().hint("shuffle_hash")
+        # (a join `on` names takes them literally, as `unionByName` does: one column each, deduplicated)
         old = (
             snap.join(keys, on=key, how="left_semi")
-            .groupBy(*cols)
+            .groupBy(*col_list(cols))
             .agg(F.sum(WEIGHT).alias(WEIGHT))
             .filter(w != 0)
         )
-        had = old.select(*key).distinct().withColumn("__had", F.lit(True))
+        had = old.select(*col_list(key)).distinct().withColumn("__had", F.lit(True))
         ops = ops.join(had.hint("shuffle_hash"), on=key, how="left")
     else:
         old = None
         ops = ops.withColumn("__had", F.lit(False))
-    order = Window.partitionBy(*key).orderBy(PUSH, POS)  # one window (one sort) for every column
+    order = Window.partitionBy(*col_list(key)).orderBy(PUSH, POS)  # one window (one sort) for every column
     ops = ops.select(
         "*",
         F.lag(WEIGHT).over(order).alias("__prev"),
@@ -103,7 +106,7 @@ def keyed_change(
     present = F.when(F.col("__prev").isNull(), F.coalesce(F.col("__had"), F.lit(False))).otherwise(
         F.col("__prev") == 1
     )
-    shown = py_tuple([F.col(c) for c in key], [schema[c] for c in key])
+    shown = py_tuple(col_list(key), [schema[c] for c in key])
     checked = (
         F.when(
             (w == -1) & ~present,
@@ -129,11 +132,11 @@ def keyed_change(
     )
     # every operation's check is evaluated (it is the first operand); only the key's last insert stays
     new = ops.select(
-        *cols,
+        *col_list(cols),
         F.when(checked == 1, F.when(F.col("__last"), 1).otherwise(0)).otherwise(0).cast("long").alias(WEIGHT),
     )
-    change = new if old is None else new.unionByName(old.select(*cols, (-w).alias(WEIGHT)))
-    return change.groupBy(*cols).agg(F.sum(WEIGHT).alias(WEIGHT)).filter(w != 0)
+    change = new if old is None else new.unionByName(old.select(*col_list(cols), (-w).alias(WEIGHT)))
+    return change.groupBy(*col_list(cols)).agg(F.sum(WEIGHT).alias(WEIGHT)).filter(w != 0)
 
 
 def _empty_schema(schema: pl.Schema) -> Any:

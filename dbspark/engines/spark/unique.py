@@ -16,6 +16,7 @@ from typing import Any
 from dbspark import errors
 from dbspark.algebra.zset import WEIGHT
 from dbspark.engines.spark.coerce import fail
+from dbspark.engines.spark.convert import col, col_list
 
 
 def _F() -> Any:
@@ -32,24 +33,24 @@ def unique_change(snap: Any, change: Any, cols: Sequence[str], where: str) -> An
     F = _F()
     cols = list(cols)
     w = F.col(WEIGHT)
-    present = reduce(lambda a, b: a & b, [F.col(c).isNotNull() for c in cols])
-    k = change.filter(present).groupBy(*cols).agg(F.sum(WEIGHT).alias(WEIGHT)).filter(w != 0)
+    present = reduce(lambda a, b: a & b, [col(c).isNotNull() for c in cols])
+    k = change.filter(present).groupBy(*col_list(cols)).agg(F.sum(WEIGHT).alias(WEIGHT)).filter(w != 0)
     zero = F.lit(0).cast("long")
     if snap is not None:
-        rows = k.select(*cols, w.alias("__d"), zero.alias("__old")).unionByName(
-            snap.select(*cols, zero.alias("__d"), w.alias("__old"))
+        rows = k.select(*col_list(cols), w.alias("__d"), zero.alias("__old")).unionByName(
+            snap.select(*col_list(cols), zero.alias("__d"), w.alias("__old"))
         )
-        j = rows.groupBy(*cols).agg(F.sum("__d").alias(WEIGHT), F.sum("__old").alias("__old"))
+        j = rows.groupBy(*col_list(cols)).agg(F.sum("__d").alias(WEIGHT), F.sum("__old").alias("__old"))
         j = j.filter(w != 0)
     else:
         j = k.withColumn("__old", zero)
     parts: list[Any] = []
     for i, c in enumerate(cols):
-        parts += [F.lit(f"{', ' if i else ''}{c}: "), F.coalesce(F.col(c).cast("string"), F.lit("None"))]
+        parts += [F.lit(f"{', ' if i else ''}{c}: "), F.coalesce(col(c).cast("string"), F.lit("None"))]
     msg = F.concat(
         F.lit(f'{where}: Duplicate key "'),
         *parts,
         F.lit(f'" violates unique constraint UNIQUE ({", ".join(cols)})'),
     )
     checked = F.when(F.col("__old") + w > 1, fail(errors.DataError, msg)).otherwise(w)
-    return j.select(*cols, checked.alias(WEIGHT))
+    return j.select(*col_list(cols), checked.alias(WEIGHT))
