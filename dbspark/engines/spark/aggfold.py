@@ -271,7 +271,8 @@ def ordered_step(spec: AggSpec, d: pl.DataFrame, found: pl.DataFrame, keys: list
         if c.kind != "ordered":
             continue
         assert c.arg is not None
-        m = new.filter(pl.col(c.arg).is_not_null()).group_by([*keys, c.arg]).agg(pl.col(WEIGHT).sum())
+        by_value = list(dict.fromkeys([*keys, c.arg]))  # (the argument may be a group key)
+        m = new.filter(pl.col(c.arg).is_not_null()).group_by(by_value).agg(pl.col(WEIGHT).sum())
         bad = m.filter(pl.col(WEIGHT) < 0)
         if bad.height:
             r = bad.row(0, named=True)
