@@ -98,18 +98,23 @@ def pipeline(request):
     p.close()
 
 
+def run_against_the_oracle(p: dbspark.Pipeline, oracle: SqlOracle, steps: list[dict]) -> None:
+    """Each step's deletes and inserts into both, then the views compared after every step."""
+    for i, step in enumerate(steps):
+        for table, rows in step.get("delete", {}).items():
+            p.delete(table, rows)
+            oracle.delete(table, rows)
+        for table, rows in step.get("insert", {}).items():
+            p.insert(table, rows)
+            oracle.insert(table, rows)
+        p.step()
+        oracle.check(p, what=f"after step {i}")
+
+
 def test_sql_views_equal_duckdb_after_every_step(pipeline):
     oracle = SqlOracle(DDL + VIEWS)
     pipeline.sql(DDL + VIEWS)
-    for i, step in enumerate(STEPS):
-        for table, rows in step.get("delete", {}).items():
-            pipeline.delete(table, rows)
-            oracle.delete(table, rows)
-        for table, rows in step.get("insert", {}).items():
-            pipeline.insert(table, rows)
-            oracle.insert(table, rows)
-        pipeline.step()
-        oracle.check(pipeline, what=f"after step {i}")
+    run_against_the_oracle(pipeline, oracle, STEPS)
 
 
 def test_a_rejected_step_changes_nothing(pipeline):
@@ -328,15 +333,7 @@ def test_column_names_with_dots_and_backticks_equal_duckdb(engine: Any) -> None:
         oracle = SqlOracle(ODD_DDL + ODD_VIEWS)
         with pipeline_on(engine) as p:
             p.sql(ODD_DDL + ODD_VIEWS)
-            for i, step in enumerate(ODD_STEPS):
-                for table, rows in step.get("delete", {}).items():
-                    p.delete(table, rows)
-                    oracle.delete(table, rows)
-                for table, rows in step.get("insert", {}).items():
-                    p.insert(table, rows)
-                    oracle.insert(table, rows)
-                p.step()
-                oracle.check(p, what=f"after step {i}")
+            run_against_the_oracle(p, oracle, ODD_STEPS)
     finally:
         if spark is not None:
             spark.conf.unset("spark.dbspark.placement")
