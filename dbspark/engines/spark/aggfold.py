@@ -206,19 +206,23 @@ def fold(
     for c in ints:
         _wide(n[c], c)
         _wide(dacc[c], c)
-    by = bool(spec.by)
-    if by and n.height and n[CNT].min() < 0:  # type: ignore[operator]
-        bad = n.filter(pl.col(CNT) < 0).row(0, named=True)
-        raise NegativeStateError(
-            f"aggregate: group { ({k: bad[k] for k in spec.by}) } would have {bad[CNT]} rows; "
-            "a delete of rows that are not there"
-        )
+    _check_group_counts(spec, n)
     for c in ints:
         if c in (CNT,) or c.startswith("__c"):
             _fits_long(n[c])
     out = _emit(spec, o, n, _results(spec, o), _results(spec, n), was)
     acc = dacc.with_columns([pl.col(c).cast(t) for c, t in sums.items()])
     return out, acc
+
+
+def _check_group_counts(spec: AggSpec, n: pl.DataFrame) -> None:
+    """A group whose row count would go below zero is a `NegativeStateError` naming it."""
+    if spec.by and n.height and n[CNT].min() < 0:  # type: ignore[operator]
+        neg = n.filter(pl.col(CNT) < 0).row(0, named=True)
+        raise NegativeStateError(
+            f"aggregate: group { ({k: neg[k] for k in spec.by}) } would have {neg[CNT]} rows; "
+            "a delete of rows that are not there"
+        )
 
 
 def _emit(
@@ -304,12 +308,7 @@ def ordered_step(spec: AggSpec, d: pl.DataFrame, found: pl.DataFrame, keys: list
 
     o, ro = side(old)
     n, rn = side(new)
-    if spec.by and n.height and n[CNT].min() < 0:  # type: ignore[operator]
-        neg = n.filter(pl.col(CNT) < 0).row(0, named=True)
-        raise NegativeStateError(
-            f"aggregate: group { ({k: neg[k] for k in spec.by}) } would have {neg[CNT]} rows; "
-            "a delete of rows that are not there"
-        )
+    _check_group_counts(spec, n)
     return _emit(spec, o, n, ro, rn, was)
 
 

@@ -95,9 +95,7 @@ def _fields(spec: AggSpec, arg: str) -> tuple[str, ...]:
 
 
 # ---- SQL text: each column is one expression for Spark to parse, not dozens of Column calls ------------
-def _q(name: str) -> str:
-    """A quoted column name."""
-    return sql_name(name)
+_q = sql_name  # a quoted column name
 
 
 def _lit(text: str) -> str:
