@@ -170,3 +170,23 @@ def test_oracle_detects_a_wrong_view() -> None:
         p.view("agg"), wrong.con, "SELECT g, count(*) AS n, sum(x) AS s FROM t GROUP BY g"
     )
     p.close()
+
+
+def test_is_distinct_from_on_an_all_null_column_is_answered_as_sql_says() -> None:
+    """DuckDB 1.5.5 returns no row for `c = 5 OR 5 IS DISTINCT FROM c` when the column is all NULL (the
+    disjunction pushed into the scan; the test of the generated queries found it); the oracle spells
+    IS [NOT] DISTINCT FROM as a CASE (`without_distinct_from`), and agrees with dbspark."""
+    ddl = (
+        "CREATE TABLE t (k BIGINT, c DATE); "
+        "CREATE VIEW v AS SELECT k FROM t WHERE (c = '2020-01-31') OR (DATE '2020-01-31' IS DISTINCT FROM c); "
+        "CREATE VIEW w AS SELECT k FROM t WHERE (c = '2020-01-31') OR NOT (c IS NOT DISTINCT FROM NULL)"
+    )
+    oracle = SqlOracle(ddl)
+    p = dbspark.Pipeline(engine="local")
+    p.sql(ddl)
+    rows = [(None, None), (0, None)]
+    p.insert("t", rows)
+    oracle.insert("t", rows)
+    p.step()
+    assert sorted(r[0] is None for r in oracle.con.execute("SELECT k FROM v").fetchall()) == [False, True]
+    oracle.check(p)

@@ -13,15 +13,18 @@ The protocol is split by concern (DESIGN.md, Engines):
 - `TraceKernel`: integrals with lookup by the keys of a change.
 - `StepKernel`: the step lifecycle (begin, place the step's pushed changes in the driver or on the
   cluster, commit an output, end, abort) and values kept across steps.
-- `OperatorKernel`: whole operators that each engine still implements itself (distinct's H, the
-  aggregate folds, keyed-input checks, top-k, the closure operator) and the driver-side scope kernel.
-  They are declared so that the boundary is explicit and checked; the engine issue moves them above
-  the kernel, written once as seeks, groups and folds.
+- `OperatorKernel`: whole operators that each engine still implements itself (the aggregate folds,
+  keyed-input checks, top-k, the closure operator). They are declared so that the boundary is
+  explicit and checked; the engine issue moves them above the kernel, written once as seeks, groups
+  and folds, as distinct's H (`operators/distinct.py`: a seek and a `combine`) and the
+  doubly-incremental operators of recursive scopes (`operators/nested.py`: seeks of nested traces
+  whose time is a column, semi-joins, `support`, `combine`) already are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import polars as pl
@@ -61,6 +64,35 @@ class ZSetKernel(Protocol):
     def flat_map(self, a: Value, fn: Callable[[dict], Any], schema: pl.Schema) -> Value: ...
     def index(self, a: Value, keys: Sequence[str]) -> Value: ...
     def weigh(self, a: Value, column: str) -> Value: ...
+    # keys and selections (weights ignored): what operators above the kernel build their lookups from
+    def support(self, a: Value, cols: Sequence[str]) -> Value:
+        """The distinct values of `cols` among a's rows, each with weight 1 (a's weights are ignored:
+        a consolidated `a` gives the keys it changes)."""
+        ...
+
+    def semijoin(self, a: Value, b: Value, on: Sequence[tuple[str, str]], exact: bool) -> Value:
+        """The rows of `a` (with their weights) whose columns `on[i][0]` equal `on[i][1]` of some row of
+        `b` (b's weights ignored). `exact`: NULL equals NULL (rows as values); else a NULL matches nothing."""
+        ...
+
+    def combine(self, parts: Sequence[Value], by: Sequence[str], weight: Expr) -> Value:
+        """Group the rows of all `parts` by `by` (NULL equals NULL), each part's summed weight in a
+        column `__w<i>` (0 where it has no row of the group); the result has one row per group, of
+        weight `weight` (an INTEGER expression over `by` and the sums; an error it raises rejects the
+        step), rows of weight 0 left out. Operators written above the kernel fold their state and
+        changes with it (distinct's H: the change and the integral at its rows)."""
+        ...
+
+    def split(self, a: Value, column: str) -> list[tuple[Any, Value]]:
+        """a's rows by the (non-NULL) value of `column`, in increasing order of the value, each part
+        without the column (rows whose value is NULL are left out): time is a column, and a nested
+        operator splits the work it queues by iteration. Reads the column's distinct values into
+        Python (on Spark one action unless `a` is held in the driver)."""
+        ...
+
+    # conversions: rows held in this process (a constant, a result read in Python)
+    def from_local(self, z: Any) -> Value: ...
+    def to_local(self, a: Value) -> Any: ...
     # bilinear operators
     def join(
         self,
@@ -84,13 +116,29 @@ class TraceKernel(Protocol):
     def new_trace(self, schema: pl.Schema, keys: Sequence[str]) -> Any: ...
     def trace_insert(self, trace: Any, delta: Value, undo: Undo) -> Value: ...
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> Value: ...
+    def seek(self, snap: Value, probe: Value, on: Sequence[tuple[str, str]], exact: bool) -> Value:
+        """The rows of the snapshot `snap` (with their weights; not consolidated across its parts) whose
+        key `on[i][1]` equals the column `on[i][0]` of some row of `probe` (probe weights ignored).
+        `exact`: NULL equals NULL; else a NULL key matches nothing (SQL). Touches only those keys."""
+        ...
+
+    def scratch(self) -> AbstractContextManager[None]:
+        """While the block runs, `new_trace` makes *scratch* traces: state of the current step only
+        (a semi-naive scope's iterations, a nested trace's this-step part), never written to storage
+        nor checkpointed."""
+        ...
 
 
 class StepKernel(Protocol):
     """The step lifecycle and the values a circuit keeps from one step to the next."""
 
     def begin_step(self, t: int) -> None: ...
-    def place(self, batches: Sequence[Value]) -> list[Value]: ...
+    def place(self, batches: Sequence[Value]) -> list[Value]:
+        """The same values, each held where the engine computes it best: on Spark, values on the
+        cluster are read into the driver together (one job), each kept there if it is small. For a
+        step's pushed changes, and for a recursive scope's imports and feedback at each iteration."""
+        ...
+
     def commit_output(self, trace: Any, delta: Value, name: str, undo: Undo) -> Value: ...
     def flush_step(self, undo: Undo) -> None: ...
     def end_step(self, t: int) -> None: ...
@@ -121,16 +169,11 @@ class OperatorKernel(Protocol):
     def keyed_change(
         self, trace: Any, batches: Sequence[Value], key: Sequence[str], where: str, undo: Undo
     ) -> Value: ...
-    # distinct's H and the incremental aggregate and closure
-    def distinct_delta(self, prev: Value, delta: Value) -> Value: ...
+    # the incremental aggregate and closure
     def aggregate_state(self, spec: Any) -> Any: ...
     def aggregate_step(self, state: Any, delta: Value, undo: Undo) -> Value: ...
     def closure_state(self, src: str, dst: str, dtype: pl.DataType) -> Any: ...
     def closure_step(self, state: Any, delta: Value, undo: Undo) -> Value: ...
-    # recursive scopes: the kernel their iterations run on, and the hand-over to and from it
-    def scope_kernel(self) -> Kernel: ...
-    def to_local(self, a: Value) -> Any: ...
-    def from_local(self, z: Any) -> Value: ...
 
 
 class Kernel(ZSetKernel, TraceKernel, StepKernel, OperatorKernel, Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dbspark.ir.expr import Case, Expr, col, lit
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 
 if TYPE_CHECKING:
@@ -41,5 +42,27 @@ class DistinctH(Operator):
     def label(self) -> str:
         return "distinct (H)"
 
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
+        return tuple(shape.schema)  # the columns (the integral is the first input, not state)
+
+    def checkpoint(self, kernel: Kernel, state: Any) -> Any:
+        return None
+
+    def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
+        return state
+
     def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
-        return kernel.distinct_delta(inputs[0], inputs[1])
+        """Per row of the change d, with i the integral before it (sought at d's rows): -1 where i was
+        positive and i + d is not, +1 where i was not and i + d is, else nothing."""
+        prev, d = inputs
+        found = kernel.seek(prev, d, [(c, c) for c in state], exact=True)
+        return kernel.combine([d, found], state, H_WEIGHT)
+
+
+def positive(e: Expr) -> Expr:
+    """1 where e > 0, else 0: distinct's weight."""
+    return Case(((e > 0, lit(1)),), lit(0))
+
+
+# H's weight from the change's sum (`__w0`) and the integral's (`__w1`) at a row
+H_WEIGHT = positive(col("__w1") + col("__w0")) - positive(col("__w1"))

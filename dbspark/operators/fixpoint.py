@@ -13,6 +13,12 @@ new values of those relations. Three modes:
   operators are the doubly-incremental ones of `operators.nested`), with state kept across outer
   steps: each outer change adjusts the stored fixpoint computation. Imports carry changes.
 
+Every mode runs on the engine's own kernel: on Spark the scope's values are the engine's (rows held in
+the driver for a small change, Spark plans for a large one) and the incremental scope's nested traces
+are the engine's traces (`operators/nested_trace.py`), so its state lives where every other operator's
+does. The naive and semi-naive scopes' state lasts one step: it is built in scratch traces
+(`Kernel.scratch`).
+
 An iteration limit guards against runaway recursion: exceeding it raises `RecursionLimitError`
 naming the scope, and the runtime rolls the whole step back.
 """
@@ -67,23 +73,20 @@ class Fixpoint(Operator):
         return f"fixpoint {self.scope} [{self.mode}] -> ({', '.join(self.results)})"
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
-        return ScopeState(self, kernel.scope_kernel()) if self.mode == "incremental" else None
+        return ScopeState(self, kernel) if self.mode == "incremental" else None
 
     def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
-        """The scope runs on the engine's scope kernel: the engine itself, or, on Spark, the local kernel
-        in the driver (the imports' changes are collected, the results handed back to Spark)."""
-        inner = kernel.scope_kernel()
-        values = {
-            name: inner.consolidate(kernel.to_local(v) if inner is not kernel else v)
-            for name, v in zip(self.imports, inputs, strict=True)
-        }
-        if self.mode == "naive":
-            out = self._naive(inner, values)
-        elif self.mode == "seminaive":  # `inner` is already the incremental body: run it from empty state
-            out = ScopeState(self, inner).step(values, [])
-        else:
-            out = state.step(values, undo)
-        return out if inner is kernel else tuple(kernel.from_local(z) for z in out)
+        """The imports are placed first (`Kernel.place`): on Spark a small change computed there is
+        read into the driver, and the iterations over it run there."""
+        placed = kernel.place([kernel.consolidate(v) for v in inputs])
+        values = dict(zip(self.imports, placed, strict=True))
+        if self.mode == "incremental":
+            return state.step(values, undo)
+        with kernel.scratch():  # state of this step only
+            if self.mode == "naive":
+                return self._naive(kernel, values)
+            # `inner` is already the incremental body: run it from empty state
+            return ScopeState(self, kernel).step(values, [])
 
     def _naive(self, kernel: Kernel, values: dict[str, Any]) -> tuple:
         it = Iteration(self.inner, kernel)
@@ -91,7 +94,9 @@ class Fixpoint(Operator):
         for n in range(self.max_iterations + 1):
             out = it.evaluate(values, n, [])
             cur = tuple(kernel.consolidate(out[r]) for r in self.results)
-            if prev is not None and all(a == b for a, b in zip(cur, prev, strict=True)):
+            if prev is not None and all(
+                kernel.is_empty(kernel.plus(a, kernel.neg(b))) for a, b in zip(cur, prev, strict=True)
+            ):
                 return cur
             prev = cur
         raise RecursionLimitError(
@@ -137,7 +142,12 @@ class Iteration:
 
         values = evaluate(self.order, self.inner, self.states, k, source, undo)
         stored = advance_delays(self.order, self.inner, self.states, values, undo, k.consolidate)
-        self.feedback_empty = all(k.is_empty(v) for v in stored)
+        # the feedback placed for the next iteration (on Spark one read for all of it, which also
+        # tells whether it is empty)
+        delays = [self.states[nid] for nid in self.order if isinstance(self.inner.nodes[nid].op, Delay)]
+        for st, v in zip(delays, k.place(stored), strict=True):
+            st.value = v
+        self.feedback_empty = all(k.is_empty(st.value) for st in delays)
         return {name: values[nid] for name, nid in self.inner.outputs.items()}
 
     def nested_states(self) -> list[NestedState]:

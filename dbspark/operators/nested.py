@@ -12,6 +12,11 @@ They run inside a `Fixpoint` scope at nested time t = (t0, t1) and consume chang
   iteration (w3) and an earlier-step change at this iteration (w2). For distinct this is the w1, w2,
   w3 formula of `rhizome-dbsp-implementation-notes.txt` §2.9.11.
 
+They are written once, above the kernel, as seeks of nested traces (time is a column, `ITER`),
+filters on the iteration, joins, semi-joins and per-step distinct / aggregate: on Spark a scope's
+iterations run over the engine's own state (hash buckets under the state directory), in the driver
+for a change held there and as Spark jobs for a change on Spark.
+
 Each change is looked up in the earlier steps' trace once, when it arrives: the rows found at later
 iterations j > t1 are what terms 3-4 of the join (and the w2 ∧ w3 keys of a keyed operator) will need
 at iteration j, so they are kept as pending output (join) or pending keys (keyed) for j. The scope
@@ -27,22 +32,23 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.errors import UnsupportedError
 from dbspark.ir.aggregate import AggSpec
+from dbspark.ir.expr import col
 from dbspark.operators.base import NONLINEAR, Operator, Shape
+from dbspark.operators.distinct import positive
 from dbspark.operators.join import StreamJoin
+from dbspark.operators.nested_trace import ITER, NestedTrace, at_iterations
 from dbspark.operators.source import Constant
-from dbspark.trace.nested import ITER, NestedTrace
 
 if TYPE_CHECKING:
-    from dbspark.engines.base import Kernel
+    from dbspark.engines.base import Kernel, Value
 
 
 class NestedState:
     """The per-node state of a nested operator; the scope sets `t0`, `t1` before each evaluation.
 
-    `pending[j]` holds work for iteration j of this step: output Z-sets (joins) or key frames (keyed)."""
+    `pending[j]` holds work for iteration j of this step: output changes (joins) or keys (keyed)."""
 
     def __init__(self, *traces: NestedTrace) -> None:
         self.traces = traces
@@ -56,13 +62,12 @@ class NestedState:
             undo.append(lambda: self.pending.__setitem__(t1, items))
         return list(items)  # a copy: callers extend it, and the undo above must restore the queued items only
 
-    def defer(self, frame: pl.DataFrame, cols: list[str], undo: list, to_item: Any) -> None:
-        """Split `frame` by its ITER column and queue `to_item(part)` for each of those iterations."""
-        if frame.height == 0:
-            return
-        for (j,), part in frame.group_by([ITER]):
-            item = to_item(part.drop(ITER).select(cols))
-            lst = self.pending.setdefault(int(j), [])  # type: ignore[arg-type, unused-ignore]
+    def defer(self, kernel: Kernel, v: Value, cols: list[str], schema: pl.Schema, undo: list) -> None:
+        """Split the timed value `v` by its iteration and queue its part at each iteration j (its
+        columns `cols`) for j."""
+        for j, part in kernel.split(v, ITER):
+            item = kernel.map(part, [(c, col(c)) for c in cols], schema)
+            lst = self.pending.setdefault(int(j), [])
             lst.append(item)
             undo.append(lambda lst=lst: lst.pop())
 
@@ -76,12 +81,6 @@ class NestedState:
         self.pending = {}
         for t in self.traces:
             t.end_step(undo)
-
-
-def _split(found: pl.DataFrame, t1: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Earlier steps' rows before, at and after iteration t1."""
-    it = pl.col(ITER)
-    return found.filter(it < t1), found.filter(it == t1), found.filter(it > t1)
 
 
 @dataclass(frozen=True)
@@ -103,60 +102,47 @@ class NestedJoin(Operator):
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         a, b = in_shapes
         return NestedState(
-            NestedTrace(a.schema, self.join.left_keys), NestedTrace(b.schema, self.join.right_keys)
+            NestedTrace(kernel, a.schema, self.join.left_keys),
+            NestedTrace(kernel, b.schema, self.join.right_keys),
         )
 
     def eval(self, kernel: Kernel, state: NestedState, inputs: list[Any], undo: list) -> Any:
         ta, tb = state.traces
         t1 = state.t1
-        a, b = kernel.as_zset(inputs[0]), kernel.as_zset(inputs[1])
+        k = kernel
+        a, b = k.consolidate(inputs[0]), k.consolidate(inputs[1])
         j = self.join
-        out_cols = list(self.shape([Shape(a.schema), Shape(b.schema)]).schema)
+        lk, rk = j.left_keys, j.right_keys
+        out_schema = self.shape([Shape(ta.data), Shape(tb.data)]).schema
+        out_cols = list(out_schema)
 
-        def join(x: Any, y: Any, extra: tuple[tuple[str, str], ...] = ()) -> ZSet:
-            return kernel.join(x, y, j.left_keys, j.right_keys, j.right_out + extra)
+        def join(x: Any, y: Any, extra: tuple[tuple[str, str], ...] = ()) -> Any:
+            return k.join(x, y, lk, rk, j.right_out + extra)
 
-        def as_zset(df: pl.DataFrame) -> ZSet:
-            return ZSet(df.select([*out_cols, WEIGHT]))
-
-        parts: list[ZSet] = state.take(t1, undo)  # terms 3-4 queued by earlier iterations
+        parts: list[Any] = state.take(t1, undo)  # terms 3-4 queued by earlier iterations
         ra, rb = ta.row_snapshot(), tb.row_snapshot()
-        if len(a):  # term 1: a ⋈ B[t], B[t] = prefix_b(t1) + row_b + b
-            found = tb.seek_cols(
-                tb.probe_hashes(
-                    a.df.select(list(j.left_keys)).rename(dict(zip(j.left_keys, j.right_keys, strict=True)))
-                )
-            )
-            before, at, after = _split(found, t1)
-            now = pl.concat([before, at], how="vertical").drop(ITER)
-            parts.append(join(a, ZSet(now)))
+        # term 1: a ⋈ B[t], B[t] = prefix_b(t1) + row_b + b
+        found = tb.seek_cols(a, list(zip(lk, rk, strict=True)), exact=False)
+        if found is not None:
+            parts.append(join(a, at_iterations(k, found, "<=", t1, list(tb.data), tb.data)))
             # term 3 later: a is part of row(A) at every later iteration i, meeting col(B)(i)
-            later = join(a, ZSet(after.select([*tb.data, ITER, WEIGHT])), ((ITER, ITER),))
-            state.defer(later.df, [*out_cols, WEIGHT], undo, as_zset)
-            if len(rb):
-                parts.append(join(a, rb))
-            if len(b):
-                parts.append(join(a, b))
-        if len(b):  # term 2: (prefix_a(t1) + row_a) ⋈ b
-            found = ta.seek_cols(
-                ta.probe_hashes(
-                    b.df.select(list(j.right_keys)).rename(dict(zip(j.right_keys, j.left_keys, strict=True)))
-                )
-            )
-            before, at, after = _split(found, t1)
-            now = pl.concat([before, at], how="vertical").drop(ITER)
-            parts.append(join(ZSet(now), b))
-            later = join(ZSet(after.select([*ta.data, ITER, WEIGHT])), b)  # term 4 later: col(A)(i) ⋈ row(B)
-            state.defer(later.df, [*out_cols, WEIGHT], undo, as_zset)
-            if len(ra):
-                parts.append(join(ra, b))
-        ta.add(t1, a.df, undo)
-        tb.add(t1, b.df, undo)
-        out = kernel.empty(
-            pl.Schema({c: t for c, t in self.shape([Shape(a.schema), Shape(b.schema)]).schema.items()})
-        )
+            later = join(a, k.filter(found, col(ITER) > t1), ((ITER, ITER),))
+            state.defer(k, later, out_cols, out_schema, undo)
+        parts.append(join(a, rb))
+        parts.append(join(a, b))
+        # term 2: (prefix_a(t1) + row_a) ⋈ b
+        found = ta.seek_cols(b, list(zip(rk, lk, strict=True)), exact=False)
+        if found is not None:
+            parts.append(join(at_iterations(k, found, "<=", t1, list(ta.data), ta.data), b))
+            # term 4 later: col(A)(i) ⋈ row(B)
+            later = join(k.filter(found, col(ITER) > t1), b)
+            state.defer(k, later, out_cols, out_schema, undo)
+        parts.append(join(ra, b))
+        ta.add(t1, a, undo)
+        tb.add(t1, b, undo)
+        out = k.empty(out_schema)
         for p in parts:
-            out = kernel.plus(out, p)
+            out = k.plus(out, p)
         return out
 
 
@@ -213,81 +199,57 @@ class NestedKeyed(Operator):
         return self.spec.by
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
-        return NestedState(NestedTrace(in_shapes[0].schema, self.keys(in_shapes[0].schema)))
+        return NestedState(NestedTrace(kernel, in_shapes[0].schema, self.keys(in_shapes[0].schema)))
 
-    def f(self, kernel: Kernel, z: ZSet) -> ZSet:
+    def f(self, kernel: Kernel, z: Any) -> Any:
         return kernel.distinct(z) if self.spec is None else kernel.aggregate(z, self.spec)
 
     def eval(self, kernel: Kernel, state: NestedState, inputs: list[Any], undo: list) -> Any:
         (tr,) = state.traces
         t1 = state.t1
-        x = kernel.consolidate(inputs[0])
+        k = kernel
+        x = k.consolidate(inputs[0])
         keys = list(tr.keys)
+        on = [(c, c) for c in keys]
+        key_schema = pl.Schema([(c, tr.data[c]) for c in keys])
         row = tr.row_snapshot()  # this step, iterations < t1 (w3)
-        xkeys = x.df.select(keys)
+        # (x is consolidated: when its key is the whole row, its rows are the keys, each once)
+        xkeys = x if keys == list(tr.data) else k.support(x, keys)
         # keys changed at an earlier iteration of this step that earlier steps changed at t1 (w2 ∧ w3)
         queued = state.take(t1, undo)
-        # x is consolidated, so its rows (hence the keys of a distinct) are unique already
-        probe = (
-            pl.concat([xkeys, *queued], how="vertical").unique() if queued or self.spec is not None else xkeys
-        )
-        tr.add(t1, x.df, undo)
-        schema = self.shape([Shape(x.schema)]).schema
-        if probe.height == 0:
-            return kernel.empty(schema)
-        hashes = tr.probe_hashes(probe)
-        before, at, after = _split(tr.seek_cols(hashes), t1)
-        if after.height and xkeys.height:  # x's keys become keys of interest where earlier steps changed
-            future = (
-                after.select([*keys, ITER])
-                .unique()
-                .join(xkeys.unique(), on=keys, how="semi", nulls_equal=True)
-            )
-            state.defer(future, keys, undo, lambda part: part)
-        w3 = [row.seek_hashes(hashes)] if len(row) else []
-        parts = {1: [before.drop(ITER)], 2: [at.drop(ITER)], 3: w3, 4: [x.df]}
-        if self.spec is None:
-            return self._distinct(parts, x.columns)
-        return self._corners(kernel, parts, x.columns)
+        probe = xkeys
+        if queued:
+            for q in queued:
+                probe = k.plus(probe, q)
+            probe = k.support(probe, keys)
+        tr.add(t1, x, undo)
+        cols = list(tr.data)
+        found = tr.seek_cols(probe, on, exact=True)
+        if found is None:
+            before = at = k.empty(tr.data)
+        else:
+            before = at_iterations(k, found, "<", t1, cols, tr.data)
+            at = at_iterations(k, found, "==", t1, cols, tr.data)
+            # x's keys become keys of interest at the later iterations where earlier steps changed them
+            after = k.filter(found, col(ITER) > t1)
+            future = k.support(k.semijoin(after, xkeys, on, exact=True), [*keys, ITER])
+            state.defer(k, future, keys, key_schema, undo)
+        w3 = k.seek(row, probe, on, exact=True)
+        if self.spec is None:  # [d(w1+w2+w3+x) - d(w1+w3)] - [d(w1+w2) - d(w1)] per row (§2.9.11)
+            return k.combine([before, at, w3, x], cols, NESTED_DISTINCT)
+        # out = f(X[t]) - f(X[t0, t1-1]) - f(X[t0-1, t1]) + f(X[t0-1, t1-1]) on the keys of interest,
+        # from the parts w1 (before), w2 (at), w3 and x
+        p1 = before
+        p12 = k.plus(before, at)
+        p13 = k.plus(before, w3)
+        p1234 = k.plus(k.plus(p12, w3), x)
+        out = k.plus(k.neg(self.f(k, p13)), self.f(k, p1234))
+        out = k.plus(out, k.neg(self.f(k, p12)))
+        out = k.plus(out, self.f(k, p1))
+        return k.consolidate(out)
 
-    @staticmethod
-    def _tagged(parts: dict[int, list[pl.DataFrame]], cols: list[str]) -> pl.DataFrame:
-        frames = [
-            f.select([*cols, WEIGHT]).with_columns(pl.lit(tag, pl.Int8).alias("__tag"))
-            for tag, fs in parts.items()
-            for f in fs
-            if f.height
-        ]
-        return pl.concat(frames, how="vertical")
 
-    def _distinct(self, parts: dict[int, list[pl.DataFrame]], cols: list[str]) -> ZSet:
-        """out = [d(w1+w2+w3+w) - d(w1+w3)] - [d(w1+w2) - d(w1)] per row, d(v) = 1 if v > 0 (§2.9.11)."""
-        df = self._tagged(parts, cols)
-        tag, wt = pl.col("__tag"), pl.col(WEIGHT)
-        df = df.select(*cols, *[pl.when(tag == k).then(wt).otherwise(0).alias(f"w{k}") for k in (1, 2, 3, 4)])
-        g = df.group_by(cols).agg(pl.col(f"w{k}").sum() for k in (1, 2, 3, 4))
-
-        def d(e: pl.Expr) -> pl.Expr:
-            return (e > 0).cast(pl.Int64)
-
-        w1, w2, w3, w4 = (pl.col(f"w{k}") for k in (1, 2, 3, 4))
-        out = (d(w1 + w2 + w3 + w4) - d(w1 + w3)) - (d(w1 + w2) - d(w1))
-        g = g.select(*cols, out.alias(WEIGHT)).filter(pl.col(WEIGHT) != 0)
-        return ZSet(g, consolidated=True)
-
-    def _corners(self, kernel: Kernel, parts: dict[int, list[pl.DataFrame]], cols: list[str]) -> ZSet:
-        """out = f(X[t]) - f(X[t0, t1-1]) - f(X[t0-1, t1]) + f(X[t0-1, t1-1]) on the keys of interest."""
-        empty = pl.DataFrame(schema={c: t for c, t in parts[4][0].schema.items()})
-
-        def frame(tags: tuple[int, ...]) -> ZSet:
-            fs = [f.select([*cols, WEIGHT]) for k in tags for f in parts[k] if f.height]
-            return ZSet(pl.concat(fs, how="vertical") if fs else empty)
-
-        corners = (((1, 2, 3, 4), 1), ((1, 3), -1), ((1, 2), -1), ((1,), 1))
-        out = None
-        for tags, sign in corners:
-            v = self.f(kernel, frame(tags))
-            v = v if sign > 0 else kernel.neg(v)
-            out = v if out is None else kernel.plus(out, v)
-        assert out is not None
-        return kernel.consolidate(out)
+_W = [col(f"__w{i}") for i in range(4)]  # the sums of `combine`'s parts: w1, w2, w3 and the change x
+NESTED_DISTINCT = (positive(_W[0] + _W[1] + _W[2] + _W[3]) - positive(_W[0] + _W[2])) - (
+    positive(_W[0] + _W[1]) - positive(_W[0])
+)

@@ -7,20 +7,22 @@ aggregates) and in the ordered per-group state of MIN/MAX/MEDIAN/MODE (O(log n) 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import polars as pl
 
 from dbspark.algebra.weights import checked_mul
-from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, distinct_h, with_weight
+from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
 from dbspark.columnar.rows import check_kind, input_frame, unique_message
 from dbspark.engines.local import aggregate as agg
 from dbspark.engines.local.exprs import evaluate, to_polars
 from dbspark.engines.local.keyed import SEQ, keyed_change
-from dbspark.errors import DataError, SchemaError
+from dbspark.errors import DataError, SchemaError, WeightError
 from dbspark.ir.aggregate import AggSpec
-from dbspark.ir.expr import Expr
+from dbspark.ir.expr import Binary, Case, Col, Expr, Lit
 from dbspark.trace.spine import Spine, TraceSnapshot
 
 Value = ZSet | TraceSnapshot
@@ -64,7 +66,8 @@ class LocalKernel:
         return self.as_zset(a).consolidate()
 
     def is_empty(self, a: Value) -> bool:
-        return len(a) == 0 if isinstance(a, TraceSnapshot) else a.df.height == 0
+        """The Z-set is zero (its rows cancel out, or it has none)."""
+        return len(a) == 0 if isinstance(a, TraceSnapshot) else a.consolidate().df.height == 0
 
     def input_batch(
         self,
@@ -164,6 +167,62 @@ class LocalKernel:
             out._cons = IndexedZSet(z._cons.df, keys, True)
         return out
 
+    # ---- keys and selections ------------------------------------------------------------------
+    def support(self, a: Value, cols: Sequence[str]) -> ZSet:
+        df = _frame(a).select(list(cols)).unique()
+        return ZSet(df.with_columns(pl.lit(1, pl.Int64).alias(WEIGHT)), True)
+
+    def semijoin(self, a: Value, b: Value, on: Sequence[tuple[str, str]], exact: bool) -> ZSet:
+        left = _frame(a)
+        keys = _frame(b).select([pl.col(r).alias(c) for c, r in on])
+        if not exact:
+            keys = keys.drop_nulls()
+        if left.height == 0 or keys.height == 0:
+            return ZSet(left.clear())
+        keys = keys.cast({c: left.schema[c] for c, _ in on}, strict=False)
+        return ZSet(left.join(keys, on=[c for c, _ in on], how="semi", nulls_equal=exact))
+
+    def combine(self, parts: Sequence[Value], by: Sequence[str], weight: Expr) -> ZSet:
+        by = list(by)
+        sums = [f"__w{i}" for i in range(len(parts))]
+        frames = []
+        for i, p in enumerate(parts):
+            df = _frame(p)
+            if df.height:
+                ws = [
+                    (pl.col(WEIGHT) if j == i else pl.lit(0, pl.Int64)).alias(s) for j, s in enumerate(sums)
+                ]
+                frames.append(df.select(*by, *ws))
+        if not frames:
+            first = _frame(parts[0]) if parts else pl.DataFrame()
+            return ZSet.empty(pl.Schema([(c, first.schema[c]) for c in by]))
+        rows = pl.concat(frames, how="vertical_relaxed")
+
+        def summed(e: Any) -> Any:
+            return rows.group_by(by).agg(e) if by else rows.select(e)
+
+        g = summed([pl.col(c).sum() for c in sums])
+        if max(float(rows[c].abs().max()) for c in sums) * rows.height >= 2.0**62:  # type: ignore[arg-type]
+            f = summed([pl.col(c).cast(pl.Float64).sum() for c in sums])
+            if any(float(f[c].abs().max()) > 9.2e18 for c in sums):
+                raise WeightError("weight overflow while grouping Z-sets: a row's weight left int64")
+        plain = _plain_weight(weight)
+        top = max((float(g[c].abs().max() or 0) for c in sums), default=0.0) if g.height else 0.0
+        if plain is not None and plain[1][0] * top + plain[1][1] < 2.0**62:  # cannot overflow: plain
+            w = plain[0]
+        else:
+            w = to_polars(weight, g.schema).cast(pl.Int64)
+        out = evaluate(lambda: g.select(*by, w.alias(WEIGHT))).filter(pl.col(WEIGHT) != 0)
+        return ZSet(out, True)
+
+    def split(self, a: Value, column: str) -> list[tuple[Any, ZSet]]:
+        df = _frame(a)
+        df = df.filter(pl.col(column).is_not_null())
+        if df.height == 0:
+            return []
+        parts = df.partition_by(column, as_dict=True, include_key=False)
+        return [(k[0], ZSet(parts[k])) for k in sorted(parts)]
+
     # ---- bilinear operators -------------------------------------------------------------------
     def join(
         self,
@@ -226,13 +285,6 @@ class LocalKernel:
     def distinct(self, a: Value) -> ZSet:
         return self.as_zset(a).distinct()
 
-    def distinct_delta(self, prev: TraceSnapshot, delta: Value) -> ZSet:
-        """H(i, d) of `dbsp-paper.txt` Prop 4.7, looking up only the rows of d in the trace of i."""
-        d = self.as_zset(delta).consolidate()
-        if d.df.height == 0:
-            return ZSet(d.df, True)
-        return distinct_h(d, prev.seek(d.data()).df)
-
     def aggregate(self, a: Value, spec: AggSpec) -> ZSet:
         return agg.aggregate_full(self.as_zset(a), spec)
 
@@ -257,6 +309,18 @@ class LocalKernel:
 
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
         return TraceSnapshot((), keys, with_weight(schema))
+
+    def seek(self, snap: Value, probe: Value, on: Sequence[tuple[str, str]], exact: bool) -> ZSet:
+        """The snapshot's entries at the probe's keys (a hash seek in each batch, then an exact match)."""
+        assert isinstance(snap, TraceSnapshot)
+        keys = _frame(probe).select([pl.col(c).alias(k) for c, k in on])
+        if not exact:
+            keys = keys.drop_nulls()
+        return ZSet(snap.seek_frame(keys, exact=True).select([*snap.schema]))
+
+    def scratch(self) -> contextlib.AbstractContextManager[None]:
+        """Every trace of this engine is in memory already: scratch traces are ordinary spines."""
+        return contextlib.nullcontext()
 
     def flush_step(self, undo: list) -> None:
         """Nothing to write: the local engine's traces are updated as the step goes."""
@@ -298,10 +362,6 @@ class LocalKernel:
     def from_local(self, z: ZSet) -> ZSet:
         return z
 
-    def scope_kernel(self) -> LocalKernel:
-        """The kernel recursive scopes run on."""
-        return self
-
     def close(self) -> None:
         pass
 
@@ -334,3 +394,46 @@ class LocalKernel:
 
         z = self.as_zset(a).consolidate()
         return ZSet(topk_frame(z.df, order, limit, offset), True)
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_weight(e: Expr) -> tuple[pl.Expr, tuple[int, int]] | None:
+    """A weight expression of `combine` made of integer columns and literals, + and -, comparisons and
+    CASE (distinct's H and the nested distinct are), as plain Polars arithmetic, with a bound on its
+    magnitude: (k, c) such that |value| <= k * M + c when every column is at most M in magnitude (the
+    caller checks that this cannot overflow, then skips the checked arithmetic). None otherwise."""
+    if isinstance(e, Col):
+        return pl.col(e.name), (1, 0)
+    if isinstance(e, Lit):
+        if isinstance(e.value, bool) or not isinstance(e.value, int):
+            return None
+        return pl.lit(e.value, pl.Int64), (0, abs(e.value))
+    if isinstance(e, Binary) and e.op in ("add", "sub", "gt", "ge", "lt", "le", "eq"):
+        a, b = _plain_weight(e.left), _plain_weight(e.right)
+        if a is None or b is None:
+            return None
+        if e.op == "add":
+            return a[0] + b[0], (a[1][0] + b[1][0], a[1][1] + b[1][1])
+        if e.op == "sub":
+            return a[0] - b[0], (a[1][0] + b[1][0], a[1][1] + b[1][1])
+        cmp = {
+            "gt": a[0] > b[0],
+            "ge": a[0] >= b[0],
+            "lt": a[0] < b[0],
+            "le": a[0] <= b[0],
+            "eq": a[0] == b[0],
+        }
+        return cmp[e.op], (a[1][0] + b[1][0], a[1][1] + b[1][1])  # (operands bounded as for a sum)
+    if isinstance(e, Case) and e.otherwise is not None:
+        out = _plain_weight(e.otherwise)
+        if out is None:
+            return None
+        expr, (k, c) = out
+        for cond, val in reversed(e.whens):
+            pc, pv = _plain_weight(cond), _plain_weight(val)
+            if pc is None or pv is None:
+                return None
+            expr = pl.when(pc[0]).then(pv[0]).otherwise(expr)
+            k, c = max(k, pc[1][0], pv[1][0]), max(c, pc[1][1], pv[1][1])
+        return expr, (k, c)
+    return None

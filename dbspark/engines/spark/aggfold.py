@@ -331,3 +331,21 @@ def _exact_m2(n: pl.Series, q: pl.Series, sx: pl.Series) -> np.ndarray:
 def _fits_long(s: pl.Series) -> None:
     if s.len() and (s.min() < INT64[0] or s.max() > INT64[1]):  # type: ignore[operator]
         raise WeightError("integer overflow on the spark engine: a group's row count left BIGINT")
+
+
+def aggregate_rows(spec: AggSpec, d: pl.DataFrame) -> ZSet | None:
+    """The per-step GROUP BY of rows held in the driver (data columns and weights), with the values
+    Spark's form computes from the same rows (`local_ok` / `ordered_ok` calls, grouped specs only);
+    None where the spec must run on Spark."""
+    if not spec.by:
+        return None
+    keys = list(spec.by)
+    d = d.select(*spec.input_schema, WEIGHT)
+    if local_ok(spec):
+        dacc = change_accumulators(spec, d, keys, None)
+        sums = pl.Schema([(c, t) for c, t in dacc.schema.items() if c not in keys])
+        out, _ = fold(spec, dacc, dacc.clear(), keys, sums, False)
+        return out
+    if ordered_ok(spec):
+        return ordered_step(spec, d, d.clear(), keys, False)
+    return None

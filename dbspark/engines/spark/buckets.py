@@ -141,9 +141,12 @@ class BucketSnap:
 class SparkBucketTrace:
     """The mutable trace behind an integral on the spark engine (the `Trace` protocol)."""
 
-    def __init__(self, kernel: SparkKernel, layout: BucketLayout) -> None:
+    def __init__(self, kernel: SparkKernel, layout: BucketLayout, scratch: bool = False) -> None:
         self.kernel = kernel
         self.layout = layout
+        # a scratch trace (`SparkKernel.scratch`) holds one step's changes as pending parts, read by the
+        # same seeks; it is never flushed, written or checkpointed
+        self.scratch = scratch
         self.schema = layout.schema
         self.keys = layout.keys
         self.files: dict[int, BucketEntry] = {}
@@ -173,6 +176,8 @@ class SparkBucketTrace:
             return
         self.pending.append(z)
         undo.append(lambda: self.pending.pop() if self.pending else None)
+        if self.scratch:
+            return
         if z._df is not None and self.kernel.spark_pending() > self.kernel.fused_traces:
             self.kernel.flush_traces([self.kernel.traces.index(self)], undo)
 
@@ -242,6 +247,8 @@ class SparkBucketTrace:
 
     # ---- checkpoints ------------------------------------------------------------------------------
     def to_state(self) -> Any:
+        if self.scratch:
+            raise TypeError("a scratch trace holds one step's changes and is never checkpointed")
         assert not self.pending, "a trace is saved after its step's flush"
         self.pinned = {r for e in self.files.values() for r in e.runs()}  # restorable while it is the last
         return {

@@ -27,7 +27,7 @@ from typing import Any
 import polars as pl
 
 from dbspark import errors
-from dbspark.algebra.zset import WEIGHT, ZSet, distinct_h
+from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.columnar.rows import check_kind, input_frame
 from dbspark.engines.base import Kernel
 from dbspark.engines.spark import aggregate as agg
@@ -97,7 +97,8 @@ class SparkKernel:
         self.storage = Storage(directory)
         self.actions = 0
         self.step_no = 0
-        self._scope_kernel: Kernel | None = None
+        self._driver: Kernel | None = None
+        self._scratch = 0  # > 0: `new_trace` makes scratch traces (`scratch`)
         self.traces: list[SparkBucketTrace] = []  # flushed at the end of each step, in creation order
         self._outputs: dict[int, tuple[str, SparkZSet]] = {}  # trace index -> (change log, output value)
         self.n_buckets = int(self.handle.setting("buckets", "16"))
@@ -109,7 +110,7 @@ class SparkKernel:
         # eager local checkpoint: one Spark job), so that plans stay small (`SparkZSet.lineage`)
         self.max_lineage = int(self.handle.setting("max_lineage", "8"))
         self.cuts = 0  # lineage cuts so far (each one a Spark job)
-        self.placed_to_driver = 0  # pushed DataFrames the last step read into the driver
+        self.placed_to_driver = 0  # values on Spark the last step read into the driver (`place`)
         self.settings = SessionSettings(self.handle)
         self._pushed_rows: int | None = 0  # rows pushed since the last step (None: some of unknown size)
         self._step_settings = ExitStack()
@@ -174,18 +175,18 @@ class SparkKernel:
     def begin_step(self, t: int) -> None:
         """dbspark's session settings from here to `end_step` / `abort_step`, sized by the rows pushed."""
         self.step_no = self.storage.step = t
+        self.placed_to_driver = 0
         rows, self._pushed_rows = self._pushed_rows, 0
         self._step_settings.close()  # a step that was begun and never ended
         self._step_settings.enter_context(self.session_settings(rows))
 
     def place(self, batches: Sequence[Value]) -> list[Value]:
-        """The step's pushed changes in the driver or on Spark (`engines.spark.placement`)."""
+        """The values in the driver or on Spark (`engines.spark.placement`): those on Spark read into
+        the driver together, in one job, each kept there if it is small."""
         from dbspark.engines.spark.placement import place
 
-        self.placed_to_driver = 0
-        pushed = [b for b in batches if isinstance(b, SparkZSet)]  # (what `input_batch` makes: all)
-        assert len(pushed) == len(batches)
-        return list(place(self, pushed)) if pushed else []
+        values = [self.as_zset(b) for b in batches]
+        return list(place(self, values)) if values else []
 
     # settings for the step's action, restored after it: with adaptive query execution each shuffle
     # stage of the step becomes a Spark job of its own (measured: 48 jobs instead of 1)
@@ -336,15 +337,15 @@ class SparkKernel:
     def from_local(self, z: ZSet) -> SparkZSet:
         return SparkZSet(self.spark, z.schema, local=z)
 
-    def scope_kernel(self) -> Kernel:
-        """Recursive scopes iterate in the driver on the local kernel (taken from the engine registry,
-        not imported): an iteration costs no Spark action, and the scope's nested traces are kept (and
-        checkpointed) in the driver. The engine issue moves scopes onto the executors."""
-        if self._scope_kernel is None:
+    def driver_kernel(self) -> Kernel:
+        """The kernel that computes on rows held in the driver: the local engine's (taken from the
+        engine registry, not imported), so a value in the driver is computed by the same code as on
+        the local engine, with the same results."""
+        if self._driver is None:
             from dbspark.engines import get_kernel
 
-            self._scope_kernel = get_kernel("local")
-        return self._scope_kernel
+            self._driver = get_kernel("local")
+        return self._driver
 
     def plus(self, a: Value, b: Value) -> SparkZSet:
         a, b = self.as_zset(a), self.as_zset(b)
@@ -618,12 +619,86 @@ class SparkKernel:
         the engine registry): the same semantics as its Spark form (both are checked against DuckDB
         by the shared suite), no Spark job."""
         assert z.local is not None
-        out = self.scope_kernel().as_zset(op(self.scope_kernel(), z.local))
+        out = self.driver_kernel().as_zset(op(self.driver_kernel(), z.local))
         return SparkZSet(self.spark, out.schema, local=out, keys=z.keys)
 
     def index(self, a: Value, keys: Sequence[str]) -> SparkZSet:
         z = self.as_zset(a)
         return SparkZSet(self.spark, z.schema, z._df, z.local, tuple(keys), z.consolidated, lineage=z.lineage)
+
+    # ---- keys and selections ------------------------------------------------------------------
+    def support(self, a: Value, cols: Sequence[str]) -> SparkZSet:
+        z = self.as_zset(a)
+        schema = pl.Schema([(c, z.schema[c]) for c in cols])
+        if z.known_empty:
+            return self.empty(schema)
+        if _local(z):
+            return self._in_driver(z, lambda k, v: k.support(v, cols))
+        one = F().lit(1).cast("long").alias(WEIGHT)
+        df = z.frame.select(*col_list(cols)).distinct().select(*col_list(cols), one)
+        return self._z(schema, df, consolidated=True, lineage=z.lineage)
+
+    def semijoin(self, a: Value, b: Value, on: Sequence[tuple[str, str]], exact: bool) -> SparkZSet:
+        x, y = self.as_zset(a), self.as_zset(b)
+        if x.known_empty or y.known_empty:
+            return self.empty(x.schema)
+        if _local(x) and _local(y):
+            assert x.local is not None and y.local is not None
+            return self.from_local(self.driver_kernel().semijoin(x.local, y.local, on, exact))
+        keys = y.frame.select(*[col(r).alias(f"__s{i}") for i, (_, r) in enumerate(on)]).distinct()
+        if exact:
+            cond = [col(c).eqNullSafe(col(f"__s{i}")) for i, (c, _) in enumerate(on)]
+        else:
+            cond = [col(c) == col(f"__s{i}") for i, (c, _) in enumerate(on)]
+        df = x.frame.join(keys.hint("shuffle_hash"), cond, "left_semi")
+        return self._z(x.schema, df, consolidated=x.consolidated, lineage=x.lineage + y.lineage)
+
+    def combine(self, parts: Sequence[Value], by: Sequence[str], weight: Expr) -> SparkZSet:
+        """In the driver when every part is held there (the local engine's code); else one GROUP BY of
+        the parts' union on Spark."""
+        zs = [self.as_zset(p) for p in parts]
+        by = list(by)
+        schema = pl.Schema([(c, zs[0].schema[c]) for c in by])
+        if all(z.known_empty for z in zs):
+            return self.empty(schema)
+        if all(z.known_empty or _local(z) for z in zs):
+            local = [z.local if z.local is not None else ZSet.empty(z.schema) for z in zs]
+            return self.from_local(self.driver_kernel().combine(local, by, weight))
+        sums = [f"__w{i}" for i in range(len(zs))]
+        zero = F().lit(0).cast("long")
+        df = None
+        for i, z in enumerate(zs):
+            if z.known_empty:
+                continue
+            f = z.frame.select(
+                *col_list(by), *[(col(WEIGHT) if j == i else zero).alias(c) for j, c in enumerate(sums)]
+            )
+            df = f if df is None else df.unionByName(f)
+        assert df is not None
+        g = df.groupBy(*col_list(by)).agg(*[F().sum(col(c)).alias(c) for c in sums])
+        gschema = pl.Schema([*schema.items(), *[(c, pl.Int64()) for c in sums]])
+        frame, (w,) = with_spark_columns(g, [weight], gschema)
+        out = frame.select(*col_list(by), w.cast("long").alias(WEIGHT)).filter(col(WEIGHT) != 0)
+        return self._z(
+            schema, out, consolidated=True, lineage=sum(z.lineage for z in zs if not z.known_empty)
+        )
+
+    def split(self, a: Value, column: str) -> list[tuple[Any, SparkZSet]]:
+        """In the driver for rows held there; else one action for the column's values, then a
+        filter of the plan per value."""
+        z = self.as_zset(a)
+        if z.known_empty:
+            return []
+        if _local(z):
+            assert z.local is not None
+            return [(v, self.from_local(part)) for v, part in self.driver_kernel().split(z.local, column)]
+        values = z.frame.select(col(column)).where(col(column).isNotNull()).distinct()
+        rest = pl.Schema([(c, t) for c, t in z.schema.items() if c != column])
+        out = []
+        for (v,) in sorted(tuple(r) for r in self.act(lambda: values.collect())):
+            part = z.frame.filter(col(column) == F().lit(v)).select(*col_list([*rest, WEIGHT]))
+            out.append((v, self._z(rest, part, lineage=z.lineage)))
+        return out
 
     # ---- bilinear operators -------------------------------------------------------------------
     def join(
@@ -649,7 +724,7 @@ class SparkKernel:
         if _local(x) and _local(y):  # both in the driver: the local kernel's join, no Spark job
             assert x.local is not None and y.local is not None
             return self.from_local(
-                self.scope_kernel().join(x.local, y.local, left_keys, right_keys, right_out)
+                self.driver_kernel().join(x.local, y.local, left_keys, right_keys, right_out)
             )
         left, right = x.frame, y.frame
         rsel = [col(r).alias(f"__k{i}") for i, r in enumerate(right_keys)]
@@ -667,17 +742,19 @@ class SparkKernel:
         r = y.frame.select(*[col(s).alias(d) for s, d in right_out], col(WEIGHT).alias(_WR))
         return self._weigh(x.frame.crossJoin(r), schema, x.lineage + y.lineage)
 
-    def seek(self, snap: BucketSnap, z: SparkZSet, on: Sequence[tuple[str, str]], exact: bool) -> SparkZSet:
+    def seek(self, snap: Value, probe: Value, on: Sequence[tuple[str, str]], exact: bool) -> SparkZSet:
         """The trace's rows (with weights) whose key equals (`on`: z's column, the trace's key) a row of
         z's. In the driver when z and the pending changes are local; else committed rows by a seek in
         each task over z's distinct keys (no shuffle of the state, no scan) and pending rows by a
         semi-join. `exact=False`: a NULL key matches nothing (SQL); True: NULL equals NULL (rows)."""
+        assert isinstance(snap, BucketSnap)
+        z = self.as_zset(probe)
         if not snap.batches or z.known_empty:
             return self.empty(snap.schema)
         if _local(z):
             assert z.local is not None
-            probe = z.local.df.select([pl.col(c).alias(k) for c, k in on])
-            rows = snap.seek_local(probe, exact)
+            keys = z.local.df.select([pl.col(c).alias(k) for c, k in on])
+            rows = snap.seek_local(keys, exact)
             if rows is not None:
                 if list(snap.sums) != [WEIGHT]:  # accumulators: a frame, not a Z-set
                     return self._z(snap.schema, to_spark_frame(self.spark, rows))
@@ -746,37 +823,19 @@ class SparkKernel:
             lineage=z.lineage,
         )
 
-    def distinct_delta(self, prev: BucketSnap, delta: Value) -> SparkZSet:
-        """H(i, d) of `dbsp-paper.txt` Prop 4.7, looking up only the rows of d in the trace of i."""
-        d = self.as_zset(delta)
-        if d.known_empty:
-            return d
-        cols = list(d.schema)
-        if not prev.batches:
-            return self.distinct(d)
-        found = self.seek(prev, d, [(c, c) for c in cols], exact=True)
-        if _local(d) and _local(found):
-            assert d.local is not None and found.local is not None
-            return self.from_local(distinct_h(d.local, found.local.df))
-        # one GROUP BY over the change's rows and the trace's rows with the change's keys: per row, the
-        # change (consolidated here) and the integral i before it
-        old = found.frame
-        zero = F().lit(0).cast("long")
-        rows = d.frame.select(*col_list(cols), col(WEIGHT).alias("__d"), zero.alias("__i")).unionByName(
-            old.select(*col_list(cols), zero.alias("__d"), col(WEIGHT).alias("__i"))
-        )
-        j = (
-            rows.groupBy(*col_list(cols))
-            .agg(F().sum("__d").alias(WEIGHT), F().sum("__i").alias("__i"))
-            .filter(col(WEIGHT) != 0)
-        )
-        i, new = col("__i"), col("__i") + col(WEIGHT)
-        w = F().when((i > 0) & (new <= 0), -1).when((i <= 0) & (new > 0), 1).otherwise(0).cast("long")
-        out = j.select(*col_list(cols), w.alias(WEIGHT)).filter(col(WEIGHT) != 0)
-        return self._z(d.schema, out, consolidated=True, lineage=d.lineage + found.lineage)
-
     def aggregate(self, a: Value, spec: AggSpec) -> SparkZSet:
-        z = self.as_zset(a)  # one GROUP BY over the rows as they are: no consolidation first
+        """One GROUP BY over the rows as they are (no consolidation first): in the driver for rows held
+        there, with Spark's values (`aggfold.aggregate_rows`), where the spec allows; else on Spark."""
+        z = self.as_zset(a)
+        if z.known_empty and spec.by:
+            return self.empty(spec.output_schema())
+        if _local(z):
+            from dbspark.engines.spark.aggfold import aggregate_rows
+
+            assert z.local is not None
+            out = aggregate_rows(spec, z.local.df)
+            if out is not None:
+                return SparkZSet(self.spark, spec.output_schema(), local=out, consolidated=True)
         return self._z(
             spec.output_schema(), agg.aggregate_full(self, z, spec), consolidated=True, lineage=z.lineage
         )
@@ -794,9 +853,29 @@ class SparkKernel:
         data = pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT])
         return self.bucket_trace(data, tuple(keys) or tuple(data), pl.Schema([(WEIGHT, pl.Int64())]))
 
+    @contextlib.contextmanager
+    def scratch(self) -> Iterator[None]:
+        self._scratch += 1
+        try:
+            yield
+        finally:
+            self._scratch -= 1
+
     def bucket_trace(self, data: pl.Schema, keys: tuple[str, ...], sums: pl.Schema) -> SparkBucketTrace:
         """A trace of `data` columns indexed by `keys`, with summed columns `sums` (a weight, or an
-        aggregate's accumulators), registered to be flushed at the end of each step."""
+        aggregate's accumulators), registered to be flushed at the end of each step; inside `scratch`,
+        a trace of this step's changes only (pending parts, never written)."""
+        if self._scratch:
+            layout = BucketLayout(
+                str(self.storage.root / "scratch"),
+                "scratch",
+                data,
+                keys,
+                1,
+                tuple(sums),
+                tuple(sums.values()),
+            )
+            return SparkBucketTrace(self, layout, scratch=True)
         layout = BucketLayout(
             str(self.storage.root / "traces"),
             f"t{len(self.traces):04d}",

@@ -93,7 +93,6 @@ def place(kernel: SparkKernel, batches: Sequence[SparkZSet]) -> list[SparkZSet]:
     from dbspark.engines.spark.values import SparkZSet
 
     m = mode(kernel)
-    kernel.placed_to_driver = 0
     out = list(batches)
     if m == "cluster":
         for i, b in enumerate(out):

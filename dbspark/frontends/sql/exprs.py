@@ -202,7 +202,7 @@ class ExprCompiler:
         if isinstance(base, ir.Lit) and isinstance(base.value, dt.date):
             v = base.value
             if isinstance(v, dt.datetime):
-                shifted = dt.datetime.combine(add_months(v.date(), months), v.time())
+                shifted = dt.datetime.combine(add_months(v.date(), months), v.timetz())  # (keeps a zone)
                 return ir.Lit(shifted + dt.timedelta(days=days, microseconds=micros))
             if micros == 0:  # a DATE stays a DATE when the interval has no time part (compares the same)
                 return ir.Lit(add_months(v, months) + dt.timedelta(days=days))

@@ -1,0 +1,133 @@
+"""The kernel's lookups on both engines (`engines/base.py`): `support`, `semijoin`, `combine`, `split`,
+`seek` of a trace (committed and pending parts) and scratch traces, against plain Python on
+hypothesis-generated Z-sets with NULL keys, duplicates and negative weights. On Spark each value is
+either rows held in the driver or a Spark plan, so both paths of every primitive are checked."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import polars as pl
+from hypothesis import strategies as st
+
+from dbspark.algebra.zset import ZSet
+from dbspark.testing.engines import engine_given, is_spark
+
+SCHEMA = pl.Schema({"k": pl.Int64(), "v": pl.Int64()})
+rows = st.lists(
+    st.tuples(st.tuples(st.one_of(st.none(), st.integers(0, 3)), st.integers(0, 2)), st.integers(-2, 2)),
+    max_size=12,
+)
+where = st.sampled_from(["driver", "cluster"])
+
+
+def kernel_of(engine: Any) -> Any:
+    from dbspark.engines import get_kernel
+
+    return engine() if is_spark(engine) else get_kernel("local")
+
+
+def value(k: Any, rs: list, at: str) -> Any:
+    """The Z-set of `rs` ((row, weight) pairs, zero weights dropped) held in the driver or, on Spark,
+    as a Spark plan."""
+    rs = [(r, w) for r, w in rs if w]
+    z = ZSet.from_rows([r for r, _ in rs], SCHEMA, [w for _, w in rs])
+    v = k.from_local(z)
+    if at == "cluster" and k.name == "spark":
+        v = k._z(z.schema, v.frame)
+    return v
+
+
+def counted(rs: list) -> Counter:
+    c: Counter = Counter()
+    for r, w in rs:
+        c[r] += w
+    return Counter({r: w for r, w in c.items() if w})
+
+
+def read(k: Any, v: Any) -> dict:
+    return k.to_local(v).consolidate().to_dict()
+
+
+@engine_given(rows, where, local=40, spark=6)
+def test_support_is_the_distinct_keys_whatever_the_weights(engine: Any, a: list, at: str) -> None:
+    k = kernel_of(engine)
+    got = read(k, k.support(value(k, a, at), ["k"]))
+    assert got == {(r[0],): 1 for r, w in a if w}
+
+
+@engine_given(rows, rows, where, st.booleans(), local=40, spark=6)
+def test_semijoin_keeps_the_rows_whose_key_is_in_the_other(
+    engine: Any, a: list, b: list, at: str, exact: bool
+):
+    k = kernel_of(engine)
+    keys = {r[0] for r, w in b if w and (exact or r[0] is not None)}
+    got = read(k, k.semijoin(value(k, a, at), value(k, b, "driver"), [("k", "k")], exact))
+    want = {r: w for r, w in counted(a).items() if r[0] in keys}
+    assert got == want
+
+
+@engine_given(rows, where, local=30, spark=4)
+def test_split_parts_the_rows_by_a_column_value(engine: Any, a: list, at: str) -> None:
+    """Not consolidated first: a value whose rows cancel may have a part (that is zero)."""
+    k = kernel_of(engine)
+    got = [(v, read(k, part)) for v, part in k.split(value(k, a, at), "k")]
+    assert [v for v, _ in got] == sorted({v for v, _ in got})
+    want: dict = {}
+    for r, w in counted(a).items():
+        if r[0] is not None:
+            want.setdefault(r[0], {})[(r[1],)] = w
+    assert {v: part for v, part in got if part} == want
+
+
+@engine_given(rows, rows, where, local=30, spark=5)
+def test_combine_groups_the_parts_and_weighs_the_groups(engine: Any, a: list, b: list, at: str) -> None:
+    """distinct's H as `combine` computes it: per row, 1 if a + b > 0 minus 1 if b > 0."""
+    from dbspark.operators.distinct import H_WEIGHT
+
+    k = kernel_of(engine)
+    got = read(k, k.combine([value(k, a, at), value(k, b, "driver")], ["k", "v"], H_WEIGHT))
+    ca, cb = counted(a), counted(b)
+    want = {r: (ca[r] + cb[r] > 0) - (cb[r] > 0) for r in set(ca) | set(cb)}
+    assert got == {r: w for r, w in want.items() if w}
+
+
+@engine_given(rows, rows, rows, where, st.booleans(), local=30, spark=5)
+def test_seek_finds_the_committed_and_pending_rows_of_the_probe_keys(
+    engine: Any, first: list, second: list, probe: list, at: str, exact: bool
+) -> None:
+    """A trace with one committed step and one pending change, sought at a probe's keys: consolidated,
+    the rows of the sum at those keys (NULL keys match under `exact` only)."""
+    k = kernel_of(engine)
+    pos = lambda rs: [(r, abs(w)) for r, w in rs]  # noqa: E731  (a trace of a set's integral)
+    trace = k.new_trace(SCHEMA, ["k"])
+    k.begin_step(1)
+    undo: list = []
+    k.trace_insert(trace, value(k, pos(first), at), undo)
+    k.flush_step(undo)
+    k.end_step(1)
+    k.begin_step(2)
+    snap = k.trace_insert(trace, value(k, pos(second), at), [])
+    keys = {r[0] for r, w in probe if w and (exact or r[0] is not None)}
+    got = read(k, k.seek(snap, value(k, probe, at), [("k", "k")], exact))
+    want = {r: w for r, w in counted(pos(first) + pos(second)).items() if r[0] in keys}
+    assert got == want
+    k.abort_step()
+
+
+@engine_given(rows, rows, local=20, spark=3)
+def test_a_scratch_trace_is_sought_like_a_trace_and_never_written(engine: Any, first: list, probe: list):
+    k = kernel_of(engine)
+    with k.scratch():
+        trace = k.new_trace(SCHEMA, ["k"])
+    k.begin_step(1)
+    undo: list = []
+    snap = k.trace_insert(trace, value(k, first, "driver"), undo)
+    keys = {r[0] for r, w in probe if w}
+    got = read(k, k.seek(snap, value(k, probe, "driver"), [("k", "k")], True))
+    assert got == {r: w for r, w in counted(first).items() if r[0] in keys}
+    k.flush_step(undo)
+    k.end_step(1)
+    if k.name == "spark":
+        assert trace not in k.traces  # not flushed with the step's traces
