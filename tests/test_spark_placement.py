@@ -192,3 +192,61 @@ def test_odd_names_and_types_read_into_the_driver_equal_the_cluster(
         (2, "ü", D("-7.50"), None, dt.datetime(1999, 1, 1)): 1,
         (None, "y", D("0.01"), dt.date(2000, 2, 29), None): 1,
     }
+
+
+KEYED = """
+CREATE TABLE c (id BIGINT PRIMARY KEY, region BIGINT, boss BIGINT);
+CREATE TABLE o (oid BIGINT PRIMARY KEY, cid BIGINT, amount BIGINT);
+CREATE VIEW per_region AS SELECT region, count(*) AS n, sum(amount) AS s FROM o JOIN c ON o.cid = c.id
+  GROUP BY region;
+CREATE VIEW chain AS WITH RECURSIVE up(id, top) AS (SELECT id, boss FROM c WHERE boss IS NOT NULL
+  UNION SELECT up.id, c.boss FROM up JOIN c ON up.top = c.id WHERE c.boss IS NOT NULL) SELECT * FROM up;
+"""
+
+
+def test_small_steps_of_keyed_tables_and_recursive_views_run_in_the_driver(spark_session: Any, tmp_path):
+    """Upserts and deletes by key pushed from Python (a primary-key table's step, `columnar.keyed`) and a
+    recursive view over them (its scope's iterations over the engine's bucketed nested traces) step
+    with no Spark job, and equal the local engine after every step, a DataFrame push among them."""
+    sp = dbspark.Pipeline(tmp_path / "s", engine="spark", spark=spark_session)
+    lo = dbspark.Pipeline(engine="local")
+    for p in (sp, lo):
+        p.sql(KEYED)
+    steps: list[tuple[dict, dict]] = [
+        (
+            {
+                "c": [(i, i % 3, i - 1 if i % 4 else None) for i in range(12)],
+                "o": [(i, i % 12, i) for i in range(30)],
+            },
+            {},
+        ),
+        ({"c": [(5, 9, 1), (12, 0, 11)], "o": [(30, 12, 7)]}, {"o": [(3,), (4,)], "c": [(8,)]}),
+        ({"c": [(8, 1, 6)]}, {"c": [(12,)], "o": [(30,)]}),
+        ({}, {}),
+    ]
+    for n, (ins, dels) in enumerate(steps):
+        for p in (sp, lo):
+            for t, rows in dels.items():
+                p.delete(t, rows)
+            for t, rows in ins.items():
+                p.insert(t, rows)
+        assert sp.runtime is not None or n == 0
+        before = sp.runtime.kernel.actions if sp.runtime is not None else 0
+        sp.step()
+        lo.step()
+        if n:
+            assert sp.runtime is not None and sp.runtime.kernel.actions == before, f"step {n} ran Spark jobs"
+        for v in ("per_region", "chain"):
+            assert sp.view(v).to_dict() == lo.view(v).to_dict(), f"{v} after step {n}"
+    # a pushed DataFrame deletes and upserts keys in one frame (placed in the driver: deletes first)
+    frame = spark_session.createDataFrame(
+        pd.DataFrame({"id": [2, 2], "region": [7, 7], "boss": [0, 0], "weight": [-1, 1]})
+    )
+    sp.push("c", frame)
+    lo.delete("c", [(2,)])
+    lo.insert("c", [(2, 7, 0)])
+    sp.step()
+    lo.step()
+    for v in ("per_region", "chain"):
+        assert sp.view(v).to_dict() == lo.view(v).to_dict(), f"{v} after the DataFrame push"
+    sp.close()

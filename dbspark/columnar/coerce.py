@@ -295,7 +295,15 @@ def _to_string(s: pl.Series) -> pl.Series | None:
     if src == pl.Boolean:
         return s.cast(pl.String)
     if src.is_float():
-        return s.cast(pl.String).str.replace(r"e([+-])(\d)$", "e${1}0${2}").str.replace("^NaN$", "nan")
+        out = s.cast(pl.String).str.replace(r"e([+-])(\d)$", "e${1}0${2}").str.replace("^NaN$", "nan")
+        if src == pl.Float64:
+            # Polars writes 1e-05 and 1e-06 in fixed notation, DuckDB as Python's repr does: the
+            # shortest digits, an exponent below 1e-04 (those rare values through Python)
+            small = ((s.abs() < 1e-4) & (s != 0)).fill_null(False)
+            if small.any():
+                at = small.arg_true()
+                out = out.scatter(at, pl.Series([repr(v) for v in s.gather(at).to_list()], dtype=pl.String))
+        return out
     if isinstance(src, pl.Datetime):
         text = _naive_utc(s).dt.to_string("%Y-%m-%d %H:%M:%S%.6f").str.replace(r"\.?0+$", "")
         return text + "+00" if src.time_zone is not None else text

@@ -16,10 +16,10 @@ import polars as pl
 
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
+from dbspark.columnar.keyed import keyed_change, operations
 from dbspark.columnar.rows import check_kind, input_frame, unique_message
 from dbspark.engines.local import aggregate as agg
 from dbspark.engines.local.exprs import evaluate, to_polars
-from dbspark.engines.local.keyed import SEQ, keyed_change
 from dbspark.errors import DataError, SchemaError, WeightError
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Binary, Case, Col, Expr, Lit
@@ -117,10 +117,11 @@ class LocalKernel:
         self, trace: Spine, batches: Sequence[ZSet], key: Sequence[str], where: str, undo: list
     ) -> ZSet:
         """One step's pushes to a table with a primary `key` (upserts and deletes by key, in push order)
-        as a change of the table, added to its integral `trace` (`engines.local.keyed`)."""
-        ops = pl.concat([b.df for b in batches], how="vertical").with_row_index(SEQ)
+        as a change of the table, added to its integral `trace` (`columnar.keyed`)."""
         schema = pl.Schema([(c, t) for c, t in trace.schema.items() if c != WEIGHT])
-        z = ZSet(keyed_change(trace.snapshot(), ops, schema, key, where), True)
+        ops = operations([(b.df, False) for b in batches], schema)
+        old = trace.snapshot().seek_frame(ops.select(list(key)).unique())
+        z = ZSet(keyed_change(old, ops, schema, key, where), True)
         self.trace_insert(trace, z, undo)
         return z
 

@@ -558,6 +558,27 @@ class SparkKernel:
         schema = trace.schema
         if all(b.known_empty for b in batches):
             return self.empty(schema)
+        pushed = [b for b in batches if not b.known_empty]
+        if all(_local(b) for b in pushed):  # rows held in the driver: the step there (`columnar.keyed`)
+            from dbspark.columnar.keyed import keyed_change as keyed_rows
+            from dbspark.columnar.keyed import operations
+
+            ops = operations([(b.local.df, b.unordered) for b in pushed if b.local is not None], schema)
+            keys = ops.select(list(key)).unique()
+            old = (
+                trace.snapshot().seek_local(keys, True)
+                if trace.batches
+                else ops.clear().select(*schema, WEIGHT)
+            )
+            if old is not None:
+                z = SparkZSet(
+                    self.spark,
+                    schema,
+                    local=ZSet(keyed_rows(old, ops, schema, key, where), True),
+                    consolidated=True,
+                )
+                self.trace_insert(trace, z, undo)
+                return z
         snap = None
         lineage = sum(b.lineage for b in batches if not b.known_empty)
         if trace.batches:  # the table's rows at the pushed keys

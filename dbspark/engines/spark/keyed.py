@@ -1,6 +1,6 @@
 """Tables with a primary key on the spark engine: one step's upserts and deletes as one lazy change.
 
-The semantics are those of the local engine's keyed tables (`engines/local/keyed.py`) (operations in push order, per key: a delete is valid
+The semantics are those of `columnar/keyed.py`, which runs a step held in the driver (operations in push order, per key: a delete is valid
 iff the key is there at that point; the final row is the last insert's unless a delete came last; the
 change is -old + final). The step's operations are ordered by (push, position): rows pushed from
 Python keep their row order; a Spark DataFrame has no row order, so within one such push its deletes
@@ -20,8 +20,8 @@ import polars as pl
 from dbspark import errors
 from dbspark.algebra.zset import WEIGHT
 from dbspark.engines.spark.coerce import fail
-from dbspark.engines.spark.convert import col_list, to_spark
-from dbspark.engines.spark.exprs import py_tuple
+from dbspark.engines.spark.convert import col, col_list, to_spark
+from dbspark.engines.spark.exprs import py_repr
 from dbspark.engines.spark.values import SparkZSet
 
 PUSH, POS = "__push", "__pos"
@@ -106,14 +106,28 @@ def keyed_change(
     present = F.when(F.col("__prev").isNull(), F.coalesce(F.col("__had"), F.lit(False))).otherwise(
         F.col("__prev") == 1
     )
-    shown = py_tuple(col_list(key), [schema[c] for c in key])
+    shown = F.concat(  # (a=7, b='q'), as `columnar.keyed` shows a key
+        F.lit("("),
+        *[
+            part
+            for i, c in enumerate(key)
+            for part in (F.lit(("" if i == 0 else ", ") + f"{c}="), py_repr(col(c), schema[c]))
+        ],
+        F.lit(")"),
+    )
     checked = (
         F.when(
             (w == -1) & ~present,
             fail(
                 errors.NegativeStateError,
                 F.concat(
-                    F.lit(f"{where}: delete of key {tuple(key)} = "), shown, F.lit(" that is not there")
+                    F.lit(f"{where}: delete of key "),
+                    shown,
+                    F.lit(" that is not there ("),
+                    F.when(F.col("__prev").isNull(), F.lit("it is not in the table")).otherwise(
+                        F.lit("it was deleted earlier in this step")
+                    ),
+                    F.lit(")"),
                 ),
             ),
         )
@@ -122,7 +136,7 @@ def keyed_change(
             fail(
                 errors.DataError,
                 F.concat(
-                    F.lit(f"{where}: one pushed DataFrame inserts key {tuple(key)} = "),
+                    F.lit(f"{where}: one pushed DataFrame inserts key "),
                     shown,
                     F.lit(" twice (a DataFrame has no row order: push the rows in order, or one per key)"),
                 ),
