@@ -2,7 +2,7 @@
 
 MEDIAN used to go through DOUBLE: DECIMAL(18,4) `12345678901234.5678` (x2) and `...5690` gave `...5680`, and
 a group holding only `99999999999999.9999` failed its cast back to DECIMAL (issue 21). DuckDB keeps a
-DECIMAL's type and interpolates an even count in the storage integer (`dbspark.engines.local.median`):
+DECIMAL's type and interpolates an even count in the storage integer (`dbspark.columnar.median`):
 DECIMAL(p <= 18) floors the midpoint, DECIMAL(p > 18) goes through DuckDB's double of a 128-bit integer;
 DATE and TIMESTAMP give a TIMESTAMP. Every view is checked against DuckDB after every step, DECIMAL
 against DECIMAL exactly (`SqlOracle`), and the core's non-incremental aggregate likewise.

@@ -33,9 +33,10 @@ CREATE VIEW lin AS SELECT g, COUNT(*) AS n, COUNT(x) AS nx, SUM(x) AS sx, AVG(x)
 CREATE VIEW whole AS SELECT COUNT(*) AS n, SUM(x) AS sx, AVG(f) AS af, VAR_SAMP(x) AS vx FROM t;
 CREATE VIEW ord AS SELECT g, MIN(x) AS lo, MAX(x) AS hi, MAX(b) AS mb, MIN(s) AS ls, MAX(s) AS hs,
   COUNT(*) AS n, SUM(x) AS sx, AVG(x) AS ax FROM t GROUP BY g;
+CREATE VIEW med AS SELECT g, MEDIAN(x) AS md, MIN(x) AS lo, COUNT(*) AS n FROM t GROUP BY g;
 CREATE VIEW ordall AS SELECT MIN(s) AS ls, MAX(x) AS hi, COUNT(s) AS ns FROM t;
 """
-VIEWS = ("agg", "big", "lin", "whole", "ord", "ordall")
+VIEWS = ("agg", "big", "lin", "whole", "ord", "ordall", "med")
 COLUMNS = {"r": ("k", "g"), "s": ("k", "v"), "t": ("g", "x", "f", "b", "s")}
 DTYPES = {
     "k": "int64",

@@ -29,6 +29,7 @@ from dbspark.trace.spine import consolidate_frame
 
 HASH = "__h"
 CACHE_SIZE = 4096  # opened files per process (memory-mapped: pages, not copies)
+SLICES = 8  # a seek whose matches are at most this many ranges of a run slices them instead of a take
 
 
 class _FileCache:
@@ -87,6 +88,8 @@ def seek_run(path: str, probe: np.ndarray) -> pa.Table | None:
         return None
     nz = counts > 0
     lo, counts = lo[nz], counts[nz]
+    if len(lo) <= SLICES:  # a few long ranges (a big group's rows): zero-copy slices of the mapped file
+        return pa.concat_tables([table.slice(int(a), int(n)) for a, n in zip(lo, counts, strict=True)])
     idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
     return table.take(pa.array(idx, type=pa.int64()))
 

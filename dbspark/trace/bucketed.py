@@ -300,8 +300,11 @@ class BucketLayout:
             ]
         )
 
-    def seek(self, files: BucketFiles, probe: pl.DataFrame, exact: bool = True) -> pl.DataFrame:
-        """The consolidated rows (with their sums) whose key equals a key of `probe`.
+    def seek(
+        self, files: BucketFiles, probe: pl.DataFrame, exact: bool = True, consolidate: bool = True
+    ) -> pl.DataFrame:
+        """The consolidated rows (with their sums) whose key equals a key of `probe` (with
+        `consolidate=False`, the runs' rows as they are: a row may come from several runs).
 
         `exact=True`: NULL keys equal NULL keys (a Z-set's rows); `exact=False`: SQL semantics, a NULL
         in a key matches nothing. Reads the probe's buckets only, and in them the matching pages."""
@@ -330,7 +333,7 @@ class BucketLayout:
             return self.empty()
         df = pl.from_arrow(pa.concat_tables(parts)).drop(HASH)  # type: ignore[union-attr]
         df = df.join(probe, on=list(self.keys), how="semi", nulls_equal=exact)
-        return consolidate_frame(df, self.sums) if several else df
+        return consolidate_frame(df, self.sums) if several and consolidate else df
 
     def scan(self, files: BucketFiles) -> pl.DataFrame:
         """The whole state, consolidated (O(size): a view's contents, checks)."""

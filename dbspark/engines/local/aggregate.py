@@ -17,8 +17,8 @@ import polars as pl
 
 from dbspark.algebra.weights import INT64_MAX
 from dbspark.algebra.zset import _OVERFLOW, WEIGHT, ZSet, with_weight
+from dbspark.columnar.median import median_expr, median_frame
 from dbspark.engines.local.exprs import fdiv
-from dbspark.engines.local.median import median_expr, median_frame
 from dbspark.errors import NegativeStateError, WeightError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
 from dbspark.trace.ordered import NegativeMultiplicityError, OrderedMultiset

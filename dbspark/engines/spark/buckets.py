@@ -102,7 +102,7 @@ class BucketSnap:
             return None
         parts = []
         if self.layout is not None and self.files:
-            parts.append(self.layout.seek(self.files, probe, exact))
+            parts.append(self.layout.seek(self.files, probe, exact, consolidate=False))
         if pend.height:
             keys = list(self.keys)
             pk = probe.select(keys)

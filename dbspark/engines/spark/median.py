@@ -1,6 +1,6 @@
 """MEDIAN's value from a group's two middle values, as DuckDB computes it, in Spark SQL.
 
-The same arithmetic as the local engine's median module (`engines/local/median.py`) (see there for DuckDB's rules):
+The same arithmetic as `columnar/median.py` (the local engine's and the driver-side step's) (see there for DuckDB's rules):
 an odd count gives the middle value, an even one DuckDB's interpolation in the type's storage. Spark
 has no access to a DECIMAL's unscaled integer and its decimal arithmetic narrows scales past 38 digits,
 and multiplies to 34 significant digits, so a wide DECIMAL's unscaled value is read from its plain text

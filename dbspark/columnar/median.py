@@ -1,4 +1,5 @@
-"""MEDIAN's value from a group's two middle values, as DuckDB computes it (vectorized Polars).
+"""MEDIAN's value from a group's two middle values, as DuckDB computes it (vectorized Polars; the local
+engine's and the spark engine's driver-side step's).
 
 `lo` and `hi` are the values at positions (n-1)//2 and n//2 of the group's sorted multiset; with an odd n
 they are the same position and the median is that value (exact, cast to the result type). With an even n
