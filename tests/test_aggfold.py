@@ -7,15 +7,19 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dbspark.algebra.zset import WEIGHT
+from dbspark.engines.spark import big_groups
 from dbspark.engines.spark.aggfold import ordered_step
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggCall, AggSpec
+from dbspark.trace.ranks import SortedRuns
 
 SCHEMA = pl.Schema({"g": pl.Int64(), "x": pl.Int64(), "y": pl.Int64()})
 SPEC = AggSpec(
@@ -91,3 +95,92 @@ def test_ordered_step_equals_recomputing_the_groups(old: list, change: list, dat
             if n is not None:
                 want[(g, *n)] += 1
     assert dict(got.to_dict()) == {k: v for k, v in want.items() if v}
+
+
+SPECS = {
+    "with sums": SPEC,
+    "count only": AggSpec(
+        ("g",),
+        (AggCall("n", "count_star", None), AggCall("md", "median", "x"), AggCall("lo", "min", "x")),
+        SCHEMA,
+    ),
+}
+
+
+def _slices(runs: list[list], group: int) -> list[pa.Table]:
+    """A group's entries in each run (consolidated within the run), sorted as a run sorts them."""
+    out = []
+    for run in runs:
+        f = frame([e for e in run if e[0][0] == group])
+        f = f.group_by(list(SCHEMA)).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
+        if f.height:
+            out.append(f.sort(list(SCHEMA), nulls_last=False).to_arrow())
+    return out
+
+
+# values far apart too: the ranking searches the value domain
+wide = st.tuples(
+    st.integers(0, 1),
+    st.one_of(st.none(), st.integers(0, 4), st.sampled_from([-(2**62), -7, 10**9, 2**62])),
+    st.integers(-3, 3),
+)
+wide_entries = st.lists(st.tuples(wide, st.integers(-2, 3).filter(bool)), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(wide, st.integers(1, 3)), min_size=1, max_size=16),
+    st.lists(wide, max_size=4),
+    wide_entries,
+    st.sampled_from(sorted(SPECS)),
+    st.data(),
+)
+def test_ranking_big_groups_over_their_runs_equals_reading_them(
+    state: list, ghosts: list, change: list, which: str, data: st.DataObject
+) -> None:
+    """`big_groups.step` (order statistics over a group's sorted run slices, the pending rows and the
+    change) gives `ordered_step`'s result (which reads the same entries), or the same error. The state
+    is spread over up to three runs and the pending rows, with rows inserted in one run and deleted in
+    a later one (`ghosts`); the change deletes rows of the state and may delete rows that are not there."""
+    spec = SPECS[which]
+    n_runs = data.draw(st.integers(1, 3))
+    runs: list[list] = [[] for _ in range(n_runs + 1)]  # the last one: the pending rows
+    for e in state:
+        runs[data.draw(st.integers(0, n_runs))].append(e)
+    for r in ghosts:
+        a = data.draw(st.integers(0, n_runs - 1))
+        runs[a].append((r, 2))
+        runs[data.draw(st.integers(a + 1, n_runs))].append((r, -2))
+    runs, pending = runs[:-1], runs[-1]
+    change = change + [(r, -1) for r, _ in state if data.draw(st.booleans())]
+    groups = sorted({r[0] for r, _ in change} & {r[0] for run in runs for r, _ in run})
+    slices = [_slices(runs, g) for g in groups]
+    keep = [i for i, s in enumerate(slices) if s]
+    groups, slices = [groups[i] for i in keep], [slices[i] for i in keep]
+    if not groups:
+        return
+    d = frame([e for e in change if e[0][0] in groups])
+    found = frame([e for run in [*runs, pending] for e in run if e[0][0] in groups])
+    g = pl.DataFrame({"g": groups}, schema={"g": pl.Int64()})
+    try:
+        want = ordered_step(spec, d, found, ["g"], True)
+    except NegativeStateError:
+        with pytest.raises(NegativeStateError):
+            big_groups.step(spec, ["g"], g, slices, d, frame(pending), True)
+        return
+    got = big_groups.step(spec, ["g"], g, slices, d, frame(pending), True)
+    assert got is not None
+    assert dict(got.to_dict()) == dict(want.to_dict())
+
+
+def test_sorted_runs_rank_across_cancelling_runs() -> None:
+    """A value inserted in one run and deleted in another is not counted; kth and count_le agree with
+    the consolidated multiset."""
+    a = (np.array([1, 3, 5, 7]), np.array([1, 2, 1, 1]))
+    b = (np.array([3, 5, 9]), np.array([-2, 1, 4]))
+    r = SortedRuns([a, b])
+    values = [1, 5, 5, 7, 9, 9, 9, 9]
+    assert r.total() == len(values)
+    assert [r.kth(k) for k in range(len(values))] == values
+    assert r.count_le(4) == 1 and r.negative() is None
+    assert SortedRuns([a, (np.array([7]), np.array([-2]))]).negative() == (7, -1)

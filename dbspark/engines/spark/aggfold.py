@@ -18,8 +18,9 @@ A GROUP BY with MIN / MAX keeps its input's integral by group (as on Spark); `or
 the changed groups from their rows sought in the bucket files, in the driver. Covered where the result
 is exact in both engines: MIN / MAX of non-floating columns (a selection: no arithmetic, and no NaN or
 -0.0 ordering to match) beside COUNT and integer SUM / AVG / VAR / STDDEV (exact sums; a floating sum
-recomputed from rows would depend on the order Spark adds them in). MEDIAN, MODE, floating MIN / MAX
-and user aggregates step on Spark.
+recomputed from rows would depend on the order Spark adds them in), and MEDIAN of integers, DATE and
+TIMESTAMP. A changed group too large to read is ranked over its runs instead (`big_groups`). MODE,
+floating MIN / MAX and user aggregates step on Spark.
 """
 
 from __future__ import annotations

@@ -526,10 +526,10 @@ class AggregateState:
         return SparkZSet(self.kernel.spark, spec.output_schema(), local=out, consolidated=True)
 
     def _ordered_in_driver(self, delta: SparkZSet, prev: Any, was: bool, undo: list) -> SparkZSet | None:
-        """MIN / MAX (`aggfold.ordered_step`) of a change held in the driver: the changed groups' rows
-        sought in the input's integral, the values recomputed there. None when the trace has a change
-        on Spark pending."""
-        from dbspark.engines.spark import aggfold
+        """MIN / MAX / MEDIAN (`aggfold.ordered_step`) of a change held in the driver: the changed groups'
+        rows sought in the input's integral, the values recomputed there; a group too large to read
+        ranked over its runs instead (`big_groups`). None when the trace has a change on Spark pending."""
+        from dbspark.engines.spark import aggfold, big_groups
         from dbspark.engines.spark.values import SparkZSet
 
         spec, keys = self.spec, keys_of(self.spec)
@@ -538,10 +538,22 @@ class AggregateState:
         if not spec.by:
             d = d.with_columns(pl.lit(0, pl.Int8).alias(G))
         d = d.select(*self.trace.schema, WEIGHT)
-        found = prev.seek_local(d.select(keys).unique(), True)
-        if found is None:
+        pend = prev.pending_local()
+        if pend is None:
             return None
-        out = aggfold.ordered_step(spec, d, found, keys, was)
+        groups, small = d.select(keys).unique(), d
+        split = big_groups.ranked(spec, keys, groups, d, prev, pend, was)
+        if split is not None:  # the big groups ranked over their runs; the others read
+            big, groups = split
+            small = d.join(groups, on=keys, how="semi", nulls_equal=True)
+        if split is not None and groups.height == 0:
+            out = split[0]
+        else:
+            found = prev.seek_local(groups, True)
+            assert found is not None
+            out = aggfold.ordered_step(spec, small, found, keys, was)
+            if split is not None:
+                out = ZSet(pl.concat([split[0].df, out.df], how="vertical"), True)
         self.started = True
         undo.append(lambda: setattr(self, "started", was))
         self.trace.add(SparkZSet(self.kernel.spark, self.trace.schema, local=ZSet(d)), undo)
