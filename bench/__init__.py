@@ -3,7 +3,16 @@
 Each workload is a module with `run(quick: bool) -> dict`; shared machinery is in `bench.harness`.
 """
 
-WORKLOADS = ("state_scaling", "ordered_aggregates", "join_groupby", "tc", "spark_scale", "datalog", "tpch")
+WORKLOADS = (
+    "state_scaling",
+    "ordered_aggregates",
+    "join_groupby",
+    "topk",
+    "tc",
+    "spark_scale",
+    "datalog",
+    "tpch",
+)
 # issue 7's names for the workloads: `scale` is the view's growth on the local engine and on Spark
 ALIASES = {"scale": ("state_scaling", "spark_scale"), "aggregates": ("ordered_aggregates",)}
 

@@ -36,8 +36,9 @@ CREATE VIEW ord AS SELECT g, MIN(x) AS lo, MAX(x) AS hi, MAX(b) AS mb, MIN(s) AS
   COUNT(*) AS n, SUM(x) AS sx, AVG(x) AS ax FROM t GROUP BY g;
 CREATE VIEW med AS SELECT g, MEDIAN(x) AS md, MIN(x) AS lo, COUNT(*) AS n FROM t GROUP BY g;
 CREATE VIEW ordall AS SELECT MIN(s) AS ls, MAX(x) AS hi, COUNT(s) AS ns FROM t;
+CREATE VIEW top AS SELECT g, x, s FROM t ORDER BY x DESC NULLS LAST, g LIMIT 2;
 """
-VIEWS = ("agg", "big", "lin", "whole", "ord", "ordall", "med")
+VIEWS = ("agg", "big", "lin", "whole", "ord", "ordall", "med", "top")
 COLUMNS = {"r": ("k", "g"), "s": ("k", "v"), "t": ("g", "x", "f", "b", "s")}
 DTYPES = {
     "k": "int64",

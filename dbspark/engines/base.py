@@ -14,11 +14,13 @@ The protocol is split by concern (DESIGN.md, Engines):
 - `StepKernel`: the step lifecycle (begin, place the step's pushed changes in the driver or on the
   cluster, commit an output, end, abort) and values kept across steps.
 - `OperatorKernel`: whole operators that each engine still implements itself (the aggregate folds,
-  keyed-input checks, top-k, the closure operator). They are declared so that the boundary is
+  keyed-input checks, the closure operator). They are declared so that the boundary is
   explicit and checked; the engine issue moves them above the kernel, written once as seeks, groups
-  and folds, as distinct's H (`operators/distinct.py`: a seek and a `combine`) and the
+  and folds, as distinct's H (`operators/distinct.py`: a seek and a `combine`), the
   doubly-incremental operators of recursive scopes (`operators/nested.py`: seeks of nested traces
-  whose time is a column, semi-joins, `support`, `combine`) already are.
+  whose time is a column, semi-joins, `support`, `combine`) and the top-k's window
+  (`operators/topk.py`: the per-step `topk` on a change held in this process, the integral's order
+  read only to refill it) already are.
 """
 
 from __future__ import annotations
@@ -93,6 +95,10 @@ class ZSetKernel(Protocol):
     # conversions: rows held in this process (a constant, a result read in Python)
     def from_local(self, z: Any) -> Value: ...
     def to_local(self, a: Value) -> Any: ...
+    def is_local(self, a: Value) -> bool:
+        """Whether a's rows are held in this process: `to_local` reads them without a job."""
+        ...
+
     # bilinear operators
     def join(
         self,

@@ -9,7 +9,17 @@ from types import ModuleType
 
 from dbspark.circuit.circuit import Circuit, Node
 from dbspark.circuit.stream import Stream
-from dbspark.incremental import aggregate, bilinear, closure, cycle, definition, distinct, fixpoint, linear
+from dbspark.incremental import (
+    aggregate,
+    bilinear,
+    closure,
+    cycle,
+    definition,
+    distinct,
+    fixpoint,
+    linear,
+    topk,
+)
 from dbspark.incremental.rewrite import copy_circuit
 
 # Order matters: the first rule whose `applies` holds rewrites the node; `definition` always applies.
@@ -21,6 +31,7 @@ NODE_RULES: tuple[ModuleType, ...] = (
     aggregate,
     closure,
     fixpoint,
+    topk,
     definition,
 )
 

@@ -363,6 +363,9 @@ class LocalKernel:
     def from_local(self, z: ZSet) -> ZSet:
         return z
 
+    def is_local(self, a: Value) -> bool:
+        return True
+
     def close(self) -> None:
         pass
 

@@ -337,6 +337,9 @@ class SparkKernel:
     def from_local(self, z: ZSet) -> SparkZSet:
         return SparkZSet(self.spark, z.schema, local=z)
 
+    def is_local(self, a: Value) -> bool:
+        return isinstance(a, SparkZSet) and (a.known_empty or _local(a))
+
     def driver_kernel(self) -> Kernel:
         """The kernel that computes on rows held in the driver: the local engine's (taken from the
         engine registry, not imported), so a value in the driver is computed by the same code as on
