@@ -230,17 +230,18 @@ def test_local_pipeline_killed_at_random_moments_finishes_equal_to_the_oracle(tm
     ]
     rng = random.Random(5)
     kills = 0
+    every_frame_a_file = {"DBSPARK_CHECKPOINT_FRAME_ROWS": "1"}  # (`circuit/checkpoint.py`)
     for _ in range(3):
-        proc = _cli(args)
+        proc = _cli(args, every_frame_a_file)
         time.sleep(rng.uniform(0.5, 2.5))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
         proc.communicate(timeout=120)
     for step in (3, 7):  # and mid-step, before the commit, at fixed steps
-        proc = _cli(args, {"DBSPARK_KILL_BEFORE_COMMIT": str(step)})
+        proc = _cli(args, {"DBSPARK_KILL_BEFORE_COMMIT": str(step), **every_frame_a_file})
         proc.communicate(timeout=120)
-    final = _cli(args)
+    final = _cli(args, every_frame_a_file)
     _, se = final.communicate(timeout=300)
     assert final.returncode == 0, se
     _check(tmp_path / "out", _reference(changes), 12)

@@ -8,8 +8,6 @@ undo, and a step that raises is rolled back, leaving the circuit at its previous
 
 from __future__ import annotations
 
-import os
-import pickle
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from dbspark.algebra.zset import ZSet
+from dbspark.circuit.checkpoint import FrameFiles
 from dbspark.circuit.circuit import Circuit
 from dbspark.circuit.schedule import advance_delays, evaluate, schedule
 from dbspark.errors import CircuitError, DbsparkError, EngineError, UnknownNameError
@@ -51,6 +50,7 @@ class Runtime:
             else:
                 self.states[nid] = n.op.init(kernel, n.shape, [nodes[i].shape for i in n.inputs])
         self._pending: dict[str, list[Any]] = {name: [] for name in circuit.inputs}
+        self._frames: FrameFiles | None = None
         self._input_traces: dict[str, Any] = {}  # kind checks of bag and set inputs, per input
         self._unique_traces: dict[str, list[tuple[tuple[str, ...], Any]]] = {}  # UNIQUE indexes, per input
         for name, nid in circuit.inputs.items():
@@ -208,12 +208,13 @@ class Runtime:
         }
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            f.write(pickle.dumps(data))
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(p)  # the commit: one atomic rename
+        self._frame_files(p).dump(data)  # the large frames written once; the commit: one rename
+
+    def _frame_files(self, path: Path) -> FrameFiles:
+        """The frame files of checkpoints at `path` (one per path: it knows which frames are written)."""
+        if self._frames is None or self._frames.path != path:
+            self._frames = FrameFiles(path)
+        return self._frames
 
     def _save(self, nid: int) -> Any:
         st = self.states[nid]
@@ -223,7 +224,7 @@ class Runtime:
 
     def restore(self, path: str | Path) -> None:
         """Load a checkpoint written by `checkpoint` for the same circuit."""
-        data = pickle.loads(Path(path).read_bytes())
+        data = self._frame_files(Path(path)).load()
         if set(data["ops"]) != set(self.order):
             raise CircuitError(f"checkpoint {path} was written by a different circuit")
         for nid, (kind, saved) in data["ops"].items():
