@@ -177,6 +177,21 @@ def _frames_equal(a: pl.DataFrame, b: pl.DataFrame, tol: float) -> bool:
     return True
 
 
+def duck_apply(con: Any, table: str, ins: pl.DataFrame, dele: pl.DataFrame) -> None:
+    """Apply a change to a DuckDB table: insert the rows of `ins`, delete those whose `id` is in `dele`."""
+    con.register("ins", ins.to_arrow())
+    con.register("del", dele.select("id").to_arrow())
+    con.execute(f"INSERT INTO {table} SELECT * FROM ins")
+    con.execute(f"DELETE FROM {table} WHERE id IN (SELECT id FROM del)")
+    con.unregister("ins")
+    con.unregister("del")
+
+
+def median_range(s: dict[str, float]) -> str:
+    """A `stats` dict as "median [min..max]"."""
+    return f"{fmt_s(s['median'])} [{fmt_s(s['min'])}..{fmt_s(s['max'])}]"
+
+
 def counts_frame(d: Mapping[Any, int], key: str = "g", value: str = "n") -> pl.DataFrame:
     """{key: count} (zero counts dropped) as a two-column Int64 frame."""
     items = [(k, v) for k, v in d.items() if v]

@@ -124,7 +124,7 @@ def run_size(n: int) -> dict:
     duck = {f: [] for f in FUNCS}
     with h.phase(f"n={n:,}: duckdb {len(changes)} steps x {len(FUNCS)} aggregates"):
         for i, (ins, dele) in enumerate(changes):
-            t_apply, _ = h.timed(lambda ins=ins, dele=dele: _apply(con, ins, dele))
+            t_apply, _ = h.timed(lambda ins=ins, dele=dele: h.duck_apply(con, "a", ins, dele))
             for f in FUNCS:
                 t_q, res = h.timed(
                     lambda f=f: con.execute(f"SELECT g, {DUCK[f]} AS m FROM a GROUP BY g").pl()
@@ -144,15 +144,6 @@ def run_size(n: int) -> dict:
     return out
 
 
-def _apply(con: duckdb.DuckDBPyConnection, ins: pl.DataFrame, dele: pl.DataFrame) -> None:
-    con.register("ins", ins.to_arrow())
-    con.register("del", dele.select("id").to_arrow())
-    con.execute("INSERT INTO a SELECT * FROM ins")
-    con.execute("DELETE FROM a WHERE id IN (SELECT id FROM del)")
-    con.unregister("ins")
-    con.unregister("del")
-
-
 def run(quick: bool) -> dict:
     sizes = h.sized([10_000, 100_000, 1_000_000], [10_000, 1_000_000], quick, smoke=[2_000, 20_000])
     per = {str(n): run_size(n) for n in sizes}
@@ -163,8 +154,7 @@ def run(quick: bool) -> dict:
     for f in FUNCS:
         row = [f]
         for n in sizes:
-            s = per[str(n)][f]["dbspark"]
-            row.append(f"{h.fmt_s(s['median'])} [{h.fmt_s(s['min'])}..{h.fmt_s(s['max'])}]")
+            row.append(h.median_range(per[str(n)][f]["dbspark"]))
         row += [h.fmt_x(ratios[f]), "yes" if ratios[f] <= 2.0 else "NO"]
         row += [h.fmt_s(per[str(n)][f]["duckdb"]["median"]) for n in sizes]
         rows.append(row)

@@ -170,12 +170,7 @@ def run_size(op: Op, size: int) -> dict:
 
     def apply(i: int) -> None:
         for t, (ins, dele) in changes[i].items():
-            con.register("ins", ins.to_arrow())
-            con.register("del", dele.select("id").to_arrow())
-            con.execute(f"INSERT INTO {t} SELECT * FROM ins")
-            con.execute(f"DELETE FROM {t} WHERE id IN (SELECT id FROM del)")
-            con.unregister("ins")
-            con.unregister("del")
+            h.duck_apply(con, t, ins, dele)
 
     first_timed = len(changes) - RECOMPUTE_STEPS
     for i in range(first_timed):

@@ -122,12 +122,7 @@ def run_size(n: int, engines: list[str]) -> dict:
 
 
 def _apply_and_query(con: duckdb.DuckDBPyConnection, ins: pl.DataFrame, dele: pl.DataFrame) -> pl.DataFrame:
-    con.register("ins", ins.to_arrow())
-    con.register("del", dele.select("id").to_arrow())
-    con.execute("INSERT INTO t SELECT * FROM ins")
-    con.execute("DELETE FROM t WHERE id IN (SELECT id FROM del)")
-    con.unregister("ins")
-    con.unregister("del")
+    h.duck_apply(con, "t", ins, dele)
     return con.execute(QUERY).pl()
 
 
@@ -140,8 +135,7 @@ def run(quick: bool) -> dict:
     for s in systems:
         row = [s]
         for n in sizes:
-            st = per[str(n)][s]["dbspark"]
-            row.append(f"{h.fmt_s(st['median'])} [{h.fmt_s(st['min'])}..{h.fmt_s(st['max'])}]")
+            row.append(h.median_range(per[str(n)][s]["dbspark"]))
         row.append(str(sorted(set(per[str(sizes[-1])][s]["actions"]))))
         rows.append(row)
     rows.append(

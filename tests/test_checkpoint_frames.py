@@ -42,6 +42,16 @@ def _views(p: dbspark.Pipeline) -> dict:
     return {v: p.view(v).to_dict() for v in p.views}
 
 
+def _opened(d: Path, rows: int = 0) -> dbspark.Pipeline:
+    """The pipeline on directory `d`, with `rows` rows inserted into r by a first step if it has none."""
+    p = dbspark.Pipeline(d, engine="local")
+    p.sql(SQL)
+    if rows:
+        p.insert("r", [(k, k % 3) for k in range(rows)])
+        p.step()
+    return p
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 @given(steps=steps, reopen=st.lists(st.booleans(), min_size=6, max_size=6))
 def test_reopened_at_any_step_equals_a_pipeline_that_never_stopped(
@@ -68,8 +78,7 @@ def test_reopened_at_any_step_equals_a_pipeline_that_never_stopped(
         }
         if again:
             p.close()
-            p = dbspark.Pipeline(d, engine="local")
-            p.sql(SQL)
+            p = _opened(d)
             assert _views(p) == _views(mem)
         assert _frames(d) or not rows, "the state's frames are files"
     p.close()
@@ -78,10 +87,7 @@ def test_reopened_at_any_step_equals_a_pipeline_that_never_stopped(
 def test_a_step_writes_its_new_frames_and_old_ones_are_deleted(
     every_frame_a_file: None, tmp_path: Path
 ) -> None:
-    p = dbspark.Pipeline(tmp_path, engine="local")
-    p.sql(SQL)
-    p.insert("r", [(k, k % 3) for k in range(50)])
-    p.step()
+    p = _opened(tmp_path, 50)
     first = _frames(tmp_path)
     p.insert("r", [(60, 1)])
     p.step()
@@ -98,24 +104,21 @@ def test_a_step_writes_its_new_frames_and_old_ones_are_deleted(
 def test_a_checkpoint_that_fails_before_its_commit_leaves_the_last_one(
     every_frame_a_file: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    p = dbspark.Pipeline(tmp_path, engine="local")
-    p.sql(SQL)
-    p.insert("r", [(k, k % 3) for k in range(20)])
-    p.step()
+    p = _opened(tmp_path, 20)
     views = _views(p)
     (tmp_path / checkpoint.FRAMES / "stray.arrow").write_bytes(b"left by a crashed writer")
 
     def fail(self: Path, target: Path) -> None:
         raise OSError("disk full")
 
+    replace = Path.replace
     monkeypatch.setattr(Path, "replace", fail)
     p.insert("r", [(100, 7)])
     with pytest.raises(OSError):
         p.step()
-    monkeypatch.undo()
+    monkeypatch.setattr(Path, "replace", replace)
     p.close()
-    q = dbspark.Pipeline(tmp_path, engine="local")
-    q.sql(SQL)
+    q = _opened(tmp_path)
     assert q.steps == 1 and _views(q) == views
     assert "stray.arrow" not in _frames(tmp_path) and not any(f.endswith(".tmp") for f in _frames(tmp_path))
     q.insert("r", [(100, 7)])
