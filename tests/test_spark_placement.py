@@ -37,9 +37,13 @@ CREATE VIEW ord AS SELECT g, MIN(x) AS lo, MAX(x) AS hi, MAX(b) AS mb, MIN(s) AS
 CREATE VIEW med AS SELECT g, MEDIAN(x) AS md, MIN(x) AS lo, COUNT(*) AS n FROM t GROUP BY g;
 CREATE VIEW ordall AS SELECT MIN(s) AS ls, MAX(x) AS hi, COUNT(s) AS ns FROM t;
 CREATE VIEW top AS SELECT g, x, s FROM t ORDER BY x DESC NULLS LAST, g LIMIT 2;
+CREATE TABLE m(g BIGINT, d DECIMAL(15,2), e DECIMAL(18,6));
+CREATE VIEW dec AS SELECT g, SUM(d) AS sd, AVG(d) AS ad, COUNT(e) AS ce, SUM(e) AS se, AVG(e) AS ae,
+  COUNT(*) AS n FROM m GROUP BY g;
+CREATE VIEW decall AS SELECT SUM(d) AS sd, AVG(e) AS ae FROM m;
 """
-VIEWS = ("agg", "big", "lin", "whole", "ord", "ordall", "med", "top")
-COLUMNS = {"r": ("k", "g"), "s": ("k", "v"), "t": ("g", "x", "f", "b", "s")}
+VIEWS = ("agg", "big", "lin", "whole", "ord", "ordall", "med", "top", "dec", "decall")
+COLUMNS = {"r": ("k", "g"), "s": ("k", "v"), "t": ("g", "x", "f", "b", "s"), "m": ("g", "d", "e")}
 DTYPES = {
     "k": "int64",
     "g": "int64",
@@ -48,6 +52,8 @@ DTYPES = {
     "f": "float64",
     "b": "boolean",
     "s": "object",
+    "d": "object",
+    "e": "object",
 }
 
 
@@ -73,11 +79,22 @@ quad = st.tuples(
     st.none() | st.booleans(),
     st.none() | st.sampled_from(["", "a", "b", "ü", "B"]),
 )
+# DECIMALs near their types' bounds too: the driver's sums are exact, as Spark's
+dec = st.tuples(
+    st.integers(0, 2),
+    st.none() | st.integers(-(10**13), 10**13).map(lambda u: decimal.Decimal(u).scaleb(-2)),
+    st.none() | st.integers(-(10**18) + 1, 10**18 - 1).map(lambda u: decimal.Decimal(u).scaleb(-6)),
+)
 step = st.tuples(
     st.sampled_from(["auto", "driver", "cluster"]),
     st.integers(0, 4),  # driver_rows
     st.fixed_dictionaries(
-        {"r": st.lists(pair, max_size=4), "s": st.lists(pair, max_size=4), "t": st.lists(quad, max_size=4)}
+        {
+            "r": st.lists(pair, max_size=4),
+            "s": st.lists(pair, max_size=4),
+            "t": st.lists(quad, max_size=4),
+            "m": st.lists(dec, max_size=4),
+        }
     ),  # inserts
     st.fixed_dictionaries({t: st.lists(st.integers(0, 50), max_size=3) for t in COLUMNS}),  # deletes
 )

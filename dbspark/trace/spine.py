@@ -25,6 +25,7 @@ import polars as pl
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, weight_sum_checked
 
 MERGE_FACTOR = 2
+SMALL = 16_384  # a trace of at most this many entries is one batch, consolidated again on each insert
 HASH = "__h"
 SEED = 0x5EED
 
@@ -293,7 +294,12 @@ class Spine:
             df = consolidate_frame(df, self.weight_cols)
         if df.height == 0:
             return
-        self.batches.append(Batch(df, self.keys))
+        bs = self.batches
+        if len(bs) == 1 and len(bs[0]) + df.height <= SMALL:  # a small trace stays one batch, rebuilt
+            both = pl.concat([bs[0].df, df], how="vertical")
+            self.batches = [Batch(consolidate_frame(both, self.weight_cols), self.keys)]
+            return
+        bs.append(Batch(df, self.keys))
         self._merge()
 
     def _merge(self) -> None:

@@ -10,9 +10,11 @@ emitted by one kind of step is retracted exactly by the other. Integer sums run 
 DECIMAL(38) bound checked (Spark's overflow error is a `WeightError` here too); an integer→double
 conversion rounds to nearest as Java's does; double arithmetic is IEEE in both (no fused operations).
 
-Covered: COUNT(*), COUNT, SUM / AVG / VAR / STDDEV of integer, boolean and floating columns. A DECIMAL
-argument (whose Spark sums carry Spark's precision rules) and the ordered and user aggregates step on
-Spark (`AggregateState.local_ok`).
+Covered: COUNT(*), COUNT, SUM / AVG / VAR / STDDEV of integer, boolean and floating columns, and
+COUNT / SUM / AVG of DECIMALs of scale at most 6, whose Spark sums keep the argument's scale (`_dec`):
+summed here exactly in Int128 units, AVG as Spark's double of the sum (correctly rounded, as Java's
+BigDecimal.doubleValue) divided by the count. VAR / STDDEV of a DECIMAL, a DECIMAL of a larger scale
+and the ordered and user aggregates step on Spark (`local_ok`).
 
 A GROUP BY with MIN / MAX keeps its input's integral by group (as on Spark); `ordered_step` recomputes
 the changed groups from their rows sought in the bucket files, in the driver. Covered where the result
@@ -24,6 +26,8 @@ floating MIN / MAX and user aggregates step on Spark.
 """
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 import numpy as np
 import polars as pl
@@ -51,15 +55,37 @@ class Accumulators(ZSet):
 
 
 def local_ok(spec: AggSpec) -> bool:
-    """Whether the spec's calls all fold here: linear calls on integer, boolean or floating arguments."""
+    """Whether the spec's calls all fold here: linear calls on integer, boolean or floating arguments,
+    and COUNT / SUM / AVG of DECIMALs of scale at most 6 (`_dec`)."""
     for c in spec.calls:
         if c.kind != "linear":
             return False
         if c.arg is not None and c.func != "count":
             t = spec.input_schema[c.arg]
-            if not (t.is_integer() or t == pl.Boolean() or t.is_float()):
+            if _dec(spec, c.arg) is not None:
+                if c.func not in ("sum", "avg"):
+                    return False
+            elif not (t.is_integer() or t == pl.Boolean() or t.is_float()):
                 return False
     return True
+
+
+def _dec(spec: AggSpec, arg: str | None) -> int | None:
+    """The scale of a DECIMAL argument whose Spark sum keeps it, else None.
+
+    Spark's accumulator is sum(x * CAST(w AS DECIMAL(20,0))): the product of DECIMAL(p, s) and
+    DECIMAL(20, 0) keeps scale s where s <= 6 (Spark's precision-loss rule keeps min(s, 6) digits), so
+    the sum is exact in units of 10^-s, as here (Int128 units)."""
+    t = spec.input_schema[arg] if arg else None
+    if isinstance(t, pl.Decimal) and (t.scale or 0) <= 6:
+        return t.scale or 0
+    return None
+
+
+def _units_to_decimal(units: pl.Series, scale: int, name: str) -> pl.Series:
+    """Int128 units of 10^-scale as DECIMAL(38, scale) values."""
+    one = pl.lit(Decimal(1).scaleb(-scale), pl.Decimal(38, scale))
+    return pl.select((pl.lit(units).cast(pl.Decimal(38, 0)) * one).alias(name)).to_series()
 
 
 def ordered_ok(spec: AggSpec) -> bool:
@@ -111,7 +137,10 @@ def accumulator_exprs(spec: AggSpec) -> list[pl.Expr]:
             continue
         x = pl.col(c.arg)
         aggs.append(pl.when(x.is_not_null()).then(w128).otherwise(0).sum().alias(f"__c{i}"))
-        if _is_int(spec, c.arg):
+        if _dec(spec, c.arg) is not None:  # Σ units · w, exact
+            if c.func != "count":
+                aggs.append((x.to_physical() * w128).sum().alias(f"__s{i}"))
+        elif _is_int(spec, c.arg):
             xi = x.cast(pl.Int64).cast(pl.Int128)
             if c.func != "count":
                 aggs.append((xi * w128).sum().alias(f"__s{i}"))
@@ -131,16 +160,24 @@ def _guard(spec: AggSpec, d: pl.DataFrame) -> None:
     there first): the magnitudes estimated in doubles, with a wide margin."""
     if not d.height:
         return
-    if not any(
-        c.arg is not None and c.kind == "linear" and c.func != "count" and _is_int(spec, c.arg)
-        for c in spec.calls
-    ):
+
+    def exact(c: AggCall) -> bool:
+        return (
+            c.arg is not None
+            and c.kind == "linear"
+            and c.func != "count"
+            and (_is_int(spec, c.arg) or _dec(spec, c.arg) is not None)
+        )
+
+    if not any(exact(c) for c in spec.calls):
         return
     wf = d[WEIGHT].cast(pl.Float64).abs()
     for c in spec.calls:
-        if c.arg is None or c.kind != "linear" or c.func == "count" or not _is_int(spec, c.arg):
+        if not exact(c):
             continue
-        xf = d[c.arg].cast(pl.Float64).abs().fill_null(0.0)
+        x = d[str(c.arg)]
+        x = x.to_physical() if _dec(spec, c.arg) is not None else x
+        xf = x.cast(pl.Float64).abs().fill_null(0.0)
         top = float((xf * xf * wf).sum()) if c.func in VAR else float((xf * wf).sum())
         if top >= 1e37:
             raise WeightError(
@@ -171,6 +208,16 @@ def _results(spec: AggSpec, acc: pl.DataFrame) -> dict[str, pl.Series]:
             some = (n > 0).to_numpy()
             nf = _to_double(n)
             sx = acc[f"__s{i}"]
+            scale = _dec(spec, c.arg)
+            if scale is not None:  # Int128 units: SUM exact, AVG as Spark's double(Σ) / double(n)
+                if c.func == "sum":
+                    v = _units_to_decimal(sx, scale, c.name)
+                else:
+                    sf = np.array([float(Decimal(int(u)).scaleb(-scale)) for u in sx.to_list()], np.float64)
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        v = pl.Series(c.name, sf / nf, pl.Float64)
+                out[c.name] = pl.select(pl.when(pl.Series(some)).then(v).otherwise(None).cast(t)).to_series()
+                continue
             if c.func == "sum":
                 if _is_int(spec, c.arg):
                     bad = sx.filter((n > 0) & ((sx < INT64[0]) | (sx > INT64[1])))
@@ -209,8 +256,11 @@ def fold(
     accumulators to add to the trace, from the change's accumulators `dacc` (Int128 integer sums) and
     the trace's rows `found` at their keys (not consolidated)."""
     ints = [c for c, t in sums.items() if not t.is_float()]
+    decs = {c: t.scale or 0 for c, t in sums.items() if isinstance(t, pl.Decimal)}  # the trace's DECIMAL sums
     old = (
-        found.with_columns([pl.col(c).cast(pl.Int128) for c in ints])
+        found.with_columns(
+            [pl.col(c).to_physical() if c in decs else pl.col(c).cast(pl.Int128) for c in ints]
+        )
         .group_by(keys)
         .agg([pl.col(c).sum() for c in sums])
     )
@@ -227,7 +277,9 @@ def fold(
         if c in (CNT,) or c.startswith("__c"):
             _fits_long(n[c])
     out = _emit(spec, o, n, _results(spec, o), _results(spec, n), was)
-    acc = dacc.with_columns([pl.col(c).cast(t) for c, t in sums.items()])
+    acc = dacc.with_columns(
+        [_units_to_decimal(dacc[c], decs[c], c) if c in decs else pl.col(c).cast(t) for c, t in sums.items()]
+    )
     return out, acc
 
 

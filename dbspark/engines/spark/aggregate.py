@@ -462,6 +462,12 @@ class AggregateState:
             probe = probe.groupBy(*col_list(keys)).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
             sums = tuple(_acc_names(spec))
             types = {f.name: polars_type(f.dataType) for f in probe.schema.fields if f.name in sums}
+            for i, c in _linear_calls(spec):  # a DECIMAL sum folds in the driver in the argument's units
+                t, st = spec.input_schema[c.arg] if c.arg else None, types.get(f"__s{i}")
+                if c.func == "count" or not isinstance(t, pl.Decimal):
+                    continue
+                if not (isinstance(st, pl.Decimal) and st.scale == t.scale):
+                    self.in_driver = False
             self.trace = kernel.bucket_trace(
                 pl.Schema([(k, rows_schema[k]) for k in keys]),
                 tuple(keys),
