@@ -759,12 +759,33 @@ class SparkKernel:
         return self._weigh(j, schema, x.lineage + y.lineage)
 
     def product(self, a: Value, b: Value, right_out: Sequence[tuple[str, str]]) -> SparkZSet:
+        """Cross product; in the driver when one side is held there and the other is too, or is a
+        trace of at most `driver_rows` stored entries (read there: a product reads its whole other
+        side anyway)."""
         schema = pl.Schema([*_data(a).items(), *[(d, _data(b)[s]) for s, d in right_out]])
         if self._empty(a) or self._empty(b):
             return self.empty(schema)
         x, y = self.as_zset(a), self.as_zset(b)
+        if _local(x) or _local(y):
+            x, y = self._small_in_driver(a, x), self._small_in_driver(b, y)
+        if _local(x) and _local(y):
+            assert x.local is not None and y.local is not None
+            return self.from_local(self.driver_kernel().product(x.local, y.local, right_out))
         r = y.frame.select(*[col(s).alias(d) for s, d in right_out], col(WEIGHT).alias(_WR))
         return self._weigh(x.frame.crossJoin(r), schema, x.lineage + y.lineage)
+
+    def _small_in_driver(self, a: Value, z: SparkZSet) -> SparkZSet:
+        """`z` (the value `a` as a Z-set), read into the driver without a Spark job if `a` is a trace
+        snapshot of at most `driver_rows` stored entries whose pending changes are held there."""
+        if not isinstance(a, BucketSnap) or _local(z):
+            return z
+        from dbspark.engines.spark.placement import DRIVER_ROWS
+
+        limit = int(self.handle.setting("driver_rows", str(DRIVER_ROWS)))
+        if sum(e.n_rows for e in a.files.values()) > limit:
+            return z
+        rows = a.scan_local()
+        return z if rows is None else SparkZSet(self.spark, a.schema, local=rows)
 
     def seek(self, snap: Value, probe: Value, on: Sequence[tuple[str, str]], exact: bool) -> SparkZSet:
         """The trace's rows (with weights) whose key equals (`on`: z's column, the trace's key) a row of
