@@ -626,6 +626,19 @@ def test_errors_are_data_errors_as_in_duckdb(engine: Any, k: int) -> None:
         run_dbspark([e], FIXED_ROWS, engine)
 
 
+def test_decimal_operands_are_cast_to_the_result_type_as_in_duckdb(engine: Any) -> None:
+    """DECIMAL(18,4) - DECIMAL(18,0) is a DECIMAL(18,4) in DuckDB (two DECIMAL(<=18) inputs keep width
+    18), and each operand is cast to it first: round(n, 0) of 99999999999999.9999 (100000000000000)
+    does not fit, so the difference raises though it would (-0.0001); found by the random expressions."""
+    top = (5, None, None, None, None, Decimal("99999999999999.9999"), None, None, None, None, None)
+    e = n - func("round", n, lit(0))
+    with pytest.raises(duckdb.Error):
+        run_duckdb([e], [top])
+    with pytest.raises(DataError):
+        run_dbspark([e], [top], engine)
+    check_against_duckdb([e, n + n, func("round", n, lit(0)) - n], FIXED_ROWS, engine)
+
+
 def test_errors_only_where_evaluated(engine: Any) -> None:
     # CASE and COALESCE evaluate a branch only for the rows that reach it; AND / OR short-circuit
     exprs = [

@@ -338,6 +338,9 @@ class Compiler:
                     u = pl.when(zero).then(None).otherwise((ua.abs() % safe.abs()) * ua.sign())
                 else:
                     u = ua + ub if op == "add" else ua - ub
+                    # DuckDB casts both operands to the result type first: one that does not fit it
+                    # (the width kept at 18 for two DECIMAL(<=18) inputs) is an overflow
+                    big = ~dec_fits(ua, p) | ~dec_fits(ub, p)
             else:  # mul: the exact product of the unscaled values, at scale sa + sb
                 ua, ub = unscaled(x[0], sa), unscaled(x[1], sb)
                 u = ua * ub

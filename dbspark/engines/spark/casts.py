@@ -68,13 +68,16 @@ def dec_arith(op: str, sym: str, rt: pl.DataType, a: Any, b: Any, ta: pl.DataTyp
         r = F.when(b == 0, None).otherwise(F.try_mod(a, b))
         return r.cast(spark_type(rt))
     if op in ("add", "sub"):
+        # DuckDB casts both operands to the result type first: one that does not fit it is an overflow
+        fits = dec_bound(a, p, s) & dec_bound(b, p, s)
         if max(pa - sa, pb - sb) + max(sa, sb) + 1 <= 38:  # Spark's exact result type
             r = a + b if op == "add" else a - b
-            return checked(
-                F.when(dec_bound(r, p, s), r).cast(spark_type(rt)), ~dec_bound(r, p, s), msg, (a, b)
-            )
+            ok = dec_bound(r, p, s) & fits
+            return checked(F.when(ok, r).cast(spark_type(rt)), ~ok, msg, (a, b))
         ua, ub = unscaled(a, s), unscaled(b, s)
         u = F.try_add(ua, ub) if op == "add" else F.try_subtract(ua, ub)
+        bad = ~fits | (u.isNull() & a.isNotNull() & b.isNotNull()) | ~dec_bound(u, p, 0)
+        return checked(from_unscaled(F.when(~bad, u), p, s), bad, msg, (a, b))
     else:
         if pa + pb + 1 <= 38:
             r = a * b
