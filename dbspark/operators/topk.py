@@ -68,19 +68,23 @@ def full_order(order: tuple[SortKey, ...], columns: list[str]) -> tuple[SortKey,
     return order + tuple(SortKey(c) for c in columns if c not in used)
 
 
+def _sorted(df: pl.DataFrame, order: tuple[SortKey, ...], extra: tuple[str, ...] = ()) -> pl.DataFrame:
+    """`df` in the full order of `order` (`full_order` over its data columns), then by `extra`."""
+    keys = full_order(order, [c for c in df.columns if c != WEIGHT and c not in extra])
+    return df.sort(
+        [k.column for k in keys] + list(extra),
+        descending=[k.descending for k in keys] + [False] * len(extra),
+        nulls_last=[not k.nulls_first for k in keys] + [False] * len(extra),
+        maintain_order=True,
+    )
+
+
 def topk_frame(df: pl.DataFrame, order: tuple[SortKey, ...], limit: int | None, offset: int) -> pl.DataFrame:
     """Top-k of a consolidated frame with a weight column (positive weights: a bag), vectorized."""
-    data = [c for c in df.columns if c != WEIGHT]
-    keys = full_order(order, data)
     df = df.filter(pl.col(WEIGHT) > 0)
     if df.height == 0:
         return df
-    s = df.sort(
-        [k.column for k in keys],
-        descending=[k.descending for k in keys],
-        nulls_last=[not k.nulls_first for k in keys],
-        maintain_order=True,
-    )
+    s = _sorted(df, order)
     end = pl.col(WEIGHT).cum_sum()
     start = end - pl.col(WEIGHT)
     hi = end if limit is None else pl.min_horizontal(end, pl.lit(offset + limit, pl.Int64))
@@ -95,16 +99,6 @@ WINDOW_LIMIT = 100_000  # offset + limit above which no window is kept (every st
 def window_capacity(k: int) -> int:
     """The units a window holds after a refill: twice offset + limit, and some."""
     return 2 * k + WINDOW_SLACK
-
-
-def _sorted(df: pl.DataFrame, order: tuple[SortKey, ...], extra: tuple[str, ...] = ()) -> pl.DataFrame:
-    keys = full_order(order, [c for c in df.columns if c != WEIGHT and c not in extra])
-    return df.sort(
-        [k.column for k in keys] + list(extra),
-        descending=[k.descending for k in keys] + [False] * len(extra),
-        nulls_last=[not k.nulls_first for k in keys] + [False] * len(extra),
-        maintain_order=True,
-    )
 
 
 def window_step(

@@ -285,7 +285,7 @@ class BucketLayout:
         return entries_frame(self.apply(files, change, step))
 
     # ---- reading --------------------------------------------------------------------------------
-    def _cast_probe(self, probe: pl.DataFrame) -> pl.DataFrame:
+    def cast_probe(self, probe: pl.DataFrame) -> pl.DataFrame:
         """The probe's key columns in the key types (not strict: a value the key type cannot hold
         becomes NULL, and matches no stored key under SQL semantics)."""
         missing = [k for k in self.keys if k not in probe.columns]
@@ -308,7 +308,7 @@ class BucketLayout:
 
         `exact=True`: NULL keys equal NULL keys (a Z-set's rows); `exact=False`: SQL semantics, a NULL
         in a key matches nothing. Reads the probe's buckets only, and in them the matching pages."""
-        probe = self._cast_probe(probe)
+        probe = self.cast_probe(probe)
         if not exact:
             probe = probe.drop_nulls()
         if probe.height == 0 or not files:

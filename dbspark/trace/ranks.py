@@ -17,7 +17,6 @@ there) is found among the values that have a negative entry (`SortedRuns.negativ
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -25,23 +24,22 @@ import pyarrow as pa
 
 from dbspark.algebra.keyhash import bucket_of, stable_hash
 from dbspark.trace.bucket_files import HASH, open_run
+from dbspark.trace.bucketed import SHARED, BucketEntry, BucketLayout
 
 _SAFE = 2**62  # a group whose weights could sum past this is not ranked here (no overflow checks)
 
 
 def group_slices(
-    layout: Any, files: Mapping[int, Any], probe: pl.DataFrame, min_rows: int
+    layout: BucketLayout, files: Mapping[int, BucketEntry], probe: pl.DataFrame, min_rows: int
 ) -> dict[int, list[pa.Table]]:
     """The runs' entries of each probe key (row i of `probe`, the layout's key columns) that has at
     least `min_rows` of them, as zero-copy slices (one per run holding the key, without `__h`); keys
     with fewer entries, and keys whose range in a run also holds another key (a hash collision), are
-    left out. `layout` is a `bucketed.BucketLayout`, `files` a version of it."""
-    from dbspark.trace.bucketed import SHARED
-
+    left out. `files` is a version of the layout's trace."""
     keys = list(layout.keys)
     if probe.height == 0 or not files:
         return {}
-    probe = layout._cast_probe(probe)
+    probe = layout.cast_probe(probe)
     hs = stable_hash(probe, keys)
     buckets = bucket_of(hs, layout.n_buckets)
     ranges: list[list[tuple[str, int, int]]] = [[] for _ in range(probe.height)]

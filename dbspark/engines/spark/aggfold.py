@@ -190,6 +190,11 @@ def _to_double(s: pl.Series) -> np.ndarray:
     return s.cast(pl.Float64).to_numpy().astype(np.float64, copy=False)
 
 
+def _where(ok: np.ndarray, v: pl.Series, t: pl.DataType) -> pl.Series:
+    """`v` where `ok`, else NULL, as type `t`."""
+    return pl.select(pl.when(pl.Series(ok)).then(v).otherwise(None).cast(t)).to_series()
+
+
 def _results(spec: AggSpec, acc: pl.DataFrame) -> dict[str, pl.Series]:
     """The calls' values from accumulators, as `aggregate._finalize` computes them on Spark."""
     out: dict[str, pl.Series] = {}
@@ -216,7 +221,7 @@ def _results(spec: AggSpec, acc: pl.DataFrame) -> dict[str, pl.Series]:
                     sf = np.array([float(Decimal(int(u)).scaleb(-scale)) for u in sx.to_list()], np.float64)
                     with np.errstate(divide="ignore", invalid="ignore"):
                         v = pl.Series(c.name, sf / nf, pl.Float64)
-                out[c.name] = pl.select(pl.when(pl.Series(some)).then(v).otherwise(None).cast(t)).to_series()
+                out[c.name] = _where(some, v, t)
                 continue
             if c.func == "sum":
                 if _is_int(spec, c.arg):
@@ -226,7 +231,7 @@ def _results(spec: AggSpec, acc: pl.DataFrame) -> dict[str, pl.Series]:
                     v = pl.Series(c.name, sx.cast(pl.Int64, strict=False))
                 else:
                     v = pl.Series(c.name, sx.cast(pl.Float64))
-                out[c.name] = pl.select(pl.when(pl.Series(some)).then(v).otherwise(None).cast(t)).to_series()
+                out[c.name] = _where(some, v, t)
                 continue
             sf = _to_double(sx)
             if c.func == "avg":
@@ -245,7 +250,7 @@ def _results(spec: AggSpec, acc: pl.DataFrame) -> dict[str, pl.Series]:
                 if str(c.func).startswith("stddev"):
                     val = np.sqrt(val)
             s = pl.Series(c.name, val, pl.Float64)
-            out[c.name] = pl.select(pl.when(pl.Series(ok)).then(s).otherwise(None).cast(t)).to_series()
+            out[c.name] = _where(ok, s, t)
     return {k: v.alias(k) for k, v in out.items()}
 
 
