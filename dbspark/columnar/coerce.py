@@ -303,6 +303,12 @@ def _to_string(s: pl.Series) -> pl.Series | None:
             if small.any():
                 at = small.arg_true()
                 out = out.scatter(at, pl.Series([repr(v) for v in s.gather(at).to_list()], dtype=pl.String))
+        nan = s.is_nan().fill_null(False)
+        if nan.any():  # DuckDB writes a NaN with its sign bit set as -nan
+            at = nan.arg_true()
+            neg = np.signbit(s.gather(at).to_numpy())
+            if neg.any():
+                out = out.scatter(at.filter(pl.Series(neg)), "-nan")
         return out
     if isinstance(src, pl.Datetime):
         text = _naive_utc(s).dt.to_string("%Y-%m-%d %H:%M:%S%.6f").str.replace(r"\.?0+$", "")
@@ -317,7 +323,7 @@ def _to_bool(s: pl.Series) -> pl.Series | None:
     if src.is_integer() or isinstance(src, pl.Decimal):
         return s.cast(pl.Float64, strict=False) != 0 if isinstance(src, pl.Decimal) else s != 0
     if src.is_float():
-        return pl.select(pl.when(s.is_nan()).then(None).otherwise(s != 0)).to_series()
+        return s != 0  # NaN is not 0: true, as DuckDB stores it
     if src == pl.String:
         low = s.str.to_lowercase()
         return pl.select(pl.when(low.is_in(_TRUE)).then(True).when(low.is_in(_FALSE)).then(False)).to_series()

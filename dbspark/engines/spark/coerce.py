@@ -184,9 +184,7 @@ def _convert(src: Any, st: Any, t: pl.DataType, target: Any, T: Any) -> Any:
             return F.when(low.isin("true", "t", "yes", "y", "1"), F.lit(True)).when(
                 low.isin("false", "f", "no", "n", "0"), F.lit(False)
             )
-        if floating:
-            return F.when(~F.isnan(src), src != 0)
-        if numeric:
+        if numeric or floating:  # NaN is not 0: true, as DuckDB stores it
             return src != 0
         return null
     if t == pl.Date:
