@@ -639,6 +639,21 @@ def test_decimal_operands_are_cast_to_the_result_type_as_in_duckdb(engine: Any) 
     check_against_duckdb([e, n + n, func("round", n, lit(0)) - n], FIXED_ROWS, engine)
 
 
+def test_a_common_decimal_type_past_38_digits_cuts_the_scale_as_duckdb(engine: Any) -> None:
+    """COALESCE / CASE of DECIMAL(9,2) and DECIMAL(38,0) is a DECIMAL(38,0) in DuckDB (the integer
+    digits are kept, the scale cut, the value rounded); dbspark kept the scale; found by the random
+    expressions."""
+    wide = Cast(f, pl.Decimal(38, 10))
+    exprs = [
+        func("coalesce", m, func("round", wide, lit(0))),
+        Case(((b, m),), Cast(f, pl.Decimal(37, 1))),
+        func("coalesce", m, Cast(f, pl.Decimal(38, 0))),
+    ]
+    for e in exprs[:1]:
+        assert fn.sql_name(e.dtype(SCHEMA)) == "DECIMAL(38,0)"
+    check_against_duckdb(exprs, FIXED_ROWS, engine)
+
+
 def test_errors_only_where_evaluated(engine: Any) -> None:
     # CASE and COALESCE evaluate a branch only for the rows that reach it; AND / OR short-circuit
     exprs = [

@@ -126,8 +126,11 @@ def supertype2(a: pl.DataType, b: pl.DataType, what: str) -> pl.DataType:
             return pl.Float64()
         if is_dec(a) or is_dec(b):
             (pa, sa), (pb, sb) = dec_of(a), dec_of(b)
-            s = max(sa, sb)
-            return pl.Decimal(min(max(pa - sa, pb - sb) + s, 38), s)
+            whole, s = max(pa - sa, pb - sb), max(sa, sb)
+            # past 38 digits DuckDB keeps the integer digits and cuts the scale (MaxLogicalType):
+            # COALESCE(DECIMAL(9,2), DECIMAL(38,0)) is a DECIMAL(38,0)
+            s = min(s, 38 - whole)
+            return pl.Decimal(whole + s, s)
         return wider_int(a, b)
     if is_temporal(a) and is_temporal(b):  # DATE < TIMESTAMP < TIMESTAMP WITH TIME ZONE
         return TIMESTAMPTZ if is_tz(a) or is_tz(b) else TIMESTAMP
