@@ -32,6 +32,9 @@ CASES = [
     ("SELECT a, count(*) FROM t GROUP BY b", SchemaError, "must appear in the GROUP BY clause", "a"),
     ("SELECT a FROM t WHERE sum(c) > 1", SchemaError, "aggregate SUM(c) is not allowed here", "sum"),
     ("SELECT foo(a) FROM t", UnsupportedError, "function foo()", "foo"),
+    # dbspark's own functions (the checks of `operators.checks`) are not SQL
+    ("SELECT __repr(a) FROM t", UnsupportedError, "function __repr()", "__repr"),
+    ("SELECT __fail('DataError', b) FROM t", UnsupportedError, "function __fail()", "__fail"),
     ("SELECT sum(a) OVER () FROM t", UnsupportedError, "window functions", "sum"),
     ("SELECT a FROM t UNION SELECT a, e FROM u", SchemaError, "UNION of 1 and 2 columns", "a"),
     ("SELECT a FROM t LIMIT a", UnsupportedError, "LIMIT that is not a constant", "^a"),

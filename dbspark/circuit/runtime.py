@@ -20,6 +20,7 @@ from dbspark.circuit.checkpoint import FrameFiles
 from dbspark.circuit.circuit import Circuit
 from dbspark.circuit.schedule import advance_delays, evaluate, schedule
 from dbspark.errors import CircuitError, DbsparkError, EngineError, UnknownNameError
+from dbspark.operators import checks
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, DelayState
 
@@ -163,7 +164,7 @@ class Runtime:
             return self.kernel.empty(op.schema)
         z = self._input_change(op, batches, undo)
         for cols, index in self._unique_traces.get(op.name_, ()):  # after the kind checks: a valid change
-            self.kernel.unique_checked(index, z, cols, self._where(op.name_), undo)
+            checks.unique_checked(self.kernel, index, z, cols, self._where(op.name_), undo)
         return z
 
     def _input_change(self, op: Input, batches: list[Any], undo: list) -> Any:
@@ -176,9 +177,10 @@ class Runtime:
         if op.positive:  # the kind checks need each row once; operators consolidate where they must
             z = self.kernel.consolidate(z)
         if trace is not None:
-            self.kernel.insert_checked(trace, z, op.kind_, self._where(op.name_), undo)
-        elif op.positive and self.snapshots:  # each step's value is the relation itself
-            self.kernel.check_input(None, z, op.kind_, self._where(op.name_))
+            checks.insert_checked(self.kernel, trace, z, op.kind_, self._where(op.name_), undo)
+            return z
+        if op.positive and self.snapshots:  # each step's value is the relation itself
+            return checks.checked_relation(self.kernel, z, op.kind_, self._where(op.name_))
         return z
 
     # ---- reading ------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ import numpy as np
 import polars as pl
 
 from dbspark.algebra.weights import check_weights
-from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.coerce import coerce_column
-from dbspark.errors import DataError, NegativeStateError, SchemaError, WeightError
+from dbspark.errors import DataError, SchemaError, WeightError
 
 
 def rows_to_frame(rows: Any, schema: pl.Schema, where: str) -> pl.DataFrame:
@@ -265,29 +265,3 @@ def _is_arrow(x: Any) -> bool:
 
 def _is_spark(x: Any) -> bool:
     return type(x).__module__.startswith("pyspark.sql") and type(x).__name__ == "DataFrame"
-
-
-def check_kind(z: ZSet, cur: pl.DataFrame | None, kind: str, where: str) -> None:
-    """Reject a change `z` to a bag (no negative count) or a set (no count above 1), given `cur`, the
-    relation's current rows among those of `z` (None: empty; then `z` is the relation itself)."""
-    cur = (z.df.clear() if cur is None else cur).rename({WEIGHT: "__old"})
-    j = z.df.join(cur, on=z.columns, how="left", nulls_equal=True).with_columns(
-        (pl.col("__old").fill_null(0) + pl.col(WEIGHT)).alias("__new")
-    )
-    too_many = pl.col("__new") > 1 if kind == "set" else pl.lit(False)
-    bad = j.filter((pl.col("__new") < 0) | too_many)
-    if bad.height:
-        r = bad.row(0, named=True)
-        row = tuple(r[c] for c in z.columns)
-        if r["__new"] < 0:
-            raise NegativeStateError(
-                f"{where}: delete of row {row} that is not there (present {r['__old'] or 0} time(s), "
-                f"change {r[WEIGHT]})"
-            )
-        raise NegativeStateError(f"{where} is a set: row {row} would occur {r['__new']} times")
-
-
-def unique_message(where: str, cols: Sequence[str], values: Sequence[Any]) -> str:
-    """DuckDB's words for a UNIQUE violation: `Duplicate key "a: 1, b: 2" violates unique constraint`."""
-    shown = ", ".join(f"{c}: {v}" for c, v in zip(cols, values, strict=True))
-    return f'{where}: Duplicate key "{shown}" violates unique constraint UNIQUE ({", ".join(cols)})'

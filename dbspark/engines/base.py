@@ -14,13 +14,15 @@ The protocol is split by concern (DESIGN.md, Engines):
 - `StepKernel`: the step lifecycle (begin, place the step's pushed changes in the driver or on the
   cluster, commit an output, end, abort) and values kept across steps.
 - `OperatorKernel`: whole operators that each engine still implements itself (the aggregate folds,
-  keyed-input checks, the closure operator). They are declared so that the boundary is
+  primary-key tables' changes, the coercion of pushed rows). They are declared so that the boundary is
   explicit and checked; the engine issue moves them above the kernel, written once as seeks, groups
-  and folds, as distinct's H (`operators/distinct.py`: a seek and a `combine`), the
+  and folds, as these already are: distinct's H (`operators/distinct.py`: a seek and a `combine`), the
   doubly-incremental operators of recursive scopes (`operators/nested.py`: seeks of nested traces
-  whose time is a column, semi-joins, `support`, `combine`) and the top-k's window
-  (`operators/topk.py`: the per-step `topk` on a change held in this process, the integral's order
-  read only to refill it) already are.
+  whose time is a column, semi-joins, `support`, `combine`), the top-k's window (`operators/topk.py`:
+  the per-step `topk` on a change held in this process, the integral's order read only to refill
+  it), the bag, set and UNIQUE checks of a table's change (`operators/checks.py`: a seek and a
+  `combine` whose weight raises where a check fails) and the closure operator (`operators/closure.py`:
+  its graph index on rows held in this process, on every engine).
 """
 
 from __future__ import annotations
@@ -112,7 +114,6 @@ class ZSetKernel(Protocol):
     # per-step non-linear operators
     def distinct(self, a: Value) -> Value: ...
     def aggregate(self, a: Value, spec: Any) -> Value: ...
-    def closure(self, a: Value, src: str, dst: str) -> Value: ...
     def topk(self, a: Value, order: Any, limit: int | None, offset: int) -> Value: ...
 
 
@@ -159,7 +160,7 @@ class StepKernel(Protocol):
 class OperatorKernel(Protocol):
     """Whole operators still implemented per engine (to be written once above the kernel)."""
 
-    # inputs: coercion, kind checks (bags, sets) and primary keys
+    # inputs: coercion of pushed rows, tables with a primary key
     def input_batch(
         self,
         rows: Any,
@@ -169,17 +170,12 @@ class OperatorKernel(Protocol):
         not_null: Sequence[str] = (),
         key: Sequence[str] | None = None,
     ) -> Value: ...
-    def check_input(self, trace: Any, z: Value, kind: str, where: str) -> None: ...
-    def insert_checked(self, trace: Any, z: Value, kind: str, where: str, undo: Undo) -> None: ...
-    def unique_checked(self, trace: Any, z: Value, cols: Sequence[str], where: str, undo: Undo) -> None: ...
     def keyed_change(
         self, trace: Any, batches: Sequence[Value], key: Sequence[str], where: str, undo: Undo
     ) -> Value: ...
-    # the incremental aggregate and closure
+    # the incremental aggregate
     def aggregate_state(self, spec: Any) -> Any: ...
     def aggregate_step(self, state: Any, delta: Value, undo: Undo) -> Value: ...
-    def closure_state(self, src: str, dst: str, dtype: pl.DataType) -> Any: ...
-    def closure_step(self, state: Any, delta: Value, undo: Undo) -> Value: ...
 
 
 class Kernel(ZSetKernel, TraceKernel, StepKernel, OperatorKernel, Protocol):

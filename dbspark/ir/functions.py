@@ -391,6 +391,42 @@ def _error(ts, args):
     return NULL
 
 
+@_reg(
+    "__fail",
+    2,
+    2,
+    "internal, not SQL: raise the dbspark error class named by the first argument (a constant) with the "
+    "message wherever it is evaluated (checks written once above the kernel, `operators.checks`)",
+)
+def _fail(ts, args):
+    from dbspark import errors
+
+    name = literal_value("__fail", args[0], "the error class")
+    cls = getattr(errors, str(name), None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.DbsparkError)):
+        raise _err("__fail", ts, f"{name!r} is not an error class of dbspark.errors")
+    _need("__fail", ts[1:], _str, "VARCHAR")
+    return NULL
+
+
+def error_class(e: Expr) -> type:
+    """The error class a `__fail` call raises."""
+    from dbspark import errors
+
+    return getattr(errors, str(literal_value("__fail", e, "the error class")))
+
+
+@_reg(
+    "__repr",
+    1,
+    1,
+    "internal, not SQL: a value as Python's repr shows it in a message naming a row: a string quoted, "
+    "a boolean True / False, NULL None, any other value as the engine's own text of it",
+)
+def _repr(ts, args):
+    return pl.String()
+
+
 _reg("concat", 1, None)(_concat_typer("concat"))
 _reg("concat_op", 2, 2)(_concat_typer("||"))
 

@@ -7,6 +7,11 @@ graph index instead of the fixpoint's iterations: `Closure` keeps the strongly c
 their reachability, and an edge change costs O(|V| + |E|) plus the change of the closure, not the
 change of the fixpoint's (pair, iteration) trace (see `trace/closure.py`). It is (↑TC)^Δ =
 D ∘ ↑TC ∘ I (Def 3.1) by construction: its output integrates to TC of the integrated input.
+
+Both are written here, above the kernel, on rows held in this process (`to_local` / `from_local`): the
+graph index lives in the driver on every engine. It holds the edges (O(|E|)) and the components'
+reachability, never the closure itself; why it is not partitioned on Spark is in the README ("What
+stays in the driver").
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dbspark.algebra.zset import ZSet
 from dbspark.errors import SchemaError
 from dbspark.operators.base import NONLINEAR, Operator, Shape
+from dbspark.trace.closure import ClosureState, closure_of
 
 if TYPE_CHECKING:
     from dbspark.engines.base import Kernel
@@ -49,7 +56,7 @@ class StreamClosure(Operator):
         return f"{self.name}[{self.src} -> {self.dst}]"
 
     def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
-        return kernel.closure(inputs[0], self.src, self.dst)
+        return kernel.from_local(closure_of(kernel.to_local(inputs[0]), self.src, self.dst))
 
 
 @dataclass(frozen=True)
@@ -69,10 +76,10 @@ class Closure(Operator):
         return f"{self.name}[{self.src} -> {self.dst}]"
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
-        return kernel.closure_state(self.src, self.dst, shape.schema[self.src])
+        return ClosureState(self.src, self.dst, shape.schema[self.src])
 
     def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
-        return kernel.closure_step(state, inputs[0], undo)
+        return kernel.from_local(ZSet(state.step(kernel.to_local(inputs[0]).df, undo), True))
 
     def checkpoint(self, kernel: Kernel, state: Any) -> Any:
         return state.checkpoint()

@@ -19,6 +19,7 @@ column, every operand of a one-row batch.
 from __future__ import annotations
 
 import decimal
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,9 +46,27 @@ _CMP: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
 INT_RANGE = fn.INT_RANGE
 
 
+COMPILED_CACHE = 1024  # compiled expressions kept, by the identity of the expression object
+_compiled: OrderedDict[int, tuple[Expr, tuple, pl.Expr]] = OrderedDict()
+
+
 def to_polars(e: Expr, schema: pl.Schema | None = None) -> pl.Expr:
-    """The Polars expression computing `e` over a frame with `schema` (types pick the SQL semantics)."""
-    return Compiler(pl.Schema() if schema is None else schema).c(e, None)
+    """The Polars expression computing `e` over a frame with `schema` (types pick the SQL semantics).
+
+    An operator's expressions are the same objects every step, so the compiled form is kept by the
+    object's identity and the schema (not by equality: `Lit(1) == Lit(True)`); an entry holds its
+    expression, so the identity is not reused while it is cached."""
+    schema = pl.Schema() if schema is None else schema
+    key = tuple(schema.items())
+    hit = _compiled.get(id(e))
+    if hit is not None and hit[0] is e and hit[1] == key:
+        _compiled.move_to_end(id(e))
+        return hit[2]
+    out = Compiler(schema).c(e, None)
+    _compiled[id(e)] = (e, key, out)
+    if len(_compiled) > COMPILED_CACHE:
+        _compiled.popitem(last=False)
+    return out
 
 
 def evaluate(run: Callable[[], pl.DataFrame]) -> pl.DataFrame:

@@ -17,12 +17,14 @@ import polars as pl
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
 from dbspark.columnar.keyed import keyed_change, operations
-from dbspark.columnar.rows import check_kind, input_frame, unique_message
+from dbspark.columnar.rows import input_frame
 from dbspark.engines.local import aggregate as agg
-from dbspark.engines.local.exprs import evaluate, to_polars
-from dbspark.errors import DataError, SchemaError, WeightError
+from dbspark.engines.local.exprs import Compiler, evaluate, to_polars
+from dbspark.engines.local.sqlfuncs import raising
+from dbspark.errors import SchemaError, WeightError
+from dbspark.ir import functions as fn
 from dbspark.ir.aggregate import AggSpec
-from dbspark.ir.expr import Binary, Case, Col, Expr, Lit
+from dbspark.ir.expr import Binary, Case, Col, Expr, Func, Lit
 from dbspark.trace.spine import Spine, TraceSnapshot
 
 Value = ZSet | TraceSnapshot
@@ -81,37 +83,6 @@ class LocalKernel:
         """Checked rows coerced to `schema`, with weights (a frame may carry its own `weight` column);
         see `convert.input_frame` for `not_null` and a primary `key`."""
         return ZSet(input_frame(rows, schema, weights, where, not_null, key))
-
-    def check_input(self, trace: Spine | None, z: ZSet, kind: str, where: str) -> None:
-        """Reject a change that would make a bag negative or a set exceed 1 (before anything changes).
-
-        Without a trace, `z` is the relation itself rather than a change to it."""
-        cur = None if trace is None else trace.snapshot().seek(z.data()).df
-        check_kind(z, cur, kind, where)
-
-    def insert_checked(self, trace: Spine, z: ZSet, kind: str, where: str, undo: list) -> None:
-        """Add a change to an input's integral after checking it against the input's kind."""
-        if z.df.height:
-            self.check_input(trace, z, kind, where)
-            self.trace_insert(trace, z, undo)
-
-    def unique_checked(self, trace: Spine, z: ZSet, cols: Sequence[str], where: str, undo: list) -> None:
-        """Check a table's change against a UNIQUE constraint on `cols` and add it to the constraint's
-        index `trace` (the table's rows with non-NULL `cols`, projected on them): a key that two rows
-        would hold after the change rejects the step (NULLs are distinct, as in SQL)."""
-        cols = list(cols)
-        k = z.df.select(*cols, WEIGHT).filter(pl.all_horizontal(pl.col(c).is_not_null() for c in cols))
-        if k.height == 0:
-            return
-        change = ZSet(k).consolidate()
-        if change.df.height == 0:
-            return
-        cur = trace.snapshot().seek_frame(change.df.select(cols))
-        both = pl.concat([cur.select(*cols, WEIGHT), change.df], how="vertical_relaxed")
-        dup = both.group_by(cols).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) > 1)
-        if dup.height:
-            raise DataError(unique_message(where, cols, dup.row(0)[: len(cols)]))
-        self.trace_insert(trace, change, undo)
 
     def keyed_change(
         self, trace: Spine, batches: Sequence[ZSet], key: Sequence[str], where: str, undo: list
@@ -184,16 +155,22 @@ class LocalKernel:
         return ZSet(left.join(keys, on=[c for c, _ in on], how="semi", nulls_equal=exact))
 
     def combine(self, parts: Sequence[Value], by: Sequence[str], weight: Expr) -> ZSet:
+        """One lazy plan (one collect): the parts' rows with their weight in their own sum column,
+        grouped by `by`, the weight computed. Sums are exact while |weight| * rows < 2^62; beyond,
+        they are checked in floats first."""
         by = list(by)
         sums = [f"__w{i}" for i in range(len(parts))]
-        frames = []
+        frames, n, top = [], 0, 0
         for i, p in enumerate(parts):
             df = _frame(p)
             if df.height:
+                col_w = df[WEIGHT]
+                top = max(top, abs(int(col_w.min())), abs(int(col_w.max())))  # type: ignore[arg-type]
+                n += df.height
                 ws = [
                     (pl.col(WEIGHT) if j == i else pl.lit(0, pl.Int64)).alias(s) for j, s in enumerate(sums)
                 ]
-                frames.append(df.select(*by, *ws))
+                frames.append(df.lazy().select(*by, *ws))
         if not frames:
             first = _frame(parts[0]) if parts else pl.DataFrame()
             return ZSet.empty(pl.Schema([(c, first.schema[c]) for c in by]))
@@ -202,19 +179,19 @@ class LocalKernel:
         def summed(e: Any) -> Any:
             return rows.group_by(by).agg(e) if by else rows.select(e)
 
-        g = summed([pl.col(c).sum() for c in sums])
-        if max(float(rows[c].abs().max()) for c in sums) * rows.height >= 2.0**62:  # type: ignore[arg-type]
-            f = summed([pl.col(c).cast(pl.Float64).sum() for c in sums])
+        if top * n >= 2**62:  # a sum might leave int64: checked in floats
+            f = summed([pl.col(c).cast(pl.Float64).sum() for c in sums]).collect()
             if any(float(f[c].abs().max()) > 9.2e18 for c in sums):
                 raise WeightError("weight overflow while grouping Z-sets: a row's weight left int64")
-        plain = _plain_weight(weight)
-        top = max((float(g[c].abs().max() or 0) for c in sums), default=0.0) if g.height else 0.0
-        if plain is not None and plain[1][0] * top + plain[1][1] < 2.0**62:  # cannot overflow: plain
+        types = _frame(next(p for p in parts if _frame(p).height)).schema
+        schema = tuple([*((c, types[c]) for c in by), *((c, pl.Int64()) for c in sums)])
+        plain = _plain_weight(weight, schema)
+        if plain is not None and plain[1][0] * top * n + plain[1][1] < 2.0**62:  # cannot overflow: plain
             w = plain[0]
         else:
-            w = to_polars(weight, g.schema).cast(pl.Int64)
-        out = evaluate(lambda: g.select(*by, w.alias(WEIGHT))).filter(pl.col(WEIGHT) != 0)
-        return ZSet(out, True)
+            w = to_polars(weight, pl.Schema(schema)).cast(pl.Int64)
+        plan = summed([pl.col(c).sum() for c in sums]).select(*by, w.alias(WEIGHT))
+        return ZSet(evaluate(lambda: plan.filter(pl.col(WEIGHT) != 0).collect()), True)
 
     def split(self, a: Value, column: str) -> list[tuple[Any, ZSet]]:
         df = _frame(a)
@@ -376,21 +353,6 @@ class LocalKernel:
         w = checked_mul(df[WEIGHT].to_numpy(), df[column].cast(pl.Int64).to_numpy())
         return ZSet(df.drop(column).with_columns(pl.Series(WEIGHT, w, pl.Int64)))
 
-    # ---- transitive closure -----------------------------------------------------------------------
-    def closure(self, a: Value, src: str, dst: str) -> ZSet:
-        """↑TC of `a`'s edges (`operators.closure`)."""
-        from dbspark.trace.closure import closure_of
-
-        return closure_of(self.as_zset(a), src, dst)
-
-    def closure_state(self, src: str, dst: str, dtype: pl.DataType) -> Any:
-        from dbspark.trace.closure import ClosureState
-
-        return ClosureState(src, dst, dtype)
-
-    def closure_step(self, state: Any, delta: Value, undo: list) -> ZSet:
-        return ZSet(state.step(self.as_zset(delta).df, undo), True)
-
     # ---- top-k ----------------------------------------------------------------------------------
     def topk(self, a: Value, order: Any, limit: int | None, offset: int) -> ZSet:
         """Rows [offset, offset + limit) of `a` in `order` (see `operators.topk`)."""
@@ -401,11 +363,13 @@ class LocalKernel:
 
 
 @functools.lru_cache(maxsize=256)
-def _plain_weight(e: Expr) -> tuple[pl.Expr, tuple[int, int]] | None:
+def _plain_weight(e: Expr, schema: tuple = ()) -> tuple[pl.Expr, tuple[int, int]] | None:
     """A weight expression of `combine` made of integer columns and literals, + and -, comparisons and
     CASE (distinct's H and the nested distinct are), as plain Polars arithmetic, with a bound on its
     magnitude: (k, c) such that |value| <= k * M + c when every column is at most M in magnitude (the
-    caller checks that this cannot overflow, then skips the checked arithmetic). None otherwise."""
+    caller checks that this cannot overflow, then skips the checked arithmetic). A CASE branch that
+    raises (`__fail`: the checks of `operators.checks`) is compiled against `schema` (the grouped
+    frame's columns and types), its message made only for the failing row. None otherwise."""
     if isinstance(e, Col):
         return pl.col(e.name), (1, 0)
     if isinstance(e, Lit):
@@ -413,7 +377,7 @@ def _plain_weight(e: Expr) -> tuple[pl.Expr, tuple[int, int]] | None:
             return None
         return pl.lit(e.value, pl.Int64), (0, abs(e.value))
     if isinstance(e, Binary) and e.op in ("add", "sub", "gt", "ge", "lt", "le", "eq"):
-        a, b = _plain_weight(e.left), _plain_weight(e.right)
+        a, b = _plain_weight(e.left, schema), _plain_weight(e.right, schema)
         if a is None or b is None:
             return None
         if e.op == "add":
@@ -429,13 +393,20 @@ def _plain_weight(e: Expr) -> tuple[pl.Expr, tuple[int, int]] | None:
         }
         return cmp[e.op], (a[1][0] + b[1][0], a[1][1] + b[1][1])  # (operands bounded as for a sum)
     if isinstance(e, Case) and e.otherwise is not None:
-        out = _plain_weight(e.otherwise)
+        out = _plain_weight(e.otherwise, schema)
         if out is None:
             return None
         expr, (k, c) = out
         for cond, val in reversed(e.whens):
-            pc, pv = _plain_weight(cond), _plain_weight(val)
-            if pc is None or pv is None:
+            pc = _plain_weight(cond, schema)
+            if pc is None:
+                return None
+            if isinstance(val, Func) and val.name == "__fail":
+                fail = raising(Compiler(pl.Schema(schema)), val.args[1], pc[0], fn.error_class(val.args[0]))
+                pv: tuple[pl.Expr, tuple[int, int]] | None = (fail, (0, 0))
+            else:
+                pv = _plain_weight(val, schema)
+            if pv is None:
                 return None
             expr = pl.when(pc[0]).then(pv[0]).otherwise(expr)
             k, c = max(k, pc[1][0], pv[1][0]), max(c, pc[1][1], pv[1][1])

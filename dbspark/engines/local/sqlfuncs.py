@@ -171,21 +171,51 @@ def _as_strings(comp: Compiler, e: Func, g: Guard) -> list[pl.Expr]:
 @_impl("error")
 def _error(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     """DuckDB's error(message): a DataError with the message of the first row evaluated (the guard's)."""
-    m = comp.c(e.args[0], g).cast(pl.String)
-    if not e.args[0].columns():  # a constant: one message per row of the batch
-        m = pl.repeat(m.first(), pl.len())
-    inputs = [m] if g is None else [m, g]
+    return raising(comp, e.args[0], g, DataError)
+
+
+@_impl("__fail")
+def _fail(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    """dbspark's own check (`operators.checks`): the named error class, as `error`."""
+    return raising(comp, e.args[1], g, fn.error_class(e.args[0]))
+
+
+def raising(comp: Compiler, message: Expr, g: Guard, cls: type) -> pl.Expr:
+    """NULL, raising cls(the message of the first row evaluated, the guard's) if a row is evaluated.
+
+    The message is computed for that one row only (not for every row of the batch, as a branch of
+    when/then would be): the UDF gets the guard and the message's columns."""
+    m = comp.c(message, None)
+    cols = sorted(message.columns())
+    hit = pl.lit(True) if g is None else g
+    inputs = [
+        pl.repeat(hit, pl.len()) if g is None else hit,
+        pl.struct(cols) if cols else pl.repeat(0, pl.len()),
+    ]
 
     def run(series: Sequence[pl.Series]) -> pl.Series:
-        msg = series[0]
-        hit = (
-            series[1].fill_null(False) if len(series) > 1 else pl.Series([True] * len(msg), dtype=pl.Boolean)
-        )
-        if hit.any():
-            raise DataError(str(msg.filter(hit)[0]))
-        return pl.Series(msg.name, [None] * len(msg), dtype=pl.Null)
+        on = series[0].fill_null(False)
+        if on.any():
+            rows = series[1].filter(on).head(1)
+            frame = rows.struct.unnest() if cols else pl.DataFrame({"__one": [0]})
+            raise cls(str(frame.select(m.cast(pl.String)).item()))
+        return pl.Series(series[0].name, [None] * len(on), dtype=pl.Null)
 
     return pl.map_batches(inputs, run, return_dtype=pl.Null)
+
+
+@_impl("__repr")
+def _repr(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    """A value as Python's repr shows it in a message naming a row (`operators.checks`)."""
+    (a,) = e.args
+    t, x = comp.t(a), comp.c(a, g)
+    if t == pl.String():
+        s = pl.concat_str(pl.lit("'"), x, pl.lit("'"))
+    elif t == pl.Boolean():
+        s = pl.when(x).then(pl.lit("True")).otherwise(pl.lit("False"))
+    else:
+        s = x.cast(pl.String)
+    return pl.when(x.is_null()).then(pl.lit("None")).otherwise(s)
 
 
 @_impl("concat")

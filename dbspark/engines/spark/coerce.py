@@ -22,19 +22,13 @@ from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.coerce import sql_type
 from dbspark.columnar.rows import match_columns
 from dbspark.engines.spark.convert import col, spark_type
+from dbspark.engines.spark.exprs import fail_as
 
 
 def _F() -> Any:
     from pyspark.sql import functions
 
     return functions
-
-
-def fail(cls: type[errors.DbsparkError], message: Any) -> Any:
-    """A Column raising `cls(message)` when evaluated (read back by `SparkKernel.act`)."""
-    F = _F()
-    m = message if not isinstance(message, str) else F.lit(message)
-    return F.raise_error(F.concat(F.lit(f"DBSPARK[{cls.__name__}] "), m))
 
 
 def coerce_frame(
@@ -59,7 +53,7 @@ def coerce_frame(
         w = F.col("weight").try_cast("long")
         w = F.when(
             F.col("weight").isNotNull() & w.isNull(),
-            fail(
+            fail_as(
                 errors.WeightError,
                 F.concat(
                     F.lit(f"{where}: weight "), F.col("weight").cast("string"), F.lit(" is not an integer")
@@ -77,7 +71,7 @@ def coerce_frame(
     if key is not None:
         w = F.when(
             (w != 1) & (w != -1),
-            fail(
+            fail_as(
                 errors.DataError,
                 F.concat(
                     F.lit(
@@ -91,7 +85,7 @@ def coerce_frame(
         if key_only:
             w = F.when(
                 w > 0,
-                fail(
+                fail_as(
                     errors.SchemaError,
                     f"{where}: an insert needs every column {list(schema)}; "
                     f"only a delete may give just the primary key {list(key)}",
@@ -115,7 +109,7 @@ def coerce_frame(
             )
             out = F.when(
                 src.isNotNull() & conv.isNull(),
-                fail(
+                fail_as(
                     errors.CoercionError,
                     F.concat(F.lit(f"{where}: column {c!r} ({sql_type(t)}) cannot take the value "), shown),
                 ),
@@ -123,7 +117,7 @@ def coerce_frame(
         if c in required:
             out = F.when(
                 out.isNull(),
-                fail(
+                fail_as(
                     errors.DataError,
                     f"{where}: column {c!r} is NOT NULL but a row has the value NULL (None) there",
                 ),

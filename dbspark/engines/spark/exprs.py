@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from dbspark.engines.spark.convert import col, spark_type
-from dbspark.errors import UnsupportedError
+from dbspark.errors import DataError, DbsparkError, UnsupportedError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary
 
@@ -33,9 +33,15 @@ def _F() -> Any:
 
 def fail(message: Any) -> Any:
     """A Column raising DataError(message) when evaluated (the kernel's `act` maps the tag)."""
+    return fail_as(DataError, message)
+
+
+def fail_as(cls: type[DbsparkError], message: Any) -> Any:
+    """A Column raising `cls(message)` when evaluated (`message` a Column or a string; the kernel's
+    `act` reads the class back from the tag)."""
     F = _F()
     m = F.lit(message) if isinstance(message, str) else message
-    return F.raise_error(F.concat(F.lit("DBSPARK[DataError] "), m))
+    return F.raise_error(F.concat(F.lit(f"DBSPARK[{cls.__name__}] "), m))
 
 
 def checked(value: Any, bad: Any, message: str, operands: tuple[Any, ...] = ()) -> Any:

@@ -28,13 +28,13 @@ import polars as pl
 
 from dbspark import errors
 from dbspark.algebra.zset import WEIGHT, ZSet
-from dbspark.columnar.rows import check_kind, input_frame
+from dbspark.columnar.rows import input_frame
 from dbspark.engines.base import Kernel
 from dbspark.engines.spark import aggregate as agg
 from dbspark.engines.spark.buckets import BucketSnap, SparkBucketTrace, seek_rows
 from dbspark.engines.spark.convert import col, col_list, from_spark, map_in_arrow, spark_type
 from dbspark.engines.spark.convert import to_spark as to_spark_frame
-from dbspark.engines.spark.exprs import py_tuple, with_spark_columns
+from dbspark.engines.spark.exprs import with_spark_columns
 from dbspark.engines.spark.session import SessionHandle, get_session
 from dbspark.engines.spark.settings import SessionSettings
 from dbspark.engines.spark.storage import Storage
@@ -53,12 +53,6 @@ def F() -> Any:
     from pyspark.sql import functions
 
     return functions
-
-
-def fail(cls: type[errors.DbsparkError], message: Any) -> Any:
-    """A Column that raises `cls(message)` when evaluated (`message` is a Column or a string)."""
-    m = message if not isinstance(message, str) else F().lit(message)
-    return F().raise_error(F().concat(F().lit(f"DBSPARK[{cls.__name__}] "), m))
 
 
 def ns_join(
@@ -446,105 +440,6 @@ class SparkKernel:
         if self._pushed_rows is not None:
             self._pushed_rows += z.df.height
         return SparkZSet(self.spark, schema, local=z)
-
-    def check_input(self, trace: SparkBucketTrace | None, z: SparkZSet, kind: str, where: str) -> None:
-        """Reject a change that would make a bag negative or a set exceed 1 (one Spark action)."""
-        local = z.to_zset() if z._df is None else None
-        if trace is None or not trace.batches:
-            cur = None
-        else:
-            found = self.consolidate(self.seek(trace.snapshot(), z, [(c, c) for c in z.schema], exact=True))
-            cur = found.to_zset().df if _local(found) else self.act(lambda: found.to_zset()).df
-        if local is None:
-            local = self.act(lambda: z.to_zset())
-        check_kind(local, cur, kind, where)
-
-    def insert_checked(
-        self, trace: SparkBucketTrace, z: SparkZSet, kind: str, where: str, undo: list
-    ) -> None:
-        """Add a change to an input's integral, checking its kind: in the driver for a local change,
-        else inside the step's write of the trace (no extra action): a row whose count would turn
-        negative (or exceed 1 in a set) fails the step, naming the row."""
-        if z.known_empty:
-            return
-        z = self.consolidate(z)
-        cols = list(z.schema)
-        if _local(z):
-            self.check_input(trace, z, kind, where)
-            trace.add(z, undo)
-            return
-        lineage = z.lineage
-        if trace.batches:  # one GROUP BY over the change and the integral's rows with the change's keys
-            sought = self.seek(trace.snapshot(), z, [(c, c) for c in cols], exact=True)
-            old, lineage = sought.frame, lineage + sought.lineage
-            zero = F().lit(0).cast("long")
-            rows = z.frame.select(*col_list(cols), col(WEIGHT).alias("__d"), zero.alias("__old")).unionByName(
-                old.select(*col_list(cols), zero.alias("__d"), col(WEIGHT).alias("__old"))
-            )
-            j = (
-                rows.groupBy(*col_list(cols))
-                .agg(F().sum("__d").alias(WEIGHT), F().sum("__old").alias("__old"))
-                .filter(col(WEIGHT) != 0)
-            )
-        else:
-            j = z.frame.withColumn("__old", F().lit(0).cast("long"))
-        old, w = col("__old"), col(WEIGHT)
-        new = old + w
-        row = py_tuple([col(c) for c in cols], [z.schema[c] for c in cols])
-        neg = fail(
-            errors.NegativeStateError,
-            F().concat(
-                F().lit(f"{where}: delete of row "),
-                row,
-                F().lit(" that is not there (present "),
-                old.cast("string"),
-                F().lit(" time(s), change "),
-                w.cast("string"),
-                F().lit(")"),
-            ),
-        )
-        checked = F().when(new < 0, neg)
-        if kind == "set":
-            checked = checked.when(
-                new > 1,
-                fail(
-                    errors.NegativeStateError,
-                    F().concat(
-                        F().lit(f"{where} is a set: row "),
-                        row,
-                        F().lit(" would occur "),
-                        new.cast("string"),
-                        F().lit(" times"),
-                    ),
-                ),
-            )
-        trace.add(
-            self._z(
-                z.schema,
-                j.select(*col_list(cols), checked.otherwise(w).alias(WEIGHT)),
-                consolidated=True,
-                lineage=lineage,
-            ),
-            undo,
-        )
-
-    def unique_checked(
-        self, trace: SparkBucketTrace, z: SparkZSet, cols: Sequence[str], where: str, undo: list
-    ) -> None:
-        """Check a table's change against a UNIQUE constraint on `cols`, inside the write of the change
-        to the constraint's index `trace` (`engines.spark.unique`): the index is read only at the
-        change's keys (a NULL key conflicts with nothing)."""
-        from dbspark.engines.spark.unique import unique_change
-
-        if z.known_empty:
-            return
-        lineage = z.lineage
-        snap = None
-        if trace.batches:
-            sought = self.seek(trace.snapshot(), z, [(c, c) for c in cols], exact=False)
-            snap, lineage = sought.frame, lineage + sought.lineage
-        change = unique_change(snap, z.frame, cols, where)
-        trace.add(self._z(trace.schema, change, consolidated=True, lineage=lineage), undo)
 
     def keyed_change(
         self,
@@ -984,22 +879,6 @@ class SparkKernel:
         )
 
     # ---- top-k ----------------------------------------------------------------------------------
-    def closure(self, a: Value, src: str, dst: str) -> SparkZSet:
-        """↑TC of `a`'s edges: the edge set is collected and closed in the driver (`closure_step`)."""
-        from dbspark.trace.closure import closure_of
-
-        return self.from_local(closure_of(self.to_local(a), src, dst))
-
-    def closure_state(self, src: str, dst: str, dtype: pl.DataType) -> Any:
-        """The transitive closure's graph index lives in the driver, like a recursive scope's traces: it
-        holds the edges (O(|E|)) and the component reachability, never the closure itself."""
-        from dbspark.trace.closure import ClosureState
-
-        return ClosureState(src, dst, dtype)
-
-    def closure_step(self, state: Any, delta: Value, undo: list) -> SparkZSet:
-        return self.from_local(ZSet(state.step(self.to_local(delta).df, undo), True))
-
     def topk(self, a: Value, order: Any, limit: int | None, offset: int) -> SparkZSet:
         """Rows [offset, offset + limit) of `a` in `order` (see `operators.topk`): the first
         offset + limit rows by Spark's take-ordered (no full sort), weights resolved in the driver."""

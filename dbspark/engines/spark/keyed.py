@@ -19,9 +19,8 @@ import polars as pl
 
 from dbspark import errors
 from dbspark.algebra.zset import WEIGHT
-from dbspark.engines.spark.coerce import fail
 from dbspark.engines.spark.convert import col, col_list, to_spark
-from dbspark.engines.spark.exprs import py_repr
+from dbspark.engines.spark.exprs import fail_as, py_repr
 from dbspark.engines.spark.values import SparkZSet
 
 PUSH, POS = "__push", "__pos"
@@ -118,7 +117,7 @@ def keyed_change(
     checked = (
         F.when(
             (w == -1) & ~present,
-            fail(
+            fail_as(
                 errors.NegativeStateError,
                 F.concat(
                     F.lit(f"{where}: delete of key "),
@@ -133,7 +132,7 @@ def keyed_change(
         )
         .when(
             (w == 1) & (F.col("__prev") == 1) & F.coalesce(F.col("__tie"), F.lit(False)),
-            fail(
+            fail_as(
                 errors.DataError,
                 F.concat(
                     F.lit(f"{where}: one pushed DataFrame inserts key "),

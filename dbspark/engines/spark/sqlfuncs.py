@@ -10,7 +10,17 @@ import polars as pl
 from dbspark.columnar.sqlforms import like_parts, like_regex
 from dbspark.engines.spark.casts import cast, dec_bound, dec_type
 from dbspark.engines.spark.convert import spark_type
-from dbspark.engines.spark.exprs import _F, INT_RANGE, checked, eager, fail, float_floor, may_raise
+from dbspark.engines.spark.exprs import (
+    _F,
+    INT_RANGE,
+    checked,
+    eager,
+    fail,
+    fail_as,
+    float_floor,
+    may_raise,
+    py_repr,
+)
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import Func
 
@@ -172,6 +182,19 @@ def _as_strings(comp: SparkCompiler, e: Func) -> list[Any]:
 def _error(comp: SparkCompiler, e: Func) -> Any:
     """DuckDB's error(message): a DataError with the message where it is evaluated (`raise_error`)."""
     return fail(comp.c(e.args[0]).cast("string"))
+
+
+@_impl("__fail")
+def _fail(comp: SparkCompiler, e: Func) -> Any:
+    """dbspark's own check (`operators.checks`): the named error class, as `error`."""
+    return fail_as(fn.error_class(e.args[0]), comp.c(e.args[1]).cast("string"))
+
+
+@_impl("__repr")
+def _repr(comp: SparkCompiler, e: Func) -> Any:
+    """A value as Python's repr shows it in a message naming a row (`operators.checks`)."""
+    (a,) = e.args
+    return py_repr(comp.c(a), comp.t(a))
 
 
 @_impl("concat")

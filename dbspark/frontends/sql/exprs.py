@@ -183,7 +183,7 @@ class ExprCompiler:
         alias = temporal.named(self, name, args, node)
         if alias is not None:
             return alias
-        if name not in REGISTRY:
+        if name not in REGISTRY or name.startswith("__"):  # (`__` names are dbspark's own, not SQL)
             self.src.unsupported(f"function {name}()", node)
         return ir.Func(name, tuple(self.compile(a) for a in args))
 
