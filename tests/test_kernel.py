@@ -131,3 +131,51 @@ def test_a_scratch_trace_is_sought_like_a_trace_and_never_written(engine: Any, f
     k.end_step(1)
     if k.name == "spark":
         assert trace not in k.traces  # not flushed with the step's traces
+
+
+def _unique_rows(a: list) -> list:
+    """One entry per row (the first), none of weight 0: rows whose order in a group is unambiguous."""
+    seen: dict = {}
+    for r, w in a:
+        if w and r not in seen:
+            seen[r] = w
+    return list(seen.items())
+
+
+@engine_given(rows, where, local=40, spark=6)
+def test_shifted_gives_each_row_its_neighbours_in_its_group(engine: Any, a: list, at: str) -> None:
+    """Per group of k (NULL a group of its own), in the order of v: the row's own weight, the weight of
+    the row before it, v of the row two before it and of the row after it (NULL where there is none)."""
+    k = kernel_of(engine)
+    a = _unique_rows(a)
+    outs = [("own", "__w", 0), ("prev", "__w", 1), ("back2", "v", 2), ("next", "v", -1)]
+    got = k.to_local(k.shifted(value(k, a, at), ["k"], ["v"], outs)).df
+    groups: dict = {}
+    for r, w in a:
+        groups.setdefault(r[0], []).append((r[1], w))
+    want = set()
+    for g, members in groups.items():
+        members.sort()
+        for i, (v, w) in enumerate(members):
+            prev = members[i - 1][1] if i >= 1 else None
+            back2 = members[i - 2][0] if i >= 2 else None
+            nxt = members[i + 1][0] if i + 1 < len(members) else None
+            want.add((g, v, w, prev, back2, nxt, w))
+    assert set(got.select("k", "v", "own", "prev", "back2", "next", "__w").iter_rows()) == want
+    assert got.height == len(want)
+
+
+@engine_given(rows, where, local=20, spark=4)
+def test_ordinal_numbers_rows_in_their_order_or_deletes_first(engine: Any, a: list, at: str) -> None:
+    """Rows held in this process keep their order (0, 1, ...); a Spark plan has none: its deletes get 0,
+    its inserts 1 (a pushed DataFrame's deletes come before its inserts)."""
+    k = kernel_of(engine)
+    a = _unique_rows(a)
+    v = value(k, a, at)
+    got = k.to_local(k.ordinal(v, "__pos")).df
+    if at == "cluster" and k.name == "spark":
+        assert Counter(got.rows()) == Counter((*r, 0 if w < 0 else 1, w) for r, w in a)
+    else:  # in the order the value holds its rows
+        held = k.to_local(v).df.rows()
+        assert Counter(held) == Counter((*r, w) for r, w in a)
+        assert got.rows() == [(*r[:-1], i, r[-1]) for i, r in enumerate(held)]

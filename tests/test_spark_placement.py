@@ -228,7 +228,7 @@ CREATE VIEW chain AS WITH RECURSIVE up(id, top) AS (SELECT id, boss FROM c WHERE
 
 
 def test_small_steps_of_keyed_tables_and_recursive_views_run_in_the_driver(spark_session: Any, tmp_path):
-    """Upserts and deletes by key pushed from Python (a primary-key table's step, `columnar.keyed`) and a
+    """Upserts and deletes by key pushed from Python (a primary-key table's step, `operators.keyed`) and a
     recursive view over them (its scope's iterations over the engine's bucketed nested traces) step
     with no Spark job, and equal the local engine after every step, a DataFrame push among them."""
     sp = dbspark.Pipeline(tmp_path / "s", engine="spark", spark=spark_session)

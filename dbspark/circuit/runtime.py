@@ -20,7 +20,7 @@ from dbspark.circuit.checkpoint import FrameFiles
 from dbspark.circuit.circuit import Circuit
 from dbspark.circuit.schedule import advance_delays, evaluate, schedule
 from dbspark.errors import CircuitError, DbsparkError, EngineError, UnknownNameError
-from dbspark.operators import checks
+from dbspark.operators import checks, keyed
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, DelayState
 
@@ -170,7 +170,9 @@ class Runtime:
     def _input_change(self, op: Input, batches: list[Any], undo: list) -> Any:
         trace = self._input_traces.get(op.name_)
         if op.primary_key and trace is not None:  # upserts and deletes by key, in push order
-            return self.kernel.keyed_change(trace, batches, op.primary_key, self._where(op.name_), undo)
+            return keyed.keyed_change(
+                self.kernel, trace, batches, op.schema, op.primary_key, self._where(op.name_), undo
+            )
         z = batches[0]
         for b in batches[1:]:
             z = self.kernel.plus(z, b)

@@ -14,15 +14,16 @@ The protocol is split by concern (DESIGN.md, Engines):
 - `StepKernel`: the step lifecycle (begin, place the step's pushed changes in the driver or on the
   cluster, commit an output, end, abort) and values kept across steps.
 - `OperatorKernel`: whole operators that each engine still implements itself (the aggregate folds,
-  primary-key tables' changes, the coercion of pushed rows). They are declared so that the boundary is
+  the coercion of pushed rows). They are declared so that the boundary is
   explicit and checked; the engine issue moves them above the kernel, written once as seeks, groups
   and folds, as these already are: distinct's H (`operators/distinct.py`: a seek and a `combine`), the
   doubly-incremental operators of recursive scopes (`operators/nested.py`: seeks of nested traces
   whose time is a column, semi-joins, `support`, `combine`), the top-k's window (`operators/topk.py`:
   the per-step `topk` on a change held in this process, the integral's order read only to refill
   it), the bag, set and UNIQUE checks of a table's change (`operators/checks.py`: a seek and a
-  `combine` whose weight raises where a check fails) and the closure operator (`operators/closure.py`:
-  its graph index on rows held in this process, on every engine).
+  `combine` whose weight raises where a check fails), a primary-key table's upserts and deletes
+  (`operators/keyed.py`: a seek, `ordinal`, `shifted` and `weigh`) and the closure operator
+  (`operators/closure.py`: its graph index on rows held in this process, on every engine).
 """
 
 from __future__ import annotations
@@ -94,6 +95,21 @@ class ZSetKernel(Protocol):
         Python (on Spark one action unless `a` is held in the driver)."""
         ...
 
+    def ordinal(self, a: Value, column: str) -> Value:
+        """a's rows, each with its place in a new BIGINT `column`: 0, 1, ... in a's row order where the
+        engine keeps one (rows pushed from Python); where it has none (a pushed Spark DataFrame), 0 for
+        the rows of negative weight and 1 for the others (its deletes before its inserts)."""
+        ...
+
+    def shifted(
+        self, a: Value, by: Sequence[str], order: Sequence[str], outs: Sequence[tuple[str, str, int]]
+    ) -> Value:
+        """a's rows as they are, each with new columns: `(name, column, k)` is the value of `column` in
+        the row k places before it (k < 0: after it; 0: the row itself) among the rows with its values
+        of `by` (NULL equals NULL) in the order of `order`, NULL where there is none. `column` may be
+        the weight (`WEIGHT`). Rows that tie in `order` come in an order of the engine's choosing."""
+        ...
+
     # conversions: rows held in this process (a constant, a result read in Python)
     def from_local(self, z: Any) -> Value: ...
     def to_local(self, a: Value) -> Any: ...
@@ -160,7 +176,7 @@ class StepKernel(Protocol):
 class OperatorKernel(Protocol):
     """Whole operators still implemented per engine (to be written once above the kernel)."""
 
-    # inputs: coercion of pushed rows, tables with a primary key
+    # inputs: the coercion of pushed rows
     def input_batch(
         self,
         rows: Any,
@@ -169,9 +185,6 @@ class OperatorKernel(Protocol):
         where: str,
         not_null: Sequence[str] = (),
         key: Sequence[str] | None = None,
-    ) -> Value: ...
-    def keyed_change(
-        self, trace: Any, batches: Sequence[Value], key: Sequence[str], where: str, undo: Undo
     ) -> Value: ...
     # the incremental aggregate
     def aggregate_state(self, spec: Any) -> Any: ...

@@ -16,7 +16,6 @@ import polars as pl
 
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
-from dbspark.columnar.keyed import keyed_change, operations
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.local import aggregate as agg
 from dbspark.engines.local.exprs import Compiler, evaluate, to_polars
@@ -84,18 +83,6 @@ class LocalKernel:
         see `convert.input_frame` for `not_null` and a primary `key`."""
         return ZSet(input_frame(rows, schema, weights, where, not_null, key))
 
-    def keyed_change(
-        self, trace: Spine, batches: Sequence[ZSet], key: Sequence[str], where: str, undo: list
-    ) -> ZSet:
-        """One step's pushes to a table with a primary `key` (upserts and deletes by key, in push order)
-        as a change of the table, added to its integral `trace` (`columnar.keyed`)."""
-        schema = pl.Schema([(c, t) for c, t in trace.schema.items() if c != WEIGHT])
-        ops = operations([(b.df, False) for b in batches], schema)
-        old = trace.snapshot().seek_frame(ops.select(list(key)).unique())
-        z = ZSet(keyed_change(old, ops, schema, key, where), True)
-        self.trace_insert(trace, z, undo)
-        return z
-
     # ---- linear operators ---------------------------------------------------------------------
     def filter(self, a: Value, pred: Expr) -> ZSet:
         z = self.as_zset(a)
@@ -104,7 +91,13 @@ class LocalKernel:
     def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> ZSet:
         z = self.as_zset(a)
         df = z.df
-        sel = [to_polars(e, df.schema).cast(schema[n]).alias(n) for n, e in exprs]
+        have = df.schema  # (a property that builds the schema on each read)
+        sel = [
+            pl.col(e.name).alias(n)  # a column as it is
+            if isinstance(e, Col) and have.get(e.name) == schema[n]
+            else to_polars(e, have).cast(schema[n]).alias(n)
+            for n, e in exprs
+        ]
 
         def select() -> pl.DataFrame:
             try:
@@ -192,6 +185,29 @@ class LocalKernel:
             w = to_polars(weight, pl.Schema(schema)).cast(pl.Int64)
         plan = summed([pl.col(c).sum() for c in sums]).select(*by, w.alias(WEIGHT))
         return ZSet(evaluate(lambda: plan.filter(pl.col(WEIGHT) != 0).collect()), True)
+
+    def ordinal(self, a: Value, column: str) -> ZSet:
+        z = self.as_zset(a)
+        return ZSet(z.df.select(*z.columns, pl.int_range(pl.len(), dtype=pl.Int64).alias(column), WEIGHT))
+
+    def shifted(
+        self, a: Value, by: Sequence[str], order: Sequence[str], outs: Sequence[tuple[str, str, int]]
+    ) -> ZSet:
+        # sorted by the groups, then the order: the row k places away is in the group iff its `by` are
+        by = list(by)
+        df = _frame(a).sort([*by, *order], maintain_order=True, nulls_last=False)
+
+        def same(k: int) -> pl.Expr:
+            return (
+                pl.all_horizontal([pl.col(b).shift(k).eq_missing(pl.col(b)) for b in by])
+                if by
+                else pl.lit(True)
+            )
+
+        new = [
+            (pl.col(c) if k == 0 else pl.when(same(k)).then(pl.col(c).shift(k))).alias(n) for n, c, k in outs
+        ]
+        return ZSet(df.select(*(c for c in df.columns if c != WEIGHT), *new, WEIGHT))
 
     def split(self, a: Value, column: str) -> list[tuple[Any, ZSet]]:
         df = _frame(a)

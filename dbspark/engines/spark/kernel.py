@@ -441,56 +441,6 @@ class SparkKernel:
             self._pushed_rows += z.df.height
         return SparkZSet(self.spark, schema, local=z)
 
-    def keyed_change(
-        self,
-        trace: SparkBucketTrace,
-        batches: Sequence[SparkZSet],
-        key: Sequence[str],
-        where: str,
-        undo: list,
-    ) -> SparkZSet:
-        """One step's pushes to a table with a primary `key` as a change of the table, appended to its
-        integral `trace` in one write that also checks it (`engines.spark.keyed`)."""
-        from dbspark.engines.spark.keyed import keyed_change
-
-        schema = trace.schema
-        if all(b.known_empty for b in batches):
-            return self.empty(schema)
-        pushed = [b for b in batches if not b.known_empty]
-        if all(_local(b) for b in pushed):  # rows held in the driver: the step there (`columnar.keyed`)
-            from dbspark.columnar.keyed import keyed_change as keyed_rows
-            from dbspark.columnar.keyed import operations
-
-            ops = operations([(b.local.df, b.unordered) for b in pushed if b.local is not None], schema)
-            keys = ops.select(list(key)).unique()
-            old = (
-                trace.snapshot().seek_local(keys, True)
-                if trace.batches
-                else ops.clear().select(*schema, WEIGHT)
-            )
-            if old is not None:
-                z = SparkZSet(
-                    self.spark,
-                    schema,
-                    local=ZSet(keyed_rows(old, ops, schema, key, where), True),
-                    consolidated=True,
-                )
-                self.trace_insert(trace, z, undo)
-                return z
-        snap = None
-        lineage = sum(b.lineage for b in batches if not b.known_empty)
-        if trace.batches:  # the table's rows at the pushed keys
-            pushed = [b for b in batches if not b.known_empty]
-            probe = pushed[0]
-            for b in pushed[1:]:
-                probe = self.plus(probe, b)  # (a seek reads each distinct key once)
-            sought = self.seek(trace.snapshot(), probe, [(k, k) for k in key], exact=True)
-            snap, lineage = sought.frame, lineage + sought.lineage
-        df = keyed_change(self.spark, snap, batches, schema, key, where)
-        z = self._z(schema, df, consolidated=True, lineage=lineage)
-        self.trace_insert(trace, z, undo)
-        return z
-
     # ---- linear operators ---------------------------------------------------------------------
     def filter(self, a: Value, pred: Expr) -> SparkZSet:
         z = self.as_zset(a)
@@ -601,6 +551,43 @@ class SparkKernel:
         return self._z(
             schema, out, consolidated=True, lineage=sum(z.lineage for z in zs if not z.known_empty)
         )
+
+    def ordinal(self, a: Value, column: str) -> SparkZSet:
+        """Rows pushed from Python and held in the driver keep their order; a Spark DataFrame (also one
+        read into the driver: `unordered`) has none."""
+        z = self.as_zset(a)
+        schema = pl.Schema([*z.schema.items(), (column, pl.Int64())])
+        if z.known_empty:
+            return self.empty(schema)
+        if _local(z):
+            assert z.local is not None
+            place = (
+                pl.when(pl.col(WEIGHT) < 0).then(0).otherwise(1) if z.unordered else pl.int_range(pl.len())
+            )
+            df = z.local.df.select(*z.schema, place.cast(pl.Int64).alias(column), WEIGHT)
+            return SparkZSet(self.spark, schema, local=ZSet(df))
+        place = F().when(col(WEIGHT) < 0, 0).otherwise(1).cast("long").alias(column)
+        return self._z(schema, z.frame.select(*col_list(z.schema), place, col(WEIGHT)), lineage=z.lineage)
+
+    def shifted(
+        self, a: Value, by: Sequence[str], order: Sequence[str], outs: Sequence[tuple[str, str, int]]
+    ) -> SparkZSet:
+        """In the driver for rows held there; else one window (one sort) over a's rows."""
+        from pyspark.sql import Window
+
+        z = self.as_zset(a)
+        types = {**z.schema, WEIGHT: pl.Int64()}
+        schema = pl.Schema([*z.schema.items(), *((n, types[c]) for n, c, _ in outs)])
+        if z.known_empty:
+            return self.empty(schema)
+        if _local(z):
+            return self._in_driver(z, lambda k, v: k.shifted(v, by, order, outs))
+        w = Window.partitionBy(*col_list(by)).orderBy(*col_list(order))
+        new = [
+            (col(c) if k == 0 else (F().lag(col(c), k) if k > 0 else F().lead(col(c), -k)).over(w)).alias(n)
+            for n, c, k in outs
+        ]
+        return self._z(schema, z.frame.select(*col_list(z.schema), *new, col(WEIGHT)), lineage=z.lineage)
 
     def split(self, a: Value, column: str) -> list[tuple[Any, SparkZSet]]:
         """In the driver for rows held there; else one action for the column's values, then a
