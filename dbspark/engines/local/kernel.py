@@ -176,7 +176,7 @@ class LocalKernel:
             f = summed([pl.col(c).cast(pl.Float64).sum() for c in sums]).collect()
             if any(float(f[c].abs().max()) > 9.2e18 for c in sums):
                 raise WeightError("weight overflow while grouping Z-sets: a row's weight left int64")
-        types = _frame(next(p for p in parts if _frame(p).height)).schema
+        types = rows.collect_schema()  # (the parts' types as the concatenation relaxed them)
         schema = tuple([*((c, types[c]) for c in by), *((c, pl.Int64()) for c in sums)])
         plain = _plain_weight(weight, schema)
         if plain is not None and plain[1][0] * top * n + plain[1][1] < 2.0**62:  # cannot overflow: plain
