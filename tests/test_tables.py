@@ -552,6 +552,20 @@ def test_primary_key_matches_a_dict(engine, steps):
         run_oracle(p, steps)
 
 
+@pytest.mark.spark
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=_steps)
+def test_primary_key_matches_a_dict_on_the_cluster(spark_session, steps):
+    """The same dict oracle with every change moved to Spark (`spark.dbspark.placement=cluster`): the
+    keyed step as a Spark plan (a window per key), rows pushed from Python still in their order."""
+    spark_session.conf.set("spark.dbspark.placement", "cluster")
+    try:
+        with pipeline(("spark", spark_session), KEYED, primary_key=KEY) as p:
+            run_oracle(p, steps)
+    finally:
+        spark_session.conf.unset("spark.dbspark.placement")
+
+
 def test_table_declaration_errors():
     p = dbspark.Pipeline(engine="local")
     with pytest.raises(dbspark.errors.UnknownNameError, match="primary key column"):

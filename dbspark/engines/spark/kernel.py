@@ -553,19 +553,21 @@ class SparkKernel:
         )
 
     def ordinal(self, a: Value, column: str) -> SparkZSet:
-        """Rows pushed from Python and held in the driver keep their order; a Spark DataFrame (also one
-        read into the driver: `unordered`) has none."""
+        """Rows pushed from Python keep their order, held in the driver or moved to Spark (placement
+        `cluster` keeps them known); a Spark DataFrame (also one read into the driver: `unordered`)
+        has none."""
         z = self.as_zset(a)
         schema = pl.Schema([*z.schema.items(), (column, pl.Int64())])
         if z.known_empty:
             return self.empty(schema)
-        if _local(z):
-            assert z.local is not None
+        if z.local is not None and (_local(z) or not z.unordered):
             place = (
                 pl.when(pl.col(WEIGHT) < 0).then(0).otherwise(1) if z.unordered else pl.int_range(pl.len())
             )
             df = z.local.df.select(*z.schema, place.cast(pl.Int64).alias(column), WEIGHT)
-            return SparkZSet(self.spark, schema, local=ZSet(df))
+            if _local(z):
+                return SparkZSet(self.spark, schema, local=ZSet(df))
+            return self._z(schema, to_spark_frame(self.spark, df), lineage=z.lineage)
         place = F().when(col(WEIGHT) < 0, 0).otherwise(1).cast("long").alias(column)
         return self._z(schema, z.frame.select(*col_list(z.schema), place, col(WEIGHT)), lineage=z.lineage)
 

@@ -97,7 +97,8 @@ def place(kernel: SparkKernel, batches: Sequence[SparkZSet]) -> list[SparkZSet]:
     if m == "cluster":
         for i, b in enumerate(out):
             if b._df is None and not b.known_empty:
-                out[i] = SparkZSet(kernel.spark, b.schema, b.frame, keys=b.keys, lineage=b.lineage)
+                # (the rows stay known too: a keyed table keeps their push order, `SparkKernel.ordinal`)
+                out[i] = SparkZSet(kernel.spark, b.schema, b.frame, b.local, keys=b.keys, lineage=b.lineage)
         return out
     on_spark = [i for i, b in enumerate(out) if b._df is not None]
     if not on_spark:
