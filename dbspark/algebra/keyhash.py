@@ -144,8 +144,9 @@ def column_hash(s: pl.Series, name: str | None = None) -> np.ndarray:
     if isinstance(dt, pl.Categorical | pl.Enum):
         s = s.cast(pl.String)
         dt = s.dtype
+    nulls = s.null_count()  # (metadata: no pass over the data)
     if dt in _INTS or dt == pl.Boolean:
-        x = s.fill_null(0).to_numpy()
+        x = (s.fill_null(0) if nulls else s).to_numpy()
         if dt == pl.UInt64:  # values >= 2**63 have high limb 0, not the sign extension
             v = fmix64(x.astype(np.uint64) ^ _HI_ZERO)
         else:
@@ -161,13 +162,14 @@ def column_hash(s: pl.Series, name: str | None = None) -> np.ndarray:
     elif isinstance(dt, pl.Decimal):
         v = _decimal_hash(s, name)
     elif dt == pl.Date or isinstance(dt, pl.Datetime | pl.Duration) or dt == pl.Time:
-        v = _mix_int64(s.to_physical().cast(pl.Int64).fill_null(0).to_numpy())
+        phys = s.to_physical()
+        v = _mix_int64((phys.fill_null(0) if nulls else phys).to_numpy().astype(np.int64, copy=False))
     elif dt in (pl.String, pl.Binary):
         a = _arrow(s)
         v = _bytes_hash(a.cast(pa.large_binary()))
     else:
         raise TypeError(f"cannot hash key column {name!r} of type {dt}")
-    if s.null_count():
+    if nulls:
         v[s.is_null().to_numpy()] = _NULL
     return v
 

@@ -202,7 +202,8 @@ class BucketLayout:
         missing = [c for c in fs if c not in df.columns]
         if missing:
             raise ValueError(f"state {self.name!r}: change lacks columns {missing}")
-        return df.select([pl.col(c) if df.schema[c] == t else pl.col(c).cast(t) for c, t in fs.items()])
+        have = df.schema  # (a property that builds the schema on each read)
+        return df.select([pl.col(c) if have[c] == t else pl.col(c).cast(t) for c, t in fs.items()])
 
     def _hashed_whole(self, change: pl.DataFrame) -> pl.DataFrame:
         """A change consolidated, with `__h`, sorted as a run (every bucket's rows in one)."""
@@ -291,11 +292,10 @@ class BucketLayout:
         missing = [k for k in self.keys if k not in probe.columns]
         if missing:
             raise ValueError(f"state {self.name!r}: probe lacks key columns {missing}")
+        have = probe.schema  # (built on each read)
         return probe.select(
             [
-                pl.col(k)
-                if probe.schema[k] == self.schema[k]
-                else pl.col(k).cast(self.schema[k], strict=False)
+                pl.col(k) if have[k] == self.schema[k] else pl.col(k).cast(self.schema[k], strict=False)
                 for k in self.keys
             ]
         )

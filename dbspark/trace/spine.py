@@ -231,11 +231,10 @@ class TraceSnapshot:
         Not strict: a probe value the key type cannot hold (an int64 2**40 probing an int32 key) becomes
         NULL instead of raising; no stored key can equal it anyway (callers joining on the keys afterwards
         drop the NULL-key rows such a probe may find)."""
+        have = probe_keys.schema  # (built on each read)
         return probe_keys.select(
             [
-                pl.col(k).cast(self.schema[k], strict=False)
-                if probe_keys.schema[k] != self.schema[k]
-                else pl.col(k)
+                pl.col(k).cast(self.schema[k], strict=False) if have[k] != self.schema[k] else pl.col(k)
                 for k in self.keys
             ]
         )

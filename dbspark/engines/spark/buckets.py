@@ -92,6 +92,8 @@ class BucketSnap:
         cols = [*self.schema, *self.sums]
         if not frames:
             return pl.DataFrame(schema=pl.Schema([*self.schema.items(), *self.sums.items()]))
+        if len(frames) == 1 and frames[0].columns == cols:
+            return frames[0]
         return pl.concat([f.select(cols) for f in frames], how="vertical")
 
     def seek_local(self, probe: pl.DataFrame, exact: bool) -> pl.DataFrame | None:
@@ -110,7 +112,7 @@ class BucketSnap:
                 pk = pk.drop_nulls()
             parts.append(
                 pend.join(
-                    pk.unique().cast({k: pend.schema[k] for k in keys}, strict=False),
+                    pk.unique().cast({k: t for k, t in pend.schema.items() if k in keys}, strict=False),
                     on=keys,
                     how="semi",
                     nulls_equal=exact,
