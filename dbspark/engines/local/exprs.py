@@ -19,6 +19,7 @@ column, every operand of a one-row batch.
 from __future__ import annotations
 
 import decimal
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -48,6 +49,7 @@ INT_RANGE = fn.INT_RANGE
 
 COMPILED_CACHE = 1024  # compiled expressions kept, by the identity of the expression object
 _compiled: OrderedDict[int, tuple[Expr, tuple, pl.Expr]] = OrderedDict()
+_compiled_lock = threading.Lock()
 
 
 def to_polars(e: Expr, schema: pl.Schema | None = None) -> pl.Expr:
@@ -58,14 +60,16 @@ def to_polars(e: Expr, schema: pl.Schema | None = None) -> pl.Expr:
     expression, so the identity is not reused while it is cached."""
     schema = pl.Schema() if schema is None else schema
     key = tuple(schema.items())
-    hit = _compiled.get(id(e))
-    if hit is not None and hit[0] is e and hit[1] == key:
-        _compiled.move_to_end(id(e))
-        return hit[2]
+    with _compiled_lock:  # (pipelines may step in several threads)
+        hit = _compiled.get(id(e))
+        if hit is not None and hit[0] is e and hit[1] == key:
+            _compiled.move_to_end(id(e))
+            return hit[2]
     out = Compiler(schema).c(e, None)
-    _compiled[id(e)] = (e, key, out)
-    if len(_compiled) > COMPILED_CACHE:
-        _compiled.popitem(last=False)
+    with _compiled_lock:
+        _compiled[id(e)] = (e, key, out)
+        if len(_compiled) > COMPILED_CACHE:
+            _compiled.popitem(last=False)
     return out
 
 

@@ -589,7 +589,12 @@ class SparkKernel:
             (col(c) if k == 0 else (F().lag(col(c), k) if k > 0 else F().lead(col(c), -k)).over(w)).alias(n)
             for n, c, k in outs
         ]
-        return self._z(schema, z.frame.select(*col_list(z.schema), *new, col(WEIGHT)), lineage=z.lineage)
+        # a window is a shuffle and a sort whose plan a keyed table's change nests in several others
+        # (its checks, the change's -old + final): counted as WINDOW_LINEAGE copies of its input's plan,
+        # so that a consumer computes it once (`_z`) before the plan outgrows Spark Connect's message
+        # depth (a local-cluster Connect step failed with "Exceeded upb_DecodeOptions_MaxDepth")
+        out = z.frame.select(*col_list(z.schema), *new, col(WEIGHT))
+        return self._z(schema, out, lineage=z.lineage * WINDOW_LINEAGE)
 
     def split(self, a: Value, column: str) -> list[tuple[Any, SparkZSet]]:
         """In the driver for rows held there; else one action for the column's values, then a
@@ -888,6 +893,9 @@ class SparkKernel:
             df = df.limit(offset + limit)
         local = self.act(lambda: from_spark(df, z.schema))
         return self.from_local(ZSet(topk_frame(local.df, tuple(order), limit, offset), True))
+
+
+WINDOW_LINEAGE = 4
 
 
 def _data(a: Value) -> pl.Schema:
