@@ -649,8 +649,7 @@ def test_a_common_decimal_type_past_38_digits_cuts_the_scale_as_duckdb(engine: A
         Case(((b, m),), Cast(f, pl.Decimal(37, 1))),
         func("coalesce", m, Cast(f, pl.Decimal(38, 0))),
     ]
-    for e in exprs[:1]:
-        assert fn.sql_name(e.dtype(SCHEMA)) == "DECIMAL(38,0)"
+    assert fn.sql_name(exprs[0].dtype(SCHEMA)) == "DECIMAL(38,0)"
     check_against_duckdb(exprs, FIXED_ROWS, engine)
 
 

@@ -30,22 +30,27 @@ if TYPE_CHECKING:
 CHANGE, HELD = col("__w0"), col("__w1")  # `combine`'s sums: the change's weight, the state's
 
 
-def _fail(error: str, *parts: Expr | str) -> Expr:
-    message = Func("concat", tuple(lit(p) if isinstance(p, str) else p for p in parts))
-    return Func("__fail", (lit(error), message))
+def concat(parts: Sequence[Expr | str]) -> Expr:
+    """The text of `parts` (string literals and VARCHAR expressions) one after the other."""
+    return Func("concat", tuple(lit(p) if isinstance(p, str) else p for p in parts))
+
+
+def fail(error: str, *parts: Expr | str) -> Expr:
+    """NULL, raising dbspark's error class `error` with the message `parts` where it is evaluated."""
+    return Func("__fail", (lit(error), concat(parts)))
 
 
 def _text(e: Expr) -> Expr:
     return Cast(e, pl.String())
 
 
-def row_text(cols: Sequence[str]) -> Expr:
-    """A row's values as Python shows a tuple of them: (1, 'a') or (1,)."""
+def values_text(cols: Sequence[str], named: bool = False) -> list[Expr | str]:
+    """A row's values as Python shows a tuple of them, (1, 'a') or (1,); `named`: (a=1, b='a')."""
     parts: list[Expr | str] = ["("]
     for i, c in enumerate(cols):
-        parts += [", " if i else "", Func("__repr", (col(c),))]
-    parts.append(",)" if len(cols) == 1 else ")")
-    return Func("concat", tuple(lit(p) if isinstance(p, str) else p for p in parts))
+        parts += [(", " if i else "") + (f"{c}=" if named else ""), Func("__repr", (col(c),))]
+    parts.append(",)" if len(cols) == 1 and not named else ")")
+    return parts
 
 
 @lru_cache(maxsize=1024)
@@ -53,11 +58,11 @@ def kind_weight(kind: str, where: str, cols: tuple[str, ...]) -> Expr:
     """The checked change's weight for a bag (`kind` "bag") or a set ("set") input (one object per
     input, so an engine compiles it once)."""
     new = HELD + CHANGE
-    row = row_text(cols)
+    row = concat(values_text(cols))
     whens = [
         (
             new < 0,
-            _fail(
+            fail(
                 "NegativeStateError",
                 f"{where}: delete of row ",
                 row,
@@ -73,7 +78,7 @@ def kind_weight(kind: str, where: str, cols: tuple[str, ...]) -> Expr:
         whens.append(
             (
                 new > 1,
-                _fail(
+                fail(
                     "NegativeStateError",
                     f"{where} is a set: row ",
                     row,
@@ -108,7 +113,7 @@ def unique_weight(where: str, cols: tuple[tuple[str, bool], ...]) -> Expr:
     shown: list[Expr | str] = []
     for i, (c, text) in enumerate(cols):
         shown += [f"{', ' if i else ''}{c}: ", col(c) if text else Func("__repr", (col(c),))]
-    error = _fail(
+    error = fail(
         "DataError",
         f'{where}: Duplicate key "',
         *shown,

@@ -33,6 +33,7 @@ import polars as pl
 
 from dbspark.algebra.zset import WEIGHT
 from dbspark.ir.expr import Case, Expr, Func, col, lit
+from dbspark.operators.checks import fail, values_text
 
 if TYPE_CHECKING:
     from dbspark.engines.base import Kernel
@@ -48,22 +49,11 @@ OP, PREV, PREV_PUSH, PREV_POS, NEXT_PUSH, KEEP = (
 )
 
 
-def _text(parts: Sequence[Expr | str]) -> Expr:
-    return Func("concat", tuple(lit(p) if isinstance(p, str) else p for p in parts))
-
-
-def _fail(error: str, *parts: Expr | str) -> Expr:
-    return Func("__fail", (lit(error), _text(parts)))
-
-
 @lru_cache(maxsize=1024)
 def keep_weight(where: str, key: tuple[str, ...]) -> Expr:
     """1 for the operation that puts a key's final row, 0 for every other one; an error where an
     operation is invalid (one object per table: an engine compiles it once)."""
-    shown: list[Expr | str] = ["("]
-    for i, c in enumerate(key):
-        shown += [f"{', ' if i else ''}{c}=", Func("__repr", (col(c),))]
-    shown.append(")")
+    shown = values_text(key, named=True)
     op, prev = col(OP), col(PREV)
     no_key = op.eq(-1) & ~Func("coalesce", (prev.eq(1), lit(False)))
     twice = (
@@ -76,11 +66,11 @@ def keep_weight(where: str, key: tuple[str, ...]) -> Expr:
         (
             (
                 no_key & prev.is_null(),
-                _fail("NegativeStateError", gone, *shown, " that is not there (it is not in the table)"),
+                fail("NegativeStateError", gone, *shown, " that is not there (it is not in the table)"),
             ),
             (
                 no_key,
-                _fail(
+                fail(
                     "NegativeStateError",
                     gone,
                     *shown,
@@ -89,7 +79,7 @@ def keep_weight(where: str, key: tuple[str, ...]) -> Expr:
             ),
             (
                 twice,
-                _fail(
+                fail(
                     "DataError",
                     f"{where}: one pushed DataFrame inserts key ",
                     *shown,
