@@ -29,6 +29,7 @@ import polars as pl
 
 from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.engines.spark.convert import col_list, spark_type, sql_name
+from dbspark.engines.spark.convert import sql_str as _lit
 from dbspark.engines.spark.median import median_sql
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
@@ -96,11 +97,6 @@ def _fields(spec: AggSpec, arg: str) -> tuple[str, ...]:
 
 # ---- SQL text: each column is one expression for Spark to parse, not dozens of Column calls ------------
 _q = sql_name  # a quoted column name
-
-
-def _lit(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _t(t: pl.DataType) -> str:

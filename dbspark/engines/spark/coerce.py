@@ -1,7 +1,8 @@
 """Coerce a pushed Spark DataFrame to an input's declared column types, lazily, inside the Spark plan.
 
 The rules are those of `columnar.coerce` (a SQL INSERT as DuckDB does it), written as Spark column
-expressions: each value is converted with `try_cast` (NULL where it does not convert) and a value that
+expressions (as SQL text: a pushed frame is planned in a few py4j calls, where each Column function
+would cost a dozen): each value is converted with `try_cast` (NULL where it does not convert) and a value that
 was not NULL but converts to NULL fails the plan through `raise_error`, naming the input, the column and
 the value; so do NULLs in NOT NULL columns and, for a keyed table, weights other than 1 / -1. Nothing
 runs at push time: a bad value rejects the step that reads it (`SparkKernel.act` turns the tagged error
@@ -21,14 +22,18 @@ from dbspark import errors
 from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.coerce import sql_type
 from dbspark.columnar.rows import match_columns
-from dbspark.engines.spark.convert import col, spark_type
-from dbspark.engines.spark.exprs import fail_as
+from dbspark.engines.spark.convert import spark_type, sql_name, sql_str
+from dbspark.engines.spark.exprs import fail_sql
+
+RADIX_TEXT = r"^\s*0[{a}{A}][0-9a-fA-F]+$"  # '0x1f', '0b101'
+NUMBER_TEXT = r"^[+-]?[0-9]+(_[0-9]+)*(\.[0-9]+(_[0-9]+)*)?$"
 
 
-def _F() -> Any:
-    from pyspark.sql import functions
+QUOTE = sql_str("'")
 
-    return functions
+
+def _when(cond: str, then: str, otherwise: str | None = None) -> str:
+    return f"CASE WHEN {cond} THEN {then}" + (f" ELSE {otherwise}" if otherwise is not None else "") + " END"
 
 
 def coerce_frame(
@@ -42,182 +47,160 @@ def coerce_frame(
     """`df` as a Z-set frame of `schema` (data columns, then the weight), checked inside the plan."""
     from pyspark.sql import types as T
 
-    F = _F()
-    carries_weight = "weight" in df.columns and "weight" not in schema
-    given = [c for c in df.columns if not (carries_weight and c == "weight")]
+    types = {f.name: f.dataType for f in df.schema.fields}  # one schema read (each builds it anew)
+    carries_weight = "weight" in types and "weight" not in schema
+    given = [c for c in types if not (carries_weight and c == "weight")]
     names = match_columns(given, list(schema), key, where, "DataFrame columns")
     key_only = len(names) < len(schema)
     if carries_weight and weights is not None:
         raise errors.SchemaError(f"{where}: rows carry a weight column and weights were given too")
     if carries_weight:
-        w = F.col("weight").try_cast("long")
-        w = F.when(
-            F.col("weight").isNotNull() & w.isNull(),
-            fail_as(
-                errors.WeightError,
-                F.concat(
-                    F.lit(f"{where}: weight "), F.col("weight").cast("string"), F.lit(" is not an integer")
-                ),
-            ),
-        ).otherwise(w)
+        given_w = sql_name("weight")
+        w = f"try_cast({given_w} AS bigint)"
+        msg = f"concat({sql_str(f'{where}: weight ')}, CAST({given_w} AS string), ' is not an integer')"
+        w = _when(f"{given_w} IS NOT NULL AND {w} IS NULL", fail_sql(errors.WeightError, msg), w)
     elif weights is None:
-        w = F.lit(1).cast("long")
+        w = "CAST(1 AS bigint)"
     elif isinstance(weights, int) and not isinstance(weights, bool):
-        w = F.lit(weights).cast("long")
+        w = f"CAST({int(weights)} AS bigint)"
     else:
         raise errors.SchemaError(
             f"{where}: a Spark DataFrame takes one integer weight (or a `weight` column)"
         )
     if key is not None:
-        w = F.when(
-            (w != 1) & (w != -1),
-            fail_as(
-                errors.DataError,
-                F.concat(
-                    F.lit(
-                        f"{where} has a primary key {tuple(key)}: a push takes weight 1 (insert or update) or -1 "
-                        f"(delete), not "
-                    ),
-                    w.cast("string"),
-                ),
-            ),
-        ).otherwise(w)
+        prefix = (
+            f"{where} has a primary key {tuple(key)}: a push takes weight 1 (insert or update) or -1 "
+            f"(delete), not "
+        )
+        msg = f"concat({sql_str(prefix)}, CAST({w} AS string))"
+        w = _when(f"({w}) != 1 AND ({w}) != -1", fail_sql(errors.DataError, msg), w)
         if key_only:
-            w = F.when(
-                w > 0,
-                fail_as(
-                    errors.SchemaError,
-                    f"{where}: an insert needs every column {list(schema)}; "
-                    f"only a delete may give just the primary key {list(key)}",
-                ),
-            ).otherwise(w)
+            msg = sql_str(
+                f"{where}: an insert needs every column {list(schema)}; "
+                f"only a delete may give just the primary key {list(key)}"
+            )
+            w = _when(f"({w}) > 0", fail_sql(errors.SchemaError, msg), w)
     required = set(key or ()) if key_only else set(not_null)
     sel = []
     for c, t in schema.items():
         target = spark_type(t)
+        tname = target.simpleString()
         if c not in names:
-            sel.append(F.lit(None).cast(target).alias(c))
+            sel.append(f"CAST(NULL AS {tname}) AS {sql_name(c)}")
             continue
-        src = col(names[c])
-        st = df.schema[names[c]].dataType
+        src = sql_name(names[c])
+        st = types[names[c]]
         if st == target:
             out = src
         else:
-            conv = _convert(src, st, t, target, T)
+            conv = _convert(src, st, t, tname, T)
             shown = (
-                F.concat(F.lit("'"), src, F.lit("'")) if isinstance(st, T.StringType) else src.cast("string")
+                f"concat({QUOTE}, {src}, {QUOTE})"
+                if isinstance(st, T.StringType)
+                else f"CAST({src} AS string)"
             )
-            out = F.when(
-                src.isNotNull() & conv.isNull(),
-                fail_as(
-                    errors.CoercionError,
-                    F.concat(F.lit(f"{where}: column {c!r} ({sql_type(t)}) cannot take the value "), shown),
-                ),
-            ).otherwise(conv)
+            msg = (
+                f"concat({sql_str(f'{where}: column {c!r} ({sql_type(t)}) cannot take the value ')}, {shown})"
+            )
+            out = _when(f"{src} IS NOT NULL AND ({conv}) IS NULL", fail_sql(errors.CoercionError, msg), conv)
         if c in required:
-            out = F.when(
-                out.isNull(),
-                fail_as(
-                    errors.DataError,
-                    f"{where}: column {c!r} is NOT NULL but a row has the value NULL (None) there",
-                ),
-            ).otherwise(out)
-        sel.append(out.alias(c))
-    return df.select(*sel, w.alias(WEIGHT)).filter(F.col(WEIGHT) != 0)
+            msg = sql_str(f"{where}: column {c!r} is NOT NULL but a row has the value NULL (None) there")
+            out = _when(f"({out}) IS NULL", fail_sql(errors.DataError, msg), out)
+        sel.append(f"{out} AS {sql_name(c)}")
+    weight = sql_name(WEIGHT)
+    return df.selectExpr(*sel, f"{w} AS {weight}").filter(f"{weight} != 0")
 
 
-def _convert(src: Any, st: Any, t: pl.DataType, target: Any, T: Any) -> Any:
-    """`src` (of Spark type `st`) converted to `t`, NULL where the value does not convert."""
-    F = _F()
+def _convert(src: str, st: Any, t: pl.DataType, target: str, T: Any) -> str:
+    """`src` (SQL, of Spark type `st`) converted to `t` (SQL type name `target`), NULL where the value
+    does not convert."""
     numeric = isinstance(st, (T.IntegralType, T.FractionalType, T.BooleanType))
     floating = isinstance(st, (T.FloatType, T.DoubleType))
-    null = F.lit(None).cast(target)
+    null = f"CAST(NULL AS {target})"
     if t.is_integer():
         if isinstance(st, (T.IntegralType, T.BooleanType)):
-            return src.try_cast(target)
+            return f"try_cast({src} AS {target})"
         if isinstance(st, (T.FractionalType)):
-            ok = src == F.round(src, 0)
+            ok = f"{src} = round({src}, 0)"
             if floating:
-                ok = ok & ~F.isnan(src)
-            return F.when(ok, src.try_cast(target)).otherwise(null)
+                ok = f"{ok} AND NOT isnan({src})"
+            return _when(ok, f"try_cast({src} AS {target})", null)
         if isinstance(st, T.StringType):  # integer text, integral decimal text, '0x1f' / '0b101'
             x = _number_text(src)
-            d = x.try_cast("decimal(38,9)")
-            whole = F.when(d == F.round(d, 0), d.try_cast("long"))
+            d = f"try_cast({x} AS decimal(38,9))"
+            whole = _when(f"{d} = round({d}, 0)", f"try_cast({d} AS bigint)")
             radix = [
-                F.when(
-                    src.rlike(f"^\\s*0[{a}{a.upper()}][0-9a-fA-F]+$"),
-                    F.conv(F.regexp_extract(src, f"0[{a}{a.upper()}]([0-9a-fA-F]+)", 1), base, 10).try_cast(
-                        "long"
-                    ),
+                _when(
+                    f"{src} RLIKE {sql_str(RADIX_TEXT.format(a=a, A=a.upper()))}",
+                    f"try_cast(conv(regexp_extract({src}, {sql_str(f'0[{a}{a.upper()}]([0-9a-fA-F]+)')}, 1), "
+                    f"{base}, 10) AS bigint)",
                 )
                 for a, base in (("x", 16), ("b", 2))
             ]
-            return F.coalesce(x.try_cast("long"), whole, *radix).try_cast(target)
+            return f"try_cast(coalesce(try_cast({x} AS bigint), {whole}, {', '.join(radix)}) AS {target})"
         return null
     if t.is_float():
         if numeric:
-            return src.try_cast(target)
+            return f"try_cast({src} AS {target})"
         if isinstance(st, T.StringType):
-            return _number_text(src).try_cast("double").try_cast(target)
+            return f"try_cast(try_cast({_number_text(src)} AS double) AS {target})"
         return null
     if isinstance(t, pl.Decimal):
         p, s = t.precision or 38, t.scale or 0
         if floating and p <= 18:
-            return _double_to_decimal(src.cast("double"), p, s, target)
+            return _double_to_decimal(f"CAST({src} AS double)", p, s, target)
         if numeric:
-            return src.try_cast(target)
+            return f"try_cast({src} AS {target})"
         if isinstance(st, T.StringType):
-            return _number_text(src).try_cast(target)
+            return f"try_cast({_number_text(src)} AS {target})"
         return null
     if t == pl.String:
-        return src.cast("string")
+        return f"CAST({src} AS string)"
     if t == pl.Boolean:
         if isinstance(st, T.StringType):
-            low = F.lower(src)
-            return F.when(low.isin("true", "t", "yes", "y", "1"), F.lit(True)).when(
-                low.isin("false", "f", "no", "n", "0"), F.lit(False)
+            low = f"lower({src})"
+            return (
+                f"CASE WHEN {low} IN ('true', 't', 'yes', 'y', '1') THEN true "
+                f"WHEN {low} IN ('false', 'f', 'no', 'n', '0') THEN false END"
             )
         if numeric or floating:  # NaN is not 0: true, as DuckDB stores it
-            return src != 0
+            return f"({src} != 0)"
         return null
     if t == pl.Date:
         if isinstance(st, T.StringType):
-            return F.trim(src).try_cast(target)
+            return f"try_cast(trim({src}) AS {target})"
         if isinstance(st, (T.TimestampType, T.TimestampNTZType)):
-            return src.cast(target)
+            return f"CAST({src} AS {target})"
         return null
     if isinstance(t, pl.Datetime):
         if isinstance(st, T.StringType):
-            return F.trim(src).try_cast(target)
+            return f"try_cast(trim({src}) AS {target})"
         if isinstance(st, (T.DateType, T.TimestampType, T.TimestampNTZType)):
-            return src.cast(target)
+            return f"CAST({src} AS {target})"
         return null
-    return src.try_cast(target)
+    return f"try_cast({src} AS {target})"
 
 
-def _number_text(src: Any) -> Any:
+def _number_text(src: str) -> str:
     """Numeric text as DuckDB reads it: spaces around it ignored, single '_' between digits allowed."""
-    F = _F()
-    x = F.trim(src)
-    plain = x.rlike(r"^[+-]?[0-9]+(_[0-9]+)*(\.[0-9]+(_[0-9]+)*)?$")
-    return F.when(plain, F.regexp_replace(x, "_", "")).otherwise(x)
+    x = f"trim({src})"
+    plain = f"{x} RLIKE {sql_str(NUMBER_TEXT)}"
+    return _when(plain, f"regexp_replace({x}, '_', '')", x)
 
 
-def _double_to_decimal(x: Any, p: int, s: int, target: Any) -> Any:
+def _double_to_decimal(x: str, p: int, s: int, target: str) -> str:
     """DuckDB's DOUBLE -> DECIMAL(p, s) (p <= 18): x·10^s in double arithmetic, rounded half away from zero,
     below 10^p; built as exact text, so the decimal is exactly that integer over 10^s."""
-    F = _F()
-    v = x * F.lit(10.0**s)
-    a = F.abs(v)
-    fits = ~F.isnan(v) & (a < F.lit(10.0**p))
-    fl = F.when(fits, F.floor(a).cast("long"))
-    n = fl + F.when(a - fl >= 0.5, 1).otherwise(0)
-    sign = F.when(v < 0, F.lit("-")).otherwise(F.lit(""))
+    v = f"({x} * CAST({10.0**s:.1f} AS double))"
+    a = f"abs({v})"
+    fits = f"(NOT isnan({v}) AND {a} < CAST({10.0**p:.1f} AS double))"
+    fl = _when(fits, f"CAST(floor({a}) AS bigint)")
+    n = f"({fl} + {_when(f'{a} - {fl} >= 0.5', '1', '0')})"
+    sign = _when(f"{v} < 0", "'-'", "''")
     if s == 0:
-        text = F.concat(sign, n.cast("string"))
+        text = f"concat({sign}, CAST({n} AS string))"
     else:
-        digits = n.cast("string")  # at least s + 1 digits, then a point before the last s
-        digits = F.when(F.length(digits) <= s, F.lpad(digits, s + 1, "0")).otherwise(digits)
-        text = F.concat(sign, F.regexp_replace(digits, f"([0-9]{{{s}}})$", ".$1"))
-    return F.when(fits & (n < F.lit(10**p)), text.try_cast(target))
+        digits = f"CAST({n} AS string)"  # at least s + 1 digits, then a point before the last s
+        digits = _when(f"length({digits}) <= {s}", f"lpad({digits}, {s + 1}, '0')", digits)
+        text = f"concat({sign}, regexp_replace({digits}, {sql_str(f'([0-9]{{{s}}})$')}, '.$1'))"
+    return _when(f"{fits} AND {n} < {10**p}L", f"try_cast({text} AS {target})")

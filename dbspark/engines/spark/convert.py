@@ -17,6 +17,11 @@ def sql_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def sql_str(text: str) -> str:
+    """A string literal for Spark SQL text (backslash escapes, Spark's default parser)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def col(name: str) -> Any:
     """The column `name` of a frame, the name taken as it is spelled. Spark parses a name given as a
     string (`F.col`, `df[name]`, `select`, `groupBy`, `orderBy`, `Window.partitionBy`, `F.sum`, ...): "k.1"

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from dbspark.engines.spark.convert import col, spark_type
+from dbspark.engines.spark.convert import col, spark_type, sql_str
 from dbspark.errors import DataError, DbsparkError, UnsupportedError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary
@@ -42,6 +42,12 @@ def fail_as(cls: type[DbsparkError], message: Any) -> Any:
     F = _F()
     m = F.lit(message) if isinstance(message, str) else message
     return F.raise_error(F.concat(F.lit(f"DBSPARK[{cls.__name__}] "), m))
+
+
+def fail_sql(cls: type[DbsparkError], message: str) -> str:
+    """`fail_as` in Spark SQL text: `message` is a SQL string expression (built plans cost a few py4j
+    calls as text, a dozen per Column function)."""
+    return f"raise_error(concat({sql_str(f'DBSPARK[{cls.__name__}] ')}, {message}))"
 
 
 def checked(value: Any, bad: Any, message: str, operands: tuple[Any, ...] = ()) -> Any:
@@ -148,12 +154,16 @@ def eager(result: Any, later: list[tuple[Expr, Any]]) -> Any:
     return result
 
 
-def with_spark_columns(frame: Any, exprs: Sequence[Expr], schema: pl.Schema) -> tuple[Any, list[Any]]:
+def with_spark_columns(
+    frame: Any, exprs: Sequence[Expr], schema: pl.Schema, ansi_ints: bool = False
+) -> tuple[Any, list[Any]]:
     """`frame` with the large subexpressions of `exprs` bound to columns (`SparkCompiler.lets`), and the
     Columns computing `exprs` over it (a frame with `schema`: its types decide the semantics). The
     caller selects or filters with them; the bound columns are named `__x<k>` and are not part of the
-    result. Without large subexpressions, `frame` itself is returned."""
-    comp = SparkCompiler(schema)
+    result. Without large subexpressions, `frame` itself is returned. `ansi_ints`: BIGINT `+ - *` are
+    Spark's own (an overflow is Spark's ANSI error, which `SparkKernel.act` makes a WeightError), for
+    dbspark's arithmetic on weights, whose errors name no user expression."""
+    comp = SparkCompiler(schema, ansi_ints)
     cols = [comp.c(e) for e in exprs]
     return comp.bind(frame), cols
 
@@ -173,8 +183,9 @@ class SparkCompiler:
     on those rows, as the local engine's guards do.
     """
 
-    def __init__(self, schema: pl.Schema) -> None:
+    def __init__(self, schema: pl.Schema, ansi_ints: bool = False) -> None:
         self.schema = schema
+        self.ansi_ints = ansi_ints
         self._types: dict[int, pl.DataType] = {}
         self.lets: list[tuple[str, Any, int]] = []  # (column name, Column, level: 1 + its operands' max)
         self._guards: list[tuple[Any, int]] = []  # (Column true on the rows reaching here, its level)
@@ -362,6 +373,11 @@ class SparkCompiler:
             over = (la == lo) & (lb == -1)
             q = F.when((lb == 0) | over, None).otherwise(q)
             return checked(q.cast(spark_type(rt)), over, msg, (a, b))
+        if self.ansi_ints and rt == pl.Int64() and op in ("add", "sub", "mul"):
+            # one reference to each operand: the checked form below refers to them five times, and a
+            # sum of sums (a nested DISTINCT's weight) grew exponentially in Catalyst's filter pushdown,
+            # which inlines the bound columns again (a recursive view on the cluster ran out of heap)
+            return {"add": la + lb, "sub": la - lb, "mul": la * lb}[op]
         r = {"add": F.try_add, "sub": F.try_subtract, "mul": F.try_multiply}[op](la, lb)
         bad = (r.isNull() & la.isNotNull() & lb.isNotNull()) | (r < lo) | (r > hi)
         return checked(F.when(~bad, r).cast(spark_type(rt)), bad, msg, (a, b))
