@@ -546,7 +546,7 @@ class SparkKernel:
         assert df is not None
         g = df.groupBy(*col_list(by)).agg(*[F().sum(col(c)).alias(c) for c in sums])
         gschema = pl.Schema([*schema.items(), *[(c, pl.Int64()) for c in sums]])
-        frame, (w,) = with_spark_columns(g, [weight], gschema)
+        frame, (w,) = with_spark_columns(g, [weight], gschema, ansi_ints=True)
         out = frame.select(*col_list(by), w.cast("long").alias(WEIGHT)).filter(col(WEIGHT) != 0)
         return self._z(
             schema, out, consolidated=True, lineage=sum(z.lineage for z in zs if not z.known_empty)
