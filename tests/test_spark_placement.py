@@ -275,51 +275,6 @@ def test_small_steps_of_keyed_tables_and_recursive_views_run_in_the_driver(spark
     sp.close()
 
 
-KEYED_JOIN = KEYED.split("CREATE VIEW chain")[0]
-
-
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    sizes=st.lists(st.integers(0, 7), min_size=2, max_size=4),
-    seed=st.integers(0, 2**16),
-)
-def test_rows_pushed_from_python_past_driver_rows_step_on_the_cluster(
-    spark_session: Any, placement_conf: Any, tmp_path_factory: Any, sizes: list[int], seed: int
-) -> None:
-    """Rows pushed from Python (a load from a Polars or pandas frame) more than `driver_rows` step on
-    the cluster, the others in the driver: upserts and deletes into keyed tables (their push order kept)
-    and a join + GROUP BY over them, equal to the local engine after every step."""
-    import random
-
-    rnd = random.Random(seed)
-    placement_conf.set("spark.dbspark.driver_rows", "3")
-    d = tmp_path_factory.mktemp("python-rows")
-    sp = dbspark.Pipeline(d / "s", engine="spark", spark=spark_session)
-    lo = dbspark.Pipeline(engine="local")
-    try:
-        for p in (sp, lo):
-            p.sql(KEYED_JOIN)
-        for n, size in enumerate(sizes):
-            ins = {
-                "c": [(rnd.randrange(8), rnd.randrange(3), None) for _ in range(size)],
-                "o": [(rnd.randrange(12), rnd.randrange(8), rnd.randrange(-5, 50)) for _ in range(size)],
-            }
-            pushed = {t: len(rows) for t, rows in ins.items()}
-            for p in (sp, lo):
-                for t, rows in ins.items():
-                    if rows:
-                        p.insert(t, rows)
-            sp.step()
-            lo.step()
-            assert sp.runtime is not None
-            moved = sum(rows > 3 for rows in pushed.values())
-            assert sp.runtime.kernel.placed_to_cluster == moved, (n, pushed)
-            assert sp.view("per_region").to_dict() == lo.view("per_region").to_dict(), f"after step {n}"
-    finally:
-        sp.close()
-        lo.close()
-
-
 def test_a_recursive_view_steps_on_the_cluster(spark_session: Any, placement_conf: Any, tmp_path) -> None:
     """A recursive view's iterations on Spark (placement `cluster`), equal to the local engine: its
     nested DISTINCT's weight, a sum of sums, stays one small expression (compiled with DuckDB's checked

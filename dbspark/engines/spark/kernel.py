@@ -105,7 +105,6 @@ class SparkKernel:
         self.max_lineage = int(self.handle.setting("max_lineage", "8"))
         self.cuts = 0  # lineage cuts so far (each one a Spark job)
         self.placed_to_driver = 0  # values on Spark the last step read into the driver (`place`)
-        self.placed_to_cluster = 0  # values held in the driver the last step moved to Spark (`place`)
         self.settings = SessionSettings(self.handle)
         self._pushed_rows: int | None = 0  # rows pushed since the last step (None: some of unknown size)
         self._step_settings = ExitStack()
@@ -170,7 +169,7 @@ class SparkKernel:
     def begin_step(self, t: int) -> None:
         """dbspark's session settings from here to `end_step` / `abort_step`, sized by the rows pushed."""
         self.step_no = self.storage.step = t
-        self.placed_to_driver = self.placed_to_cluster = 0
+        self.placed_to_driver = 0
         rows, self._pushed_rows = self._pushed_rows, 0
         self._step_settings.close()  # a step that was begun and never ended
         self._step_settings.enter_context(self.session_settings(rows))

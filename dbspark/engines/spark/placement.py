@@ -7,8 +7,7 @@ read into the driver together, in ONE Spark job, each cut at `spark.dbspark.driv
 (default 100,000): a DataFrame that fits is the step's change held in the driver from then on (its
 seeks, joins, checks and trace writes run there, no Spark job); one that does not stays on Spark and
 its step runs on the cluster (it paid one job for the first rows it did not keep). Rows pushed from
-Python are in the driver already: they stay there, unless they are more than `driver_rows` (a load from
-a Polars or pandas frame), then they are moved to Spark and their step runs on the cluster.
+Python are always in the driver.
 
 `spark.dbspark.placement` forces either side: `driver` reads every pushed DataFrame into the driver
 whatever its size; `cluster` moves every change to Spark, rows pushed from Python too; `auto` (the
@@ -95,21 +94,16 @@ def place(kernel: SparkKernel, batches: Sequence[SparkZSet]) -> list[SparkZSet]:
 
     m = mode(kernel)
     out = list(batches)
-    limit = None if m == "driver" else int(kernel.handle.setting("driver_rows", str(DRIVER_ROWS)))
-    moved = set()
-    for i, b in enumerate(out):
-        held = b._df is None and b.local is not None and not b.known_empty
-        if held and (m == "cluster" or (limit is not None and b.local.df.height > limit)):  # type: ignore[union-attr]
-            # rows pushed from Python that are too many for the driver (a load) step on the cluster
-            # (the rows stay known too: a keyed table keeps their push order, `SparkKernel.ordinal`)
-            out[i] = SparkZSet(kernel.spark, b.schema, b.frame, b.local, keys=b.keys, lineage=b.lineage)
-            moved.add(i)
-            kernel.placed_to_cluster += 1
     if m == "cluster":
+        for i, b in enumerate(out):
+            if b._df is None and not b.known_empty:
+                # (the rows stay known too: a keyed table keeps their push order, `SparkKernel.ordinal`)
+                out[i] = SparkZSet(kernel.spark, b.schema, b.frame, b.local, keys=b.keys, lineage=b.lineage)
         return out
-    on_spark = [i for i, b in enumerate(out) if b._df is not None and i not in moved]
+    on_spark = [i for i, b in enumerate(out) if b._df is not None]
     if not on_spark:
         return out
+    limit = None if m == "driver" else int(kernel.handle.setting("driver_rows", str(DRIVER_ROWS)))
     wide = _wide([out[i].frame for i in on_spark], [out[i].schema for i in on_spark], limit)
     with kernel.step_settings():
         got = kernel.act(lambda: wide.toArrow())
