@@ -63,28 +63,49 @@ def test_steps_of_local_and_spark_changes_keep_the_contents_exact_and_seek_only_
         k.close()
 
 
-def test_a_rolled_back_flush_leaves_the_trace_and_its_snapshots_as_they_were(spark_session, tmp_path):
+@pytest.mark.parametrize("early", [False, True])
+def test_a_rolled_back_flush_leaves_the_trace_as_it_was(spark_session, tmp_path, early: bool):
+    """A step's writes rolled back: the trace has its files back and nothing pending, the snapshot of
+    the step before (what a delay holds) still reads that step, and the step run again (with another
+    change) is right. With `early`, the change is written as it arrives (`write_rows` 1), and a second
+    change of the same step writes the trace again under other names."""
     from dbspark.engines.spark.kernel import SparkKernel
 
     k = SparkKernel(spark=spark_session, directory=tmp_path)
+    if early:
+        k.write_rows = 1
     try:
         trace = k.new_trace(SCHEMA, ("k",))
         undo: list = []
         k.begin_step(0)
-        k.trace_insert(trace, k.from_local(ZSet.from_rows([(1, "a")], SCHEMA, [1])), undo)
+        held = k.trace_insert(trace, k.from_local(ZSet.from_rows([(1, "a")], SCHEMA, [1])), undo)
         k.flush_step(undo)
         k.end_step(0)
         before = dict(trace.files)
         undo = []
         k.begin_step(1)
-        snap = k.trace_insert(trace, k.from_local(ZSet.from_rows([(2, "b")], SCHEMA, [1])), undo)
+        mid = k.trace_insert(trace, k.from_local(ZSet.from_rows([(2, "b")], SCHEMA, [1])), undo)
+        # a plan on Spark that seeks the trace as it is now, run only after the step's next write
+        probe = k.from_local(ZSet.from_rows([(1, "?"), (2, "?")], SCHEMA, [1, 1]))
+        sought = k.seek(mid, k._z(SCHEMA, probe.frame), [("k", "k")], exact=False)
+        k.trace_insert(trace, k.from_local(ZSet.from_rows([(1, "a"), (3, "c")], SCHEMA, [-1, 1])), undo)
         k.flush_step(undo)
+        assert k.act(lambda: sought.to_zset()).to_dict() == {(1, "a"): 1, (2, "b"): 1}
         assert trace.files != before
+        if early:  # written twice in the step, the second write's runs named apart
+            assert any("-w001-" in r for e in trace.files.values() for r in e.runs())
         for f in reversed(undo):
             f()
         k.abort_step()
-        assert trace.files == before and not trace.pending
-        assert snap.files == before
+        assert trace.files == before and not trace.pending and trace.writes == 0
         assert k.as_zset(trace.snapshot()).to_zset().to_dict() == {(1, "a"): 1}
+        assert k.as_zset(held).to_zset().to_dict() == {(1, "a"): 1}
+        undo = []
+        k.begin_step(1)  # the step again, with another change
+        k.trace_insert(trace, k.from_local(ZSet.from_rows([(4, "d")], SCHEMA, [1])), undo)
+        k.flush_step(undo)
+        k.end_step(1)
+        assert k.as_zset(trace.snapshot()).to_zset().to_dict() == {(1, "a"): 1, (4, "d"): 1}
+        assert k.as_zset(held).to_zset().to_dict() == {(1, "a"): 1}
     finally:
         k.close()

@@ -64,9 +64,20 @@ def evaluate(
     source: Callable[[Input], Any],
     undo: list,
 ) -> dict[int, Any]:
-    """Every node's value for one step; `source(op)` gives an input's value."""
+    """The values of the circuit's outputs and of the delays' inputs for one step (what the step's
+    caller reads); `source(op)` gives an input's value.
+
+    Any other node's value is dropped once its last reader has run, so a step holds the values still
+    to be read, not every value of the step: a load through the 22 TPC-H views held every join's
+    output until the step's end."""
     nodes, values = c.nodes, {}
-    for nid in order:
+    keep = set(c.outputs.values())
+    keep.update(n.inputs[0] for n in nodes.values() if isinstance(n.op, Delay))
+    last: dict[int, int] = {}
+    for pos, nid in enumerate(order):
+        for i in nodes[nid].inputs:
+            last[i] = pos
+    for pos, nid in enumerate(order):
         n = nodes[nid]
         if isinstance(n.op, Input):
             values[nid] = source(n.op)
@@ -74,6 +85,9 @@ def evaluate(
             values[nid] = states[nid].value
         else:
             values[nid] = n.op.eval(kernel, states[nid], [values[i] for i in n.inputs], undo)
+            for i in n.inputs:
+                if last[i] == pos and i not in keep:
+                    values.pop(i, None)
     return values
 
 

@@ -16,8 +16,9 @@ version itself is a small JSON-able map `BucketFiles` (bucket → `BucketEntry`)
   and each row is rewritten O(log n) times over its life. No step rewrites the state, but the step
   whose carry reaches a bucket's oldest run merges into it (rare: after as many changed rows as it
   holds).
-- Names are a function of (operator, bucket, step, level) and contents a function of the inputs, so a
-  retried or speculative task writes the same files; nothing is modified or deleted in place. The
+- Names are a function of (operator, bucket, step, write of the step, level) and contents a function
+  of the inputs, so a retried or speculative task writes the same files; nothing is modified or
+  deleted in place. The
   caller (the driver) commits a step by recording the new `BucketFiles` (one manifest), and deletes
   afterwards what no committed version refers to (`garbage`, `sweep`).
 
@@ -170,11 +171,14 @@ class BucketLayout:
         """The columns of a change and of results: data columns, then the sums."""
         return pl.Schema([*self.schema.items(), *zip(self.sums, self.sum_types, strict=True)])
 
-    def run_name(self, bucket: int, step: int, level: int) -> str:
+    def run_name(self, bucket: int, step: int, level: int, flush: int = 0) -> str:
         """The deterministic name of the run a step writes for a bucket at `level` (its index in the
-        bucket's runs)."""
+        bucket's runs) in its `flush`-th write of this trace (a trace written twice in a step names its
+        second write's runs apart: a name is never rewritten with other contents within a step, where
+        a plan built earlier in the step may still read it, or a retried task re-read it)."""
         where = "shared" if bucket == SHARED else f"b{bucket:05d}"
-        return f"{where}/run-{step:012d}-{level:03d}{SUFFIX}"
+        again = f"-w{flush:03d}" if flush else ""
+        return f"{where}/run-{step:012d}{again}-{level:03d}{SUFFIX}"
 
     def path(self, rel: str) -> str:
         return os.path.join(self.directory, rel)
@@ -234,7 +238,9 @@ class BucketLayout:
             return with_hash(self.empty(), np.zeros(0, dtype=np.uint64))
         return read_run(self.path(rel))
 
-    def apply_bucket(self, entry: BucketEntry, part: pl.DataFrame, bucket: int, step: int) -> BucketEntry:
+    def apply_bucket(
+        self, entry: BucketEntry, part: pl.DataFrame, bucket: int, step: int, flush: int = 0
+    ) -> BucketEntry:
         """A bucket's entry after adding `part` (a sorted consolidated run with `__h`): the part as a new
         run, merged first with the newest runs while each is at most `growth` times the run so far (a
         carry). A run that consolidates to nothing is dropped."""
@@ -244,24 +250,28 @@ class BucketLayout:
             run = merge_runs(self._read(paths.pop()), run, self.data_cols, self.sums)
             rows.pop()
         if run.height:
-            rel = self.run_name(bucket, step, len(paths))
+            rel = self.run_name(bucket, step, len(paths), flush)
             write_run(run, self.path(rel))
             paths.append(rel)
             rows.append(run.height)
         return BucketEntry(tuple(paths), tuple(rows))
 
-    def apply(self, files: BucketFiles, change: pl.DataFrame, step: int) -> dict[int, BucketEntry]:
+    def apply(
+        self, files: BucketFiles, change: pl.DataFrame, step: int, flush: int = 0
+    ) -> dict[int, BucketEntry]:
         """Write the new runs of every bucket the change touches; returns their new entries only (the
         shared runs are left as they are).
 
         A bucket whose part of the change consolidates to nothing is not touched. An entry may come
         back empty (the bucket's rows all cancelled): `updated` drops it from the version."""
         return {
-            b: self.apply_bucket(files.get(b, EMPTY), part, b, step)
+            b: self.apply_bucket(files.get(b, EMPTY), part, b, step, flush)
             for b, part in self._hashed_parts(change).items()
         }
 
-    def apply_shared(self, files: BucketFiles, change: pl.DataFrame, step: int) -> dict[int, BucketEntry]:
+    def apply_shared(
+        self, files: BucketFiles, change: pl.DataFrame, step: int, flush: int = 0
+    ) -> dict[int, BucketEntry]:
         """`apply` for the driver: the change becomes a run shared by every bucket (one file, not one
         per bucket: a small step's cost is a few files whatever the bucket count), carried into the
         shared runs as a bucket's are; once the shared runs would pass `shared_rows`, they and the
@@ -269,21 +279,23 @@ class BucketLayout:
         entries only, as `apply`."""
         shared = files.get(SHARED, EMPTY)
         if shared.n_rows + change.height > self.shared_rows and not shared.paths:
-            return self.apply(files, change, step)  # large: straight into the buckets
+            return self.apply(files, change, step, flush)  # large: straight into the buckets
         part = self._hashed_whole(change)
         if shared.n_rows + part.height <= self.shared_rows:
             if part.height == 0:
                 return {}
-            return {SHARED: self.apply_bucket(shared, part, SHARED, step)}
+            return {SHARED: self.apply_bucket(shared, part, SHARED, step, flush)}
         for r in reversed(shared.paths):
             part = merge_runs(self._read(r), part, self.data_cols, self.sums)
-        new = self.apply(files, part.drop(HASH), step)
+        new = self.apply(files, part.drop(HASH), step, flush)
         return {**new, SHARED: EMPTY} if shared.paths else new
 
-    def apply_partition(self, files: BucketFiles, change: pl.DataFrame, step: int) -> pl.DataFrame:
+    def apply_partition(
+        self, files: BucketFiles, change: pl.DataFrame, step: int, flush: int = 0
+    ) -> pl.DataFrame:
         """`apply` for a worker holding several buckets' change, with the new entries as a frame (what a
         task returns to the driver: its columns are `entries_frame`'s)."""
-        return entries_frame(self.apply(files, change, step))
+        return entries_frame(self.apply(files, change, step, flush))
 
     # ---- reading --------------------------------------------------------------------------------
     def cast_probe(self, probe: pl.DataFrame) -> pl.DataFrame:

@@ -11,7 +11,8 @@ changes: in the driver when they are all local, else as one Spark job whose task
 buckets of their partition (`BucketLayout.apply_partition`) and return the new entries.
 
 Snapshots issued during a step are updated in place by the flush (the same object a delay holds for
-the next step then names the committed files), and rolled back with it. See `docs/engine-state.md`.
+the next step then names the committed files). A trace may be written more than once in a step (a large
+change is written as it arrives, `add`); each write names its runs apart. See `docs/engine-state.md`.
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ class SparkBucketTrace:
         self.files: dict[int, BucketEntry] = {}
         self.pending: list[SparkZSet] = []
         self.issued: list[BucketSnap] = []
-        self.replaced: list[str] = []  # runs the last flush replaced
+        self.replaced: list[str] = []  # runs this step's writes replaced
+        self.writes = 0  # writes of this trace in this step so far (they name their runs apart)
         # runs replaced by the previous committed step: deleted when the next one commits, so a value
         # read from the trace between two steps (a view, `.frame`) stays readable through one more step
         self.retired: list[str] = []
@@ -171,17 +173,25 @@ class SparkBucketTrace:
         return s
 
     def add(self, z: SparkZSet, undo: list) -> None:
-        """Record a change of this step (written by the step's flush). A change on Spark is written at
-        once instead when the step already has `kernel.fused_traces` traces pending on Spark: one
-        action per step over many traces would be one plan holding every one of their lineages."""
+        """Record a change of this step (written by the step's flush). Written at once instead:
+        - a change on Spark, when the step already has `kernel.fused_traces` traces pending on Spark:
+          one action per step over many traces would be one plan holding every one of their lineages;
+        - a change held in the driver of at least `kernel.write_rows` rows (with the trace's other
+          pending changes, if they are all in the driver): a load would otherwise hold every trace's
+          rows in the driver's memory until the step's end (the TPC-H SF 0.1 load of 22 views, 2.5 GB
+          of state, peaked at 3.5 GB of the driver's memory)."""
         if z.known_empty:
             return
+        n = len(self.pending)
         self.pending.append(z)
-        undo.append(lambda: self.pending.pop() if self.pending else None)
+        undo.append(lambda: self.pending.__delitem__(slice(n, None)))
         if self.scratch:
             return
-        if z._df is not None and self.kernel.spark_pending() > self.kernel.fused_traces:
-            self.kernel.flush_traces([self.kernel.traces.index(self)], undo)
+        if z._df is not None:
+            if self.kernel.spark_pending() > self.kernel.fused_traces:
+                self.kernel.flush_traces([self.kernel.traces.index(self)], undo)
+        elif z.local is not None and len(z.local) >= self.kernel.write_rows:
+            self.flush_local(self.kernel.step_no, undo)
 
     # ---- the end of a step ------------------------------------------------------------------------
     def flush_local(self, step: int, undo: list) -> bool:
@@ -193,7 +203,7 @@ class SparkBucketTrace:
         ).pending_local()
         if local is None:
             return False
-        self.adopt(self.layout.apply_shared(self.files, local, step), undo)
+        self.adopt(self.layout.apply_shared(self.files, local, step, self.writes), undo)
         return True
 
     def write_plan(self, step: int, tag: int, output: str | None) -> Any:
@@ -213,35 +223,40 @@ class SparkBucketTrace:
                 f = p.frame.select(*col_list(cols))
                 df = f if df is None else df.unionByName(f)
         assert df is not None
-        layout, files = self.layout, dict(self.files)
+        layout, files, write = self.layout, dict(self.files), self.writes
         with_bucket = spark_schema(self.layout.frame_schema, weight=False)
         with_bucket.add(T.StructField(BUCKET, T.IntegerType(), False))
         parts = max(1, min(layout.n_buckets, self.kernel.write_partitions))
         bucketed = map_in_arrow(df, lambda it: _bucketed(it, layout), with_bucket).repartition(parts, BUCKET)
         return map_in_arrow(
-            bucketed, lambda it: _apply(it, layout, files, step, output), _entries_schema()
+            bucketed, lambda it: _apply(it, layout, files, step, write, output), _entries_schema()
         ).withColumn("trace", F.lit(tag))
 
     def adopt(self, new: dict[int, BucketEntry], undo: list) -> None:
-        """Make the runs written for this step the trace's files (snapshots of the step follow)."""
-        old_files, old_pending, issued = self.files, self.pending, self.issued
+        """Make the runs written for this step the trace's files (snapshots of the step follow).
+
+        Rolled back, the trace gets its files back and no pending change: a step starts with none, and
+        each `add` of the step rolls its own entry back. The changes themselves are not kept for the
+        rollback (they may be large: `add` writes large ones early to free them), so a snapshot issued
+        during a rolled-back step is dropped with the step's values, not restored."""
+        old_files, old_replaced, issued = self.files, self.replaced, self.issued
         self.files = updated(old_files, new)
-        self.replaced = garbage(old_files, self.files)
+        self.replaced = [*old_replaced, *garbage(old_files, self.files)]
         self.pending, self.issued = [], []
+        self.writes += 1
         for s in issued:
             s.files, s.pending = self.files, ()
 
         def back() -> None:
-            self.files, self.pending, self.issued, self.replaced = old_files, old_pending, issued, []
-            for s in issued:
-                s.files, s.pending = old_files, tuple(old_pending)
+            self.files, self.pending, self.issued, self.replaced = old_files, [], [], old_replaced
+            self.writes -= 1
 
         undo.append(back)
 
     def collect(self) -> None:
         """The step committed: delete the runs the previous step replaced; retire this step's."""
         self.layout.remove([r for r in self.retired if r not in self.pinned])
-        self.retired, self.replaced = self.replaced, []
+        self.retired, self.replaced, self.writes = self.replaced, [], 0
 
     def sweep(self) -> None:
         """After a restart: delete runs that no committed version refers to (uncommitted steps)."""
@@ -267,7 +282,7 @@ class SparkBucketTrace:
                 f"{saved.get('n_buckets')} buckets"
             )
         self.files = {int(b): BucketEntry.from_json(v) for b, v in saved["files"].items()}
-        self.pending, self.issued = [], []
+        self.pending, self.issued, self.writes = [], [], 0
         # runs retired by steps after the checkpoint may be the restored version's: none is deleted
         # (unreferenced runs are swept when a pipeline reopens its directory)
         self.replaced, self.retired = [], []
@@ -299,13 +314,14 @@ def _apply(
     layout: BucketLayout,
     files: dict[int, BucketEntry],
     step: int,
+    write: int,
     output: str | None,
 ) -> Iterator[pa.RecordBatch]:
     frames = [df.drop(BUCKET) for df in _frames(it)]
     if not frames:
         return
     change = pl.concat(frames, how="vertical")
-    out = entries_frame(layout.apply(files, change, step))
+    out = entries_frame(layout.apply(files, change, step, write))
     _fault_point(layout.root)
     if output is not None:
         import os

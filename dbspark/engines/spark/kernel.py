@@ -100,6 +100,9 @@ class SparkKernel:
         # traces a step writes in its one closing action; past that, a change on Spark is written as
         # it arrives (`SparkBucketTrace.add`)
         self.fused_traces = int(self.handle.setting("fused_traces", "8"))
+        # a change held in the driver of this many rows is written to its trace as it arrives, not at
+        # the step's end (`SparkBucketTrace.add`): the driver then holds a step's values, not its state
+        self.write_rows = int(self.handle.setting("write_rows", "65536"))
         # a change whose plan holds more copies of its leaves than this is computed once, there (an
         # eager local checkpoint: one Spark job), so that plans stay small (`SparkZSet.lineage`)
         self.max_lineage = int(self.handle.setting("max_lineage", "8"))
