@@ -205,6 +205,7 @@ class Runtime:
         """Write every operator's state (keyed by node id), the views and the step number."""
         data = {
             "time": self.time,
+            "circuit": self.circuit.explain(),
             "ops": {nid: self._save(nid) for nid in self.order},
             "views": {n: s.to_state() for n, s in self._views.items()},
             "inputs": {n: s.to_state() for n, s in self._input_traces.items()},
@@ -229,8 +230,14 @@ class Runtime:
     def restore(self, path: str | Path) -> None:
         """Load a checkpoint written by `checkpoint` for the same circuit."""
         data = self._frame_files(Path(path)).load()
-        if set(data["ops"]) != set(self.order):
-            raise CircuitError(f"checkpoint {path} was written by a different circuit")
+        # (a checkpoint written before the circuit was recorded is matched by its node ids only)
+        if set(data["ops"]) != set(self.order) or data.get("circuit", self.circuit.explain()) != (
+            self.circuit.explain()
+        ):
+            raise CircuitError(
+                f"checkpoint {path} was written by a different circuit (other views, or a version of "
+                "dbspark that compiled them differently); start from an empty directory"
+            )
         for nid, (kind, saved) in data["ops"].items():
             if kind == "delay":
                 self.states[nid].value = self.kernel.load_value(saved)

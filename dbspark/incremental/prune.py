@@ -1,0 +1,92 @@
+"""Column pruning: a join's inputs carry only the columns read after it (a pass before Algorithm 4.8).
+
+A front end joins whole rows: TPC-H's Q5 joins six tables and carried all 47 of their columns through
+every join, so each join's integral stored them all (`stream_join` keeps both sides' integrals), though
+the view reads three of them. This pass computes, from the outputs back to the inputs, the columns of
+each node that some later operator reads (`need`), and projects each side of an equi-join onto the
+columns that the join's consumers need plus its keys, before the side's `index`; the join then emits
+only the right side's columns that are needed.
+
+Projection commutes with the join on bags (π(a ⋈ b) = π(a) ⋈ π(b) when the keys are kept, weights
+multiply either way) and with filter and index. The pass never projects under an operator whose result
+depends on the columns it does not name: DISTINCT and the set operations (a row's multiplicity depends
+on all its columns), aggregates (their spec names its input schema), unions (both sides must agree),
+recursive scopes, delays, top-k, outputs — all need every column of their inputs. A node whose
+consumers need all of its columns is copied unchanged, so a circuit with nothing to prune is copied
+as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from dbspark.circuit.circuit import Circuit, Node
+from dbspark.circuit.stream import Stream
+from dbspark.incremental.rewrite import copy_circuit, is_feedback, order, same
+from dbspark.ir.expr import col
+from dbspark.operators.join import StreamJoin
+from dbspark.operators.linear import Filter, Index, Map
+
+
+def _requires(c: Circuit, n: Node, need: set[str]) -> list[set[str]]:
+    """The columns of each input that node `n` reads when its consumers need `need` of its output."""
+    op = n.op
+    whole = [set(c.nodes[i].shape.schema) for i in n.inputs]
+    if isinstance(op, Filter):
+        return [need | op.pred.columns()]
+    if isinstance(op, Index):
+        return [need | set(op.keys)]
+    if isinstance(op, Map):
+        return [set().union(*(e.columns() for _, e in op.exprs))]
+    if isinstance(op, StreamJoin):
+        left = (need & whole[0]) | set(op.left_keys)
+        right = {s for s, d in op.right_out if d in need} | set(op.right_keys)
+        return [left, right]
+    return whole
+
+
+def needed_columns(c: Circuit) -> dict[int, set[str]]:
+    """For each live node, the columns of its output that its consumers (or an output) read."""
+    need: dict[int, set[str]] = {nid: set() for nid in c.nodes}
+    for nid in c.outputs.values():
+        need[nid] = set(c.nodes[nid].shape.schema)
+    for n in c.nodes.values():  # a feedback edge is cut in `order`: its source needs every column
+        if is_feedback(n):
+            need[n.inputs[0]] = set(c.nodes[n.inputs[0]].shape.schema)
+    live = c.live()
+    for nid in reversed(order(c)):
+        n = c.nodes[nid]
+        if nid not in live or not n.inputs:
+            continue
+        for i, req in zip(n.inputs, _requires(c, n, need[nid]), strict=True):
+            need[i] |= req
+    return need
+
+
+def _narrowed_side(dst: Circuit, side: Stream, keep: set[str]) -> Stream:
+    """`side` (an `index` of the rewritten circuit) rebuilt over a projection of its input onto `keep`."""
+    node = dst.nodes[side.node_id]
+    if not isinstance(node.op, Index):
+        return side
+    source = dst.stream(node.inputs[0])
+    cols: Sequence[str] = [c for c in dst.nodes[source.node_id].shape.schema if c in keep]
+    if len(cols) == len(dst.nodes[source.node_id].shape.schema):
+        return side
+    projected = dst.add(Map(tuple((c, col(c)) for c in cols)), source)
+    return dst.add(node.op, projected)
+
+
+def prune_columns(c: Circuit) -> Circuit:
+    """The circuit with each equi-join's sides projected onto the columns read after the join."""
+    need = needed_columns(c)
+
+    def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
+        if not isinstance(n.op, StreamJoin):
+            return same(dst, n, ins)
+        left, right = _requires(c, n, need[n.id])
+        out = tuple((s, d) for s, d in n.op.right_out if d in need[n.id])
+        op = dataclasses.replace(n.op, right_out=out) if out != n.op.right_out else n.op
+        return dst.add(op, _narrowed_side(dst, ins[0], left), _narrowed_side(dst, ins[1], right))
+
+    return copy_circuit(c, rewrite)
