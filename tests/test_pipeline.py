@@ -23,7 +23,7 @@ import pytest
 
 import dbspark
 from dbspark import col
-from dbspark.errors import CircuitError, NegativeStateError, UnknownNameError
+from dbspark.errors import CircuitError, DataError, NegativeStateError, UnknownNameError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "orders"
@@ -70,6 +70,27 @@ def test_pipeline_steps_views_and_atomic_rejection(engine_session, tmp_path):
             p.table("u", {"a": "int64"})
         with pytest.raises(UnknownNameError):
             p.insert("nope", [(1, 1)])
+
+
+def test_a_view_whose_constant_fails_is_empty_over_empty_tables(engine_session):
+    """A constant that cannot be computed (a cast out of range) fails per row, as in DuckDB: the step
+    that inserts rows is rejected, and the view read before any step committed is the view over the
+    empty tables, with no row and no error (found by the SQL oracle's ORDER BY ... OFFSET family)."""
+    engine, spark = engine_session
+    p = (
+        dbspark.Pipeline(engine="spark", spark=spark)
+        if engine == "spark"
+        else dbspark.Pipeline(engine="local")
+    )
+    with p:
+        p.sql(
+            "CREATE TABLE t (k BIGINT); CREATE VIEW v AS SELECT CAST(epoch_ms(TIMESTAMP '2020-01-31 "
+            "23:59:59') AS DECIMAL(10,2)) AS o, k FROM t WHERE k IS NULL OR k <> 1"
+        )
+        p.insert("t", [(None,), (2,)])
+        with pytest.raises(DataError, match=r"step 1 rejected.*DECIMAL\(10,2\)"):
+            p.step()
+        assert p.steps == 0 and p.view("v").to_dict() == {}
 
 
 def test_pipeline_reopened_on_its_directory_resumes(engine_session, tmp_path):

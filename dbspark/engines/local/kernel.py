@@ -86,11 +86,15 @@ class LocalKernel:
     # ---- linear operators ---------------------------------------------------------------------
     def filter(self, a: Value, pred: Expr) -> ZSet:
         z = self.as_zset(a)
+        if z.df.height == 0:  # no row to evaluate the predicate on (a constant that fails raises nothing)
+            return z
         return z.with_df(evaluate(lambda: z.df.filter(to_polars(pred, z.df.schema))))
 
     def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> ZSet:
         z = self.as_zset(a)
         df = z.df
+        if df.height == 0:  # SQL evaluates expressions per row: a failing constant over no rows is no error
+            return ZSet.empty(schema)
         have = df.schema  # (a property that builds the schema on each read)
         sel = [
             pl.col(e.name).alias(n)  # a column as it is
