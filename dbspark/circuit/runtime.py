@@ -205,7 +205,7 @@ class Runtime:
         """Write every operator's state (keyed by node id), the views and the step number."""
         data = {
             "time": self.time,
-            "circuit": self.circuit.explain(),
+            "circuit": self._circuit_text(),
             "ops": {nid: self._save(nid) for nid in self.order},
             "views": {n: s.to_state() for n, s in self._views.items()},
             "inputs": {n: s.to_state() for n, s in self._input_traces.items()},
@@ -227,13 +227,19 @@ class Runtime:
             return ("delay", self.kernel.save_value(st.value))
         return ("op", self.circuit.nodes[nid].op.checkpoint(self.kernel, st))
 
+    def _circuit_text(self) -> str:
+        """The circuit as text, computed once (a running circuit does not change; checkpoints record it)."""
+        text = getattr(self, "_text", None)
+        if text is None:
+            text = self._text = self.circuit.explain()
+        return text
+
     def restore(self, path: str | Path) -> None:
         """Load a checkpoint written by `checkpoint` for the same circuit."""
         data = self._frame_files(Path(path)).load()
         # (a checkpoint written before the circuit was recorded is matched by its node ids only)
-        if set(data["ops"]) != set(self.order) or data.get("circuit", self.circuit.explain()) != (
-            self.circuit.explain()
-        ):
+        text = self._circuit_text()
+        if set(data["ops"]) != set(self.order) or data.get("circuit", text) != text:
             raise CircuitError(
                 f"checkpoint {path} was written by a different circuit (other views, or a version of "
                 "dbspark that compiled them differently); start from an empty directory"

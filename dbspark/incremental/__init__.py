@@ -1,7 +1,8 @@
 """Incrementalization (`dbsp-paper.txt` §3, Algorithm 4.8): Q -> Q^Δ by rewrite rules.
 
 Whole-circuit passes run in the order of `PASSES`: column pruning (`prune.py`: a join's sides carry
-only the columns read after it), distinct consolidation (step 2 of Algorithm 4.8), the chain rule with its per-operator rules (steps 3-5; `chain.NODE_RULES`), then I/D cancellation.
+only the columns read after it), distinct consolidation (step 2 of Algorithm 4.8), the chain rule
+with its per-operator rules (steps 3-5; `chain.NODE_RULES`), then I/D cancellation.
 """
 
 from __future__ import annotations

@@ -18,9 +18,8 @@ version itself is a small JSON-able map `BucketFiles` (bucket → `BucketEntry`)
   holds).
 - Names are a function of (operator, bucket, step, write of the step, level) and contents a function
   of the inputs, so a retried or speculative task writes the same files; nothing is modified or
-  deleted in place. The
-  caller (the driver) commits a step by recording the new `BucketFiles` (one manifest), and deletes
-  afterwards what no committed version refers to (`garbage`, `sweep`).
+  deleted in place. The caller (the driver) commits a step by recording the new `BucketFiles` (one
+  manifest), and deletes afterwards what no committed version refers to (`garbage`, `sweep`).
 
 The same code runs in a worker process (a Spark Python UDF over a partition holding several
 buckets: `split`, `apply_partition`) or in the driver (`BucketedTrace`), over the same files.
