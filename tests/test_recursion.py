@@ -800,6 +800,20 @@ def test_prop_6_2_with_multiplicities(engine: Any, steps, inc_from):
     assert inc.view("tc").to_dict() == {}
 
 
+@pytest.mark.parametrize(("query", "static"), [(TC, (False, True)), (TC_LEFT, (True, False))])
+def test_a_join_side_without_the_feedback_is_static(query: Query, static: tuple[bool, bool]):
+    """The doubly-incremental join knows which side does not depend on the scope's feedback (the edges
+    here): that side changes at the first iteration only, and the join skips its split by iteration
+    (`NestedJoin.static`; a wrong flag fails the oracle tests above)."""
+    from dbspark.operators.fixpoint import Fixpoint
+    from dbspark.operators.nested import NestedJoin
+
+    q = make_circuit(query, "naive").incrementalize()
+    (scope,) = [n.op for n in q.nodes.values() if isinstance(n.op, Fixpoint)]
+    joins = [n.op for n in scope.inner.nodes.values() if isinstance(n.op, NestedJoin)]
+    assert [j.static for j in joins] == [static]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_checkpoint_and_restore_of_an_incremental_scope(engine: Any, tmp_path, mode):
     """The scope's nested traces are checkpointed: a restored runtime (the same one after further steps,

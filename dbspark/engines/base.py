@@ -63,6 +63,11 @@ class ZSetKernel(Protocol):
     def consolidate(self, a: Value) -> Value: ...
     def as_zset(self, a: Value) -> Value: ...
     def is_empty(self, a: Value) -> bool: ...
+    def known_empty(self, a: Value) -> bool:
+        """`a` certainly holds no entry, known without computing anything (a plan not yet run is not
+        known empty): lets an operator skip the terms of a side that has no change."""
+        ...
+
     # linear operators
     def filter(self, a: Value, pred: Expr) -> Value: ...
     def map(self, a: Value, exprs: Sequence[tuple[str, Expr]], schema: pl.Schema) -> Value: ...
@@ -84,8 +89,9 @@ class ZSetKernel(Protocol):
         """Group the rows of all `parts` by `by` (NULL equals NULL), each part's summed weight in a
         column `__w<i>` (0 where it has no row of the group); the result has one row per group, of
         weight `weight` (an INTEGER expression over `by` and the sums; an error it raises rejects the
-        step), rows of weight 0 left out. Operators written above the kernel fold their state and
-        changes with it (distinct's H: the change and the integral at its rows)."""
+        step), rows of weight 0 left out. A part may carry columns besides `by` (they are ignored).
+        Operators written above the kernel fold their state and changes with it (distinct's H: the
+        change and the integral at its rows)."""
         ...
 
     def split(self, a: Value, column: str) -> list[tuple[Any, Value]]:

@@ -14,7 +14,7 @@ import polars as pl
 from dbspark.circuit.circuit import Circuit, Node
 from dbspark.circuit.stream import Stream
 from dbspark.errors import UnsupportedError
-from dbspark.incremental.rewrite import copy_circuit, is_feedback
+from dbspark.incremental.rewrite import copy_circuit, is_feedback, order
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Lit
 from dbspark.operators.aggregate import StreamAggregate
@@ -30,14 +30,17 @@ def applies(n: Node) -> bool:
     return isinstance(n.op, Fixpoint)
 
 
-def nested_node(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
+def nested_node(dst: Circuit, n: Node, ins: list[Stream], varying: set[int]) -> Stream:
     op = n.op
     if op.kind == LINEAR:
         return dst.add(op, *ins)
     if isinstance(op, StreamJoin):
-        return dst.add(NestedJoin(op), *ins)
+        static = (n.inputs[0] not in varying, n.inputs[1] not in varying)
+        return dst.add(NestedJoin(op, static), *ins)
     if isinstance(op, StreamProduct):
-        return nested_product(dst, op, *ins)
+        return nested_product(
+            dst, op, ins[0], ins[1], (n.inputs[0] not in varying, n.inputs[1] not in varying)
+        )
     if isinstance(op, Constant):
         return dst.add(NestedConstant(op))
     if isinstance(op, StreamDistinct):
@@ -52,7 +55,9 @@ def nested_node(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
     )
 
 
-def nested_product(dst: Circuit, op: StreamProduct, a: Stream, b: Stream) -> Stream:
+def nested_product(
+    dst: Circuit, op: StreamProduct, a: Stream, b: Stream, static: tuple[bool, bool] = (False, False)
+) -> Stream:
     """a × b as the doubly-incremental join of both sides on a constant key (a product is bilinear like
     a join: `NestedJoin`'s four terms with every row under the one key)."""
     key = "__product"
@@ -60,7 +65,7 @@ def nested_product(dst: Circuit, op: StreamProduct, a: Stream, b: Stream) -> Str
         key += "_"
     ka = a.map(*a.columns, (key, Lit(0)))
     kb = b.map(*b.columns, (key, Lit(0)))
-    joined = dst.add(NestedJoin(StreamJoin((key,), (key,), op.right_out)), ka, kb)
+    joined = dst.add(NestedJoin(StreamJoin((key,), (key,), op.right_out), static), ka, kb)
     return joined.map(*[c for c in joined.columns if c != key])
 
 
@@ -83,12 +88,24 @@ def nested_global_aggregate(dst: Circuit, op: StreamAggregate, x: Stream) -> Str
     return grouped + dst.add(NestedConstant(empty_row)).map(*calls) - unless.map(*calls)
 
 
+def varying_nodes(inner: Circuit) -> set[int]:
+    """The nodes of a scope's body that depend on its feedback. The others (imports, constants and what
+    is computed from them only) change at the first iteration of an outer step and never later."""
+    varying: set[int] = set()
+    for nid in order(inner):
+        n = inner.nodes[nid]
+        if is_feedback(n) or any(i in varying for i in n.inputs):
+            varying.add(nid)
+    return varying
+
+
 def nested_delta(inner: Circuit) -> Circuit:
     """The body with every operator replaced by its doubly-incremental version."""
     for n in inner.nodes.values():
         if n.op.name == "delay" and not is_feedback(n):
             raise UnsupportedError("z^-1 inside a recursive scope is only allowed as the scope's feedback")
-    return copy_circuit(inner, nested_node)
+    varying = varying_nodes(inner)
+    return copy_circuit(inner, lambda dst, n, ins: nested_node(dst, n, ins, varying))
 
 
 def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:

@@ -38,7 +38,7 @@ from dbspark.ir.expr import col
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.distinct import positive
 from dbspark.operators.join import StreamJoin
-from dbspark.operators.nested_trace import ITER, NestedTrace, at_iterations
+from dbspark.operators.nested_trace import ITER, NestedTrace, at_iterations, timed_rows
 from dbspark.operators.source import Constant
 
 if TYPE_CHECKING:
@@ -62,13 +62,12 @@ class NestedState:
             undo.append(lambda: self.pending.__setitem__(t1, items))
         return list(items)  # a copy: callers extend it, and the undo above must restore the queued items only
 
-    def defer(self, kernel: Kernel, v: Value, cols: list[str], schema: pl.Schema, undo: list) -> None:
-        """Split the timed value `v` by its iteration and queue its part at each iteration j (its
-        columns `cols`) for j."""
+    def defer(self, kernel: Kernel, v: Value, undo: list) -> None:
+        """Split the timed value `v` by its iteration and queue its part at each iteration j (its other
+        columns, in their order: the callers build `v` so that they are the queued item's) for j."""
         for j, part in kernel.split(v, ITER):
-            item = kernel.map(part, [(c, col(c)) for c in cols], schema)
             lst = self.pending.setdefault(int(j), [])
-            lst.append(item)
+            lst.append(part)
             undo.append(lambda lst=lst: lst.pop())
 
     def next_pending(self, after: int) -> int | None:
@@ -85,9 +84,15 @@ class NestedState:
 
 @dataclass(frozen=True)
 class NestedJoin(Operator):
-    """(↑(↑⋈)^Δ)^Δ: the doubly-incremental equi-join."""
+    """(↑(↑⋈)^Δ)^Δ: the doubly-incremental equi-join.
+
+    `static` tells, per side, that the side does not depend on the scope's feedback (an import, a
+    constant, what is computed from them only): it changes at the first iteration of a step and never
+    later, so its trace of earlier steps holds iteration 0 only. Then B[t] at t1 >= 0 is all of it, and
+    its col(B)(i) for i > t1 is empty: the split by iteration and the deferred terms are skipped."""
 
     join: StreamJoin
+    static: tuple[bool, bool] = (False, False)
     name = "nested_join"
     kind = NONLINEAR
     arity = 2
@@ -113,33 +118,46 @@ class NestedJoin(Operator):
         a, b = k.consolidate(inputs[0]), k.consolidate(inputs[1])
         j = self.join
         lk, rk = j.left_keys, j.right_keys
+        static_a, static_b = self.static
         out_schema = self.shape([Shape(ta.data), Shape(tb.data)]).schema
-        out_cols = list(out_schema)
 
         def join(x: Any, y: Any, extra: tuple[tuple[str, str], ...] = ()) -> Any:
             return k.join(x, y, lk, rk, j.right_out + extra)
 
         parts: list[Any] = state.take(t1, undo)  # terms 3-4 queued by earlier iterations
-        ra, rb = ta.row_snapshot(), tb.row_snapshot()
-        # term 1: a ⋈ B[t], B[t] = prefix_b(t1) + row_b + b
-        found = tb.seek_cols(a, list(zip(lk, rk, strict=True)), exact=False)
-        if found is not None:
-            parts.append(join(a, at_iterations(k, found, "<=", t1, list(tb.data), tb.data)))
-            # term 3 later: a is part of row(A) at every later iteration i, meeting col(B)(i)
-            later = join(a, k.filter(found, col(ITER) > t1), ((ITER, ITER),))
-            state.defer(k, later, out_cols, out_schema, undo)
-        parts.append(join(a, rb))
-        parts.append(join(a, b))
-        # term 2: (prefix_a(t1) + row_a) ⋈ b
-        found = ta.seek_cols(b, list(zip(rk, lk, strict=True)), exact=False)
-        if found is not None:
-            parts.append(join(at_iterations(k, found, "<=", t1, list(ta.data), ta.data), b))
-            # term 4 later: col(A)(i) ⋈ row(B)
-            later = join(k.filter(found, col(ITER) > t1), b)
-            state.defer(k, later, out_cols, out_schema, undo)
-        parts.append(join(ra, b))
-        ta.add(t1, a, undo)
-        tb.add(t1, b, undo)
+        # a side without a change contributes no term (inside a scope an import changes at the first
+        # iteration only, and a recursive relation's change dies out): its seeks and joins are skipped
+        has_a, has_b = not k.known_empty(a), not k.known_empty(b)
+        if has_a:
+            # term 1: a ⋈ B[t], B[t] = prefix_b(t1) + row_b + b (a join drops the right side's ITER)
+            found = tb.seek_cols(a, list(zip(lk, rk, strict=True)), exact=False)
+            if found is not None:
+                parts.append(join(a, found if static_b else timed_rows(k, found, "<=", t1)))
+                if not static_b:  # term 3 later: a is part of row(A) at every later i, meeting col(B)(i)
+                    state.defer(k, join(a, timed_rows(k, found, ">", t1), ((ITER, ITER),)), undo)
+            rb = tb.row_snapshot()
+            if not k.known_empty(rb):
+                parts.append(join(a, rb))
+            if has_b:
+                parts.append(join(a, b))
+        if has_b:
+            # term 2: (prefix_a(t1) + row_a) ⋈ b
+            found = ta.seek_cols(b, list(zip(rk, lk, strict=True)), exact=False)
+            if found is not None:
+                prefix = (  # (a static side holds iteration 0 only: all of it)
+                    k.map(found, [(c, col(c)) for c in ta.data], ta.data)
+                    if static_a
+                    else at_iterations(k, found, "<=", t1, list(ta.data), ta.data)
+                )
+                parts.append(join(prefix, b))
+                if not static_a:  # term 4 later: col(A)(i) ⋈ row(B)
+                    state.defer(k, join(timed_rows(k, found, ">", t1), b), undo)
+            ra = ta.row_snapshot()
+            if not k.known_empty(ra):
+                parts.append(join(ra, b))
+            tb.add(t1, b, undo)
+        if has_a:
+            ta.add(t1, a, undo)
         out = k.empty(out_schema)
         for p in parts:
             out = k.plus(out, p)
@@ -211,12 +229,13 @@ class NestedKeyed(Operator):
         x = k.consolidate(inputs[0])
         keys = list(tr.keys)
         on = [(c, c) for c in keys]
-        key_schema = pl.Schema([(c, tr.data[c]) for c in keys])
         row = tr.row_snapshot()  # this step, iterations < t1 (w3)
         # (x is consolidated: when its key is the whole row, its rows are the keys, each once)
         xkeys = x if keys == list(tr.data) else k.support(x, keys)
         # keys changed at an earlier iteration of this step that earlier steps changed at t1 (w2 ∧ w3)
         queued = state.take(t1, undo)
+        if not queued and k.known_empty(x):  # no key of interest: no output
+            return k.empty(self.shape([Shape(tr.data)]).schema)
         probe = xkeys
         if queued:
             for q in queued:
@@ -224,18 +243,24 @@ class NestedKeyed(Operator):
             probe = k.support(probe, keys)
         tr.add(t1, x, undo)
         cols = list(tr.data)
+        distinct = self.spec is None
         found = tr.seek_cols(probe, on, exact=True)
         if found is None:
             before = at = k.empty(tr.data)
         else:
-            before = at_iterations(k, found, "<", t1, cols, tr.data)
-            at = at_iterations(k, found, "==", t1, cols, tr.data)
+            if distinct:  # (`combine` reads the key columns only: the iteration may stay)
+                before, at = timed_rows(k, found, "<", t1), timed_rows(k, found, "==", t1)
+            else:
+                before = at_iterations(k, found, "<", t1, cols, tr.data)
+                at = at_iterations(k, found, "==", t1, cols, tr.data)
             # x's keys become keys of interest at the later iterations where earlier steps changed them
-            after = k.filter(found, col(ITER) > t1)
-            future = k.support(k.semijoin(after, xkeys, on, exact=True), [*keys, ITER])
-            state.defer(k, future, keys, key_schema, undo)
+            # (with nothing queued the probe is x's keys: every row found is at one of them)
+            after = timed_rows(k, found, ">", t1)
+            if queued:
+                after = k.semijoin(after, xkeys, on, exact=True)
+            state.defer(k, k.support(after, [*keys, ITER]), undo)
         w3 = k.seek(row, probe, on, exact=True)
-        if self.spec is None:  # [d(w1+w2+w3+x) - d(w1+w3)] - [d(w1+w2) - d(w1)] per row (§2.9.11)
+        if distinct:  # [d(w1+w2+w3+x) - d(w1+w3)] - [d(w1+w2) - d(w1)] per row (§2.9.11)
             return k.combine([before, at, w3, x], cols, NESTED_DISTINCT)
         # out = f(X[t]) - f(X[t0, t1-1]) - f(X[t0-1, t1]) + f(X[t0-1, t1-1]) on the keys of interest,
         # from the parts w1 (before), w2 (at), w3 and x

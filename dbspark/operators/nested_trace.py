@@ -102,12 +102,16 @@ class NestedTrace:
         self.cols.restore(saved)
 
 
+def timed_rows(kernel: Kernel, v: Value, cmp: str, t1: int) -> Value:
+    """The rows of a timed value `v` whose iteration compares `cmp` ('<', '<=', '==', '>') to t1, the
+    iteration still a column (enough where the reader ignores it: a join's right side, `combine`)."""
+    it = col(ITER)
+    preds: dict[str, Expr] = {"<": it < t1, "<=": it <= t1, "==": it.eq(t1), ">": it > t1}
+    return kernel.filter(v, preds[cmp])
+
+
 def at_iterations(
     kernel: Kernel, v: Value, cmp: str, t1: int, cols: Sequence[str], schema: pl.Schema
 ) -> Value:
-    """The rows of a timed value `v` whose iteration compares `cmp` ('<', '<=', '==', '>') to t1,
-    projected on `cols` (the iteration dropped)."""
-    it = col(ITER)
-    preds: dict[str, Expr] = {"<": it < t1, "<=": it <= t1, "==": it.eq(t1), ">": it > t1}
-    pred = preds[cmp]
-    return kernel.map(kernel.filter(v, pred), [(c, col(c)) for c in cols], schema)
+    """`timed_rows` projected on `cols` (the iteration dropped)."""
+    return kernel.map(timed_rows(kernel, v, cmp, t1), [(c, col(c)) for c in cols], schema)

@@ -18,6 +18,7 @@ import polars as pl
 from dbspark.algebra.weights import INT64_MAX
 from dbspark.algebra.zset import _OVERFLOW, WEIGHT, ZSet, with_weight
 from dbspark.columnar.median import median_expr, median_frame
+from dbspark.columnar.plans import collect
 from dbspark.engines.local.exprs import fdiv
 from dbspark.errors import NegativeStateError, WeightError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
@@ -263,15 +264,15 @@ class AggregateState:
                 pl.col(WEIGHT).cast(pl.Float64).sum().alias("__wfo"),
             )
         )
-        j = (
+        j = collect(
             dacc.lazy()
             .join(prev, on=keys, how="left", nulls_equal=True, maintain_order="left")
             .with_columns([pl.col(f"{c}__o").fill_null(0) for c in wcols] + [pl.col("__wfo").fill_null(0.0)])
             .with_columns(
                 [(pl.col(f"{c}__o") + pl.col(c)).alias(c) for c in wcols]
                 + [(pl.col("__wfo") + pl.col(_WF)).abs().max().alias(_WF)]
-            )
-            .collect()
+            ),
+            found.height + dacc.height,
         )
         if j.height and j[_WF][0] > _OVERFLOW:
             raise WeightError("weight overflow in an aggregate: a group's row count left int64")

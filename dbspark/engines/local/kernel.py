@@ -16,6 +16,7 @@ import polars as pl
 
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
+from dbspark.columnar.plans import collect
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.local import aggregate as agg
 from dbspark.engines.local.exprs import Compiler, evaluate, to_polars
@@ -32,6 +33,11 @@ _WR = "__w_r"
 
 def _frame(v: Value) -> pl.DataFrame:
     return v.to_frame() if isinstance(v, TraceSnapshot) else v.df
+
+
+def _frame_schema(v: Value) -> pl.Schema:
+    """The schema of `v`'s frame (data columns, then the weight), without reading a trace."""
+    return v.schema if isinstance(v, TraceSnapshot) else v.df.schema
 
 
 class LocalKernel:
@@ -65,6 +71,9 @@ class LocalKernel:
 
     def consolidate(self, a: Value) -> ZSet:
         return self.as_zset(a).consolidate()
+
+    def known_empty(self, a: Value) -> bool:
+        return len(a) == 0
 
     def is_empty(self, a: Value) -> bool:
         """The Z-set is zero (its rows cancel out, or it has none)."""
@@ -138,6 +147,9 @@ class LocalKernel:
 
     # ---- keys and selections ------------------------------------------------------------------
     def support(self, a: Value, cols: Sequence[str]) -> ZSet:
+        if len(a) == 0:
+            s = _frame_schema(a)
+            return ZSet.empty(pl.Schema([(c, s[c]) for c in cols]))
         df = _frame(a).select(list(cols)).unique()
         return ZSet(df.with_columns(pl.lit(1, pl.Int64).alias(WEIGHT)), True)
 
@@ -177,8 +189,8 @@ class LocalKernel:
             return rows.group_by(by).agg(e) if by else rows.select(e)
 
         if top * n >= 2**62:  # a sum might leave int64: checked in floats
-            f = summed([pl.col(c).cast(pl.Float64).sum() for c in sums]).collect()
-            if any(float(f[c].abs().max()) > 9.2e18 for c in sums):
+            f = collect(summed([pl.col(c).cast(pl.Float64).sum() for c in sums]), n)
+            if any(float(f[c].abs().max()) > 9.2e18 for c in sums):  # type: ignore[arg-type]
                 raise WeightError("weight overflow while grouping Z-sets: a row's weight left int64")
         types = rows.collect_schema()  # (the parts' types as the concatenation relaxed them)
         schema = tuple([*((c, types[c]) for c in by), *((c, pl.Int64()) for c in sums)])
@@ -188,7 +200,7 @@ class LocalKernel:
         else:
             w = to_polars(weight, pl.Schema(schema)).cast(pl.Int64)
         plan = summed([pl.col(c).sum() for c in sums]).select(*by, w.alias(WEIGHT))
-        return ZSet(evaluate(lambda: plan.filter(pl.col(WEIGHT) != 0).collect()), True)
+        return ZSet(evaluate(lambda: collect(plan.filter(pl.col(WEIGHT) != 0), n)), True)
 
     def ordinal(self, a: Value, column: str) -> ZSet:
         z = self.as_zset(a)
@@ -214,6 +226,8 @@ class LocalKernel:
         return ZSet(df.select(*(c for c in df.columns if c != WEIGHT), *new, WEIGHT))
 
     def split(self, a: Value, column: str) -> list[tuple[Any, ZSet]]:
+        if len(a) == 0:
+            return []
         df = _frame(a)
         df = df.filter(pl.col(column).is_not_null())
         if df.height == 0:
@@ -232,6 +246,8 @@ class LocalKernel:
     ) -> ZSet:
         """Equi-join, weights multiplied; NULL keys never match (SQL). A trace side is probed by key."""
         lk, rk = list(left_keys), list(right_keys)
+        if len(a) == 0 or len(b) == 0:  # no entry on a side (checked before any consolidation)
+            return self._empty_join(_frame_schema(a), _frame_schema(b), right_out)
         # a change is consolidated before it is multiplied: a sum of terms that cancel (an outer join's
         # inner part plus its unmatched rows) would otherwise grow each join of a chain (3^n rows)
         a, b = (x.consolidate() if isinstance(x, ZSet) else x for x in (a, b))
@@ -273,10 +289,15 @@ class LocalKernel:
         return ZSet(j.select(data).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)))
 
     def _empty_join(
-        self, left: pl.DataFrame, right: pl.DataFrame, right_out: Sequence[tuple[str, str]]
+        self,
+        left: pl.DataFrame | pl.Schema,
+        right: pl.DataFrame | pl.Schema,
+        right_out: Sequence[tuple[str, str]],
     ) -> ZSet:
-        schema = [(c, t) for c, t in left.schema.items() if c != WEIGHT]
-        schema += [(d, right.schema[s]) for s, d in right_out]
+        ls = left if isinstance(left, pl.Schema) else left.schema
+        rs = right if isinstance(right, pl.Schema) else right.schema
+        schema = [(c, t) for c, t in ls.items() if c != WEIGHT]
+        schema += [(d, rs[s]) for s, d in right_out]
         return ZSet.empty(pl.Schema(schema))
 
     # ---- non-linear operators -----------------------------------------------------------------
@@ -297,6 +318,8 @@ class LocalKernel:
         return Spine(keys, with_weight(schema))
 
     def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
+        if len(delta) == 0:  # nothing to add (an unconsolidated change with entries may still cancel)
+            return trace.snapshot()
         saved = list(trace.batches)
         undo.append(lambda: setattr(trace, "batches", saved))
         if isinstance(delta, ZSet):  # consolidated once: the same change may feed a join too
@@ -311,6 +334,8 @@ class LocalKernel:
     def seek(self, snap: Value, probe: Value, on: Sequence[tuple[str, str]], exact: bool) -> ZSet:
         """The snapshot's entries at the probe's keys (a hash seek in each batch, then an exact match)."""
         assert isinstance(snap, TraceSnapshot)
+        if len(probe) == 0 or len(snap) == 0:
+            return ZSet(snap.empty_frame(), True)
         keys = _frame(probe).select([pl.col(c).alias(k) for c, k in on])
         if not exact:
             keys = keys.drop_nulls()

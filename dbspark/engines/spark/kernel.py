@@ -743,6 +743,9 @@ class SparkKernel:
             schema, j.select(*col_list(schema), (col(WEIGHT) * col(_WR)).alias(WEIGHT)), lineage=lineage
         )
 
+    def known_empty(self, a: Value) -> bool:
+        return self._empty(a)
+
     def _empty(self, a: Value) -> bool:
         return not a.batches if isinstance(a, BucketSnap) else a.known_empty
 

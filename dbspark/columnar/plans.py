@@ -1,0 +1,20 @@
+"""Running a Polars lazy plan with the engine that suits its size.
+
+Polars 2 collects a lazy plan with its streaming engine by default. On the small frames of an
+incremental step (a change of a few hundred rows, a recursive scope's iteration) the streaming engine's
+fixed cost dominates: a GROUP BY with a weight expression and a filter measured about 1.0 ms against
+0.6 ms in the in-memory engine, the same plan, 600 rows (this machine, 2026-11-27). Eager DataFrame
+methods already run in memory. Large plans (a load, a from-scratch step) keep the default, which may
+stream them in bounded memory.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+SMALL_PLAN_ROWS = 1_000_000  # input rows below which a plan runs in the in-memory engine
+
+
+def collect(plan: pl.LazyFrame, rows: int) -> pl.DataFrame:
+    """`plan` collected; `rows` is the number of input rows it reads (an estimate is enough)."""
+    return plan.collect(engine="in-memory") if rows < SMALL_PLAN_ROWS else plan.collect()
