@@ -342,7 +342,10 @@ class BucketLayout:
             parts.extend(found)
         if not parts:
             return self.empty()
-        df = pl.from_arrow(pa.concat_tables(parts)).drop(HASH)  # type: ignore[union-attr]
+        # (one chunk before the conversion: Polars converts a table of many small chunks, one per run
+        # and bucket, several times slower, about 1 ms for a 100-key probe over 17 runs)
+        df = pl.from_arrow(pa.concat_tables(parts).drop_columns([HASH]).combine_chunks())
+        assert isinstance(df, pl.DataFrame)
         df = df.join(probe, on=list(self.keys), how="semi", nulls_equal=exact)
         return consolidate_frame(df, self.sums) if several and consolidate else df
 

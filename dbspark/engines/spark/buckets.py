@@ -182,6 +182,8 @@ class SparkBucketTrace:
           of state, peaked at 3.5 GB of the driver's memory)."""
         if z.known_empty:
             return
+        if self.scratch and self._compact(z, undo):
+            return
         n = len(self.pending)
         self.pending.append(z)
         undo.append(lambda: self.pending.__delitem__(slice(n, None)))
@@ -192,6 +194,21 @@ class SparkBucketTrace:
                 self.kernel.flush_traces([self.kernel.traces.index(self)], undo)
         elif z.local is not None and len(z.local) >= self.kernel.write_rows:
             self.flush_local(self.kernel.step_no, undo)
+
+    def _compact(self, z: SparkZSet, undo: list) -> bool:
+        """A scratch trace whose changes are all held in the driver keeps them as one part (a recursive
+        scope adds one per iteration, and each seek would otherwise concatenate them all anew)."""
+        if z._df is not None or z.local is None or not self.pending or self.layout.sums != (WEIGHT,):
+            return False
+        if any(p._df is not None or p.local is None for p in self.pending):
+            return False
+        cols = [*self.schema, *self.layout.sums]
+        frames = [p.local.df.select(cols) for p in self.pending if p.local is not None]
+        merged = ZSet(pl.concat([*frames, z.local.df.select(cols)], how="vertical"))
+        before = list(self.pending)
+        self.pending[:] = [type(z)(z._session, z.schema, local=merged, keys=z.keys)]
+        undo.append(lambda: self.pending.__setitem__(slice(None), before))
+        return True
 
     # ---- the end of a step ------------------------------------------------------------------------
     def flush_local(self, step: int, undo: list) -> bool:
