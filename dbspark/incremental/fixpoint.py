@@ -90,7 +90,13 @@ def nested_global_aggregate(dst: Circuit, op: StreamAggregate, x: Stream) -> Str
 
 def varying_nodes(inner: Circuit) -> set[int]:
     """The nodes of a scope's body that depend on its feedback. The others (imports, constants and what
-    is computed from them only) change at the first iteration of an outer step and never later."""
+    is computed from them only) change at the first iteration of an outer step and never later: an
+    import enters at t1 = 0 (δ0), a nested constant at (0, 0); a linear operator of inputs that are 0 at
+    t1 > 0 is 0 there; so is the nested join of two such inputs (its terms a ⋈ B and A ⋈ b vanish with a
+    and b, and its row ⋈ col terms with col(·)(t1), the earlier steps' changes at iteration t1 > 0);
+    and so is a nested distinct or aggregate of one, whose 2-D difference f(X[t0, t1]) - f(X[t0, t1-1])
+    - f(X[t0-1, t1]) + f(X[t0-1, t1-1]) is 0 when X[·, t1] = X[·, t1 - 1]. By induction over the body in
+    topological order, every node outside this set is 0 at t1 > 0."""
     varying: set[int] = set()
     for nid in order(inner):
         n = inner.nodes[nid]

@@ -1,6 +1,6 @@
 """Nested traces: the changes of a stream over nested time (outer step t0, iteration t1), on the kernel.
 
-`notes/nested-incremental.md` (in `docs/`) and `rhizome-dbsp-implementation-notes.txt` §2.9.11-2.9.13:
+`shared/notes/nested-incremental.md` and `rhizome-dbsp-implementation-notes.txt` §2.9.11-2.9.13:
 the doubly-incremental join and distinct need, for the current time t = (t0, t1) and a set of keys,
 
 - `col(j)`  = Σ_{i0 < t0} x[i0][j]            (earlier steps, iteration j: the w2 part at j = t1),

@@ -175,6 +175,7 @@ class SparkKernel:
         self.placed_to_driver = 0
         rows, self._pushed_rows = self._pushed_rows, 0
         self._step_settings.close()  # a step that was begun and never ended
+        self._step_settings.enter_context(self.handle.frozen())
         self._step_settings.enter_context(self.session_settings(rows))
 
     def place(self, batches: Sequence[Value]) -> list[Value]:

@@ -9,10 +9,12 @@ checked so that a missing or old Java is a clear error naming the fix rather tha
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,13 +77,32 @@ class SessionHandle:
     owned: bool
     conf: dict[str, str] = field(default_factory=dict)
 
+    # within a step (`frozen`): each setting read once (a read is a round trip to the JVM or the Connect
+    # server, and a recursive scope places its values at every iteration)
+    _frozen: dict[str, str | None] | None = field(default=None, repr=False)
+
     def setting(self, name: str, default: str) -> str:
         """`spark.dbspark.<name>` from the session's configuration, else `default`."""
-        try:
-            v = self.spark.conf.get(f"spark.dbspark.{name}", None)
-        except Exception:  # a Connect server that refuses unknown keys
-            v = None
+        if self._frozen is not None and name in self._frozen:
+            v = self._frozen[name]
+        else:
+            try:
+                v = self.spark.conf.get(f"spark.dbspark.{name}", None)
+            except Exception:  # a Connect server that refuses unknown keys
+                v = None
+            if self._frozen is not None:
+                self._frozen[name] = v
         return default if v is None else str(v)
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """dbspark's settings read once for the duration (a step: a setting changed during a step takes
+        effect at the next one)."""
+        self._frozen = {}
+        try:
+            yield
+        finally:
+            self._frozen = None
 
     def close(self) -> None:
         if self.owned:
