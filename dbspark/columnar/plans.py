@@ -1,4 +1,6 @@
-"""Running a Polars lazy plan with the engine that suits its size.
+"""Polars calls that cost a fixed overhead per call, made cheaper on the small frames of a step.
+
+`collect`: a lazy plan run with the engine that suits its size.
 
 Polars 2 collects a lazy plan with its streaming engine by default. On the small frames of an
 incremental step (a change of a few hundred rows, a recursive scope's iteration) the streaming engine's
@@ -18,3 +20,12 @@ SMALL_PLAN_ROWS = 1_000_000  # input rows below which a plan runs in the in-memo
 def collect(plan: pl.LazyFrame, rows: int) -> pl.DataFrame:
     """`plan` collected; `rows` is the number of input rows it reads (an estimate is enough)."""
     return plan.collect(engine="in-memory") if rows < SMALL_PLAN_ROWS else plan.collect()
+
+
+def drop_null_rows(df: pl.DataFrame, cols: list[str] | None = None) -> pl.DataFrame:
+    """`df` without the rows that have a NULL in `cols` (all columns if None); `df` itself when there
+    is none (a column's null count is known without a pass: the filter's ~0.1 ms is skipped)."""
+    names = df.columns if cols is None else cols
+    if all(df[c].null_count() == 0 for c in names):
+        return df
+    return df.drop_nulls(cols)

@@ -107,8 +107,8 @@ class NestedJoin(Operator):
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         a, b = in_shapes
         return NestedState(
-            NestedTrace(kernel, a.schema, self.join.left_keys),
-            NestedTrace(kernel, b.schema, self.join.right_keys),
+            NestedTrace(kernel, a.schema, self.join.left_keys, rows=not self.static[1]),
+            NestedTrace(kernel, b.schema, self.join.right_keys, rows=not self.static[0]),
         )
 
     def eval(self, kernel: Kernel, state: NestedState, inputs: list[Any], undo: list) -> Any:

@@ -33,10 +33,16 @@ ITER = "__it"
 
 
 class NestedTrace:
-    """The state of one input of a doubly-incremental operator."""
+    """The state of one input of a doubly-incremental operator.
 
-    def __init__(self, kernel: Kernel, schema: pl.Schema, keys: Sequence[str]) -> None:
+    `rows=False`: this step's changes are not kept for seeks (`row_snapshot` stays empty), only per
+    iteration for the step's end: for a join side whose partner is static (`NestedJoin.static`), the
+    only reader of this side's `row`, the term row(A) ⋈ b, has b = 0 at every iteration but the first,
+    where row(A) (the iterations before) is empty."""
+
+    def __init__(self, kernel: Kernel, schema: pl.Schema, keys: Sequence[str], rows: bool = True) -> None:
         self.kernel = kernel
+        self.rows = rows
         self.data = pl.Schema(schema)
         self.keys = tuple(keys)
         self.timed = pl.Schema([*self.data.items(), (ITER, pl.Int64())])
@@ -66,6 +72,8 @@ class NestedTrace:
         prev = self.current.get(t1)
         self.current[t1] = change if prev is None else k.plus(prev, change)
         undo.append(lambda: self._set_current(t1, prev))
+        if not self.rows:
+            return
         snap = self.row_snap
         self.row_snap = k.trace_insert(self.row, change, undo)
         undo.append(lambda: setattr(self, "row_snap", snap))

@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from dbspark.algebra.keyhash import bucket_of, stable_hash
 from dbspark.algebra.zset import WEIGHT
+from dbspark.columnar.plans import drop_null_rows
 from dbspark.trace.bucket_files import (
     CACHE,
     HASH,
@@ -321,7 +322,7 @@ class BucketLayout:
         in a key matches nothing. Reads the probe's buckets only, and in them the matching pages."""
         probe = self.cast_probe(probe)
         if not exact:
-            probe = probe.drop_nulls()
+            probe = drop_null_rows(probe)
         if probe.height == 0 or not files:
             return self.empty()
         hs = sorted_unique(stable_hash(probe, self.keys))

@@ -16,7 +16,7 @@ import polars as pl
 
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
-from dbspark.columnar.plans import collect
+from dbspark.columnar.plans import collect, drop_null_rows
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.local import aggregate as agg
 from dbspark.engines.local.exprs import Compiler, evaluate, to_polars
@@ -157,7 +157,7 @@ class LocalKernel:
         left = _frame(a)
         keys = _frame(b).select([pl.col(r).alias(c) for c, r in on])
         if not exact:
-            keys = keys.drop_nulls()
+            keys = drop_null_rows(keys)
         if left.height == 0 or keys.height == 0:
             return ZSet(left.clear())
         keys = keys.cast({c: left.schema[c] for c, _ in on}, strict=False)
@@ -258,11 +258,11 @@ class LocalKernel:
                 b = ZSet(b.raw_frame())
         if isinstance(b, TraceSnapshot):
             assert isinstance(a, ZSet)
-            left = a.df.drop_nulls(lk)
+            left = drop_null_rows(a.df, lk)
             probe = left.select([pl.col(k).alias(r) for k, r in zip(lk, rk, strict=True)])
             right = b.seek_frame(probe, exact=False)
         elif isinstance(a, TraceSnapshot):
-            right = b.df.drop_nulls(rk)
+            right = drop_null_rows(b.df, rk)
             probe = right.select([pl.col(r).alias(k) for k, r in zip(lk, rk, strict=True)])
             left = a.seek_frame(probe, exact=False)
         else:
@@ -338,7 +338,7 @@ class LocalKernel:
             return ZSet(snap.empty_frame(), True)
         keys = _frame(probe).select([pl.col(c).alias(k) for c, k in on])
         if not exact:
-            keys = keys.drop_nulls()
+            keys = drop_null_rows(keys)
         return ZSet(snap.seek_frame(keys, exact=True).select([*snap.schema]))
 
     def scratch(self) -> contextlib.AbstractContextManager[None]:

@@ -25,6 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.columnar.plans import drop_null_rows
 from dbspark.trace.bucketed import (
     BucketEntry,
     BucketLayout,
@@ -110,7 +111,7 @@ class BucketSnap:
             keys = list(self.keys)
             pk = probe.select(keys)
             if not exact:
-                pk = pk.drop_nulls()
+                pk = drop_null_rows(pk)
             parts.append(
                 pend.join(
                     pk.unique().cast({k: t for k, t in pend.schema.items() if k in keys}, strict=False),
