@@ -27,12 +27,18 @@ def with_weight(schema: Mapping[str, pl.DataType], *extra: tuple[str, pl.DataTyp
     return pl.Schema([*schema.items(), *extra, (WEIGHT, pl.Int64())])
 
 
+def max_abs(weights: pl.Series) -> int:
+    """The largest |w| of a non-empty integer column, exact (by NumPy: a Polars reduction is a query of
+    its own, ~0.1 ms on a step's small frames)."""
+    a = weights.to_numpy()
+    return max(abs(int(a.min())), abs(int(a.max())))
+
+
 def weight_sum_checked(df: pl.DataFrame, by: Sequence[str], extra: Sequence[str] = ()) -> pl.DataFrame:
     """Group `df` by `by`, summing WEIGHT (and `extra` columns), raising WeightError if a sum leaves int64.
 
     The exact check runs only when the weights are large enough that a sum could overflow."""
-    w = df[WEIGHT]
-    if by and df.height and float(w.abs().max()) * df.height < _OVERFLOW:  # type: ignore[arg-type]
+    if by and df.height and max_abs(df[WEIGHT]) * df.height < _OVERFLOW:
         return df.group_by(list(by)).agg(pl.col(WEIGHT).sum(), *[pl.col(c).sum() for c in extra])
     if not by:
         total = df[WEIGHT].sum()

@@ -29,3 +29,14 @@ def drop_null_rows(df: pl.DataFrame, cols: list[str] | None = None) -> pl.DataFr
     if all(df[c].null_count() == 0 for c in names):
         return df
     return df.drop_nulls(cols)
+
+
+def pick(df: pl.DataFrame, cols: list[str], names: list[str] | None = None) -> pl.DataFrame:
+    """The columns `cols` of `df` in that order, renamed to `names`: `df` itself when it is already
+    that (a column selection by `df[cols]`, not a query: ~20 µs against ~50-90 µs for `select`)."""
+    if len(set(cols)) < len(cols):  # a column taken twice (under two names): a query after all
+        return df.select([pl.col(c).alias(n) for c, n in zip(cols, names or cols, strict=True)])
+    out = df if df.columns == cols else df[cols]
+    if names is not None and names != cols:
+        out = out.rename(dict(zip(cols, names, strict=True)))
+    return out

@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, weight_sum_checked
+from dbspark.columnar.plans import pick
 
 MERGE_FACTOR = 2
 SMALL = 16_384  # a trace of at most this many entries is one batch, consolidated again on each insert
@@ -232,6 +233,8 @@ class TraceSnapshot:
         NULL instead of raising; no stored key can equal it anyway (callers joining on the keys afterwards
         drop the NULL-key rows such a probe may find)."""
         have = probe_keys.schema  # (built on each read)
+        if all(have[k] == self.schema[k] for k in self.keys):
+            return pick(probe_keys, list(self.keys))
         return probe_keys.select(
             [
                 pl.col(k).cast(self.schema[k], strict=False) if have[k] != self.schema[k] else pl.col(k)

@@ -15,8 +15,8 @@ from typing import Any
 import polars as pl
 
 from dbspark.algebra.weights import checked_mul
-from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
-from dbspark.columnar.plans import collect, drop_null_rows
+from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, max_abs, with_weight
+from dbspark.columnar.plans import collect, drop_null_rows, pick
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.local import aggregate as agg
 from dbspark.engines.local.exprs import Compiler, evaluate, to_polars
@@ -173,8 +173,7 @@ class LocalKernel:
         for i, p in enumerate(parts):
             df = _frame(p)
             if df.height:
-                col_w = df[WEIGHT]
-                top = max(top, abs(int(col_w.min())), abs(int(col_w.max())))  # type: ignore[arg-type]
+                top = max(top, max_abs(df[WEIGHT]))
                 n += df.height
                 ws = [
                     (pl.col(WEIGHT) if j == i else pl.lit(0, pl.Int64)).alias(s) for j, s in enumerate(sums)
@@ -336,10 +335,10 @@ class LocalKernel:
         assert isinstance(snap, TraceSnapshot)
         if len(probe) == 0 or len(snap) == 0:
             return ZSet(snap.empty_frame(), True)
-        keys = _frame(probe).select([pl.col(c).alias(k) for c, k in on])
+        keys = pick(_frame(probe), [c for c, _ in on], [k for _, k in on])
         if not exact:
             keys = drop_null_rows(keys)
-        return ZSet(snap.seek_frame(keys, exact=True).select([*snap.schema]))
+        return ZSet(pick(snap.seek_frame(keys, exact=True), list(snap.schema)))
 
     def scratch(self) -> contextlib.AbstractContextManager[None]:
         """Every trace of this engine is in memory already: scratch traces are ordinary spines."""
