@@ -258,7 +258,9 @@ class NestedKeyed(Operator):
             after = timed_rows(k, found, ">", t1)
             if queued:
                 after = k.semijoin(after, xkeys, on, exact=True)
-            state.defer(k, k.support(after, [*keys, ITER]), undo)
+            # (distinct's keys are its rows: queued as they are, a key found in several runs is made
+            # one by the support of the probe it joins)
+            state.defer(k, after if distinct else k.support(after, [*keys, ITER]), undo)
         w3 = k.seek(row, probe, on, exact=True)
         if distinct:  # [d(w1+w2+w3+x) - d(w1+w3)] - [d(w1+w2) - d(w1)] per row (§2.9.11)
             return k.combine([before, at, w3, x], cols, NESTED_DISTINCT)
