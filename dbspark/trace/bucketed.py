@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from dbspark.algebra.keyhash import bucket_of, stable_hash
 from dbspark.algebra.zset import WEIGHT
-from dbspark.columnar.plans import drop_null_rows
+from dbspark.columnar.plans import drop_null_rows, pick
 from dbspark.trace.bucket_files import (
     CACHE,
     HASH,
@@ -305,6 +305,8 @@ class BucketLayout:
         if missing:
             raise ValueError(f"state {self.name!r}: probe lacks key columns {missing}")
         have = probe.schema  # (built on each read)
+        if all(have[k] == self.schema[k] for k in self.keys):
+            return pick(probe, list(self.keys))
         return probe.select(
             [
                 pl.col(k) if have[k] == self.schema[k] else pl.col(k).cast(self.schema[k], strict=False)

@@ -25,7 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from dbspark.algebra.zset import WEIGHT, ZSet
-from dbspark.columnar.plans import drop_null_rows
+from dbspark.columnar.plans import drop_null_rows, pick
 from dbspark.trace.bucketed import (
     BucketEntry,
     BucketLayout,
@@ -123,7 +123,9 @@ class BucketSnap:
         cols = [*self.schema, *self.sums]
         if not parts:
             return pend.clear()
-        return pl.concat([p.select(cols) for p in parts], how="vertical")
+        if len(parts) == 1:
+            return pick(parts[0], cols)
+        return pl.concat([pick(p, cols) for p in parts], how="vertical")
 
     def scan_local(self) -> ZSet | None:
         """The whole trace read in the driver (a view's contents), or None if not possible here."""

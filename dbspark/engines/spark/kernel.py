@@ -28,6 +28,7 @@ import polars as pl
 
 from dbspark import errors
 from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.columnar.plans import pick
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.base import Kernel
 from dbspark.engines.spark import aggregate as agg
@@ -691,7 +692,7 @@ class SparkKernel:
             return self.empty(snap.schema)
         if _local(z):
             assert z.local is not None
-            keys = z.local.df.select([pl.col(c).alias(k) for c, k in on])
+            keys = pick(z.local.df, [c for c, _ in on], [k for _, k in on])
             rows = snap.seek_local(keys, exact)
             if rows is not None:
                 if list(snap.sums) != [WEIGHT]:  # accumulators: a frame, not a Z-set
