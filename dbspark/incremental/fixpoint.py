@@ -34,13 +34,12 @@ def nested_node(dst: Circuit, n: Node, ins: list[Stream], varying: set[int]) -> 
     op = n.op
     if op.kind == LINEAR:
         return dst.add(op, *ins)
+    # per side of a join or product: it does not depend on the feedback (`varying_nodes`)
+    static = tuple(i not in varying for i in n.inputs[:2])
     if isinstance(op, StreamJoin):
-        static = (n.inputs[0] not in varying, n.inputs[1] not in varying)
-        return dst.add(NestedJoin(op, static), *ins)
+        return dst.add(NestedJoin(op, (static[0], static[1])), *ins)
     if isinstance(op, StreamProduct):
-        return nested_product(
-            dst, op, ins[0], ins[1], (n.inputs[0] not in varying, n.inputs[1] not in varying)
-        )
+        return nested_product(dst, op, ins[0], ins[1], (static[0], static[1]))
     if isinstance(op, Constant):
         return dst.add(NestedConstant(op))
     if isinstance(op, StreamDistinct):

@@ -267,7 +267,7 @@ class LocalKernel:
         else:
             left, right = a.df, b.df
         if left.height == 0 or right.height == 0:
-            return self._empty_join(left, right, right_out)
+            return self._empty_join(left.schema, right.schema, right_out)
         rsel = [pl.col(r).alias(f"__k{i}") for i, r in enumerate(rk)]
         rsel += [pl.col(src).alias(dst) for src, dst in right_out]
         rsel.append(pl.col(WEIGHT).alias(_WR))
@@ -287,16 +287,9 @@ class LocalKernel:
         data = [c for c in left.columns if c != WEIGHT] + [d for _, d in right_out]
         return ZSet(j.select(data).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)))
 
-    def _empty_join(
-        self,
-        left: pl.DataFrame | pl.Schema,
-        right: pl.DataFrame | pl.Schema,
-        right_out: Sequence[tuple[str, str]],
-    ) -> ZSet:
-        ls = left if isinstance(left, pl.Schema) else left.schema
-        rs = right if isinstance(right, pl.Schema) else right.schema
-        schema = [(c, t) for c, t in ls.items() if c != WEIGHT]
-        schema += [(d, rs[s]) for s, d in right_out]
+    def _empty_join(self, left: pl.Schema, right: pl.Schema, right_out: Sequence[tuple[str, str]]) -> ZSet:
+        schema = [(c, t) for c, t in left.items() if c != WEIGHT]
+        schema += [(d, right[s]) for s, d in right_out]
         return ZSet.empty(pl.Schema(schema))
 
     # ---- non-linear operators -----------------------------------------------------------------

@@ -206,8 +206,8 @@ class SparkBucketTrace:
         if any(p._df is not None or p.local is None for p in self.pending):
             return False
         cols = [*self.schema, *self.layout.sums]
-        frames = [p.local.df.select(cols) for p in self.pending if p.local is not None]
-        merged = ZSet(pl.concat([*frames, z.local.df.select(cols)], how="vertical"))
+        frames = [pick(p.local.df, cols) for p in self.pending if p.local is not None]
+        merged = ZSet(pl.concat([*frames, pick(z.local.df, cols)], how="vertical"))
         before = list(self.pending)
         self.pending[:] = [type(z)(z._session, z.schema, local=merged, keys=z.keys)]
         undo.append(lambda: self.pending.__setitem__(slice(None), before))

@@ -631,7 +631,7 @@ class SparkKernel:
 
         A trace side is read by a seek at the other side's keys (`seek`), never scanned."""
         schema = pl.Schema([*_data(a).items(), *[(d, _data(b)[s]) for s, d in right_out]])
-        if self._empty(a) or self._empty(b):
+        if self.known_empty(a) or self.known_empty(b):
             return self.empty(schema)
         # a trace side is read only at the keys of the other side's change
         if isinstance(b, BucketSnap) and not isinstance(a, BucketSnap):
@@ -657,7 +657,7 @@ class SparkKernel:
         trace of at most `driver_rows` stored entries (read there: a product reads its whole other
         side anyway)."""
         schema = pl.Schema([*_data(a).items(), *[(d, _data(b)[s]) for s, d in right_out]])
-        if self._empty(a) or self._empty(b):
+        if self.known_empty(a) or self.known_empty(b):
             return self.empty(schema)
         x, y = self.as_zset(a), self.as_zset(b)
         if _local(x) or _local(y):
@@ -746,9 +746,6 @@ class SparkKernel:
         )
 
     def known_empty(self, a: Value) -> bool:
-        return self._empty(a)
-
-    def _empty(self, a: Value) -> bool:
         return not a.batches if isinstance(a, BucketSnap) else a.known_empty
 
     # ---- non-linear operators -----------------------------------------------------------------
