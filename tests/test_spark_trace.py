@@ -109,3 +109,47 @@ def test_a_rolled_back_flush_leaves_the_trace_as_it_was(spark_session, tmp_path,
         assert k.as_zset(held).to_zset().to_dict() == {(1, "a"): 1}
     finally:
         k.close()
+
+
+def test_a_scratch_trace_on_spark_keeps_its_parts_computed_and_seeks_by_sort_merge(spark_session, tmp_path):
+    """A scratch trace (a recursive scope's per-step state) given a change on Spark per iteration keeps
+    the parts' plans short: past half the kernel's `max_lineage` they become one computed part (one job),
+    and rolled back they are the parts as they were. A seek of its parts joins the probe's keys by sort-
+    merge: a shuffled hash join built on a large change's keys ran the executors out of memory (a
+    recursive view loaded from a 1M-edge DataFrame), and a broadcast is a job of its own."""
+    from dbspark.engines.spark.kernel import SparkKernel
+
+    k = SparkKernel(spark=spark_session, directory=tmp_path)
+    try:
+        with k.scratch():
+            trace = k.new_trace(SCHEMA, ("k",))
+        undo: list = []
+        k.begin_step(0)
+        want: Counter = Counter()
+        lengths = []
+        for i in range(12):
+            rows = [(i, f"v{i}"), (i + 1, f"v{i + 1}")]
+            for r in rows:
+                want[r] += 1
+            z = k.from_local(ZSet.from_rows(rows, SCHEMA, [1, 1]))
+            z = k._z(SCHEMA, z.frame.unionByName(z.frame), lineage=2)  # a plan on Spark (2 leaf copies)
+            k.trace_insert(trace, z, undo)
+            lengths.append(sum(p.lineage for p in trace.pending))
+        assert max(lengths) <= k.max_lineage // 2 + 2, lengths  # merged whenever they passed half
+        assert len(trace.pending) < 12
+        got = k.as_zset(trace.snapshot()).to_zset().to_dict()
+        assert got == {r: 2 * w for r, w in want.items()}  # (each change's rows twice: the union)
+        probe = k._z(SCHEMA, k.from_local(ZSet.from_rows([(3, "?"), (7, "?")], SCHEMA, [1, 1])).frame)
+        sought = k.seek(trace.snapshot(), probe, [("k", "k")], exact=True)
+        plan = sought.frame._jdf.queryExecution().executedPlan().toString()
+        assert "SortMergeJoin" in plan and "HashJoin" not in plan, plan
+        assert sought.to_zset().to_dict() == {
+            (3, "v3"): 4,
+            (7, "v7"): 4,
+        }
+        for f in reversed(undo):
+            f()
+        assert not trace.pending
+    finally:
+        k.abort_step()
+        k.close()

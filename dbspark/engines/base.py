@@ -162,10 +162,12 @@ class StepKernel(Protocol):
     """The step lifecycle and the values a circuit keeps from one step to the next."""
 
     def begin_step(self, t: int) -> None: ...
-    def place(self, batches: Sequence[Value]) -> list[Value]:
+    def place(self, batches: Sequence[Value], loop: bool = False) -> list[Value]:
         """The same values, each held where the engine computes it best: on Spark, values on the
         cluster are read into the driver together (one job), each kept there if it is small. For a
-        step's pushed changes, and for a recursive scope's imports and feedback at each iteration."""
+        step's pushed changes, and for a recursive scope's imports and feedback at each iteration.
+        `loop`: the values are a loop's feedback, read by its next iteration; those left on the
+        cluster are computed once here, so that no iteration recomputes the plans of the ones before."""
         ...
 
     def commit_output(self, trace: Any, delta: Value, name: str, undo: Undo) -> Value: ...

@@ -145,13 +145,22 @@ class Iteration:
         # the feedback placed for the next iteration (on Spark one read for all of it, which also
         # tells whether it is empty)
         delays = [self.states[nid] for nid in self.order if isinstance(self.inner.nodes[nid].op, Delay)]
-        for st, v in zip(delays, k.place(stored), strict=True):
+        for st, v in zip(delays, k.place(stored, loop=True), strict=True):
             st.value = v
         self.feedback_empty = all(k.is_empty(st.value) for st in delays)
         return {name: values[nid] for name, nid in self.inner.outputs.items()}
 
     def nested_states(self) -> list[NestedState]:
         return [s for s in self.states.values() if isinstance(s, NestedState)]
+
+
+def _total(k: Kernel, parts: list[Any]) -> Any:
+    """The sum of `parts`, added as a balanced tree (a plan's depth grows with the log of their number)."""
+    while len(parts) > 1:
+        parts = [
+            k.plus(*parts[i : i + 2]) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)
+        ]
+    return parts[0]
 
 
 class ScopeState:
@@ -166,7 +175,10 @@ class ScopeState:
 
     def step(self, imports: dict[str, Any], undo: list) -> tuple:
         k, op = self.kernel, self.op
-        totals = [k.empty(op.inner.nodes[op.inner.outputs[r]].shape.schema) for r in op.results]
+        # each result's changes, one per iteration, summed at the end: a running sum's plan would hold
+        # every iteration's so far, and an engine that cuts long plans (Spark) would compute it anew
+        # at every iteration
+        parts: list[list[Any]] = [[] for _ in op.results]
         empty = {name: k.empty(v.schema) for name, v in imports.items()}
         states = self.it.nested_states()
         t1, runs = 0, 0
@@ -174,7 +186,7 @@ class ScopeState:
             out = self.it.evaluate(imports if t1 == 0 else empty, t1, undo, self.t0)
             runs += 1
             for i, r in enumerate(op.results):
-                totals[i] = k.plus(totals[i], out[r])
+                parts[i].append(out[r])
             if not self.it.feedback_empty:
                 t1 += 1
             else:  # nothing flows back: jump to the next iteration where earlier steps left work
@@ -192,7 +204,7 @@ class ScopeState:
         undo.append(lambda: setattr(self, "t0", t0))
         self.t0 += 1
         self.iterations.append(runs)
-        return tuple(k.consolidate(t) for t in totals)
+        return tuple(k.consolidate(_total(k, ps)) for ps in parts)
 
     def to_state(self) -> Any:
         return {

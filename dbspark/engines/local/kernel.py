@@ -346,7 +346,7 @@ class LocalKernel:
         return z
 
     # ---- steps (the local engine keeps no files) --------------------------------------------------
-    def place(self, batches: Sequence[Value]) -> list[Value]:
+    def place(self, batches: Sequence[Value], loop: bool = False) -> list[Value]:
         """Everything runs in this process: the pushed changes stay where they are."""
         return list(batches)
 

@@ -191,6 +191,7 @@ class SparkBucketTrace:
         self.pending.append(z)
         undo.append(lambda: self.pending.__delitem__(slice(n, None)))
         if self.scratch:
+            self._checkpoint_spark_parts(undo)
             return
         if z._df is not None:
             if self.kernel.spark_pending() > self.kernel.fused_traces:
@@ -212,6 +213,28 @@ class SparkBucketTrace:
         self.pending[:] = [type(z)(z._session, z.schema, local=merged, keys=z.keys)]
         undo.append(lambda: self.pending.__setitem__(slice(None), before))
         return True
+
+    def _checkpoint_spark_parts(self, undo: list) -> None:
+        """A scratch trace whose parts on Spark hold more than half the kernel's `max_lineage` copies
+        of their leaves keeps them as one computed part (one job): a recursive scope on the cluster
+        adds a part per iteration, and each seek of the union would otherwise cut (compute) a plan
+        holding every iteration's so far, again at every later iteration."""
+        on_spark = [p for p in self.pending if p._df is not None]
+        if len(on_spark) < 2 or sum(p.lineage for p in on_spark) <= self.kernel.max_lineage // 2:
+            return
+        from dbspark.engines.spark.convert import col_list
+
+        cols = col_list([*self.schema, *self.layout.sums])
+        df = on_spark[0].frame.select(*cols)
+        for p in on_spark[1:]:
+            df = df.unionByName(p.frame.select(*cols))
+        frame = df
+        done = self.kernel.act(lambda: frame.localCheckpoint(eager=True))
+        z = on_spark[-1]
+        merged = type(z)(z._session, z.schema, df=done, keys=z.keys)
+        before = list(self.pending)
+        self.pending[:] = [p for p in self.pending if p._df is None] + [merged]
+        undo.append(lambda: self.pending.__setitem__(slice(None), before))
 
     # ---- the end of a step ------------------------------------------------------------------------
     def flush_local(self, step: int, undo: list) -> bool:

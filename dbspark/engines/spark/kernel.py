@@ -46,6 +46,10 @@ from dbspark.trace.bucketed import BucketLayout, entries_from_frame
 
 Value = SparkZSet | BucketSnap
 _WR = "__w_r"
+# the strategy of a semi-join with a change's keys: sort-merge, shuffled and never broadcast (a broadcast
+# is a job of its own), and it spills where a shuffled hash join built on a large change's keys ran the
+# executors out of memory (a recursive view loaded from a 1M-edge DataFrame on the cluster path)
+SEMI_JOIN = "merge"
 _TAG = re.compile(r"DBSPARK\[(\w+)\] (.*?)(?: SQLSTATE|$)", re.S)
 _PY_RAISED = re.compile(r"^dbspark\.errors\.(\w+): (.*)$", re.M)
 
@@ -179,13 +183,14 @@ class SparkKernel:
         self._step_settings.enter_context(self.handle.frozen())
         self._step_settings.enter_context(self.session_settings(rows))
 
-    def place(self, batches: Sequence[Value]) -> list[Value]:
+    def place(self, batches: Sequence[Value], loop: bool = False) -> list[Value]:
         """The values in the driver or on Spark (`engines.spark.placement`): those on Spark read into
-        the driver together, in one job, each kept there if it is small."""
+        the driver together, in one job, each kept there if it is small; with `loop`, those left on
+        Spark are checkpointed."""
         from dbspark.engines.spark.placement import place
 
         values = [self.as_zset(b) for b in batches]
-        return list(place(self, values)) if values else []
+        return list(place(self, values, loop)) if values else []
 
     # settings for the step's action, restored after it: with adaptive query execution each shuffle
     # stage of the step becomes a Spark job of its own (measured: 48 jobs instead of 1)
@@ -524,7 +529,7 @@ class SparkKernel:
             cond = [col(c).eqNullSafe(col(f"__s{i}")) for i, (c, _) in enumerate(on)]
         else:
             cond = [col(c) == col(f"__s{i}") for i, (c, _) in enumerate(on)]
-        df = x.frame.join(keys.hint("shuffle_hash"), cond, "left_semi")
+        df = x.frame.join(keys.hint(SEMI_JOIN), cond, "left_semi")
         return self._z(x.schema, df, consolidated=x.consolidated, lineage=x.lineage + y.lineage)
 
     def combine(self, parts: Sequence[Value], by: Sequence[str], weight: Expr) -> SparkZSet:
@@ -728,11 +733,11 @@ class SparkKernel:
             lineage += z.lineage + sum(p.lineage for p in snap.pending if not p.known_empty)
             ks = [k for _, k in on]
             if exact:
-                parts.append(ns_join(df, keys.hint("shuffle_hash"), ks, "left_semi"))
+                parts.append(ns_join(df, keys.hint(SEMI_JOIN), ks, "left_semi"))
             else:
                 kk = keys.select(*[col(k).alias(f"__p{i}") for i, k in enumerate(ks)])
                 cond = [col(k) == col(f"__p{i}") for i, k in enumerate(ks)]
-                parts.append(df.join(kk.hint("shuffle_hash"), cond, "left_semi"))
+                parts.append(df.join(kk.hint(SEMI_JOIN), cond, "left_semi"))
         if not parts:
             return self.empty(snap.schema)
         out = parts[0]
