@@ -218,6 +218,63 @@ def worker_spark_inc(n: int, m: int, nb: int, local: bool = False) -> dict:
     return _run_batches(p, "reach", c, batches, n)
 
 
+def rss_anon_gib() -> float:
+    """The process's anonymous resident memory (its heap: not the memory-mapped files it reads)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
+def _write_reach_inputs(n: int, m: int, nb: int, d: str) -> None:
+    """The graph as a user's files: the edges as Parquet, the roots and batches as JSON (in a process of
+    its own, so that the worker's memory never held the edges)."""
+    init, batches, roots = _reach_graph(n, m, nb)
+    _frame(init).write_parquet(f"{d}/edges.parquet")
+    Path(f"{d}/rest.json").write_text(json.dumps({"batches": batches, "roots": roots}))
+
+
+def worker_spark_inc_cluster(n: int, m: int, nb: int) -> dict:
+    """Reachability as a Spark user loads it: the edges a DataFrame read from Parquet, the from-scratch
+    step on the cluster (placement `cluster` for it: what `auto` does past `spark.dbspark.driver_rows`),
+    the batches pushed from Python (placement `auto`: in the driver). The driver's heap (RssAnon) is recorded before the pipeline, after the load and
+    after each batch, each before any view is read into Python."""
+    import multiprocessing
+    import tempfile
+
+    import dbspark
+
+    with tempfile.TemporaryDirectory(prefix="dl-reach-") as d:
+        proc = multiprocessing.get_context("spawn").Process(target=_write_reach_inputs, args=(n, m, nb, d))
+        proc.start()
+        proc.join()
+        rest = json.loads(Path(f"{d}/rest.json").read_text())
+        spark = _spark()
+        mem = {"before": rss_anon_gib()}
+        p = dbspark.Pipeline(engine="spark", spark=spark)
+        p.datalog(REACH)
+        p.insert("edge", spark.read.parquet(f"{d}/edges.parquet"))
+        p.insert("root", _frame(rest["roots"], ("x",)))
+        spark.conf.set("spark.dbspark.placement", "cluster")  # (at 100k edges `auto` reads them in)
+        with Clock() as c:
+            p.step()
+        spark.conf.unset("spark.dbspark.placement")
+        mem["after_load"] = rss_anon_gib()
+        out: dict[str, Any] = {"scratch": {"wall": c.wall, "cpu": c.cpu}, "batches": []}
+        for i, (ins, dels) in enumerate(rest["batches"], start=1):
+            p.insert("edge", _frame(ins))
+            p.delete("edge", _frame(dels))
+            with Clock() as t:
+                p.step()
+            out["batches"].append({"b": i, "wall": t.wall, "cpu": t.cpu, "rss_anon_gib": rss_anon_gib()})
+        mem["batches_max"] = max(b["rss_anon_gib"] for b in out["batches"])
+        out["rss_anon_gib"] = mem
+        out["final_digest"] = _digest_view(p, "reach", n)
+        p.close()
+    return out
+
+
 def worker_spark_recompute(n: int, m: int, nb: int, measure: list[int], local: bool = False) -> dict:
     spark = None if local else _spark()
     init, batches, roots = _reach_graph(n, m, nb)
@@ -253,6 +310,7 @@ WORKERS = {
     "reach-local-inc": lambda n, m, nb: worker_spark_inc(n, m, nb, local=True),
     "reach-local-recompute": lambda n, m, nb, ms: worker_spark_recompute(n, m, nb, ms, local=True),
     "spark-inc": worker_spark_inc,
+    "spark-inc-cluster": worker_spark_inc_cluster,
     "spark-recompute": worker_spark_recompute,
     "spark-cte": worker_spark_cte,
 }
@@ -303,6 +361,26 @@ def _pair(r: dict | None) -> str:
 
 def _med_pair(bs: list[dict]) -> str:
     return f"{h.fmt_s(_med(bs, 'wall'))} ({h.fmt_s(_med(bs, 'cpu'))} cpu)" if bs else "-"
+
+
+def _cluster_row(r: dict, rw: float | None) -> list[list[str]]:
+    """The row of the cluster-load run, if it ran: its times, and the driver heap before / after the
+    load / at most over the batches."""
+    if not r:
+        return []
+    if "error" in r:
+        return [["dbspark spark, edges loaded as a DataFrame (cluster)", r["error"][:120], "-", "-"]]
+    iw = _med(r["batches"], "wall")
+    mem = r["rss_anon_gib"]
+    heap = f"heap {mem['before']:.2f} / {mem['after_load']:.2f} / {mem['batches_max']:.2f} GiB"
+    return [
+        [
+            f"dbspark spark, edges loaded as a DataFrame (cluster; {heap})",
+            h.fmt_s(r["scratch"]["wall"]),
+            h.fmt_s(iw),
+            h.fmt_x(h.ratio(rw, iw)) if iw and rw else "-",
+        ]
+    ]
 
 
 def render(res: dict) -> str:
@@ -387,6 +465,7 @@ def render(res: dict) -> str:
                     h.fmt_x(h.ratio(rw, iw)) if iw and rw else "-",
                 ],
                 ["dbspark spark recompute", "-", h.fmt_s(rw), "-"],
+                *_cluster_row(sp.get("cluster_load") or {}, rw),
                 [
                     "Spark SQL WITH RECURSIVE (UNION)",
                     h.fmt_s(scte.get("scratch", {}).get("wall")),
@@ -423,6 +502,7 @@ def run(
     spark_edges: int | None = None,
     timeout: float = 1800,
     reach_edges: int | None = None,
+    cluster_load: bool = False,
 ) -> dict:
     sizes = sizes if sizes is not None else h.sized(FULL_SIZES, QUICK_SIZES, quick, smoke=[(60, 200)])
     nb = nb or h.sized(5, 3, quick)
@@ -471,7 +551,10 @@ def run(
         sinc = spawn("spark-inc", sn, sm, snb, timeout)
         srec = spawn("spark-recompute", sn, sm, snb, timeout, [snb])
         scte = spawn("spark-cte", sn, sm, snb, 900)
+        scl = spawn("spark-inc-cluster", sn, sm, snb, timeout) if cluster_load else {}
         sv = _agree("spark reach final", sinc, srec, "final_digest")
+        if cluster_load:
+            sv = sv and _agree("spark reach final, cluster load", scl, srec, "final_digest")
         if "count" in scte and "scratch_digest" in sinc and scte["count"] != sinc["scratch_digest"]["size"]:
             raise h.Mismatch(f"spark reach: CTE {scte['count']} != dbspark {sinc['scratch_digest']['size']}")
         spark_res = {
@@ -481,6 +564,7 @@ def run(
             "incremental": sinc,
             "recompute": srec,
             "spark_cte": scte,
+            "cluster_load": scl,
             "verified": sv,
         }
     local_reach = None
@@ -540,13 +624,20 @@ if __name__ == "__main__":
         ap.add_argument("--batches", type=int)
         ap.add_argument("--spark-edges", type=int, default=0)
         ap.add_argument("--reach-edges", type=int, default=0, help="reachability on the local engine")
+        ap.add_argument(
+            "--cluster-load",
+            action="store_true",
+            help="also load the Spark reachability's edges as a DataFrame from Parquet (on the cluster)",
+        )
         a = ap.parse_args()
         sz = None
         if a.sizes == "none":
             sz = []
         elif a.sizes:
             sz = [tuple(int(v) for v in s.split("x")) for s in a.sizes.split(",")]
-        res = run(a.quick, sz, a.batches, a.spark_edges, reach_edges=a.reach_edges)  # type: ignore[arg-type]
+        res = run(
+            a.quick, sz, a.batches, a.spark_edges, reach_edges=a.reach_edges, cluster_load=a.cluster_load
+        )  # type: ignore[arg-type]
         del res["plot"], res["plot_title"]  # `python -m bench datalog` draws them
         print(res["table"])
         for note in res["notes"]:
