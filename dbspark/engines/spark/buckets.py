@@ -228,10 +228,8 @@ class SparkBucketTrace:
         df = on_spark[0].frame.select(*cols)
         for p in on_spark[1:]:
             df = df.unionByName(p.frame.select(*cols))
-        frame = df
-        done = self.kernel.act(lambda: frame.localCheckpoint(eager=True))
         z = on_spark[-1]
-        merged = type(z)(z._session, z.schema, df=done, keys=z.keys)
+        merged = type(z)(z._session, z.schema, df=self.kernel.computed(df), keys=z.keys)
         before = list(self.pending)
         self.pending[:] = [p for p in self.pending if p._df is None] + [merged]
         undo.append(lambda: self.pending.__setitem__(slice(None), before))

@@ -288,8 +288,7 @@ class SparkKernel:
         downstream, and the 22 TPC-H views' plans outgrew the driver's memory (a 4 GiB heap spent
         printing one plan)."""
         if df is not None and lineage > self.max_lineage:
-            frame = df
-            df = self.act(lambda: frame.localCheckpoint(eager=True))
+            df = self.computed(df)
             self.cuts += 1
             lineage = 1
         return SparkZSet(
@@ -300,6 +299,10 @@ class SparkKernel:
             consolidated=consolidated,
             lineage=lineage,
         )
+
+    def computed(self, df: Any) -> Any:
+        """`df` computed on the cluster once (a local checkpoint: one job), its plan starting over."""
+        return self.act(lambda: df.localCheckpoint(eager=True))
 
     def empty(self, schema: pl.Schema, keys: Sequence[str] | None = None) -> SparkZSet:
         return self._z(

@@ -133,6 +133,6 @@ def _computed(kernel: SparkKernel, b: SparkZSet) -> SparkZSet:
     """`b` computed on the cluster once (a local checkpoint: one job), its plan starting over."""
     from dbspark.engines.spark.values import SparkZSet
 
-    frame = b.frame
-    df = kernel.act(lambda: frame.localCheckpoint(eager=True))
-    return SparkZSet(kernel.spark, b.schema, df, keys=b.keys, consolidated=b.consolidated)
+    return SparkZSet(
+        kernel.spark, b.schema, kernel.computed(b.frame), keys=b.keys, consolidated=b.consolidated
+    )
