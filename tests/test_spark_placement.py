@@ -275,10 +275,19 @@ def test_small_steps_of_keyed_tables_and_recursive_views_run_in_the_driver(spark
     sp.close()
 
 
-def test_a_recursive_view_steps_on_the_cluster(spark_session: Any, placement_conf: Any, tmp_path) -> None:
+def test_a_recursive_view_steps_on_the_cluster(
+    spark_session: Any, placement_conf: Any, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A recursive view's iterations on Spark (placement `cluster`), equal to the local engine: its
     nested DISTINCT's weight, a sum of sums, stays one small expression (compiled with DuckDB's checked
-    arithmetic, Catalyst's filter pushdown inlined it exponentially: the step ran the heap out)."""
+    arithmetic, Catalyst's filter pushdown inlined it exponentially: the step ran the heap out). Each
+    iteration's feedback is computed once where it is placed (`Kernel.place(loop=True)`), so no later
+    iteration recomputes the plans of the ones before."""
+    from dbspark.engines.spark import placement
+
+    feedback: list[int] = []
+    computed = placement._computed
+    monkeypatch.setattr(placement, "_computed", lambda k, b: feedback.append(1) or computed(k, b))
     placement_conf.set("spark.dbspark.placement", "cluster")
     sql = KEYED.replace("id BIGINT PRIMARY KEY", "id BIGINT")
     sp = dbspark.Pipeline(tmp_path / "s", engine="spark", spark=spark_session)
@@ -295,9 +304,11 @@ def test_a_recursive_view_steps_on_the_cluster(spark_session: Any, placement_con
                 p.insert("c", ins)
                 if dels:
                     p.delete("c", dels)
+            feedback.clear()
             sp.step()
             lo.step()
             assert sp.view("chain").to_dict() == lo.view("chain").to_dict(), f"after step {n}"
+            assert feedback, f"step {n}: no feedback computed where it was placed"
     finally:
         sp.close()
         lo.close()
