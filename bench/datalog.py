@@ -220,11 +220,7 @@ def worker_spark_inc(n: int, m: int, nb: int, local: bool = False) -> dict:
 
 def rss_anon_gib() -> float:
     """The process's anonymous resident memory (its heap: not the memory-mapped files it reads)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 2**20
-    return float("nan")
+    return rss_now_gib("RssAnon")
 
 
 def _write_reach_inputs(n: int, m: int, nb: int, d: str) -> None:

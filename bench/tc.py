@@ -135,10 +135,12 @@ def digest(src: Any, dst: Any, n: int) -> dict[str, Any]:
     }
 
 
-def rss_now_gib() -> float:
+def rss_now_gib(field: str = "VmRSS") -> float:
+    """The process's resident memory now (`field` of /proc/self/status: `RssAnon` is its heap only,
+    without the files it maps)."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 2**20
     return float("nan")
 

@@ -222,12 +222,7 @@ class SparkBucketTrace:
         on_spark = [p for p in self.pending if p._df is not None]
         if len(on_spark) < 2 or sum(p.lineage for p in on_spark) <= self.kernel.max_lineage // 2:
             return
-        from dbspark.engines.spark.convert import col_list
-
-        cols = col_list([*self.schema, *self.layout.sums])
-        df = on_spark[0].frame.select(*cols)
-        for p in on_spark[1:]:
-            df = df.unionByName(p.frame.select(*cols))
+        df = parts_frame(on_spark, [*self.schema, *self.layout.sums])
         z = on_spark[-1]
         merged = type(z)(z._session, z.schema, df=self.kernel.computed(df), keys=z.keys)
         before = list(self.pending)
@@ -255,14 +250,9 @@ class SparkBucketTrace:
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        from dbspark.engines.spark.convert import col_list, map_in_arrow, spark_schema
+        from dbspark.engines.spark.convert import map_in_arrow, spark_schema
 
-        cols = [*self.schema, *self.layout.sums]
-        df = None
-        for p in self.pending:
-            if not p.known_empty:
-                f = p.frame.select(*col_list(cols))
-                df = f if df is None else df.unionByName(f)
+        df = parts_frame(self.pending, [*self.schema, *self.layout.sums])
         assert df is not None
         layout, files, write = self.layout, dict(self.files), self.writes
         with_bucket = spark_schema(self.layout.frame_schema, weight=False)
@@ -333,6 +323,18 @@ class SparkBucketTrace:
 
 
 # ---- what runs in Spark's Python workers -----------------------------------------------------------
+def parts_frame(parts: Sequence[SparkZSet], cols: Sequence[str]) -> Any:
+    """The union on Spark of the parts' `cols` (parts known empty left out), or None if none is left."""
+    from dbspark.engines.spark.convert import col_list
+
+    df = None
+    for p in parts:
+        if not p.known_empty:
+            f = p.frame.select(*col_list(cols))
+            df = f if df is None else df.unionByName(f)
+    return df
+
+
 def _frames(it: Iterator[pa.RecordBatch]) -> Iterator[pl.DataFrame]:
     for b in it:
         if b.num_rows:

@@ -32,7 +32,7 @@ from dbspark.columnar.plans import pick
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.base import Kernel
 from dbspark.engines.spark import aggregate as agg
-from dbspark.engines.spark.buckets import BucketSnap, SparkBucketTrace, seek_rows
+from dbspark.engines.spark.buckets import BucketSnap, SparkBucketTrace, parts_frame, seek_rows
 from dbspark.engines.spark.convert import col, col_list, from_spark, map_in_arrow, spark_type
 from dbspark.engines.spark.convert import to_spark as to_spark_frame
 from dbspark.engines.spark.exprs import with_spark_columns
@@ -321,7 +321,7 @@ class SparkKernel:
             return self.empty(a.schema, a.keys)
         from dbspark.engines.spark.convert import spark_schema
 
-        frames = [p.frame.select(*col_list([*a.schema, WEIGHT])) for p in a.pending if not p.known_empty]
+        df = parts_frame(a.pending, [*a.schema, WEIGHT])
         lineage = 1 + sum(p.lineage for p in a.pending if not p.known_empty)
         paths = a.run_paths()
         if paths:
@@ -329,10 +329,8 @@ class SparkKernel:
 
             schema = a.schema
             files = self.spark.createDataFrame([(p,) for p in paths], "path string")
-            frames.insert(0, files.mapInArrow(lambda it: read_runs(it, schema), spark_schema(schema)))
-        df = frames[0]
-        for f in frames[1:]:
-            df = df.unionByName(f)
+            runs = files.mapInArrow(lambda it: read_runs(it, schema), spark_schema(schema))
+            df = runs if df is None else runs.unionByName(df)
         z = self._z(a.schema, df, a.keys, lineage=lineage)
         z.reader = a.scan_local
         return z
@@ -726,13 +724,8 @@ class SparkKernel:
                     spark_schema(layout.frame_schema, weight=False),
                 )
             )
-        pending = [
-            p.frame.select(*col_list([*snap.schema, *snap.sums])) for p in snap.pending if not p.known_empty
-        ]
-        if pending:
-            df = pending[0]
-            for f in pending[1:]:
-                df = df.unionByName(f)
+        df = parts_frame(snap.pending, [*snap.schema, *snap.sums])
+        if df is not None:
             lineage += z.lineage + sum(p.lineage for p in snap.pending if not p.known_empty)
             ks = [k for _, k in on]
             if exact:
