@@ -1,4 +1,4 @@
-"""The kernel's lookups on both engines (`engines/base.py`): `support`, `semijoin`, `combine`, `split`,
+"""The kernel's lookups on both engines (`engines/base.py`): `support`, `semijoin`, `combine`, `cogroup`, `split`,
 `seek` of a trace (committed and pending parts) and scratch traces, against plain Python on
 hypothesis-generated Z-sets with NULL keys, duplicates and negative weights. On Spark each value is
 either rows held in the driver or a Spark plan, so both paths of every primitive are checked."""
@@ -91,6 +91,45 @@ def test_combine_groups_the_parts_and_weighs_the_groups(engine: Any, a: list, b:
     ca, cb = counted(a), counted(b)
     want = {r: (ca[r] + cb[r] > 0) - (cb[r] > 0) for r in set(ca) | set(cb)}
     assert got == {r: w for r, w in want.items() if w}
+
+
+@engine_given(rows, rows, where, st.booleans(), local=30, spark=5)
+def test_cogroup_hands_whole_groups_of_every_part_to_one_call(
+    engine: Any, a: list, b: list, at: str, keyed: bool
+) -> None:
+    """Per group of `k`, one output row: its part-0 weights + 10 x its part-1 weights, and how many
+    rows it had. A group split across two calls would give two rows of one key. Without keys there is
+    one group, which exists with no rows at all (`fn` still called once)."""
+    by = ["k"] if keyed else []
+    out_schema = pl.Schema({"k": pl.Int64(), "s": pl.Int64(), "n": pl.Int64()})
+
+    def fn(frames: list[pl.DataFrame]) -> pl.DataFrame:
+        parts = [
+            f.select(pl.col("k") if by else pl.lit(None, pl.Int64).alias("k"), f.columns[-1]) for f in frames
+        ]
+        both = pl.concat(
+            [
+                p.with_columns((pl.col(p.columns[-1]) * (10**i)).alias("__x")).select("k", "__x")
+                for i, p in enumerate(parts)
+            ]
+        )
+        g = both.group_by("k").agg(pl.col("__x").sum().alias("s"), pl.len().cast(pl.Int64).alias("n"))
+        if not by and g.height == 0:
+            g = pl.DataFrame({"k": [None], "s": [0], "n": [0]}, schema=out_schema)
+        return g.select("k", "s", "n").with_columns(pl.lit(1, pl.Int64).alias("__w"))
+
+    k = kernel_of(engine)
+    got = read(k, k.cogroup([value(k, a, at), value(k, b, "driver")], by, fn, out_schema))
+    want: dict = {}
+    for i, rs in enumerate((a, b)):
+        for r, w in rs:
+            if w:
+                key = r[0] if by else None
+                s, n = want.get(key, (0, 0))
+                want[key] = (s + w * 10**i, n + 1)
+    if not by and not want:
+        want[None] = (0, 0)
+    assert got == {(key, s, n): 1 for key, (s, n) in want.items()}
 
 
 @engine_given(rows, rows, rows, where, st.booleans(), local=30, spark=5)

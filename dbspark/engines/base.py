@@ -13,8 +13,9 @@ The protocol is split by concern (DESIGN.md, Engines):
 - `TraceKernel`: integrals with lookup by the keys of a change.
 - `StepKernel`: the step lifecycle (begin, place the step's pushed changes in the driver or on the
   cluster, commit an output, end, abort) and values kept across steps.
-- `OperatorKernel`: whole operators that each engine still implements itself (the aggregate folds,
-  the coercion of pushed rows). They are declared so that the boundary is
+- `OperatorKernel`: whole operators that each engine still implements itself (the folds of GROUP BYs
+  with MIN / MAX / MEDIAN / MODE or user aggregates, the coercion of pushed rows). They are declared so
+  that the boundary is
   explicit and checked; the engine issue moves them above the kernel, written once as seeks, groups
   and folds, as these already are: distinct's H (`operators/distinct.py`: a seek and a `combine`), the
   doubly-incremental operators of recursive scopes (`operators/nested.py`: seeks of nested traces
@@ -22,8 +23,10 @@ The protocol is split by concern (DESIGN.md, Engines):
   the per-step `topk` on a change held in this process, the integral's order read only to refill
   it), the bag, set and UNIQUE checks of a table's change (`operators/checks.py`: a seek and a
   `combine` whose weight raises where a check fails), a primary-key table's upserts and deletes
-  (`operators/keyed.py`: a seek, `ordinal`, `shifted` and `weigh`) and the closure operator
-  (`operators/closure.py`: its graph index on rows held in this process, on every engine).
+  (`operators/keyed.py`: a seek, `ordinal`, `shifted` and `weigh`), the closure operator
+  (`operators/closure.py`: its graph index on rows held in this process, on every engine) and the
+  GROUP BY of linear aggregates (`operators/aggregate.py`: two `cogroup`s of one columnar fold,
+  `columnar/aggfold.py`, and a seek of its accumulator trace).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from dbspark.ir.expr import Expr
 
 Value = Any  # an engine's Z-set batch or trace snapshot, opaque above the kernel
 Undo = list[Callable[[], Any]]  # callables that roll a step's state changes back, run in reverse
+# a columnar function of whole groups (`ZSetKernel.cogroup`): each part's rows, one frame per part
+GroupFn = Callable[[list[pl.DataFrame]], pl.DataFrame]
 
 
 class Trace(Protocol):
@@ -94,6 +99,27 @@ class ZSetKernel(Protocol):
         change and the integral at its rows)."""
         ...
 
+    def cogroup(
+        self,
+        parts: Sequence[Value],
+        by: Sequence[str],
+        fn: GroupFn,
+        schema: pl.Schema,
+        sums: pl.Schema | None = None,
+        consolidated: bool = False,
+    ) -> Value:
+        """`fn` applied to the rows of `parts` group by group: the rows of every part whose `by` values
+        are equal (NULL equals NULL) are in one call, together with other whole groups (all of them in
+        one call on the local engine and for rows held in the driver; a partition's on Spark, inside
+        its task, after one exchange of the parts by `by`; without `by`, one group, which exists even without
+        rows: `fn` is called once, as a GROUP BY () has one group). A part's frame has
+        its columns (a Z-set's data and weight; an accumulator value's keys and sums), possibly no
+        rows. `fn` returns rows of `schema` with a weight, or with the summed columns `sums` instead (an
+        aggregate's accumulators, for a trace made with those sums); `consolidated`: no two of its rows
+        are equal. It is how an operator's fold is written once, in Polars, above the kernel
+        (`columnar/aggfold.py`); `fn` must be picklable (Spark ships it to its tasks)."""
+        ...
+
     def split(self, a: Value, column: str) -> list[tuple[Any, Value]]:
         """a's rows by the (non-NULL) value of `column`, in increasing order of the value, each part
         without the column (rows whose value is NULL are left out): time is a column, and a nested
@@ -142,7 +168,12 @@ class ZSetKernel(Protocol):
 class TraceKernel(Protocol):
     """Integrals: created empty, appended to (registering the undo), read as snapshots."""
 
-    def new_trace(self, schema: pl.Schema, keys: Sequence[str]) -> Any: ...
+    def new_trace(self, schema: pl.Schema, keys: Sequence[str], sums: pl.Schema | None = None) -> Any:
+        """An empty trace of rows of `schema` (its weight, if any, ignored) indexed by `keys`, whose
+        entries carry a weight; with `sums`, those summed columns instead (an aggregate's
+        accumulators: rows of the keys and the sums, one per group once consolidated)."""
+        ...
+
     def trace_insert(self, trace: Any, delta: Value, undo: Undo) -> Value: ...
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> Value: ...
     def seek(self, snap: Value, probe: Value, on: Sequence[tuple[str, str]], exact: bool) -> Value:
@@ -194,7 +225,7 @@ class OperatorKernel(Protocol):
         not_null: Sequence[str] = (),
         key: Sequence[str] | None = None,
     ) -> Value: ...
-    # the incremental aggregate
+    # the incremental aggregate with ordered or user calls (linear ones fold above the kernel)
     def aggregate_state(self, spec: Any) -> Any: ...
     def aggregate_step(self, state: Any, delta: Value, undo: Undo) -> Value: ...
 

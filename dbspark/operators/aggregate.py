@@ -1,10 +1,19 @@
-"""GROUP BY-aggregate (`dbsp-paper.txt` §7.2, §7.4): the lifted operator and the incremental one."""
+"""GROUP BY-aggregate (`dbsp-paper.txt` §7.2, §7.4): the lifted operator and the incremental one.
+
+A spec of linear calls only (COUNT, SUM, AVG, VAR, STDDEV) is folded here, above the kernel, on every
+engine: the change's accumulators per group (`aggfold.accumulate`), the trace's at those groups (a
+seek), and the output's change from both (`aggfold.fold`), each fold a `cogroup` that the kernel runs
+where the rows are; the accumulators are then added to the trace. MIN / MAX / MEDIAN / MODE and user
+aggregates are still folded by each engine (`OperatorKernel.aggregate_state` / `aggregate_step`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from dbspark.columnar.aggfold import accumulate, accumulator_schema, fold, key_schema, keys_of, linear
 from dbspark.ir.aggregate import AggSpec
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 
@@ -36,7 +45,46 @@ class StreamAggregate(Operator):
         return _label(self.name, self.spec)
 
     def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
-        return kernel.aggregate(inputs[0], self.spec)
+        spec = self.spec
+        if not linear(spec):
+            return kernel.aggregate(inputs[0], spec)
+        if kernel.known_empty(inputs[0]) and spec.by:
+            return kernel.empty(spec.output_schema())
+        return kernel.cogroup(
+            [inputs[0]], spec.by, partial(_whole, spec), spec.output_schema(), consolidated=True
+        )
+
+
+def _whole(spec: AggSpec, frames: list[Any]) -> Any:
+    """The aggregate of whole groups' rows: their accumulators, folded into no earlier ones."""
+    acc = accumulate(spec, frames)
+    return fold(spec, False, [acc, acc.clear()])
+
+
+class LinearState:
+    """An incremental linear aggregate's state: its accumulators by group, and whether the one row of
+    an aggregate without GROUP BY exists yet."""
+
+    def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
+        self.trace = kernel.new_trace(key_schema(spec), keys_of(spec), accumulator_schema(spec))
+        self.started = False
+
+    def step(self, kernel: Kernel, spec: AggSpec, delta: Any, undo: list) -> Any:
+        """The output's change: -old, +new rows of the change's groups whose row changed."""
+        if kernel.known_empty(delta) and (self.started or spec.by):
+            return kernel.empty(spec.output_schema())
+        was = self.started
+        prev = self.trace.snapshot()
+        keys = keys_of(spec)
+        dacc = kernel.cogroup(
+            [delta], spec.by, partial(accumulate, spec), key_schema(spec), accumulator_schema(spec), True
+        )
+        found = kernel.seek(prev, dacc, [(k, k) for k in keys], exact=True)
+        out = kernel.cogroup([dacc, found], keys, partial(fold, spec, was), spec.output_schema(), None, True)
+        kernel.trace_insert(self.trace, dacc, undo)
+        self.started = True
+        undo.append(lambda: setattr(self, "started", was))
+        return out
 
 
 @dataclass(frozen=True)
@@ -55,15 +103,25 @@ class Aggregate(Operator):
         return _label(self.name, self.spec)
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
+        if linear(self.spec):
+            return LinearState(kernel, self.spec)
         return kernel.aggregate_state(self.spec)
 
     def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
+        if isinstance(state, LinearState):
+            return state.step(kernel, self.spec, inputs[0], undo)
         return kernel.aggregate_step(state, inputs[0], undo)
 
     def checkpoint(self, kernel: Kernel, state: Any) -> Any:  # an engine's state may hold unpicklable handles
+        if isinstance(state, LinearState):
+            return (state.trace.to_state(), state.started)
         return state.checkpoint() if hasattr(state, "checkpoint") else state
 
     def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
+        if isinstance(state, LinearState):
+            state.trace.restore(saved[0])
+            state.started = saved[1]
+            return state
         if hasattr(state, "restore"):
             state.restore(saved)
             return state

@@ -52,7 +52,7 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _nonzero(weight_cols: Sequence[str]) -> pl.Expr:
+def nonzero(weight_cols: Sequence[str]) -> pl.Expr:
     """A row is zero only when every weight column is (a group can lose rows yet keep a sum change)."""
     e = pl.col(weight_cols[0]) != 0
     for c in weight_cols[1:]:
@@ -68,14 +68,14 @@ def consolidate_frame(df: pl.DataFrame, weight_cols: Sequence[str]) -> pl.DataFr
     if WEIGHT in weight_cols and data_cols:
         return (
             weight_sum_checked(df, data_cols, [c for c in weight_cols if c != WEIGHT])
-            .filter(_nonzero(weight_cols))
+            .filter(nonzero(weight_cols))
             .select(df.columns)
         )
     if not data_cols:
         out = df.select([pl.col(c).sum() for c in weight_cols])
     else:
         out = df.group_by(data_cols).agg([pl.col(c).sum() for c in weight_cols])
-    out = out.filter(_nonzero(weight_cols))
+    out = out.filter(nonzero(weight_cols))
     return out.select(df.columns)
 
 

@@ -16,8 +16,10 @@ import polars as pl
 
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, max_abs, with_weight
+from dbspark.columnar.aggfold import Accumulators
 from dbspark.columnar.plans import collect, drop_null_rows, pick
 from dbspark.columnar.rows import input_frame
+from dbspark.engines.base import GroupFn
 from dbspark.engines.local import aggregate as agg
 from dbspark.engines.local.exprs import Compiler, evaluate, to_polars
 from dbspark.engines.local.sqlfuncs import raising
@@ -25,7 +27,7 @@ from dbspark.errors import SchemaError, WeightError
 from dbspark.ir import functions as fn
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Binary, Case, Col, Expr, Func, Lit
-from dbspark.trace.spine import Spine, TraceSnapshot
+from dbspark.trace.spine import Spine, TraceSnapshot, nonzero
 
 Value = ZSet | TraceSnapshot
 _WR = "__w_r"
@@ -162,6 +164,19 @@ class LocalKernel:
             return ZSet(left.clear())
         keys = keys.cast({c: left.schema[c] for c, _ in on}, strict=False)
         return ZSet(left.join(keys, on=[c for c, _ in on], how="semi", nulls_equal=exact))
+
+    def cogroup(
+        self,
+        parts: Sequence[Value],
+        by: Sequence[str],
+        fn: GroupFn,
+        schema: pl.Schema,
+        sums: pl.Schema | None = None,
+        consolidated: bool = False,
+    ) -> ZSet:
+        """Every group is here: `fn` is called once, on all the parts' rows."""
+        out = fn([_frame(p) for p in parts])
+        return Accumulators(out) if sums is not None else ZSet(out, consolidated)
 
     def combine(self, parts: Sequence[Value], by: Sequence[str], weight: Expr) -> ZSet:
         """One lazy plan (one collect): the parts' rows with their weight in their own sum column,
@@ -306,15 +321,20 @@ class LocalKernel:
         return state.step(self.as_zset(delta), undo)
 
     # ---- traces -------------------------------------------------------------------------------
-    def new_trace(self, schema: pl.Schema, keys: Sequence[str]) -> Spine:
-        return Spine(keys, with_weight(schema))
+    def new_trace(self, schema: pl.Schema, keys: Sequence[str], sums: pl.Schema | None = None) -> Spine:
+        if sums is None:
+            return Spine(keys, with_weight(schema))
+        data = [(c, t) for c, t in schema.items() if c != WEIGHT]
+        return Spine(keys, pl.Schema([*data, *sums.items()]), list(sums))
 
     def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
         if len(delta) == 0:  # nothing to add (an unconsolidated change with entries may still cancel)
             return trace.snapshot()
         saved = list(trace.batches)
         undo.append(lambda: setattr(trace, "batches", saved))
-        if isinstance(delta, ZSet):  # consolidated once: the same change may feed a join too
+        if isinstance(delta, Accumulators):  # one row per group; a group whose sums are all 0 adds nothing
+            trace.insert(delta.df.filter(nonzero(trace.weight_cols)), consolidated=True)
+        elif isinstance(delta, ZSet):  # consolidated once: the same change may feed a join too
             trace.insert(delta.consolidate().df, consolidated=True)
         else:
             trace.insert(delta.to_frame(), consolidated=True)
@@ -326,12 +346,13 @@ class LocalKernel:
     def seek(self, snap: Value, probe: Value, on: Sequence[tuple[str, str]], exact: bool) -> ZSet:
         """The snapshot's entries at the probe's keys (a hash seek in each batch, then an exact match)."""
         assert isinstance(snap, TraceSnapshot)
+        wrap = ZSet if snap.weight_cols == (WEIGHT,) else Accumulators  # (an aggregate's: sums, no weight)
         if len(probe) == 0 or len(snap) == 0:
-            return ZSet(snap.empty_frame(), True)
+            return wrap(snap.empty_frame(), True) if wrap is ZSet else wrap(snap.empty_frame())
         keys = pick(_frame(probe), [c for c, _ in on], [k for _, k in on])
         if not exact:
             keys = drop_null_rows(keys)
-        return ZSet(pick(snap.seek_frame(keys, exact=True), list(snap.schema)))
+        return wrap(pick(snap.seek_frame(keys, exact=True), list(snap.schema)))
 
     def scratch(self) -> contextlib.AbstractContextManager[None]:
         """Every trace of this engine is in memory already: scratch traces are ordinary spines."""

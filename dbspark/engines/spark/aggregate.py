@@ -440,37 +440,19 @@ def aggregate_full(kernel: SparkKernel, z: SparkZSet, spec: AggSpec) -> Any:
 
 
 class AggregateState:
-    """The state of an incremental GROUP BY on Spark: an accumulator trace, or the input's integral."""
+    """The state of an incremental GROUP BY with ordered or user calls on Spark: the input's integral
+    indexed by the group keys (a spec of linear calls only folds above the kernel,
+    `operators/aggregate.py`)."""
 
     def __init__(self, kernel: SparkKernel, spec: AggSpec) -> None:
-        from dbspark.engines.spark.convert import polars_type
+        from dbspark.engines.spark.aggfold import ordered_ok
 
         self.kernel, self.spec = kernel, spec
-        self.linear = all(c.kind == "linear" for c in spec.calls)
-        from dbspark.engines.spark.aggfold import local_ok, ordered_ok
-
-        # a change held in the driver steps there: a linear fold, or MIN / MAX over the sought rows
-        self.in_driver = local_ok(spec) if self.linear else ordered_ok(spec)
+        # a change held in the driver steps there: MIN / MAX / MEDIAN over the sought rows
+        self.in_driver = ordered_ok(spec)
         keys = keys_of(spec)
         rows_schema = pl.Schema([*spec.input_schema.items(), *([] if spec.by else [(G, pl.Int8())])])
-        if self.linear:
-            probe = with_key(kernel.empty(spec.input_schema).frame, spec)
-            probe = probe.groupBy(*col_list(keys)).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
-            sums = tuple(_acc_names(spec))
-            types = {f.name: polars_type(f.dataType) for f in probe.schema.fields if f.name in sums}
-            for i, c in _linear_calls(spec):  # a DECIMAL sum folds in the driver in the argument's units
-                t, st = spec.input_schema[c.arg] if c.arg else None, types.get(f"__s{i}")
-                if c.func == "count" or not isinstance(t, pl.Decimal):
-                    continue
-                if not (isinstance(st, pl.Decimal) and st.scale == t.scale):
-                    self.in_driver = False
-            self.trace = kernel.bucket_trace(
-                pl.Schema([(k, rows_schema[k]) for k in keys]),
-                tuple(keys),
-                pl.Schema([(c, types[c]) for c in sums]),
-            )
-        else:
-            self.trace = kernel.bucket_trace(rows_schema, tuple(keys), pl.Schema([(WEIGHT, pl.Int64())]))
+        self.trace = kernel.bucket_trace(rows_schema, tuple(keys), pl.Schema([(WEIGHT, pl.Int64())]))
         self.started = False
 
     def step(self, delta: SparkZSet, undo: list) -> SparkZSet:
@@ -481,8 +463,7 @@ class AggregateState:
         was = self.started
         prev = self.trace.snapshot()
         if self.in_driver and not delta.known_empty and delta._df is None:
-            step_in_driver = self._step_in_driver if self.linear else self._ordered_in_driver
-            local = step_in_driver(delta, prev, was, undo)
+            local = self._ordered_in_driver(delta, prev, was, undo)
             if local is not None:
                 return local
         self.started = True
@@ -491,41 +472,15 @@ class AggregateState:
         if delta.known_empty:  # the first step of a global aggregate: its row exists without input
             dz = k.spark.createDataFrame([], self._schema())
         else:
-            d = with_key(delta.frame, spec)
-            if self.linear:
-                d = d.groupBy(*col_list(keys_of(spec))).agg(*_aggs(_acc_sql(spec, _q(WEIGHT))))
-            else:
-                d = d.select(*col_list([*self.trace.schema, WEIGHT]))
+            d = with_key(delta.frame, spec).select(*col_list([*self.trace.schema, WEIGHT]))
             dzz = k._z(
                 self.trace.schema, d.select(*col_list(self.trace.layout.frame_schema)), lineage=delta.lineage
             )
             dz, lineage = dzz.frame, dzz.lineage
             self.trace.add(dzz, undo)
         out = self._step(prev, dz, was, lineage)
-        # the change's accumulators and the old ones sought at its groups
+        # the change's rows and the old ones sought at its groups
         return k._z(out_schema, out, consolidated=True, lineage=2 * lineage)
-
-    def _step_in_driver(self, delta: SparkZSet, prev: Any, was: bool, undo: list) -> SparkZSet | None:
-        """The step of a change held in the driver, there (`engines.spark.aggfold`): no Spark job.
-        None when the trace has a change on Spark pending (then the step runs on Spark)."""
-        from dbspark.engines.spark import aggfold
-        from dbspark.engines.spark.values import SparkZSet
-
-        spec, keys = self.spec, keys_of(self.spec)
-        sums = pl.Schema([(c, self.trace.layout.frame_schema[c]) for c in self.trace.layout.sums])
-        assert delta.local is not None
-        d = delta.local.df
-        if not spec.by:
-            d = d.with_columns(pl.lit(0, pl.Int8).alias(G))
-        dacc = aggfold.change_accumulators(spec, d, keys, sums)
-        found = prev.seek_local(dacc.select(keys), True)
-        if found is None:
-            return None
-        out, acc = aggfold.fold(spec, dacc, found, keys, sums, was)
-        self.started = True
-        undo.append(lambda: setattr(self, "started", was))
-        self.trace.add(SparkZSet(self.kernel.spark, self.trace.schema, local=aggfold.Accumulators(acc)), undo)
-        return SparkZSet(self.kernel.spark, spec.output_schema(), local=out, consolidated=True)
 
     def _ordered_in_driver(self, delta: SparkZSet, prev: Any, was: bool, undo: list) -> SparkZSet | None:
         """MIN / MAX / MEDIAN (`aggfold.ordered_step`) of a change held in the driver: the changed groups'
@@ -567,46 +522,27 @@ class AggregateState:
         return spark_schema(self.trace.layout.frame_schema, weight=False)
 
     def _step(self, prev: Any, dz: Any, was: bool, lineage: int) -> Any:
-        """-old and +new rows of the groups of the change `dz` (rows, or accumulators)."""
+        """-old and +new rows of the groups of the change `dz` (the input's rows)."""
         F, spec, keys = _F(), self.spec, keys_of(self.spec)
         k = self.kernel
-        sums = list(self.trace.layout.sums)
         old = None
         if prev.batches:  # the old state of the changed groups only, read by their keys
             probe = k._z(self.trace.schema, dz, lineage=lineage)
             old = k.seek(prev, probe, [(c, c) for c in keys], exact=True).frame
-        if self.linear:  # rows are accumulators: the old side sums the trace's, the new one adds the change's
-            flag = "__old"
-            rows = dz.withColumn(flag, F.lit(False))
-            if old is not None:
-                rows = old.withColumn(flag, F.lit(True)).unionByName(rows)
-            if not spec.by:
-                rows = _dummy_group(rows, spec, [*sums, flag])
-            aggs = []
-            for c in sums:
-                zero = f"CAST(0 AS {spark_type(self.trace.layout.frame_schema[c]).simpleString()})"
-                aggs += [
-                    f"sum(IF({_q(flag)}, {_q(c)}, {zero})) AS {_q(c + OLD)}",
-                    f"sum({_q(c)}) AS {_q(c + NEW)}",
-                ]
-            g = rows.groupBy(*col_list(keys)).agg(*_aggs(aggs))
-        else:  # rows with their weight before (__wo) and after (__wn) the change
-            data = list(self.trace.schema)
-            rows = dz.select(
-                *col_list(data), F.lit(0).cast("long").alias("__wo"), F.col(WEIGHT).alias("__wn")
+        # rows with their weight before (__wo) and after (__wn) the change
+        data = list(self.trace.schema)
+        rows = dz.select(*col_list(data), F.lit(0).cast("long").alias("__wo"), F.col(WEIGHT).alias("__wn"))
+        if old is not None:
+            rows = old.select(
+                *col_list(data), F.col(WEIGHT).alias("__wo"), F.col(WEIGHT).alias("__wn")
+            ).unionByName(rows)
+        if not spec.by:
+            rows = _dummy_group(rows, spec, ["__wo", "__wn"])
+        g = rows.groupBy(*col_list(keys)).agg(
+            *_aggs(
+                _acc_sql(spec, _q("__wo"), OLD, arrays=True) + _acc_sql(spec, _q("__wn"), NEW, arrays=True)
             )
-            if old is not None:
-                rows = old.select(
-                    *col_list(data), F.col(WEIGHT).alias("__wo"), F.col(WEIGHT).alias("__wn")
-                ).unionByName(rows)
-            if not spec.by:
-                rows = _dummy_group(rows, spec, ["__wo", "__wn"])
-            g = rows.groupBy(*col_list(keys)).agg(
-                *_aggs(
-                    _acc_sql(spec, _q("__wo"), OLD, arrays=True)
-                    + _acc_sql(spec, _q("__wn"), NEW, arrays=True)
-                )
-            )
+        )
         r, checks = _results(g, spec, [OLD, NEW], incremental=True)
         n_old, n_new = _q(CNT + OLD), _q(CNT + NEW)
         bad_group = (

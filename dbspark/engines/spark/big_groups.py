@@ -23,15 +23,8 @@ import polars as pl
 import pyarrow as pa
 
 from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.columnar.aggfold import CNT, accumulator_exprs, check_group_counts, emit, guard, results
 from dbspark.columnar.median import median_frame
-from dbspark.engines.spark.aggfold import (
-    CNT,
-    _check_group_counts,
-    _emit,
-    _guard,
-    _results,
-    accumulator_exprs,
-)
 from dbspark.engines.spark.buckets import BucketSnap
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggSpec, result_dtype
@@ -98,7 +91,7 @@ def step(
             runs = pl.from_arrow(pa.concat_tables(parts))
             assert isinstance(runs, pl.DataFrame)
             whole = pl.concat([runs, pg.select(runs.columns)], how="vertical")
-            _guard(spec, whole)
+            guard(spec, whole)
             acc = whole.select(accumulator_exprs(spec))
         else:
             n_rows = sum(int(values_of(s.column(WEIGHT)).sum()) for s in parts) + int(pg[WEIGHT].sum())
@@ -131,7 +124,7 @@ def step(
                     v = sr.kth(0 if c.func == "min" else m - 1)
                     vals[c.name][side].append((v, v, m))
     o, n = pl.concat(olds, how="vertical"), pl.concat(news, how="vertical")
-    ro, rn = _results(spec, o), _results(spec, n)
+    ro, rn = results(spec, o), results(spec, n)
     for c in spec.calls:
         if c.kind != "ordered":
             continue
@@ -146,8 +139,8 @@ def step(
                 out[c.name] = los.cast(rt).alias(c.name)
     ro = {c.name: ro[c.name] for c in spec.calls}
     rn = {c.name: rn[c.name] for c in spec.calls}
-    _check_group_counts(spec, n)
-    return _emit(spec, o, n, ro, rn, was)
+    check_group_counts(spec, n)
+    return ZSet(emit(spec, o, n, ro, rn, was), True)
 
 
 def ranked(

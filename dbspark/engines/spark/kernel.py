@@ -28,9 +28,10 @@ import polars as pl
 
 from dbspark import errors
 from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.columnar.aggfold import Accumulators
 from dbspark.columnar.plans import pick
 from dbspark.columnar.rows import input_frame
-from dbspark.engines.base import Kernel
+from dbspark.engines.base import GroupFn, Kernel
 from dbspark.engines.spark import aggregate as agg
 from dbspark.engines.spark.buckets import BucketSnap, SparkBucketTrace, parts_frame, seek_rows
 from dbspark.engines.spark.convert import col, col_list, from_spark, map_in_arrow, spark_type
@@ -533,6 +534,34 @@ class SparkKernel:
         df = x.frame.join(keys.hint(SEMI_JOIN), cond, "left_semi")
         return self._z(x.schema, df, consolidated=x.consolidated, lineage=x.lineage + y.lineage)
 
+    def cogroup(
+        self,
+        parts: Sequence[Value],
+        by: Sequence[str],
+        fn: GroupFn,
+        schema: pl.Schema,
+        sums: pl.Schema | None = None,
+        consolidated: bool = False,
+    ) -> SparkZSet:
+        """In the driver when every part is held there (one call); else inside Spark's tasks, the
+        parts exchanged by `by` (`engines.spark.cogroup`)."""
+        zs = [self.as_zset(p) for p in parts]
+        out = pl.Schema([*schema.items(), *(sums or {WEIGHT: pl.Int64()}).items()])
+        if all(z.known_empty for z in zs) and by:
+            return self.empty(schema)
+        if all(z.known_empty or _local(z) for z in zs):
+            frames = [_local_frame(z) for z in zs]
+            rows = fn(frames)
+            local = Accumulators(rows) if sums is not None else ZSet(rows, consolidated)
+            return SparkZSet(self.spark, schema, local=local, consolidated=consolidated)
+        from dbspark.engines.spark.cogroup import cogroup_frames, frame_schema
+
+        on_spark = [None if z.known_empty else z.frame for z in zs]  # (one is on Spark)
+        schemas = [_schema_of(z) if f is None else frame_schema(f) for z, f in zip(zs, on_spark, strict=True)]
+        df = cogroup_frames(on_spark, schemas, by, fn, out)
+        lineage = sum(z.lineage for z in zs if not z.known_empty)
+        return self._z(schema, df, consolidated=consolidated, lineage=lineage)
+
     def combine(self, parts: Sequence[Value], by: Sequence[str], weight: Expr) -> SparkZSet:
         """In the driver when every part is held there (the local engine's code); else one GROUP BY of
         the parts' union on Spark."""
@@ -695,14 +724,17 @@ class SparkKernel:
         assert isinstance(snap, BucketSnap)
         z = self.as_zset(probe)
         if not snap.batches or z.known_empty:
+            if list(snap.sums) != [WEIGHT]:  # accumulators: none, with their columns
+                empty = pl.DataFrame(schema=pl.Schema([*snap.schema.items(), *snap.sums.items()]))
+                return SparkZSet(self.spark, snap.schema, local=Accumulators(empty), consolidated=True)
             return self.empty(snap.schema)
         if _local(z):
             assert z.local is not None
             keys = pick(z.local.df, [c for c, _ in on], [k for _, k in on])
             rows = snap.seek_local(keys, exact)
             if rows is not None:
-                if list(snap.sums) != [WEIGHT]:  # accumulators: a frame, not a Z-set
-                    return self._z(snap.schema, to_spark_frame(self.spark, rows))
+                if list(snap.sums) != [WEIGHT]:  # accumulators: their keys and sums
+                    return SparkZSet(self.spark, snap.schema, local=Accumulators(rows), consolidated=True)
                 return SparkZSet(self.spark, snap.schema, local=ZSet(rows))
         from dbspark.engines.spark.convert import spark_schema
 
@@ -787,11 +819,15 @@ class SparkKernel:
         return state.step(self.as_zset(delta), undo)
 
     # ---- traces -------------------------------------------------------------------------------
-    def new_trace(self, schema: pl.Schema, keys: Sequence[str]) -> SparkBucketTrace:
+    def new_trace(
+        self, schema: pl.Schema, keys: Sequence[str], sums: pl.Schema | None = None
+    ) -> SparkBucketTrace:
         """A bucketed trace under the state directory, named by its creation order (the runtime
         creates its traces in a fixed order, so a restarted pipeline finds its files)."""
         data = pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT])
-        return self.bucket_trace(data, tuple(keys) or tuple(data), pl.Schema([(WEIGHT, pl.Int64())]))
+        return self.bucket_trace(
+            data, tuple(keys) or tuple(data), sums if sums is not None else pl.Schema([(WEIGHT, pl.Int64())])
+        )
 
     @contextlib.contextmanager
     def scratch(self) -> Iterator[None]:
@@ -911,6 +947,20 @@ def _data(a: Value) -> pl.Schema:
 def _local(z: SparkZSet) -> bool:
     """The value is rows held in the driver (no Spark plan)."""
     return z._df is None and z.local is not None
+
+
+def _schema_of(z: SparkZSet) -> pl.Schema:
+    """The columns of a value's rows: its data and weight (accumulators: their frame's own)."""
+    if z.local is not None:
+        return z.local.df.schema
+    return pl.Schema([*z.schema.items(), (WEIGHT, pl.Int64())])
+
+
+def _local_frame(z: SparkZSet) -> pl.DataFrame:
+    """The rows of a value held in the driver (or known empty) as one Polars frame."""
+    if z.local is not None:
+        return z.local.df
+    return pl.DataFrame(schema=_schema_of(z))
 
 
 def _is_spark_frame(x: Any) -> bool:
