@@ -1,4 +1,4 @@
-"""The spark engine's driver-side MIN / MAX / MEDIAN step (`engines.spark.aggfold.ordered_step`) against a plain
+"""The spark engine's driver-side MIN / MAX / MEDIAN step (`columnar.ordered_fold.ordered_step`) against a plain
 Python reference, on hypothesis-generated states whose rows are not consolidated (a value inserted in
 one run and deleted in a later one, duplicates, NULLs) and changes with deletes. The step reads a
 group's rows without consolidating them, so these are the cases where a shortcut would go wrong."""
@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dbspark.algebra.zset import WEIGHT
+from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.columnar import ordered_fold
+from dbspark.columnar.ordered_fold import ordered_step
 from dbspark.engines.spark import big_groups
-from dbspark.engines.spark.aggfold import ordered_step
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggCall, AggSpec
 from dbspark.trace.ranks import SortedRuns
@@ -95,6 +96,29 @@ def test_ordered_step_equals_recomputing_the_groups(old: list, change: list, dat
             if n is not None:
                 want[(g, *n)] += 1
     assert dict(got.to_dict()) == {k: v for k, v in want.items() if v}
+
+
+@settings(max_examples=200, deadline=None)
+@given(entries, entries, st.data())
+def test_the_general_fold_equals_the_one_pass_fold(old: list, change: list, data: st.DataObject) -> None:
+    """`ordered_fold._general` (the values' multiplicities per group, every call) and `ordered_step`
+    (one pass that never consolidates a group) give the same output change, or both raise."""
+    change = change + [(r, -1) for r, w in old if w > 0 and data.draw(st.booleans())]
+    before: Counter = Counter()
+    for r, w in old:
+        before[r] += w
+    if any(w < 0 for w in before.values()) or not change:
+        return
+    groups = sorted({r[0] for r, _ in change})
+    d, found = frame(change), frame([e for e in old if e[0][0] in groups])
+    try:
+        want = ordered_step(SPEC, d, found, ["g"], True)
+    except NegativeStateError:
+        with pytest.raises(NegativeStateError):
+            ordered_fold._general(SPEC, d, found, ["g"], True)
+        return
+    got = ZSet(ordered_fold._general(SPEC, d, found, ["g"], True))
+    assert dict(got.to_dict()) == dict(want.to_dict())
 
 
 SPECS = {

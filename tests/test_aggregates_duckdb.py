@@ -546,6 +546,7 @@ def test_empty_row_is_the_aggregate_of_nothing(engine: Any) -> None:
     without an engine) equals each engine's aggregate of an empty Z-set."""
     from dbspark.engines import get_kernel
     from dbspark.ir.aggregate import make_spec
+    from dbspark.operators.aggregate import aggregate
 
     schema = pl.Schema({"x": pl.Int64, "d": pl.Decimal(18, 2), "s": pl.String, "f": pl.Float64})
     aggs = {
@@ -563,7 +564,7 @@ def test_empty_row_is_the_aggregate_of_nothing(engine: Any) -> None:
     spec = make_spec((), aggs, schema)
     k = get_kernel(engine)
     try:
-        got = k.as_zset(k.aggregate(k.empty(schema), spec)).to_zset()
+        got = k.as_zset(aggregate(k, k.empty(schema), spec)).to_zset()
         assert got.df.drop(got.df.columns[-1]).equals(spec.empty_row()), (got, spec.empty_row())
     finally:
         k.close()

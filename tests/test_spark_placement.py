@@ -36,13 +36,15 @@ CREATE VIEW ord AS SELECT g, MIN(x) AS lo, MAX(x) AS hi, MAX(b) AS mb, MIN(s) AS
   COUNT(*) AS n, SUM(x) AS sx, AVG(x) AS ax FROM t GROUP BY g;
 CREATE VIEW med AS SELECT g, MEDIAN(x) AS md, MIN(x) AS lo, COUNT(*) AS n FROM t GROUP BY g;
 CREATE VIEW ordall AS SELECT MIN(s) AS ls, MAX(x) AS hi, COUNT(s) AS ns FROM t;
+CREATE VIEW gen AS SELECT g, MODE(x) AS mo, MIN(f) AS lf, MAX(f) AS hf, MEDIAN(f) AS mf, SUM(f) AS sf,
+  MODE(s) AS ms, COUNT(*) AS n FROM t GROUP BY g;
 CREATE VIEW top AS SELECT g, x, s FROM t ORDER BY x DESC NULLS LAST, g LIMIT 2;
 CREATE TABLE m(g BIGINT, d DECIMAL(15,2), e DECIMAL(18,6));
 CREATE VIEW dec AS SELECT g, SUM(d) AS sd, AVG(d) AS ad, COUNT(e) AS ce, SUM(e) AS se, AVG(e) AS ae,
   COUNT(*) AS n FROM m GROUP BY g;
 CREATE VIEW decall AS SELECT SUM(d) AS sd, AVG(e) AS ae FROM m;
 """
-VIEWS = ("agg", "big", "lin", "whole", "ord", "ordall", "med", "top", "dec", "decall")
+VIEWS = ("agg", "big", "lin", "whole", "ord", "ordall", "med", "gen", "top", "dec", "decall")
 COLUMNS = {"r": ("k", "g"), "s": ("k", "v"), "t": ("g", "x", "f", "b", "s"), "m": ("g", "d", "e")}
 DTYPES = {
     "k": "int64",
@@ -106,8 +108,9 @@ def test_steps_placed_either_way_interleave_and_equal_the_local_engine(
     spark_session: Any, placement_conf: Any, tmp_path_factory: Any, steps: list, big: int
 ) -> None:
     """Each step is placed by a random setting: joins, DISTINCT, MIN and linear aggregates (grouped and
-    global, over integers with NULLs, doubles and booleans) step in the driver or on Spark on the same
-    state, and a row emitted by one kind of step is retracted exactly by the other. With `big` 1, every
+    global, over integers with NULLs, doubles and booleans), MODE, MEDIAN and floating MIN / MAX beside
+    a floating SUM step in the driver or on Spark on the same state, and a row emitted by one kind of
+    step is retracted exactly by the other. With `big` 1, every
     MIN / MAX / MEDIAN group stepped in the driver is ranked over its runs (`big_groups`)."""
     default_big, big_groups.BIG = big_groups.BIG, big
     d = tmp_path_factory.mktemp("placement")

@@ -58,7 +58,7 @@ def linear(spec: AggSpec) -> bool:
     return all(c.kind == "linear" for c in spec.calls)
 
 
-def _mode(spec: AggSpec, c: AggCall) -> str:
+def mode_of(spec: AggSpec, c: AggCall) -> str:
     """How a call's Σx and Σx² are kept: "dec" (a DECIMAL's SUM / AVG, exact in units of its scale),
     "int" (an integer or boolean, exact) or "float" (doubles: floats, and VAR / STDDEV of a DECIMAL)."""
     t = spec.input_schema[c.arg] if c.arg else pl.Int64()
@@ -76,7 +76,7 @@ def accumulator_schema(spec: AggSpec) -> pl.Schema:
         out.append((f"__c{i}", pl.Int64()))
         if c.func == "count":
             continue
-        mode = _mode(spec, c)
+        mode = mode_of(spec, c)
         t = spec.input_schema[c.arg]
         if mode == "dec":
             assert isinstance(t, pl.Decimal)
@@ -140,7 +140,7 @@ def accumulator_exprs(spec: AggSpec) -> list[pl.Expr]:
         aggs.append(pl.when(x.is_not_null()).then(w128).otherwise(0).sum().alias(f"__c{i}"))
         if c.func == "count":
             continue
-        mode = _mode(spec, c)
+        mode = mode_of(spec, c)
         if mode == "dec":  # Σ units · w, exact
             aggs.append((x.to_physical() * w128).sum().alias(f"__s{i}"))
         elif mode == "int":
@@ -162,14 +162,14 @@ def guard(spec: AggSpec, d: pl.DataFrame) -> None:
     exact = [
         c
         for c in spec.calls
-        if c.arg is not None and c.kind == "linear" and c.func != "count" and _mode(spec, c) != "float"
+        if c.arg is not None and c.kind == "linear" and c.func != "count" and mode_of(spec, c) != "float"
     ]
     if not exact or not d.height:
         return
     wf = d[WEIGHT].cast(pl.Float64).abs()
     for c in exact:
         x = d[str(c.arg)]
-        x = x.to_physical() if _mode(spec, c) == "dec" else x
+        x = x.to_physical() if mode_of(spec, c) == "dec" else x
         xf = x.cast(pl.Float64).abs().fill_null(0.0)
         top = float((xf * xf * wf).sum()) if c.func in VAR else float((xf * wf).sum())
         if top >= 1e37:
@@ -289,7 +289,7 @@ def results(spec: AggSpec, acc: pl.DataFrame) -> dict[str, pl.Series]:
             if c.func == "count":
                 out[c.name] = n.cast(pl.Int64)
                 continue
-            some, nf, sx, mode = (n > 0).to_numpy(), _to_double(n), acc[f"__s{i}"], _mode(spec, c)
+            some, nf, sx, mode = (n > 0).to_numpy(), _to_double(n), acc[f"__s{i}"], mode_of(spec, c)
             if mode == "dec":  # SUM exact; AVG the nearest double of the sum, divided by the count
                 at = spec.input_schema[str(c.arg)]
                 scale = (at.scale or 0) if isinstance(at, pl.Decimal) else 0

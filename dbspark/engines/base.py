@@ -9,7 +9,7 @@ without looking inside, so they are `Value` and `Trace` here.
 The protocol is split by concern (DESIGN.md, Engines):
 
 - `ZSetKernel`: the Z-set group (`dbsp-paper.txt` §4.1), linear operators (Thm 3.3), bilinear ones
-  (Thm 3.4) and the per-step non-linear `distinct` / `aggregate`.
+  (Thm 3.4) and the per-step non-linear `distinct`.
 - `TraceKernel`: integrals with lookup by the keys of a change.
 - `StepKernel`: the step lifecycle (begin, place the step's pushed changes in the driver or on the
   cluster, commit an output, end, abort) and values kept across steps.
@@ -161,7 +161,6 @@ class ZSetKernel(Protocol):
     def product(self, a: Value, b: Value, right_out: Sequence[tuple[str, str]]) -> Value: ...
     # per-step non-linear operators
     def distinct(self, a: Value) -> Value: ...
-    def aggregate(self, a: Value, spec: Any) -> Value: ...
     def topk(self, a: Value, order: Any, limit: int | None, offset: int) -> Value: ...
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from dbspark.columnar import ordered_fold
 from dbspark.columnar.aggfold import accumulate, accumulator_schema, fold, key_schema, keys_of, linear
 from dbspark.ir.aggregate import AggSpec
 from dbspark.operators.base import NONLINEAR, Operator, Shape
@@ -45,14 +46,15 @@ class StreamAggregate(Operator):
         return _label(self.name, self.spec)
 
     def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
-        spec = self.spec
-        if not linear(spec):
-            return kernel.aggregate(inputs[0], spec)
-        if kernel.known_empty(inputs[0]) and spec.by:
-            return kernel.empty(spec.output_schema())
-        return kernel.cogroup(
-            [inputs[0]], spec.by, partial(_whole, spec), spec.output_schema(), consolidated=True
-        )
+        return aggregate(kernel, inputs[0], self.spec)
+
+
+def aggregate(kernel: Kernel, z: Any, spec: AggSpec) -> Any:
+    """The aggregate of a whole Z-set (not consolidated): one `cogroup` of its rows by the groups."""
+    if kernel.known_empty(z) and spec.by:
+        return kernel.empty(spec.output_schema())
+    fn = partial(_whole, spec) if linear(spec) else partial(ordered_fold.whole, spec)
+    return kernel.cogroup([z], spec.by, fn, spec.output_schema(), consolidated=True)
 
 
 def _whole(spec: AggSpec, frames: list[Any]) -> Any:

@@ -35,6 +35,7 @@ import polars as pl
 from dbspark.errors import UnsupportedError
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import col
+from dbspark.operators.aggregate import aggregate
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.distinct import positive
 from dbspark.operators.join import StreamJoin
@@ -220,7 +221,7 @@ class NestedKeyed(Operator):
         return NestedState(NestedTrace(kernel, in_shapes[0].schema, self.keys(in_shapes[0].schema)))
 
     def f(self, kernel: Kernel, z: Any) -> Any:
-        return kernel.distinct(z) if self.spec is None else kernel.aggregate(z, self.spec)
+        return kernel.distinct(z) if self.spec is None else aggregate(kernel, z, self.spec)
 
     def eval(self, kernel: Kernel, state: NestedState, inputs: list[Any], undo: list) -> Any:
         (tr,) = state.traces

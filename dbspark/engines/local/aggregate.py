@@ -18,18 +18,16 @@ import polars as pl
 
 from dbspark.algebra.zset import WEIGHT, ZSet, with_weight
 from dbspark.columnar.aggfold import (
-    CNT,
     G,
     accumulate,
     accumulator_schema,
-    computable,
     emit,
     key_schema,
     keys_of,
     old_new,
     results,
 )
-from dbspark.columnar.median import median_expr, median_frame
+from dbspark.columnar.median import median_frame
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
 from dbspark.trace.ordered import NegativeMultiplicityError, OrderedMultiset
@@ -52,69 +50,6 @@ def _ordered_value(func: str, ms: OrderedMultiset) -> Any:
     if func == "mode":
         return ms.mode()
     return ms.median_low(), ms.median_high(), len(ms)
-
-
-# ---- from scratch ------------------------------------------------------------------------------
-def aggregate_full(z: ZSet, spec: AggSpec) -> ZSet:
-    """The aggregate of a whole Z-set (the non-incremental `stream_aggregate`)."""
-    df = z.consolidate().df
-    keys = keys_of(spec)
-    acc = computable(accumulate(spec, [df]), accumulator_schema(spec))
-    if spec.by and acc.height and acc[CNT].min() < 0:  # type: ignore[operator]
-        raise NegativeStateError("aggregate over a Z-set with a group of negative count")
-    out = acc.select(keys).with_columns(list(results(spec, acc).values()))
-    if spec.by:
-        out = out.filter(acc[CNT] > 0)
-    df = _with_key(df, spec)
-    for c in spec.calls:
-        if c.kind == "linear":
-            continue
-        vals = _nonlinear_full(df, keys, c, spec)
-        out = (
-            out.join(vals, on=keys, how="left", nulls_equal=True)
-            if vals.height
-            else out.with_columns(pl.lit(None, result_dtype(c, spec.input_schema)).alias(c.name))
-        )
-    out = out.select([*spec.by, *[c.name for c in spec.calls]])
-    return ZSet(out.with_columns(pl.lit(1, pl.Int64).alias(WEIGHT)))
-
-
-def _nonlinear_full(df: pl.DataFrame, keys: list[str], c: AggCall, spec: AggSpec) -> pl.DataFrame:
-    t = result_dtype(c, spec.input_schema)
-    assert c.arg is not None
-    x = "__x"  # the argument under a name of its own: it may also be a GROUP BY column
-    v = (
-        df.filter(pl.col(c.arg).is_not_null())
-        .with_columns(pl.col(c.arg).alias(x))
-        .group_by([*keys, x])
-        .agg(pl.col(WEIGHT).sum())
-        .filter(pl.col(WEIGHT) != 0)
-    )
-    if (v[WEIGHT] < 0).any():
-        raise NegativeStateError(f"aggregate {c.name!r} over a Z-set with negative weights")
-    if isinstance(c.func, UserAggregate):
-        rows = []
-        for key, grp in v.group_by(keys, maintain_order=True):
-            acc = c.func.fold(grp[x].to_list(), grp[WEIGHT].to_list())
-            rows.append((*key, c.func.final(acc)))
-        return pl.DataFrame(rows, schema={**{k: df.schema[k] for k in keys}, c.name: t}, orient="row")
-    if c.func == "min":
-        e = pl.col(x).min()
-    elif c.func == "max":
-        e = pl.col(x).max()
-    elif c.func == "mode":
-        v = v.sort([*keys, WEIGHT, x], descending=[False] * len(keys) + [True, False], nulls_last=True)
-        return v.group_by(keys, maintain_order=True).agg(pl.col(x).first().cast(t).alias(c.name))
-    else:  # median over weighted values: the value at positions (n-1)//2 and n//2
-        v = v.sort([*keys, x]).with_columns(
-            pl.col(WEIGHT).cum_sum().over(keys).alias("__cum"), pl.col(WEIGHT).sum().over(keys).alias("__n")
-        )
-        lo = pl.col(x).filter(pl.col("__cum") > (pl.col("__n") - 1) // 2).first()
-        hi = pl.col(x).filter(pl.col("__cum") > pl.col("__n") // 2).first()
-        mid = v.group_by(keys).agg(lo.alias("__lo"), hi.alias("__hi"), pl.col("__n").first())
-        e = median_expr(pl.col("__lo"), pl.col("__hi"), pl.col("__n") % 2 == 1, spec.input_schema[c.arg])
-        return mid.select(*keys, e.cast(t).alias(c.name))
-    return v.group_by(keys).agg(e.cast(t).alias(c.name))
 
 
 # ---- incremental -------------------------------------------------------------------------------

@@ -311,9 +311,6 @@ class LocalKernel:
     def distinct(self, a: Value) -> ZSet:
         return self.as_zset(a).distinct()
 
-    def aggregate(self, a: Value, spec: AggSpec) -> ZSet:
-        return agg.aggregate_full(self.as_zset(a), spec)
-
     def aggregate_state(self, spec: AggSpec) -> agg.AggregateState:
         return agg.AggregateState(spec)
 

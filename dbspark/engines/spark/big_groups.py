@@ -23,8 +23,9 @@ import polars as pl
 import pyarrow as pa
 
 from dbspark.algebra.zset import WEIGHT, ZSet
-from dbspark.columnar.aggfold import CNT, accumulator_exprs, check_group_counts, emit, guard, results
+from dbspark.columnar.aggfold import CNT, accumulator_exprs, guard, mode_of, results
 from dbspark.columnar.median import median_frame
+from dbspark.columnar.ordered_fold import finish
 from dbspark.engines.spark.buckets import BucketSnap
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggSpec, result_dtype
@@ -47,6 +48,10 @@ def rankable(spec: AggSpec, data_cols: Sequence[str], keys: Sequence[str]) -> bo
     if not rest or not any(c.kind == "ordered" for c in spec.calls):
         return False
     for c in spec.calls:
+        if c.kind == "user" or (
+            c.kind == "linear" and c.arg and c.func != "count" and mode_of(spec, c) == "float"
+        ):
+            return False  # (floating sums: `ordered_fold` sums a group's rows exactly, as a multiset)
         if c.kind == "ordered":
             if c.arg != rest[0] or c.func not in ("min", "max", "median"):
                 return False
@@ -137,10 +142,7 @@ def step(
                 out[c.name] = median_frame(los.to_list(), his.to_list(), list(cnt), t, c.name).cast(rt)
             else:
                 out[c.name] = los.cast(rt).alias(c.name)
-    ro = {c.name: ro[c.name] for c in spec.calls}
-    rn = {c.name: rn[c.name] for c in spec.calls}
-    check_group_counts(spec, n)
-    return ZSet(emit(spec, o, n, ro, rn, was), True)
+    return ZSet(finish(spec, o, n, ro, rn, was), True)
 
 
 def ranked(

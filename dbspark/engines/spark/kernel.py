@@ -795,23 +795,6 @@ class SparkKernel:
             lineage=z.lineage,
         )
 
-    def aggregate(self, a: Value, spec: AggSpec) -> SparkZSet:
-        """One GROUP BY over the rows as they are (no consolidation first): in the driver for rows held
-        there, with Spark's values (`aggfold.aggregate_rows`), where the spec allows; else on Spark."""
-        z = self.as_zset(a)
-        if z.known_empty and spec.by:
-            return self.empty(spec.output_schema())
-        if _local(z):
-            from dbspark.engines.spark.aggfold import aggregate_rows
-
-            assert z.local is not None
-            out = aggregate_rows(spec, z.local.df)
-            if out is not None:
-                return SparkZSet(self.spark, spec.output_schema(), local=out, consolidated=True)
-        return self._z(
-            spec.output_schema(), agg.aggregate_full(self, z, spec), consolidated=True, lineage=z.lineage
-        )
-
     def aggregate_state(self, spec: AggSpec) -> agg.AggregateState:
         return agg.AggregateState(self, spec)
 

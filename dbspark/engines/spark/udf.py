@@ -1,7 +1,8 @@
-"""User Python code run by Spark's Python workers: flat_map callbacks and user aggregates (f, g, d, r).
+"""User Python code run by Spark's Python workers: flat_map callbacks (user aggregates fold in
+`columnar.ordered_fold`, run by `cogroup`).
 
 These are the only per-row Python on the spark engine, as on the local one; they go through Arrow
-batches (`mapInArrow`, `applyInArrow`), which Spark Connect supports too.
+batches (`mapInArrow`), which Spark Connect supports too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import pyarrow as pa
 
 from dbspark.algebra.zset import WEIGHT
 from dbspark.errors import SchemaError
-from dbspark.ir.aggregate import UserAggregate
 
 
 def flat_map_batches(
@@ -38,21 +38,3 @@ def flat_map_batches(
         df = pl.DataFrame(rows, schema=out_schema, orient="row") if rows else pl.DataFrame(schema=out_schema)
         df = df.with_columns(pl.Series(WEIGHT, ws, dtype=pl.Int64))
         yield from to_arrow(df).to_batches()
-
-
-def user_fold_entries(ua: UserAggregate, entries: list | None, t: pl.DataType) -> Any:
-    """A user aggregate's value over one group's (x, w) entries sorted by x (an x may repeat: its
-    count is the sum of its weights), as the local engine folds it, converted to the result type."""
-    xs: list[Any] = []
-    ws: list[int] = []
-    for e in entries or ():
-        x, w = e[0], e[1]
-        if xs and xs[-1] == x:
-            ws[-1] += w
-        else:
-            xs.append(x)
-            ws.append(w)
-    value = ua.final(ua.fold(xs, ws))
-    if value is None:
-        return None
-    return pl.DataFrame([(value,)], schema={"v": t}, orient="row")["v"][0]
