@@ -94,6 +94,23 @@ def key_schema(spec: AggSpec) -> pl.Schema:
     return pl.Schema([(k, spec.input_schema[k]) for k in spec.by])
 
 
+def inexact(spec: AggSpec) -> bool:
+    """Whether some accumulator is a floating sum, whose value depends on the order of its additions:
+    the trace's entries of a group are summed in whatever runs they sit in, so the group's old row
+    recomputed from them may differ in its last bits from the row emitted before. Such an aggregate
+    keeps the rows it emitted (`emitted_schema`) and retracts those."""
+    return any(
+        c.kind == "linear" and c.arg is not None and c.func != "count" and mode_of(spec, c) == "float"
+        for c in spec.calls
+    )
+
+
+def emitted_schema(spec: AggSpec) -> pl.Schema:
+    """The rows an aggregate emitted, kept by group: its output's columns (after `G` without GROUP BY)."""
+    out = spec.output_schema()
+    return out if spec.by else pl.Schema([(G, pl.Int8()), *out.items()])
+
+
 def empty_global(spec: AggSpec) -> pl.DataFrame:
     """The accumulators of an aggregate without GROUP BY over no rows: its one group, all sums 0."""
     sums = accumulator_schema(spec)
@@ -201,12 +218,27 @@ def _fits_long(s: pl.Series) -> None:
 def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
     """`cogroup` function: the output's change (the output's columns and the weight; -old, +new rows
     of the groups of `frames[0]`, the change's accumulators, whose row changed) from the trace's rows
-    at those groups `frames[1]` (not consolidated). `was`: whether a global aggregate's row exists."""
-    dacc, found = frames
+    at those groups `frames[1]` (not consolidated) and, for an `inexact` aggregate, the rows it emitted
+    at those groups `frames[2]` (`emitted_schema`, with weights). `was`: whether a global aggregate's
+    row exists."""
+    dacc, found = frames[0], frames[1]
     if dacc.height == 0:
         return pl.DataFrame(schema=pl.Schema([*spec.output_schema().items(), (WEIGHT, pl.Int64())]))
     o, n = old_new(spec, dacc, found)
-    return emit(spec, o, n, results(spec, o), results(spec, n), was)
+    if len(frames) == 2:
+        return emit(spec, o, n, results(spec, o), results(spec, n), was)
+    ro, exists = previous(spec, o, frames[2])
+    return emit(spec, o, n, ro, results(spec, n), was, old_exists=exists)
+
+
+def previous(spec: AggSpec, o: pl.DataFrame, kept: pl.DataFrame) -> tuple[dict[str, pl.Series], pl.Series]:
+    """The rows emitted before for the groups of `o` (in its order), from the entries of the kept
+    output at those groups (`emitted_schema`, with weights): each call's value, and which groups had a
+    row. An `inexact` aggregate retracts these as they were emitted, rather than recomputed."""
+    keys, names = keys_of(spec), [c.name for c in spec.calls]
+    kept = kept.group_by([*keys, *names]).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
+    old = o.select(keys).join(kept, on=keys, how="left", nulls_equal=True, maintain_order="left")
+    return {nm: old[nm] for nm in names}, old[WEIGHT].is_not_null()
 
 
 def old_new(spec: AggSpec, dacc: pl.DataFrame, found: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -345,11 +377,15 @@ def emit(
     ro: dict[str, pl.Series],
     rn: dict[str, pl.Series],
     was: bool,
+    old_exists: pl.Series | None = None,
 ) -> pl.DataFrame:
     """-old and +new rows of the groups (`o`, `n`: their keys and counts, row for row; `ro`, `rn`: the
-    calls' values), leaving out the groups whose row is unchanged."""
+    calls' values), leaving out the groups whose row is unchanged. `old_exists`: which groups had a
+    row (else: those of positive count)."""
     by = bool(spec.by)
     e_old = (o[CNT] > 0) if by else pl.Series([was] * o.height, dtype=pl.Boolean)
+    if old_exists is not None:
+        e_old = old_exists
     e_new = (n[CNT] > 0) if by else pl.Series([True] * n.height, dtype=pl.Boolean)
     same = pl.Series([True] * n.height, dtype=pl.Boolean)
     for name in ro:

@@ -13,9 +13,22 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from dbspark.columnar import ordered_fold
-from dbspark.columnar.aggfold import accumulate, accumulator_schema, fold, key_schema, keys_of, linear
+from dbspark.columnar.aggfold import (
+    G,
+    accumulate,
+    accumulator_schema,
+    emitted_schema,
+    fold,
+    inexact,
+    key_schema,
+    keys_of,
+    linear,
+)
 from dbspark.ir.aggregate import AggSpec
+from dbspark.ir.expr import Cast, col, lit
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 
 if TYPE_CHECKING:
@@ -64,11 +77,13 @@ def _whole(spec: AggSpec, frames: list[Any]) -> Any:
 
 
 class LinearState:
-    """An incremental linear aggregate's state: its accumulators by group, and whether the one row of
-    an aggregate without GROUP BY exists yet."""
+    """An incremental linear aggregate's state: its accumulators by group, whether the one row of an
+    aggregate without GROUP BY exists yet and, for floating sums, the rows it emitted (`inexact`)."""
 
     def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
-        self.trace = kernel.new_trace(key_schema(spec), keys_of(spec), accumulator_schema(spec))
+        keys = keys_of(spec)
+        self.trace = kernel.new_trace(key_schema(spec), keys, accumulator_schema(spec))
+        self.emitted = kernel.new_trace(emitted_schema(spec), keys) if inexact(spec) else None
         self.started = False
 
     def step(self, kernel: Kernel, spec: AggSpec, delta: Any, undo: list) -> Any:
@@ -78,15 +93,35 @@ class LinearState:
         was = self.started
         prev = self.trace.snapshot()
         keys = keys_of(spec)
+        on = [(k, k) for k in keys]
         dacc = kernel.cogroup(
             [delta], spec.by, partial(accumulate, spec), key_schema(spec), accumulator_schema(spec), True
         )
-        found = kernel.seek(prev, dacc, [(k, k) for k in keys], exact=True)
-        out = kernel.cogroup([dacc, found], keys, partial(fold, spec, was), spec.output_schema(), None, True)
+        parts = [dacc, kernel.seek(prev, dacc, on, exact=True)]
+        if self.emitted is not None:
+            parts.append(kernel.seek(self.emitted.snapshot(), dacc, on, exact=True))
+        out = kernel.cogroup(parts, keys, partial(fold, spec, was), spec.output_schema(), None, True)
         kernel.trace_insert(self.trace, dacc, undo)
+        if self.emitted is not None:
+            cols = [(c, col(c)) for c in spec.output_schema()]
+            kept = (
+                out
+                if spec.by
+                else kernel.map(out, [(G, Cast(lit(0), pl.Int8())), *cols], emitted_schema(spec))
+            )
+            kernel.trace_insert(self.emitted, kept, undo)
         self.started = True
         undo.append(lambda: setattr(self, "started", was))
         return out
+
+    def checkpoint(self) -> Any:
+        return (self.trace.to_state(), self.started, self.emitted.to_state() if self.emitted else None)
+
+    def restore(self, saved: Any) -> None:
+        self.trace.restore(saved[0])
+        self.started = saved[1]
+        if self.emitted is not None:
+            self.emitted.restore(saved[2])
 
 
 @dataclass(frozen=True)
@@ -116,13 +151,12 @@ class Aggregate(Operator):
 
     def checkpoint(self, kernel: Kernel, state: Any) -> Any:  # an engine's state may hold unpicklable handles
         if isinstance(state, LinearState):
-            return (state.trace.to_state(), state.started)
+            return state.checkpoint()
         return state.checkpoint() if hasattr(state, "checkpoint") else state
 
     def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
         if isinstance(state, LinearState):
-            state.trace.restore(saved[0])
-            state.started = saved[1]
+            state.restore(saved)
             return state
         if hasattr(state, "restore"):
             state.restore(saved)

@@ -22,9 +22,12 @@ from dbspark.columnar.aggfold import (
     accumulate,
     accumulator_schema,
     emit,
+    emitted_schema,
+    inexact,
     key_schema,
     keys_of,
     old_new,
+    previous,
     results,
 )
 from dbspark.columnar.median import median_frame
@@ -67,6 +70,8 @@ class AggregateState:
         self.rows = Spine(keys, with_weight(probe.schema)) if spec.needs_rows else None
         self.started = False
         self.nl = [(i, c) for i, c in enumerate(spec.calls) if c.kind != "linear"]
+        # floating sums: the rows emitted, retracted as they were (`aggfold.inexact`)
+        self.emitted = Spine(keys, with_weight(emitted_schema(spec))) if inexact(spec) else None
 
     def step(self, delta: ZSet, undo: list[Callable[[], None]]) -> ZSet:
         spec, keys = self.spec, keys_of(self.spec)
@@ -89,7 +94,15 @@ class AggregateState:
         undo.append(lambda: setattr(self, "started", was_started))
         ro = {**results(spec, old), **self._values(old_nl)}
         rn = {**results(spec, new), **self._values(new_nl)}
-        return ZSet(emit(spec, old, new, ro, rn, was_started), True)
+        if self.emitted is None:
+            return ZSet(emit(spec, old, new, ro, rn, was_started), True)
+        kept = self.emitted.snapshot().seek_frame(old.select(keys), exact=True)
+        ro, exists = previous(spec, old, kept)
+        out = emit(spec, old, new, ro, rn, was_started, old_exists=exists)
+        saved_emitted = list(self.emitted.batches)
+        undo.append(lambda: setattr(self.emitted, "batches", saved_emitted))
+        self.emitted.insert(out if spec.by else out.with_columns(pl.lit(0, pl.Int8).alias(G)))
+        return ZSet(out, True)
 
     def _values(self, nl: dict[int, list[Any]]) -> dict[str, pl.Series]:
         """The ordered and user calls' values, one per group (`_nonlinear`'s lists) as columns."""
