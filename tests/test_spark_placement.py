@@ -315,3 +315,51 @@ def test_a_recursive_view_steps_on_the_cluster(
     finally:
         sp.close()
         lo.close()
+
+
+SUMSQ = dbspark.UserAggregate("sumsq", f=lambda x: x * x, g=lambda a, b: a + b, d=lambda a, b: a - b)
+PRODMOD = dbspark.UserAggregate("prodmod", f=lambda x: x % 97, g=lambda a, b: a * b % 97, dtype="int64")
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["driver", "cluster"]),
+            st.lists(st.tuples(st.integers(0, 2), st.none() | st.integers(-5, 5)), max_size=6),
+            st.lists(st.integers(0, 50), max_size=3),
+        ),
+        min_size=2,
+        max_size=4,
+    )
+)
+def test_user_aggregates_and_mode_fold_in_spark_tasks_as_in_the_driver(
+    spark_session: Any, spark_engine: Any, placement_conf: Any, steps: list
+) -> None:
+    """User aggregates (their Python folds shipped to Spark's tasks) and MODE, each step placed in the
+    driver or on the cluster at random, equal the local engine after every step."""
+
+    def build() -> Any:
+        c = dbspark.Circuit()
+        t = c.input("t", {"g": "int64", "x": "int64"})
+        c.output("v", t.aggregate(by="g", sq=(SUMSQ, "x"), pm=(PRODMOD, "x"), mo=("mode", "x"), n="count"))
+        c.output("all", t.aggregate(pm=(PRODMOD, "x"), mo=("mode", "x")))
+        return c
+
+    sr, lr = build().run(spark_engine), build().run("local")
+    cur: list[tuple] = []
+    for mode, ins, dels in steps:
+        placement_conf.set("spark.dbspark.placement", mode)
+        gone = sorted({i % len(cur) for i in dels}) if cur else []
+        out = [cur[i] for i in gone]
+        rows, ws = ins + out, [1] * len(ins) + [-1] * len(out)
+        if rows:
+            df = pd.DataFrame(rows, columns=["g", "x"]).astype({"g": "int64", "x": "Int64"})
+            df["weight"] = ws
+            sr.push("t", spark_session.createDataFrame(df))
+            lr.push("t", rows, ws)
+        cur = [x for i, x in enumerate(cur) if i not in gone] + ins
+        sr.step()
+        lr.step()
+        for v in ("v", "all"):
+            assert sr.view(v).to_dict() == lr.view(v).to_dict(), (v, mode)
