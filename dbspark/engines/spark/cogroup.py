@@ -65,9 +65,6 @@ def cogroup_frames(
         if batches:
             rows = pl.from_arrow(pa.Table.from_batches(batches))
             assert isinstance(rows, pl.DataFrame)
-            # in one order whatever order the shuffle delivered them in: a plan computed twice (a
-            # step's output and its trace write) must fold floating sums to the same bits
-            rows = rows.sort(rows.columns, nulls_last=True)
             tag = rows[PART]
             given = [
                 rows.filter(tag == i).select([pl.col(c).cast(t) for c, t in s.items()])
