@@ -150,14 +150,9 @@ class Aggregate(Operator):
         return kernel.aggregate_step(state, inputs[0], undo)
 
     def checkpoint(self, kernel: Kernel, state: Any) -> Any:  # an engine's state may hold unpicklable handles
-        if isinstance(state, LinearState):
-            return state.checkpoint()
         return state.checkpoint() if hasattr(state, "checkpoint") else state
 
     def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
-        if isinstance(state, LinearState):
-            state.restore(saved)
-            return state
         if hasattr(state, "restore"):
             state.restore(saved)
             return state

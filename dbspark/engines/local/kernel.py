@@ -343,13 +343,17 @@ class LocalKernel:
     def seek(self, snap: Value, probe: Value, on: Sequence[tuple[str, str]], exact: bool) -> ZSet:
         """The snapshot's entries at the probe's keys (a hash seek in each batch, then an exact match)."""
         assert isinstance(snap, TraceSnapshot)
-        wrap = ZSet if snap.weight_cols == (WEIGHT,) else Accumulators  # (an aggregate's: sums, no weight)
         if len(probe) == 0 or len(snap) == 0:
-            return wrap(snap.empty_frame(), True) if wrap is ZSet else wrap(snap.empty_frame())
+            return self._found(snap, snap.empty_frame())
         keys = pick(_frame(probe), [c for c, _ in on], [k for _, k in on])
         if not exact:
             keys = drop_null_rows(keys)
-        return wrap(pick(snap.seek_frame(keys, exact=True), list(snap.schema)))
+        return self._found(snap, pick(snap.seek_frame(keys, exact=True), list(snap.schema)))
+
+    @staticmethod
+    def _found(snap: TraceSnapshot, rows: pl.DataFrame) -> ZSet:
+        """Rows sought in a trace: a Z-set's, or an aggregate's accumulators (sums, no weight)."""
+        return ZSet(rows) if snap.weight_cols == (WEIGHT,) else Accumulators(rows)
 
     def scratch(self) -> contextlib.AbstractContextManager[None]:
         """Every trace of this engine is in memory already: scratch traces are ordinary spines."""

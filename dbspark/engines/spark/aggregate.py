@@ -74,7 +74,11 @@ class AggregateState:
         pend = prev.pending_local()
         if pend is None:
             return None
-        d = delta.local.df if delta.local is not None else pl.DataFrame(schema=[*spec.input_schema, WEIGHT])
+        d = (
+            delta.local.df
+            if delta.local is not None
+            else pl.DataFrame(schema={**spec.input_schema, WEIGHT: pl.Int64()})
+        )
         if not spec.by:
             d = d.with_columns(pl.lit(0, pl.Int8).alias(G))
         d = d.select(*self.trace.schema, WEIGHT)

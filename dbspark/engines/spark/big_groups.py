@@ -1,6 +1,6 @@
 """MIN / MAX / MEDIAN of groups too large to read, stepped in the driver by ranking their sorted runs.
 
-`aggfold.ordered_step` reads a changed group's rows and computes its values in vectorized passes: a
+`columnar.ordered_fold.ordered_step` reads a changed group's rows and computes its values in vectorized passes: a
 step costs O(group). For a group of at least `BIG` entries in the input's integral, this module reads
 no rows: the group is a few zero-copy slices of the memory-mapped runs, sorted by the aggregated column
 (`trace.ranks.group_slices`), and MIN, MAX and the two middle values of MEDIAN are order statistics
