@@ -665,6 +665,38 @@ def test_errors_only_where_evaluated(engine: Any) -> None:
     check_against_duckdb(exprs, rows + [(5, 2**40, 1, 1, None, None, None, "x", None, None, None)], engine)
 
 
+# an operand that raises, beside an operand that is NULL (in either position): DuckDB evaluates every
+# operand of a function or operator, so the NULL does not hide the error (found by the random
+# expressions: replace(CAST(CAST('' AS TIMESTAMP) AS VARCHAR), 'a', NULL) was NULL on both engines)
+_BAD = Cast(Cast(t, pl.Datetime("us")), pl.String())
+NULL_BESIDE_ERROR = [
+    func("replace", _BAD, lit("a"), s),
+    func("replace", s, lit("a"), _BAD),
+    func("left", _BAD, i),
+    func("right", _BAD, i),
+    func("left", s, Cast(t, pl.Int64())),
+    func("substring", _BAD, lit(1), i),
+    func("substring", s, lit(1), Cast(t, pl.Int64())),
+    Cast(t, pl.Int64()) + i,
+    i + Cast(t, pl.Int64()),
+    Cast(t, pl.Int64()).eq(i),
+    i.eq(Cast(t, pl.Int64())),
+    func("concat_op", _BAD, s),
+    func("concat_op", s, _BAD),
+]
+
+
+@pytest.mark.parametrize("k", range(len(NULL_BESIDE_ERROR)))
+def test_an_operand_raises_though_another_is_null_as_in_duckdb(engine: Any, k: int) -> None:
+    e = NULL_BESIDE_ERROR[k]
+    # row 1: t = 'x' (no TIMESTAMP, no BIGINT), s and i NULL; row 0 all NULL
+    rows = [(0, *[None] * 10), (1, None, None, None, None, None, None, None, "x", None, None)]
+    with pytest.raises(duckdb.Error):
+        run_duckdb([e], rows)
+    with pytest.raises(DataError):
+        run_dbspark([e], rows, engine)
+
+
 def test_overflow_in_a_filter_is_a_data_error(engine: Any) -> None:
     c = dbspark.Circuit()
     tt = c.input("t", SCHEMA, kind="bag")

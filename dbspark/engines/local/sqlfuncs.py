@@ -230,13 +230,18 @@ def _concat_op(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
 
 @_impl("replace")
 def _replace(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
-    s, _, to = _args(comp, e, g)
     frm = _lit(e, 1)
     if frm is None:
         return pl.lit(None, dtype=pl.String)
     assert isinstance(frm, str)
-    out = s if frm == "" else s.str.replace_all(frm, to.fill_null(""), literal=True)
-    return pl.when(to.is_null()).then(None).otherwise(out)
+
+    def build(x: list[pl.Expr]) -> tuple[pl.Expr, None]:
+        s, _, to = x
+        out = s if frm == "" else s.str.replace_all(frm, to.fill_null(""), literal=True)
+        return pl.when(to.is_null()).then(None).otherwise(out), None
+
+    # (on materialized operands: a NULL `to` must not skip evaluating `s`, whose errors DuckDB raises)
+    return checked(_args(comp, e, g), build, pl.String())
 
 
 @_impl("strpos")

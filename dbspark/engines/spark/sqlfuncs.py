@@ -215,7 +215,10 @@ def _replace(comp: SparkCompiler, e: Func) -> Any:
     if frm is None:
         return F.lit(None).cast("string")
     out = s if frm == "" else F.replace(s, F.lit(frm), to)
-    return F.when(to.isNull(), None).otherwise(out)
+    # NULL where `to` is, `s` evaluated on every row all the same (DuckDB raises its errors): GREATEST
+    # evaluates all of its operands, where CASE WHEN `to` IS NULL would skip `s`
+    either = F.greatest(s.isNull().cast("int"), to.isNull().cast("int")) == 1
+    return F.when(either, None).otherwise(out)
 
 
 @_impl("strpos")
