@@ -25,7 +25,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from dbspark.trace.spine import consolidate_frame
+from dbspark.algebra.consolidate import consolidate_frame
 
 HASH = "__h"
 CACHE_SIZE = 4096  # opened files per process (memory-mapped: pages, not copies)

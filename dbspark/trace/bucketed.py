@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from dbspark.algebra.consolidate import consolidate_frame, sorted_unique
 from dbspark.algebra.keyhash import bucket_of, stable_hash
 from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.plans import drop_null_rows, pick
@@ -50,7 +51,6 @@ from dbspark.trace.bucket_files import (
     with_hash,
     write_run,
 )
-from dbspark.trace.spine import consolidate_frame, sorted_unique
 
 GROWTH = 4
 SHARED_ROWS = 65_536

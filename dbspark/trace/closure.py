@@ -42,7 +42,8 @@ import polars as pl
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
-from dbspark.algebra.zset import WEIGHT, ZSet, weight_sum_checked
+from dbspark.algebra.consolidate import weight_sum_checked
+from dbspark.algebra.zset import WEIGHT, ZSet
 
 NULL_OUT, NULL_IN = 0, 1  # node ids of a NULL source and a NULL destination
 _ID, _VAL = "__id", "__v"

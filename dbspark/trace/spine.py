@@ -22,61 +22,13 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, weight_sum_checked
+from dbspark.algebra.consolidate import WEIGHT, consolidate_frame, key_hash, sorted_unique, take
+from dbspark.algebra.zset import IndexedZSet, ZSet
 from dbspark.columnar.plans import pick
 
 MERGE_FACTOR = 2
 SMALL = 16_384  # a trace of at most this many entries is one batch, consolidated again on each insert
 HASH = "__h"
-SEED = 0x5EED
-
-
-def key_hash(df: pl.DataFrame, keys: Sequence[str]) -> np.ndarray:
-    """A uint64 hash of the key columns of each row, independent of the columns' names.
-
-    Stable within a process (checkpoints store rows, not hashes). Equal values of different dtypes
-    hash differently: callers cast probe keys to the trace's key types first."""
-    if not keys:
-        return np.zeros(df.height, dtype=np.uint64)
-    h = df[keys[0]].hash(seed=SEED).to_numpy()
-    for k in keys[1:]:
-        h = (h * np.uint64(0x9E3779B97F4A7C15)) ^ df[k].hash(seed=SEED).to_numpy()
-    return h
-
-
-def sorted_unique(a: np.ndarray) -> np.ndarray:
-    """np.unique by sorting (NumPy 2's hash-based unique is several times slower on uint64)."""
-    a = np.sort(a)
-    if len(a) > 1:
-        a = a[np.concatenate(([True], a[1:] != a[:-1]))]
-    return a
-
-
-def nonzero(weight_cols: Sequence[str]) -> pl.Expr:
-    """A row is zero only when every weight column is (a group can lose rows yet keep a sum change)."""
-    e = pl.col(weight_cols[0]) != 0
-    for c in weight_cols[1:]:
-        e = e | (pl.col(c) != 0)
-    return e
-
-
-def consolidate_frame(df: pl.DataFrame, weight_cols: Sequence[str]) -> pl.DataFrame:
-    """Group by every non-weight column, sum the weight columns, drop rows whose weights are all 0."""
-    data_cols = [c for c in df.columns if c not in weight_cols]
-    if df.height == 0:
-        return df
-    if WEIGHT in weight_cols and data_cols:
-        return (
-            weight_sum_checked(df, data_cols, [c for c in weight_cols if c != WEIGHT])
-            .filter(nonzero(weight_cols))
-            .select(df.columns)
-        )
-    if not data_cols:
-        out = df.select([pl.col(c).sum() for c in weight_cols])
-    else:
-        out = df.group_by(data_cols).agg([pl.col(c).sum() for c in weight_cols])
-    out = out.filter(nonzero(weight_cols))
-    return out.select(df.columns)
 
 
 _SCAN = 16  # a probe whose directory bucket holds more rows is found by binary search instead
@@ -98,7 +50,7 @@ class Batch:
         h = key_hash(df, keys)
         order = np.argsort(h)  # equal hashes in any order
         self.hashes = h[order]
-        self.df = df[order] if df.height else df
+        self.df = take(df, order) if df.height else df
 
     def __len__(self) -> int:
         return self.df.height
@@ -119,7 +71,7 @@ class Batch:
         if self.df.height == 0 or len(probe) == 0:
             return self.df.clear()
         pos = self.positions(probe)
-        return self.df[pos] if len(pos) else self.df.clear()
+        return take(self.df, pos) if len(pos) else self.df.clear()
 
     def positions(self, probe: np.ndarray) -> np.ndarray:
         """The row positions whose key hash is in `probe` (sorted, unique uint64)."""
@@ -175,16 +127,16 @@ def merge_batches(a: Batch, b: Batch, keys: Sequence[str], weight_cols: Sequence
     if len(common) == 0:
         h = np.concatenate([ha, hb])
         order = np.argsort(h, kind="stable")
-        return Batch(both[order], keys, h[order])
+        return Batch(take(both, order), keys, h[order])
     common = common[np.concatenate(([True], common[1:] != common[:-1]))] if len(common) > 1 else common
     cand = np.concatenate([_runs_in(ha, common), _runs_in(hb, common)])
-    cons = consolidate_frame(both[np.flatnonzero(cand)], weight_cols)
+    cons = consolidate_frame(take(both, np.flatnonzero(cand)), weight_cols)
     hc = key_hash(cons, keys)
     rest = np.flatnonzero(~cand)
     h = np.concatenate([np.concatenate([ha, hb])[rest], hc])
     order = np.argsort(h, kind="stable")  # two sorted runs and the consolidated rows
     src = np.concatenate([rest, np.arange(len(both), len(both) + cons.height)])[order]
-    return Batch(pl.concat([both, cons], how="vertical", rechunk=False)[src], keys, h[order])
+    return Batch(take(pl.concat([both, cons], how="vertical", rechunk=False), src), keys, h[order])
 
 
 class TraceSnapshot:
@@ -291,7 +243,7 @@ class Spine:
         """Add a change (a frame with this trace's columns) to the integral."""
         if df.height == 0:
             return
-        df = df.select(list(self.schema))
+        df = pick(df, list(self.schema))
         if not consolidated:
             df = consolidate_frame(df, self.weight_cols)
         if df.height == 0:
@@ -299,7 +251,7 @@ class Spine:
         bs = self.batches
         if len(bs) == 1 and len(bs[0]) + df.height <= SMALL:  # a small trace stays one batch, rebuilt
             both = pl.concat([bs[0].df, df], how="vertical")
-            self.batches = [Batch(consolidate_frame(both, self.weight_cols), self.keys)]
+            self.batches = [Batch(consolidate_frame(both, self.weight_cols, few_repeats=False), self.keys)]
             return
         bs.append(Batch(df, self.keys))
         self._merge()

@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from dbspark.algebra.consolidate import nonzero
 from dbspark.algebra.zset import WEIGHT, ZSet, with_weight
 from dbspark.columnar.aggfold import (
     G,
@@ -34,7 +35,7 @@ from dbspark.columnar.median import median_frame
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggCall, AggSpec, UserAggregate, result_dtype
 from dbspark.trace.ordered import NegativeMultiplicityError, OrderedMultiset
-from dbspark.trace.spine import Spine, nonzero
+from dbspark.trace.spine import Spine
 
 
 def _with_key(df: pl.DataFrame, spec: AggSpec) -> pl.DataFrame:

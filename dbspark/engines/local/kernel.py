@@ -14,8 +14,9 @@ from typing import Any
 
 import polars as pl
 
+from dbspark.algebra.consolidate import max_abs, nonzero
 from dbspark.algebra.weights import checked_mul
-from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, max_abs, with_weight
+from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
 from dbspark.columnar.aggfold import Accumulators
 from dbspark.columnar.plans import collect, drop_null_rows, pick
 from dbspark.columnar.rows import input_frame
@@ -27,7 +28,7 @@ from dbspark.errors import SchemaError, WeightError
 from dbspark.ir import functions as fn
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Binary, Case, Col, Expr, Func, Lit
-from dbspark.trace.spine import Spine, TraceSnapshot, nonzero
+from dbspark.trace.spine import Spine, TraceSnapshot
 
 Value = ZSet | TraceSnapshot
 _WR = "__w_r"

@@ -1,0 +1,108 @@
+"""Consolidation (`algebra/consolidate.py`) against a plain Polars group-by, on generated frames.
+
+The fast paths (rows hashed first; equal integer rows summed in hash order by NumPy) must give exactly
+the group-by's rows and weights: with repeats and without, NULLs, -0.0 and NaN, strings, dates, large
+weights, several weight columns, and hashes forced to collide (a weak hash stands in for `key_hash`,
+so that different rows share a hash and the exact fallbacks run)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dbspark.algebra import consolidate as cons
+from dbspark.algebra.consolidate import WEIGHT, consolidate_frame
+from dbspark.errors import WeightError
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+_COLUMNS = {
+    "i": (pl.Int64, st.one_of(st.none(), st.integers(-3, 3))),
+    "u": (pl.UInt8, st.integers(0, 3)),
+    "f": (pl.Float64, st.sampled_from([0.0, -0.0, float("nan"), 1.5, None])),
+    "s": (pl.String, st.sampled_from(["", "a", "b", None])),
+    "d": (pl.Date, st.sampled_from([dt.date(2020, 1, 1), dt.date(1969, 12, 31)])),
+    "b": (pl.Boolean, st.booleans()),
+    "m": (pl.Decimal(38, 2), st.sampled_from([None, 1, 2])),
+}
+
+
+def _norm(v: object) -> object:
+    if isinstance(v, float):
+        return "nan" if v != v else v + 0.0  # -0.0 + 0.0 is 0.0
+    return v
+
+
+def _as_dict(df: pl.DataFrame, weight_cols: list[str], exact: bool = True) -> dict:
+    """{row: weight sums}, summed in Python (exact); `exact` asserts every row is there once."""
+    data = [c for c in df.columns if c not in weight_cols]
+    out: dict = {}
+    for row in df.iter_rows(named=True):
+        key = tuple(_norm(row[c]) for c in data)
+        assert not exact or key not in out, f"a row left twice: {key}"
+        assert not exact or any(row[c] for c in weight_cols), f"a row of weight 0 left: {key}"
+        old = out.get(key, (0,) * len(weight_cols))
+        out[key] = tuple(o + row[c] for o, c in zip(old, weight_cols, strict=True))
+    return {k: v for k, v in out.items() if any(v)}
+
+
+@st.composite
+def frames(draw: st.DrawFn) -> tuple[pl.DataFrame, list[str]]:
+    names = draw(st.lists(st.sampled_from(sorted(_COLUMNS)), min_size=1, max_size=3, unique=True))
+    n = draw(st.integers(0, 40))
+    cols = {c: draw(st.lists(_COLUMNS[c][1], min_size=n, max_size=n)) for c in names}
+    big = draw(st.booleans())
+    weights = st.integers(-(2**61), 2**61) if big else st.integers(-2, 2)
+    cols[WEIGHT] = draw(st.lists(weights, min_size=n, max_size=n))
+    schema = {c: _COLUMNS[c][0] for c in names} | {WEIGHT: pl.Int64}
+    weight_cols = [WEIGHT]
+    if draw(st.booleans()):  # a second summed column (an accumulator trace's shape)
+        cols["__c"] = draw(st.lists(st.integers(-2, 2), min_size=n, max_size=n))
+        schema["__c"] = pl.Int64
+        weight_cols.append("__c")
+    return pl.DataFrame(cols, schema=schema), weight_cols
+
+
+def _check(df: pl.DataFrame, weight_cols: list[str], few_repeats: bool = True) -> None:
+    want = _as_dict(df, weight_cols, exact=False)
+    if any(not -(2**63) <= w[0] < 2**63 for w in want.values()):
+        with pytest.raises(WeightError):
+            consolidate_frame(df, weight_cols, few_repeats)
+        return
+    got = consolidate_frame(df, weight_cols, few_repeats)
+    assert got.columns == df.columns and got.schema == df.schema
+    assert _as_dict(got, weight_cols) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(frames(), st.booleans())
+def test_consolidation_equals_a_group_by(frame: tuple[pl.DataFrame, list[str]], few: bool) -> None:
+    df, weight_cols = frame
+    _check(df, weight_cols, few)
+
+
+@settings(max_examples=200, deadline=None)
+@given(frames())
+def test_consolidation_with_colliding_hashes(frame: tuple[pl.DataFrame, list[str]]) -> None:
+    """Every row hashes into 3 values: different rows share hashes, interleaved in hash order."""
+    df, weight_cols = frame
+    real = cons.key_hash
+    mp = pytest.MonkeyPatch()
+    mp.setattr(cons, "key_hash", lambda d, k: real(d, k) % np.uint64(3))
+    try:
+        _check(df, weight_cols)
+    finally:
+        mp.undo()
+
+
+def test_a_row_cancelled_and_an_overflow() -> None:
+    df = pl.DataFrame({"k": [1, 1, 2, 3], WEIGHT: [1, -1, 5, 2**62]})
+    assert consolidate_frame(df).sort("k").rows() == [(2, 5), (3, 2**62)]
+    over = pl.DataFrame({"k": [1, 1], WEIGHT: [2**62, 2**62]})
+    with pytest.raises(WeightError):
+        consolidate_frame(over)
