@@ -137,12 +137,13 @@ def consolidate_frame(
 
     The result has `df`'s columns in their order; its rows are in no particular order. A caller that
     expects most rows to repeat (a state concatenated with its change) says `few_repeats=False`: the
-    rows are grouped whole, without hashing them first."""
+    rows are then grouped whole, without hashing them first, unless NumPy sums them (`_summed_runs`,
+    faster than a group-by however many rows repeat)."""
     if df.height == 0:
         return df
     data_cols = [c for c in df.columns if c not in weight_cols]
     if (
-        few_repeats
+        (few_repeats or _summable(df, data_cols, weight_cols))
         and df.height > 1
         and data_cols
         and all(isinstance(df.schema[c], _HASHED) for c in data_cols)
@@ -179,9 +180,7 @@ def _summed_runs(
     """The consolidated frame by NumPy, for integer-like data columns without NULLs and an int64
     weight (None otherwise): in hash order (`order`, the sorted hashes `s`, `dup`: s[i + 1] == s[i]),
     equal rows are adjacent unless two different rows share a hash, which is checked (None then)."""
-    if list(weight_cols) != [WEIGHT] or df.schema[WEIGHT] != pl.Int64:
-        return None
-    if not all(isinstance(df.schema[c], _PHYSICAL_INT) and df[c].null_count() == 0 for c in data_cols):
+    if not _summable(df, data_cols, weight_cols):
         return None
     w = df[WEIGHT].to_numpy()
     if max_abs(df[WEIGHT]) * df.height >= _OVERFLOW:
@@ -198,6 +197,13 @@ def _summed_runs(
     keep = sums != 0
     out = take(df, order[starts[keep]])
     return out.with_columns(pl.Series(WEIGHT, sums[keep], dtype=pl.Int64))
+
+
+def _summable(df: pl.DataFrame, data_cols: list[str], weight_cols: Sequence[str]) -> bool:
+    """Whether `_summed_runs` applies: an int64 weight alone, integer-like data columns without NULLs."""
+    if list(weight_cols) != [WEIGHT] or df.schema[WEIGHT] != pl.Int64:
+        return False
+    return all(isinstance(df.schema[c], _PHYSICAL_INT) and df[c].null_count() == 0 for c in data_cols)
 
 
 def _grouped(df: pl.DataFrame, data_cols: list[str], weight_cols: Sequence[str]) -> pl.DataFrame:

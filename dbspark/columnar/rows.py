@@ -247,7 +247,7 @@ def split_weight_column(rows: Any, schema: Any = (), name: str = "weight") -> tu
     if name in schema:
         return rows, None
     if isinstance(rows, pl.DataFrame) and name in rows.columns:
-        return rows.drop(name), rows[name].to_numpy()
+        return rows[[c for c in rows.columns if c != name]], rows[name].to_numpy()  # (no query)
     if _is_pandas(rows) and name in rows.columns:
         return rows.drop(columns=[name]), rows[name].to_numpy()
     if _is_arrow(rows) and name in getattr(rows, "column_names", ()):

@@ -60,7 +60,7 @@ class Batch:
         if self._dir is None:
             bits = max(1, (len(self.hashes) - 1).bit_length())
             shift = np.uint64(64 - bits)
-            counts = np.bincount((self.hashes >> shift).astype(np.intp), minlength=1 << bits)
+            counts = np.bincount((self.hashes >> shift).view(np.intp), minlength=1 << bits)
             starts = np.zeros(len(counts) + 1, dtype=np.intp)
             np.cumsum(counts, out=starts[1:])
             self._dir = (starts, shift)
@@ -77,7 +77,7 @@ class Batch:
         """The row positions whose key hash is in `probe` (sorted, unique uint64)."""
         h = self.hashes
         starts, shift = self._directory()
-        top = (probe >> shift).astype(np.intp)
+        top = (probe >> shift).view(np.intp)
         lo, n = starts[top], starts[top + 1] - starts[top]
         scan = n <= _SCAN
         if not scan.all():  # a crowded bucket (a key with many rows): binary search

@@ -274,20 +274,19 @@ class LocalKernel:
         if isinstance(b, TraceSnapshot):
             assert isinstance(a, ZSet)
             left = drop_null_rows(a.df, lk)
-            probe = left.select([pl.col(k).alias(r) for k, r in zip(lk, rk, strict=True)])
-            right = b.seek_frame(probe, exact=False)
+            right = b.seek_frame(pick(left, lk, rk), exact=False)
         elif isinstance(a, TraceSnapshot):
             right = drop_null_rows(b.df, rk)
-            probe = right.select([pl.col(r).alias(k) for k, r in zip(lk, rk, strict=True)])
-            left = a.seek_frame(probe, exact=False)
+            left = a.seek_frame(pick(right, rk, lk), exact=False)
         else:
             left, right = a.df, b.df
         if left.height == 0 or right.height == 0:
             return self._empty_join(left.schema, right.schema, right_out)
-        rsel = [pl.col(r).alias(f"__k{i}") for i, r in enumerate(rk)]
-        rsel += [pl.col(src).alias(dst) for src, dst in right_out]
-        rsel.append(pl.col(WEIGHT).alias(_WR))
-        r = right.select(rsel)
+        r = pick(  # (a column taken twice, a key also in the output, makes `pick` a query)
+            right,
+            [*rk, *(src for src, _ in right_out), WEIGHT],
+            [*(f"__k{i}" for i in range(len(rk))), *(dst for _, dst in right_out), _WR],
+        )
         j = left.join(r, left_on=lk, right_on=[f"__k{i}" for i in range(len(rk))], how="inner", coalesce=True)
         return self._weigh(j, left, right_out)
 
@@ -301,7 +300,7 @@ class LocalKernel:
     def _weigh(self, j: pl.DataFrame, left: pl.DataFrame, right_out: Sequence[tuple[str, str]]) -> ZSet:
         w = checked_mul(j[WEIGHT].to_numpy(), j[_WR].to_numpy())
         data = [c for c in left.columns if c != WEIGHT] + [d for _, d in right_out]
-        return ZSet(j.select(data).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)))
+        return ZSet(j[data].hstack([pl.Series(WEIGHT, w, dtype=pl.Int64)]))
 
     def _empty_join(self, left: pl.Schema, right: pl.Schema, right_out: Sequence[tuple[str, str]]) -> ZSet:
         schema = [(c, t) for c, t in left.items() if c != WEIGHT]
