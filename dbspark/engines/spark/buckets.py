@@ -96,7 +96,7 @@ class BucketSnap:
             return pl.DataFrame(schema=pl.Schema([*self.schema.items(), *self.sums.items()]))
         if len(frames) == 1 and frames[0].columns == cols:
             return frames[0]
-        return pl.concat([f.select(cols) for f in frames], how="vertical")
+        return pl.concat([pick(f, cols) for f in frames], how="vertical")
 
     def seek_local(self, probe: pl.DataFrame, exact: bool) -> pl.DataFrame | None:
         """The rows (with weights, not consolidated across parts) whose key is one of the probe's, in the
@@ -109,17 +109,13 @@ class BucketSnap:
             parts.append(self.layout.seek(self.files, probe, exact, consolidate=False))
         if pend.height:
             keys = list(self.keys)
-            pk = probe.select(keys)
+            pk = pick(probe, keys)
             if not exact:
                 pk = drop_null_rows(pk)
-            parts.append(
-                pend.join(
-                    pk.unique().cast({k: t for k, t in pend.schema.items() if k in keys}, strict=False),
-                    on=keys,
-                    how="semi",
-                    nulls_equal=exact,
-                )
-            )
+            have, want = pk.schema, pend.schema
+            if any(have[k] != want[k] for k in keys):  # (a semi-join needs no unique probe)
+                pk = pk.cast({k: want[k] for k in keys}, strict=False)
+            parts.append(pend.join(pk, on=keys, how="semi", nulls_equal=exact))
         cols = [*self.schema, *self.sums]
         if not parts:
             return pend.clear()
