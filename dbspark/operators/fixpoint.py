@@ -144,11 +144,15 @@ class Iteration:
         stored = advance_delays(self.order, self.inner, self.states, values, undo, k.consolidate)
         # the feedback placed for the next iteration (on Spark one read for all of it, which also
         # tells whether it is empty)
-        delays = [self.states[nid] for nid in self.order if isinstance(self.inner.nodes[nid].op, Delay)]
-        for st, v in zip(delays, k.place(stored, loop=True), strict=True):
-            st.value = v
-        self.feedback_empty = all(k.is_empty(st.value) for st in delays)
-        return {name: values[nid] for name, nid in self.inner.outputs.items()}
+        fed = [nid for nid in self.order if isinstance(self.inner.nodes[nid].op, Delay)]
+        placed: dict[int, Any] = {}  # a delay's input node -> its value as placed
+        for nid, v in zip(fed, k.place(stored, loop=True), strict=True):
+            self.states[nid].value = v
+            placed[self.inner.nodes[nid].inputs[0]] = v
+        self.feedback_empty = all(k.is_empty(self.states[nid].value) for nid in fed)
+        # a result that is also fed back is read as placed: on Spark it was computed once, and the
+        # scope's sum of its iterations then reads that instead of computing its plan again
+        return {name: placed.get(nid, values[nid]) for name, nid in self.inner.outputs.items()}
 
     def nested_states(self) -> list[NestedState]:
         return [s for s in self.states.values() if isinstance(s, NestedState)]

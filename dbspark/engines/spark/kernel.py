@@ -248,6 +248,7 @@ class SparkKernel:
                     if mine.filter(pl.col("bucket") == -1).height:
                         r = self.read(path, z.schema)
                         z._df, z.path, z.files, z.consolidated = r._df, r.path, r.files, True
+                        z._cut, z.lineage = None, 1  # (a read of files: no plan to cut)
                     else:
                         z._df, z.local = None, ZSet.empty(z.schema)
                     del self._outputs[i]
@@ -284,15 +285,13 @@ class SparkKernel:
         lineage: int = 1,
     ) -> SparkZSet:
         """A value over the frame `df`, whose plan holds `lineage` copies of its leaves. Past
-        `max_lineage` the frame is computed here and its plan starts over: Spark plans are trees, so
+        `max_lineage` the frame is computed, and its plan starts over, when a later plan first reads it
+        (`SparkZSet.frame`; a value no plan reads, such as a scope's feedback that its placement
+        computes anyway, is not computed twice): Spark plans are trees, so
         each join or H of a change against the state sought at its keys doubles the plan of the change
         downstream, and the 22 TPC-H views' plans outgrew the driver's memory (a 4 GiB heap spent
         printing one plan)."""
-        if df is not None and lineage > self.max_lineage:
-            df = self.computed(df)
-            self.cuts += 1
-            lineage = 1
-        return SparkZSet(
+        z = SparkZSet(
             self.spark,
             schema,
             df,
@@ -300,6 +299,13 @@ class SparkKernel:
             consolidated=consolidated,
             lineage=lineage,
         )
+        if df is not None and lineage > self.max_lineage:
+            z._cut = self._cut  # (when a later plan first reads it: `SparkZSet.frame`)
+        return z
+
+    def _cut(self, df: Any) -> Any:
+        self.cuts += 1
+        return self.computed(df)
 
     def computed(self, df: Any) -> Any:
         """`df` computed on the cluster once (a local checkpoint: one job), its plan starting over."""
@@ -505,7 +511,8 @@ class SparkKernel:
 
     def index(self, a: Value, keys: Sequence[str]) -> SparkZSet:
         z = self.as_zset(a)
-        return SparkZSet(self.spark, z.schema, z._df, z.local, tuple(keys), z.consolidated, lineage=z.lineage)
+        df = z.frame if z._df is not None else None  # (cut first if it is due: one cut for both values)
+        return SparkZSet(self.spark, z.schema, df, z.local, tuple(keys), z.consolidated, lineage=z.lineage)
 
     # ---- keys and selections ------------------------------------------------------------------
     def support(self, a: Value, cols: Sequence[str]) -> SparkZSet:

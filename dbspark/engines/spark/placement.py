@@ -133,6 +133,12 @@ def _computed(kernel: SparkKernel, b: SparkZSet) -> SparkZSet:
     """`b` computed on the cluster once (a local checkpoint: one job), its plan starting over."""
     from dbspark.engines.spark.values import SparkZSet
 
+    due = b._cut is not None  # a plan past its limit is computed by its cut (one job, not two)
+    frame = b.frame
     return SparkZSet(
-        kernel.spark, b.schema, kernel.computed(b.frame), keys=b.keys, consolidated=b.consolidated
+        kernel.spark,
+        b.schema,
+        frame if due else kernel.computed(frame),
+        keys=b.keys,
+        consolidated=b.consolidated,
     )

@@ -30,6 +30,7 @@ class SparkZSet:
         "reader",
         "lineage",
         "unordered",
+        "_cut",
     )
 
     def __init__(
@@ -59,6 +60,10 @@ class SparkZSet:
         # Spark's plans are trees, so an operator that uses its input twice (a join's change against the
         # state sought at its keys) doubles it; the kernel cuts a plan past a limit (`SparkKernel._z`)
         self.lineage = lineage
+        # the kernel's cut (a frame -> the frame computed, its plan starting over) of a plan past its
+        # limit, made when the plan is first read (`frame`), not when it is made: a value read by no
+        # later plan (a scope's feedback, computed by its placement anyway) is then computed once
+        self._cut: Any = None
         # rows read from a pushed Spark DataFrame into the driver: their order in `local` is not the
         # user's (a DataFrame has none), so a keyed table orders them as it orders the frame's
         self.unordered = False
@@ -70,7 +75,11 @@ class SparkZSet:
 
     @property
     def frame(self) -> Any:
-        """The Spark DataFrame (created from the local rows on first use)."""
+        """The Spark DataFrame (created from the local rows on first use; a plan past the kernel's limit
+        computed first, `_cut`)."""
+        if self._cut is not None and self._df is not None:
+            cut, self._cut = self._cut, None
+            self._df, self.lineage = cut(self._df), 1
         if self._df is None:
             from dbspark.engines.spark.convert import to_spark
 
