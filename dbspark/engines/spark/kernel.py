@@ -311,6 +311,25 @@ class SparkKernel:
         """`df` computed on the cluster once (a local checkpoint: one job), its plan starting over."""
         return self.act(lambda: df.localCheckpoint(eager=True))
 
+    def computed_counted(self, df: Any) -> tuple[Any, int | None]:
+        """`computed(df)` and its number of rows, observed by the same job (a Spark `Observation`);
+        None for the count on Spark Connect (whether a checkpoint there reports observed metrics is
+        not established, and reading them waits for them) or where the session cannot observe."""
+        from pyspark.sql import Observation
+
+        if type(df).__module__.startswith("pyspark.sql.connect"):
+            return self.computed(df), None
+        try:
+            seen = Observation("dbspark_rows")
+            observed = df.observe(seen, F().count(F().lit(1)).alias("rows"))
+        except Exception:  # (a session without observations)
+            return self.computed(df), None
+        out = self.computed(observed)
+        try:
+            return out, int(seen.get["rows"])
+        except Exception:
+            return out, None
+
     def empty(self, schema: pl.Schema, keys: Sequence[str] | None = None) -> SparkZSet:
         return self._z(
             pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT]), keys=keys, consolidated=True
@@ -411,6 +430,8 @@ class SparkKernel:
         if a._df is None and a.local is not None:
             return a.local.consolidate().df.height == 0
         z = self.consolidate(a)
+        if z.rows is not None:  # counted where it was computed (a scope's feedback, `place`)
+            return z.rows == 0
         return bool(self.act(lambda: z.frame.isEmpty()))
 
     def hold(self, a: Any) -> Any:

@@ -130,15 +130,15 @@ def place(kernel: SparkKernel, batches: Sequence[SparkZSet], loop: bool = False)
 
 
 def _computed(kernel: SparkKernel, b: SparkZSet) -> SparkZSet:
-    """`b` computed on the cluster once (a local checkpoint: one job), its plan starting over."""
+    """`b` computed on the cluster once (a local checkpoint: one job), its plan starting over, and its
+    rows counted by the same job (so that the scope's emptiness check of its feedback runs none)."""
     from dbspark.engines.spark.values import SparkZSet
 
-    due = b._cut is not None  # a plan past its limit is computed by its cut (one job, not two)
-    frame = b.frame
-    return SparkZSet(
-        kernel.spark,
-        b.schema,
-        frame if due else kernel.computed(frame),
-        keys=b.keys,
-        consolidated=b.consolidated,
-    )
+    if b._cut is not None:  # a cut due on its plan is this computation (one job, not two)
+        b.lineage = 1
+        kernel.cuts += 1
+    frame, rows = kernel.computed_counted(b._df)
+    b._df, b._cut = frame, None  # (a reader of `b` reads the computed frame too)
+    out = SparkZSet(kernel.spark, b.schema, frame, keys=b.keys, consolidated=b.consolidated)
+    out.rows = rows if b.consolidated else None
+    return out

@@ -31,6 +31,7 @@ class SparkZSet:
         "lineage",
         "unordered",
         "_cut",
+        "rows",
     )
 
     def __init__(
@@ -64,6 +65,8 @@ class SparkZSet:
         # limit, made when the plan is first read (`frame`), not when it is made: a value read by no
         # later plan (a scope's feedback, computed by its placement anyway) is then computed once
         self._cut: Any = None
+        # the number of rows of a consolidated frame, where the job that computed it counted them
+        self.rows: int | None = None
         # rows read from a pushed Spark DataFrame into the driver: their order in `local` is not the
         # user's (a DataFrame has none), so a keyed table orders them as it orders the frame's
         self.unordered = False
