@@ -19,8 +19,6 @@ from dbspark.algebra import consolidate as cons
 from dbspark.algebra.consolidate import WEIGHT, consolidate_frame
 from dbspark.errors import WeightError
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
 _COLUMNS = {
     "i": (pl.Int64, st.one_of(st.none(), st.integers(-3, 3))),
     "u": (pl.UInt8, st.integers(0, 3)),

@@ -24,29 +24,6 @@ from dbspark.errors import WeightError
 WEIGHT = "__w"
 SEED = 0x5EED
 _OVERFLOW = 9.2e18
-_HASHED = (  # column types whose Polars hash is equal exactly for the values a group-by takes as equal
-    pl.Int8,
-    pl.Int16,
-    pl.Int32,
-    pl.Int64,
-    pl.UInt8,
-    pl.UInt16,
-    pl.UInt32,
-    pl.UInt64,
-    pl.Boolean,
-    pl.Float32,
-    pl.Float64,
-    pl.String,
-    pl.Binary,
-    pl.Date,
-    pl.Datetime,
-    pl.Duration,
-    pl.Time,
-    pl.Decimal,
-    pl.Null,
-)
-
-
 _PHYSICAL_INT = (  # types whose physical values are integers (compared by NumPy)
     pl.Int8,
     pl.Int16,
@@ -62,6 +39,8 @@ _PHYSICAL_INT = (  # types whose physical values are integers (compared by NumPy
     pl.Duration,
     pl.Time,
 )
+# column types whose Polars hash is equal exactly for the values a group-by takes as equal
+_HASHED = (*_PHYSICAL_INT, pl.Float32, pl.Float64, pl.String, pl.Binary, pl.Decimal, pl.Null)
 
 
 _INDEX = np.uint32 if pl.get_index_type() == pl.UInt32 else np.uint64
@@ -144,8 +123,9 @@ def consolidate_frame(
     if df.height == 0:
         return df
     data_cols = [c for c in df.columns if c not in weight_cols]
+    summable = _summable(df, data_cols, weight_cols)
     if (
-        (few_repeats or _summable(df, data_cols, weight_cols))
+        (few_repeats or summable)
         and df.height > 1
         and data_cols
         and all(isinstance(df.schema[c], _HASHED) for c in data_cols)
@@ -156,7 +136,7 @@ def consolidate_frame(
         dup = s[1:] == s[:-1]
         if not dup.any():  # distinct rows
             return _drop_zero(df, weight_cols)
-        summed = _summed_runs(df, data_cols, weight_cols, order, s, dup)
+        summed = _summed_runs(df, data_cols, order, s, dup) if summable else None
         if summed is not None:
             return summed
         run = np.zeros(df.height, dtype=bool)  # in hash order: a row whose hash another row has too
@@ -172,18 +152,11 @@ def consolidate_frame(
 
 
 def _summed_runs(
-    df: pl.DataFrame,
-    data_cols: list[str],
-    weight_cols: Sequence[str],
-    order: np.ndarray,
-    s: np.ndarray,
-    dup: np.ndarray,
+    df: pl.DataFrame, data_cols: list[str], order: np.ndarray, s: np.ndarray, dup: np.ndarray
 ) -> pl.DataFrame | None:
-    """The consolidated frame by NumPy, for integer-like data columns without NULLs and an int64
-    weight (None otherwise): in hash order (`order`, the sorted hashes `s`, `dup`: s[i + 1] == s[i]),
-    equal rows are adjacent unless two different rows share a hash, which is checked (None then)."""
-    if not _summable(df, data_cols, weight_cols):
-        return None
+    """The consolidated frame by NumPy, for a frame `_summable` says it can sum: in hash order
+    (`order`, the sorted hashes `s`, `dup`: s[i + 1] == s[i]), equal rows are adjacent unless two
+    different rows share a hash, which is checked (None then, as when a sum could overflow)."""
     w = df[WEIGHT].to_numpy()
     if (
         max(abs(int(w.min())), abs(int(w.max()))) * df.height >= _OVERFLOW

@@ -135,10 +135,9 @@ def _computed(kernel: SparkKernel, b: SparkZSet) -> SparkZSet:
     from dbspark.engines.spark.values import SparkZSet
 
     if b._cut is not None:  # a cut due on its plan is this computation (one job, not two)
-        b.lineage = 1
         kernel.cuts += 1
     frame, rows = kernel.computed_counted(b._df)
-    b._df, b._cut = frame, None  # (a reader of `b` reads the computed frame too)
+    b._df, b._cut, b.lineage = frame, None, 1  # (a reader of `b` reads the computed frame too)
     out = SparkZSet(kernel.spark, b.schema, frame, keys=b.keys, consolidated=b.consolidated)
     out.rows = rows if b.consolidated else None
     return out
