@@ -9,18 +9,16 @@ from collections import Counter
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dbspark.algebra.zset import WEIGHT, ZSet
-from dbspark.columnar import ordered_fold
+from dbspark.columnar import ordered_fold, ranked_fold
 from dbspark.columnar.ordered_fold import ordered_step
-from dbspark.engines.spark import big_groups
+from dbspark.columnar.ranked_fold import SortedRuns
 from dbspark.errors import NegativeStateError
 from dbspark.ir.aggregate import AggCall, AggSpec
-from dbspark.trace.ranks import SortedRuns
 
 SCHEMA = pl.Schema({"g": pl.Int64(), "x": pl.Int64(), "y": pl.Int64()})
 SPEC = AggSpec(
@@ -131,15 +129,17 @@ SPECS = {
 }
 
 
-def _slices(runs: list[list], group: int) -> list[pa.Table]:
-    """A group's entries in each run (consolidated within the run), sorted as a run sorts them."""
+def _slices(runs: list[list], group: int, pending: list) -> list[pl.DataFrame]:
+    """A group's entries in each run (consolidated within the run), sorted as a run sorts them, and its
+    pending entries (not consolidated) sorted by the aggregated column, as `key_runs` hands them over."""
     out = []
     for run in runs:
         f = frame([e for e in run if e[0][0] == group])
         f = f.group_by(list(SCHEMA)).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
         if f.height:
-            out.append(f.sort(list(SCHEMA), nulls_last=False).to_arrow())
-    return out
+            out.append(pl.from_arrow(f.sort(list(SCHEMA), nulls_last=False).to_arrow()))
+    mine = frame([e for e in pending if e[0][0] == group]).sort("x", nulls_last=False)
+    return out + [mine] if mine.height and out else out
 
 
 # values far apart too: the ranking searches the value domain
@@ -162,7 +162,7 @@ wide_entries = st.lists(st.tuples(wide, st.integers(-2, 3).filter(bool)), max_si
 def test_ranking_big_groups_over_their_runs_equals_reading_them(
     state: list, ghosts: list, change: list, which: str, data: st.DataObject
 ) -> None:
-    """`big_groups.step` (order statistics over a group's sorted run slices, the pending rows and the
+    """`ranked_fold.step` (order statistics over a group's sorted run slices, the pending rows and the
     change) gives `ordered_step`'s result (which reads the same entries), or the same error. The state
     is spread over up to three runs and the pending rows, with rows inserted in one run and deleted in
     a later one (`ghosts`); the change deletes rows of the state and may delete rows that are not there."""
@@ -178,7 +178,7 @@ def test_ranking_big_groups_over_their_runs_equals_reading_them(
     runs, pending = runs[:-1], runs[-1]
     change = change + [(r, -1) for r, _ in state if data.draw(st.booleans())]
     groups = sorted({r[0] for r, _ in change} & {r[0] for run in runs for r, _ in run})
-    slices = [_slices(runs, g) for g in groups]
+    slices = [_slices(runs, g, pending) for g in groups]
     keep = [i for i, s in enumerate(slices) if s]
     groups, slices = [groups[i] for i in keep], [slices[i] for i in keep]
     if not groups:
@@ -190,9 +190,9 @@ def test_ranking_big_groups_over_their_runs_equals_reading_them(
         want = ordered_step(spec, d, found, ["g"], True)
     except NegativeStateError:
         with pytest.raises(NegativeStateError):
-            big_groups.step(spec, ["g"], g, slices, d, frame(pending), True)
+            ranked_fold.step(spec, ["g"], g, slices, d, True)
         return
-    got = big_groups.step(spec, ["g"], g, slices, d, frame(pending), True)
+    got = ranked_fold.step(spec, ["g"], g, slices, d, True)
     assert got is not None
     assert dict(got.to_dict()) == dict(want.to_dict())
 

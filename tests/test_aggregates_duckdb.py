@@ -279,7 +279,7 @@ FLOAT_VARIANCE = pytest.mark.xfail(
     strict=True,
     reason=(
         "for float64 inputs VAR/STDDEV are finalized as (Σx² - (Σx)²/n)/(n-1) from float64 accumulators "
-        "(engines/local/aggregate.py _acc_exprs/_finalize): catastrophic cancellation when the mean is large "
+        "(columnar/aggfold.py): catastrophic cancellation when the mean is large "
         "against the spread; integer inputs use exact Int128 accumulators, floats need compensated sums"
     ),
 )

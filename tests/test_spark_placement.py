@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dbspark
-from dbspark.engines.spark import big_groups
+from dbspark.columnar import ranked_fold
 from dbspark.errors import DbsparkError, EngineError
 
 pytestmark = pytest.mark.spark
@@ -103,7 +103,7 @@ step = st.tuples(
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
-@given(steps=st.lists(step, min_size=2, max_size=4), big=st.sampled_from([1, big_groups.BIG]))
+@given(steps=st.lists(step, min_size=2, max_size=4), big=st.sampled_from([1, ranked_fold.BIG]))
 def test_steps_placed_either_way_interleave_and_equal_the_local_engine(
     spark_session: Any, placement_conf: Any, tmp_path_factory: Any, steps: list, big: int
 ) -> None:
@@ -111,8 +111,8 @@ def test_steps_placed_either_way_interleave_and_equal_the_local_engine(
     global, over integers with NULLs, doubles and booleans), MODE, MEDIAN and floating MIN / MAX beside
     a floating SUM step in the driver or on Spark on the same state, and a row emitted by one kind of
     step is retracted exactly by the other. With `big` 1, every
-    MIN / MAX / MEDIAN group stepped in the driver is ranked over its runs (`big_groups`)."""
-    default_big, big_groups.BIG = big_groups.BIG, big
+    MIN / MAX / MEDIAN group stepped in the driver is ranked over its runs (`ranked_fold`)."""
+    default_big, ranked_fold.BIG = ranked_fold.BIG, big
     d = tmp_path_factory.mktemp("placement")
     sp = dbspark.Pipeline(d / "spark", engine="spark", spark=spark_session)
     lp = dbspark.Pipeline(d / "local", engine="local")
@@ -148,7 +148,7 @@ def test_steps_placed_either_way_interleave_and_equal_the_local_engine(
             if mode == "cluster":
                 assert to_driver == 0
     finally:
-        big_groups.BIG = default_big
+        ranked_fold.BIG = default_big
         sp.close()
         lp.close()
 

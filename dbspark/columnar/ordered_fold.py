@@ -6,9 +6,9 @@ groups and folds them with the change (`fold`): each side's values (before: the 
 after: those and the change's) are computed from the group's multiset, a value present when its
 multiplicity (the sum of its entries' weights) is positive. A value or a group whose count would go
 below zero is a `NegativeStateError` naming it. The linear calls beside them use the accumulators of
-`columnar.aggfold`. Work follows the changed groups' sizes: a changed group is read whole (the Spark
-engine ranks a group too large to read over its sorted runs instead, `engines/spark/big_groups.py`;
-the local engine keeps an ordered multiset per group, `engines/local/aggregate.py`).
+`columnar.aggfold`. Work follows the changed groups' sizes: a changed group is read whole (a group too
+large to read, of a change held in this process, is ranked over its sorted runs instead where its
+calls allow: `columnar/ranked_fold.py`).
 
 Two forms: `ordered_step`, one grouped pass that never consolidates a group (MIN / MAX of
 non-floating columns, MEDIAN of integers, DATE and TIMESTAMP, beside COUNT and integer sums: `fast`),

@@ -13,20 +13,21 @@ The protocol is split by concern (DESIGN.md, Engines):
 - `TraceKernel`: integrals with lookup by the keys of a change.
 - `StepKernel`: the step lifecycle (begin, place the step's pushed changes in the driver or on the
   cluster, commit an output, end, abort) and values kept across steps.
-- `OperatorKernel`: whole operators that each engine still implements itself (the folds of GROUP BYs
-  with MIN / MAX / MEDIAN / MODE or user aggregates, the coercion of pushed rows). They are declared so
-  that the boundary is
-  explicit and checked; the engine issue moves them above the kernel, written once as seeks, groups
-  and folds, as these already are: distinct's H (`operators/distinct.py`: a seek and a `combine`), the
-  doubly-incremental operators of recursive scopes (`operators/nested.py`: seeks of nested traces
-  whose time is a column, semi-joins, `support`, `combine`), the top-k's window (`operators/topk.py`:
-  the per-step `topk` on a change held in this process, the integral's order read only to refill
-  it), the bag, set and UNIQUE checks of a table's change (`operators/checks.py`: a seek and a
-  `combine` whose weight raises where a check fails), a primary-key table's upserts and deletes
-  (`operators/keyed.py`: a seek, `ordinal`, `shifted` and `weigh`), the closure operator
-  (`operators/closure.py`: its graph index on rows held in this process, on every engine) and the
-  GROUP BY of linear aggregates (`operators/aggregate.py`: two `cogroup`s of one columnar fold,
-  `columnar/aggfold.py`, and a seek of its accumulator trace).
+- `StepKernel`'s `input_batch` turns the rows a user pushes into a batch (each engine coerces its own
+  frames: Polars, or Spark DataFrames on the cluster).
+
+Every operator is written once, above the kernel, as seeks, groups and folds: distinct's H
+(`operators/distinct.py`: a seek and a `combine`), the doubly-incremental operators of recursive
+scopes (`operators/nested.py`: seeks of nested traces whose time is a column, semi-joins, `support`,
+`combine`), the top-k's window (`operators/topk.py`: the per-step `topk` on a change held in this
+process, the integral's order read only to refill it), the bag, set and UNIQUE checks of a table's
+change (`operators/checks.py`: a seek and a `combine` whose weight raises where a check fails), a
+primary-key table's upserts and deletes (`operators/keyed.py`: a seek, `ordinal`, `shifted` and
+`weigh`), the closure operator (`operators/closure.py`: its graph index on rows held in this process,
+on every engine) and the GROUP BY (`operators/aggregate.py`: linear calls by two `cogroup`s of one
+columnar fold, `columnar/aggfold.py`, and a seek of its accumulator trace; MIN / MAX / MEDIAN / MODE
+and user aggregates by a seek of the input's integral and a `cogroup` of `columnar/ordered_fold.py`,
+a large group ranked over its sorted runs instead, `key_runs` and `columnar/ranked_fold.py`).
 """
 
 from __future__ import annotations
@@ -167,10 +168,14 @@ class ZSetKernel(Protocol):
 class TraceKernel(Protocol):
     """Integrals: created empty, appended to (registering the undo), read as snapshots."""
 
-    def new_trace(self, schema: pl.Schema, keys: Sequence[str], sums: pl.Schema | None = None) -> Any:
+    def new_trace(
+        self, schema: pl.Schema, keys: Sequence[str], sums: pl.Schema | None = None, order: str | None = None
+    ) -> Any:
         """An empty trace of rows of `schema` (its weight, if any, ignored) indexed by `keys`, whose
         entries carry a weight; with `sums`, those summed columns instead (an aggregate's
-        accumulators: rows of the keys and the sums, one per group once consolidated)."""
+        accumulators: rows of the keys and the sums, one per group once consolidated). `order`: a
+        column of an integer-like type, not a key, by which each run of the trace keeps the entries of
+        a key sorted (NULLs first), so that `key_runs` can hand a large group over in order."""
         ...
 
     def trace_insert(self, trace: Any, delta: Value, undo: Undo) -> Value: ...
@@ -179,6 +184,17 @@ class TraceKernel(Protocol):
         """The rows of the snapshot `snap` (with their weights; not consolidated across its parts) whose
         key `on[i][1]` equals the column `on[i][0]` of some row of `probe` (probe weights ignored).
         `exact`: NULL equals NULL; else a NULL key matches nothing (SQL). Touches only those keys."""
+        ...
+
+    def key_runs(self, snap: Value, probe: pl.DataFrame, min_rows: int) -> dict[int, list[pl.DataFrame]]:
+        """The entries of each key of `probe` (row i: a frame of the trace's key columns, held in this
+        process) that has at least `min_rows` entries in the snapshot of a trace made with an `order`:
+        its entries (data columns and weight) as one frame per run, each sorted by that column (NULLs
+        first), read without the rest of the trace (zero-copy slices of the runs where the engine keeps
+        them in memory or memory-mapped). Keys with fewer entries are left out, and so is a key whose
+        entries the engine cannot slice apart (a hash shared with another key), and every key when the
+        snapshot holds a change not computed yet (on Spark, pending on the cluster). For an operator
+        that ranks a large group instead of reading it (`columnar.ranked_fold`)."""
         ...
 
     def scratch(self) -> AbstractContextManager[None]:
@@ -192,6 +208,19 @@ class StepKernel(Protocol):
     """The step lifecycle and the values a circuit keeps from one step to the next."""
 
     def begin_step(self, t: int) -> None: ...
+    def input_batch(
+        self,
+        rows: Any,
+        schema: pl.Schema,
+        weights: Any,
+        where: str,
+        not_null: Sequence[str] = (),
+        key: Sequence[str] | None = None,
+    ) -> Value:
+        """The rows a user pushed to a table (`where` names it in errors) as a batch of `schema`,
+        coerced as the table's types demand, `not_null` and a primary `key` checked."""
+        ...
+
     def place(self, batches: Sequence[Value], loop: bool = False) -> list[Value]:
         """The same values, each held where the engine computes it best: on Spark, values on the
         cluster are read into the driver together (one job), each kept there if it is small. For a
@@ -211,23 +240,5 @@ class StepKernel(Protocol):
     def close(self) -> None: ...
 
 
-class OperatorKernel(Protocol):
-    """Whole operators still implemented per engine (to be written once above the kernel)."""
-
-    # inputs: the coercion of pushed rows
-    def input_batch(
-        self,
-        rows: Any,
-        schema: pl.Schema,
-        weights: Any,
-        where: str,
-        not_null: Sequence[str] = (),
-        key: Sequence[str] | None = None,
-    ) -> Value: ...
-    # the incremental aggregate with ordered or user calls (linear ones fold above the kernel)
-    def aggregate_state(self, spec: Any) -> Any: ...
-    def aggregate_step(self, state: Any, delta: Value, undo: Undo) -> Value: ...
-
-
-class Kernel(ZSetKernel, TraceKernel, StepKernel, OperatorKernel, Protocol):
+class Kernel(ZSetKernel, TraceKernel, StepKernel, Protocol):
     """Everything an engine implements; the type of every `kernel` above `engines/`."""

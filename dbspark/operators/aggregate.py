@@ -1,10 +1,17 @@
 """GROUP BY-aggregate (`dbsp-paper.txt` §7.2, §7.4): the lifted operator and the incremental one.
 
-A spec of linear calls only (COUNT, SUM, AVG, VAR, STDDEV) is folded here, above the kernel, on every
-engine: the change's accumulators per group (`aggfold.accumulate`), the trace's at those groups (a
-seek), and the output's change from both (`aggfold.fold`), each fold a `cogroup` that the kernel runs
-where the rows are; the accumulators are then added to the trace. MIN / MAX / MEDIAN / MODE and user
-aggregates are still folded by each engine (`OperatorKernel.aggregate_state` / `aggregate_step`).
+Both are written here once, above the kernel, for every engine; each fold is a `cogroup` that the
+kernel runs where the rows are (in this process, or inside Spark's tasks after an exchange by group).
+
+- A spec of linear calls only (COUNT, SUM, AVG, VAR, STDDEV; `LinearState`): the change's
+  accumulators per group (`aggfold.accumulate`), the trace's at those groups (a seek), and the
+  output's change from both (`aggfold.fold`); the accumulators are then added to the trace.
+- A spec with MIN / MAX / MEDIAN / MODE or user aggregates (`OrderedState`,
+  `incremental-aggregation-monotonic-programs.txt` §2.4: not invertible, a delete needs the group's
+  values): the input's integral by group, sought at the change's groups and folded with the change
+  (`ordered_fold.fold`: O(changed groups' sizes)). A group of at least `ranked_fold.BIG` entries, of
+  a change held in this process, is not read: its runs are handed over sorted by the aggregated
+  column (`key_runs`) and MIN / MAX / MEDIAN are ranked over them (`ranked_fold`: O(runs · log n)).
 """
 
 from __future__ import annotations
@@ -13,9 +20,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
-from dbspark.columnar import ordered_fold
+from dbspark.algebra.zset import ZSet
+from dbspark.columnar import ordered_fold, ranked_fold
 from dbspark.columnar.aggfold import (
     G,
     accumulate,
@@ -76,6 +85,12 @@ def _whole(spec: AggSpec, frames: list[Any]) -> Any:
     return fold(spec, False, [acc, acc.clear()])
 
 
+def _keyed(spec: AggSpec) -> list[tuple[str, Any]]:
+    """The input's columns as an aggregate's traces keep them: with the constant group key `G` of an
+    aggregate without GROUP BY."""
+    return [(c, col(c)) for c in spec.input_schema] + ([] if spec.by else [(G, Cast(lit(0), pl.Int8()))])
+
+
 class LinearState:
     """An incremental linear aggregate's state: its accumulators by group, whether the one row of an
     aggregate without GROUP BY exists yet and, for floating sums, the rows it emitted (`inexact`)."""
@@ -124,6 +139,66 @@ class LinearState:
             self.emitted.restore(saved[2])
 
 
+class OrderedState:
+    """An incremental aggregate with ordered or user calls: the input's integral by group (its rows
+    sorted by the aggregated column within a key where the calls can be ranked), and whether the one
+    row of an aggregate without GROUP BY exists yet."""
+
+    def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
+        keys = keys_of(spec)
+        self.order = ranked_fold.order_column(spec)
+        cols = _keyed(spec)
+        self.schema = pl.Schema([(c, pl.Int8() if c == G else spec.input_schema[c]) for c, _ in cols])
+        self.cols = cols
+        self.trace = kernel.new_trace(self.schema, keys, order=self.order)
+        self.started = False
+
+    def step(self, kernel: Kernel, spec: AggSpec, delta: Any, undo: list) -> Any:
+        """The output's change: -old, +new rows of the change's groups whose row changed."""
+        if kernel.known_empty(delta) and (self.started or spec.by):
+            return kernel.empty(spec.output_schema())
+        was = self.started
+        keys = keys_of(spec)
+        d = delta if spec.by else kernel.map(delta, self.cols, self.schema)
+        prev = self.trace.snapshot()
+        big, rest = self._ranked(kernel, spec, d, prev, was) if self.order else (None, d)
+        if big is None or not kernel.known_empty(rest):
+            found = kernel.seek(prev, rest, [(k, k) for k in keys], exact=True)
+            fn = partial(ordered_fold.fold, spec, was)
+            out = kernel.cogroup([rest, found], spec.by, fn, spec.output_schema(), None, True)
+            big = out if big is None else kernel.plus(big, out)
+        kernel.trace_insert(self.trace, d, undo)
+        self.started = True
+        undo.append(lambda: setattr(self, "started", was))
+        return big
+
+    def _ranked(self, kernel: Kernel, spec: AggSpec, d: Any, prev: Any, was: bool) -> tuple[Any, Any]:
+        """The output change of the changed groups that are big enough to rank (`ranked_fold`), and the
+        change of the other groups; (None, d) when no group is ranked or the change is not held in
+        this process."""
+        if not kernel.is_local(d) or kernel.known_empty(d):
+            return None, d
+        dl = kernel.to_local(d).df
+        groups = dl.select(spec.by).unique()
+        runs = kernel.key_runs(prev, groups, ranked_fold.BIG)
+        if not runs:
+            return None, d
+        idx = sorted(runs)
+        out = ranked_fold.step(spec, list(spec.by), groups[idx], [runs[i] for i in idx], dl, was)
+        if out is None:
+            return None, d
+        small = groups.filter(~pl.Series(np.isin(np.arange(groups.height), idx)))
+        rest = dl.join(small, on=list(spec.by), how="semi", nulls_equal=True)
+        return kernel.from_local(out), kernel.from_local(ZSet(rest))
+
+    def checkpoint(self) -> Any:
+        return (self.trace.to_state(), self.started)
+
+    def restore(self, saved: Any) -> None:
+        self.trace.restore(saved[0])
+        self.started = saved[1]
+
+
 @dataclass(frozen=True)
 class Aggregate(Operator):
     """(↑Agg)^Δ: the change of the aggregate, recomputing only the groups present in the input change."""
@@ -139,21 +214,17 @@ class Aggregate(Operator):
     def label(self) -> str:
         return _label(self.name, self.spec)
 
-    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> LinearState | OrderedState:
         if linear(self.spec):
             return LinearState(kernel, self.spec)
-        return kernel.aggregate_state(self.spec)
+        return OrderedState(kernel, self.spec)
 
-    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
-        if isinstance(state, LinearState):
-            return state.step(kernel, self.spec, inputs[0], undo)
-        return kernel.aggregate_step(state, inputs[0], undo)
+    def eval(self, kernel: Kernel, state: LinearState | OrderedState, inputs: list[Any], undo: list) -> Any:
+        return state.step(kernel, self.spec, inputs[0], undo)
 
-    def checkpoint(self, kernel: Kernel, state: Any) -> Any:  # an engine's state may hold unpicklable handles
-        return state.checkpoint() if hasattr(state, "checkpoint") else state
+    def checkpoint(self, kernel: Kernel, state: LinearState | OrderedState) -> Any:
+        return state.checkpoint()
 
-    def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
-        if hasattr(state, "restore"):
-            state.restore(saved)
-            return state
-        return saved
+    def restore(self, kernel: Kernel, state: LinearState | OrderedState, saved: Any) -> Any:
+        state.restore(saved)
+        return state

@@ -35,22 +35,38 @@ _SCAN = 16  # a probe whose directory bucket holds more rows is found by binary 
 
 
 class Batch:
-    """A consolidated frame sorted by the hash of its key columns, with the hashes as a NumPy array.
+    """A consolidated frame sorted by the hash of its key columns, with the hashes as a NumPy array;
+    with an `order` column, the rows of a hash sorted by it too (NULLs first), so that a key's rows are
+    a slice sorted by it (`TraceSnapshot.key_runs`).
 
     A seek finds a key's rows through a directory of the hashes' top bits (`starts`, built on the first
     seek: about one row per bucket), so a probe costs two lookups instead of a binary search."""
 
-    __slots__ = ("_dir", "df", "hashes")
+    __slots__ = ("_dir", "clash", "df", "hashes", "order")
 
-    def __init__(self, df: pl.DataFrame, keys: Sequence[str], hashes: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        df: pl.DataFrame,
+        keys: Sequence[str],
+        hashes: np.ndarray | None = None,
+        order: str | None = None,
+    ) -> None:
         self._dir: tuple[np.ndarray, np.uint64] | None = None
-        if hashes is not None:  # already sorted by these hashes
+        self.order = order
+        self.clash: np.ndarray | None = None  # with an order: the hashes two different keys share
+        if hashes is not None and order is None:  # already sorted by these hashes
             self.df, self.hashes = df, hashes
             return
-        h = key_hash(df, keys)
-        order = np.argsort(h)  # equal hashes in any order
-        self.hashes = h[order]
-        self.df = take(df, order) if df.height else df
+        h = key_hash(df, keys) if hashes is None else hashes
+        if order is None:
+            idx = np.argsort(h)  # equal hashes in any order
+        else:
+            x = df[order]
+            idx = np.lexsort((x.to_physical().fill_null(0).to_numpy(), x.is_not_null().to_numpy(), h))
+        self.hashes = h[idx]
+        self.df = take(df, idx) if df.height else df
+        if order is not None:
+            self.clash = _clashes(self.df, keys, self.hashes)
 
     def __len__(self) -> int:
         return self.df.height
@@ -92,6 +108,18 @@ class Batch:
         return np.concatenate(found) if len(found) > 1 else found[0]
 
 
+def _clashes(df: pl.DataFrame, keys: Sequence[str], h: np.ndarray) -> np.ndarray:
+    """The hashes (sorted, unique) that rows of different keys share in `df`, sorted by hash `h`."""
+    same = h[1:] == h[:-1]
+    if not same.any():
+        return h[:0]
+    differ = np.zeros(len(same), dtype=bool)
+    for k in keys:
+        c = df[k]
+        differ |= c.slice(1).ne_missing(c.slice(0, len(c) - 1)).to_numpy()
+    return np.unique(h[1:][same & differ])
+
+
 def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
     """The positions lo[i] .. lo[i] + n[i] - 1 of every i, in order."""
     total = int(n.sum())
@@ -121,6 +149,15 @@ def merge_batches(a: Batch, b: Batch, keys: Sequence[str], weight_cols: Sequence
     if len(ha) == 0 or len(hb) == 0:
         return a if len(hb) == 0 else b
     both = pl.concat([a.df, b.df], how="vertical", rechunk=False)
+    if a.order is not None:  # the rows of a hash sorted by the order column: one sort of both
+        common = np.intersect1d(ha, hb)
+        if len(common) == 0:
+            return Batch(both, keys, np.concatenate([ha, hb]), a.order)
+        cand = np.concatenate([_runs_in(ha, common), _runs_in(hb, common)])
+        cons = consolidate_frame(take(both, np.flatnonzero(cand)), weight_cols)
+        rest = np.flatnonzero(~cand)
+        h = np.concatenate([np.concatenate([ha, hb])[rest], key_hash(cons, keys)])
+        return Batch(pl.concat([take(both, rest), cons], how="vertical", rechunk=False), keys, h, a.order)
     small, large = (ha, hb) if len(ha) <= len(hb) else (hb, ha)
     i = np.minimum(np.searchsorted(large, small), len(large) - 1)
     common = small[large[i] == small]
@@ -207,6 +244,35 @@ class TraceSnapshot:
         df = consolidate_frame(self.seek_frame(probe_keys), self.weight_cols)
         return IndexedZSet(df, self.keys, consolidated=True)
 
+    def key_runs(self, probe_keys: pl.DataFrame, min_rows: int) -> dict[int, list[pl.DataFrame]]:
+        """The entries of each probe key (row i) with at least `min_rows` of them, one zero-copy slice
+        per batch, sorted by the batches' order column (the spine must have one); a key whose hash
+        another key shares in some batch is left out (`TraceKernel.key_runs`)."""
+        if not self.batches or probe_keys.height == 0 or self.batches[0].order is None:
+            return {}
+        hs = key_hash(self.cast_probe(probe_keys), self.keys)
+        los, ns = [], []
+        for b in self.batches:
+            lo = np.searchsorted(b.hashes, hs, side="left")
+            los.append(lo)
+            ns.append(np.searchsorted(b.hashes, hs, side="right") - lo)
+        sizes = np.sum(ns, axis=0)
+        out: dict[int, list[pl.DataFrame]] = {}
+        keys = list(self.keys)
+        for i in np.flatnonzero(sizes >= max(min_rows, 1)):
+            if any(b.clash is not None and hs[i] in b.clash for b in self.batches):
+                continue
+            want = probe_keys.row(int(i))
+            parts = [
+                b.df.slice(int(lo[i]), int(n[i]))
+                for b, lo, n in zip(self.batches, los, ns, strict=True)
+                if n[i]
+            ]
+            # no two keys share a hash within a batch: a slice's first row tells its key
+            if all(p.select(keys).row(0) == want for p in parts):
+                out[int(i)] = parts
+        return out
+
     def to_frame(self) -> pl.DataFrame:
         """All rows, consolidated (O(size): for non-incremental use and checks)."""
         if not self.batches:
@@ -232,11 +298,16 @@ class Spine:
     """A mutable trace: append consolidated batches, merge geometrically, hand out snapshots."""
 
     def __init__(
-        self, keys: Sequence[str], schema: pl.Schema, weight_cols: Sequence[str] = (WEIGHT,)
+        self,
+        keys: Sequence[str],
+        schema: pl.Schema,
+        weight_cols: Sequence[str] = (WEIGHT,),
+        order: str | None = None,
     ) -> None:
         self.keys = tuple(keys)
         self.schema = schema
         self.weight_cols = tuple(weight_cols)
+        self.order = order  # a column each key's rows are sorted by within a batch (`Batch`)
         self.batches: list[Batch] = []
 
     def insert(self, df: pl.DataFrame, consolidated: bool = False) -> None:
@@ -251,9 +322,10 @@ class Spine:
         bs = self.batches
         if len(bs) == 1 and len(bs[0]) + df.height <= SMALL:  # a small trace stays one batch, rebuilt
             both = pl.concat([bs[0].df, df], how="vertical")
-            self.batches = [Batch(consolidate_frame(both, self.weight_cols, few_repeats=False), self.keys)]
+            cons = consolidate_frame(both, self.weight_cols, few_repeats=False)
+            self.batches = [Batch(cons, self.keys, order=self.order)]
             return
-        bs.append(Batch(df, self.keys))
+        bs.append(Batch(df, self.keys, order=self.order))
         self._merge()
 
     def _merge(self) -> None:
@@ -274,4 +346,4 @@ class Spine:
         return [b.df for b in self.batches]
 
     def restore(self, frames: list[pl.DataFrame]) -> None:
-        self.batches = [Batch(f, self.keys) for f in frames]
+        self.batches = [Batch(f, self.keys, order=self.order) for f in frames]

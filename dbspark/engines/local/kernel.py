@@ -21,12 +21,10 @@ from dbspark.columnar.aggfold import Accumulators
 from dbspark.columnar.plans import collect, drop_null_rows, pick
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.base import GroupFn
-from dbspark.engines.local import aggregate as agg
 from dbspark.engines.local.exprs import Compiler, evaluate, to_polars
 from dbspark.engines.local.sqlfuncs import raising
 from dbspark.errors import SchemaError, WeightError
 from dbspark.ir import functions as fn
-from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Binary, Case, Col, Expr, Func, Lit
 from dbspark.trace.spine import Spine, TraceSnapshot
 
@@ -311,16 +309,12 @@ class LocalKernel:
     def distinct(self, a: Value) -> ZSet:
         return self.as_zset(a).distinct()
 
-    def aggregate_state(self, spec: AggSpec) -> agg.AggregateState:
-        return agg.AggregateState(spec)
-
-    def aggregate_step(self, state: agg.AggregateState, delta: Value, undo: list) -> ZSet:
-        return state.step(self.as_zset(delta), undo)
-
     # ---- traces -------------------------------------------------------------------------------
-    def new_trace(self, schema: pl.Schema, keys: Sequence[str], sums: pl.Schema | None = None) -> Spine:
+    def new_trace(
+        self, schema: pl.Schema, keys: Sequence[str], sums: pl.Schema | None = None, order: str | None = None
+    ) -> Spine:
         if sums is None:
-            return Spine(keys, with_weight(schema))
+            return Spine(keys, with_weight(schema), order=order)
         data = [(c, t) for c, t in schema.items() if c != WEIGHT]
         return Spine(keys, pl.Schema([*data, *sums.items()]), list(sums))
 
@@ -349,6 +343,10 @@ class LocalKernel:
         if not exact:
             keys = drop_null_rows(keys)
         return self._found(snap, pick(snap.seek_frame(keys, exact=True), list(snap.schema)))
+
+    def key_runs(self, snap: Value, probe: pl.DataFrame, min_rows: int) -> dict[int, list[pl.DataFrame]]:
+        assert isinstance(snap, TraceSnapshot)
+        return snap.key_runs(probe, min_rows)
 
     @staticmethod
     def _found(snap: TraceSnapshot, rows: pl.DataFrame) -> ZSet:

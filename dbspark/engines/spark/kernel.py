@@ -32,7 +32,6 @@ from dbspark.columnar.aggfold import Accumulators
 from dbspark.columnar.plans import pick
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.base import GroupFn, Kernel
-from dbspark.engines.spark import aggregate as agg
 from dbspark.engines.spark.buckets import BucketSnap, SparkBucketTrace, parts_frame, seek_rows
 from dbspark.engines.spark.convert import col, col_list, from_spark, map_in_arrow, spark_type
 from dbspark.engines.spark.convert import to_spark as to_spark_frame
@@ -41,9 +40,9 @@ from dbspark.engines.spark.session import SessionHandle, get_session
 from dbspark.engines.spark.settings import SessionSettings
 from dbspark.engines.spark.storage import Storage
 from dbspark.engines.spark.values import SparkZSet
-from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import Expr
 from dbspark.trace.bucketed import BucketLayout, entries_from_frame
+from dbspark.trace.ranks import group_slices
 
 Value = SparkZSet | BucketSnap
 _WR = "__w_r"
@@ -823,22 +822,44 @@ class SparkKernel:
             lineage=z.lineage,
         )
 
-    def aggregate_state(self, spec: AggSpec) -> agg.AggregateState:
-        return agg.AggregateState(self, spec)
-
-    def aggregate_step(self, state: agg.AggregateState, delta: Value, undo: list) -> SparkZSet:
-        return state.step(self.as_zset(delta), undo)
-
     # ---- traces -------------------------------------------------------------------------------
     def new_trace(
-        self, schema: pl.Schema, keys: Sequence[str], sums: pl.Schema | None = None
+        self, schema: pl.Schema, keys: Sequence[str], sums: pl.Schema | None = None, order: str | None = None
     ) -> SparkBucketTrace:
         """A bucketed trace under the state directory, named by its creation order (the runtime
-        creates its traces in a fixed order, so a restarted pipeline finds its files)."""
+        creates its traces in a fixed order, so a restarted pipeline finds its files). A run is sorted
+        by the key hash, then by its data columns in order: with an `order`, the keys come first and
+        then that column, so that a key's entries in a run are one range sorted by it (`key_runs`)."""
         data = pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT])
+        if order is not None:
+            first = [*keys, order]
+            data = pl.Schema(
+                [(c, data[c]) for c in first] + [(c, t) for c, t in data.items() if c not in first]
+            )
         return self.bucket_trace(
             data, tuple(keys) or tuple(data), sums if sums is not None else pl.Schema([(WEIGHT, pl.Int64())])
         )
+
+    def key_runs(self, snap: Value, probe: pl.DataFrame, min_rows: int) -> dict[int, list[pl.DataFrame]]:
+        """Zero-copy slices of the memory-mapped runs (`trace.ranks.group_slices`), and the key's pending
+        rows held in the driver as one more frame; nothing when a pending change is on Spark."""
+        assert isinstance(snap, BucketSnap)
+        layout, keys = snap.layout, list(snap.keys)
+        rest = [c for c in snap.schema if c not in keys]
+        pend = snap.pending_local() if layout is not None and snap.files and rest else None
+        if pend is None or layout is None:
+            return {}
+        order, cols = rest[0], [*snap.schema, *snap.sums]
+        out: dict[int, list[pl.DataFrame]] = {}
+        for i, tables in group_slices(layout, snap.files, probe, min_rows).items():
+            frames = [pick(pl.DataFrame(pl.from_arrow(t)), cols) for t in tables]
+            if pend.height:
+                key = probe.slice(i, 1).cast({k: pend.schema[k] for k in keys}, strict=False)
+                mine = pend.join(key, on=keys, how="semi", nulls_equal=True)
+                if mine.height:
+                    frames.append(pick(mine, cols).sort(order, nulls_last=False))
+            out[i] = frames
+        return out
 
     @contextlib.contextmanager
     def scratch(self) -> Iterator[None]:
