@@ -120,10 +120,15 @@ class SortedRuns:
         got = self.distinct[i]
         if got is None:
             x, cw = self.xs[i], self.cws[i]
-            last = np.flatnonzero(np.r_[x[1:] != x[:-1], True])  # each value's last entry
-            sums = cw[last].copy()
-            sums[1:] -= cw[last[:-1]]
-            got = self.distinct[i] = (x[last], sums)
+            step = x[1:] != x[:-1]
+            if step.all():  # distinct already: the weights are the prefix sums' differences
+                got = (x, np.diff(cw, prepend=np.int64(0)))
+            else:
+                last = np.flatnonzero(np.r_[step, True])  # each value's last entry
+                sums = cw[last].copy()
+                sums[1:] -= cw[last[:-1]]
+                got = (x[last], sums)
+            self.distinct[i] = got
         return got
 
     def mode(self) -> int | None:

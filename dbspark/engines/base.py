@@ -25,9 +25,10 @@ change (`operators/checks.py`: a seek and a `combine` whose weight raises where 
 primary-key table's upserts and deletes (`operators/keyed.py`: a seek, `ordinal`, `shifted` and
 `weigh`), the closure operator (`operators/closure.py`: its graph index on rows held in this process,
 on every engine) and the GROUP BY (`operators/aggregate.py`: linear calls by two `cogroup`s of one
-columnar fold, `columnar/aggfold.py`, and a seek of its accumulator trace; MIN / MAX / MEDIAN / MODE
-and user aggregates by a seek of the input's integral and a `cogroup` of `columnar/ordered_fold.py`,
-a large group ranked over its sorted runs instead, `key_runs` and `columnar/ranked_fold.py`).
+columnar fold, `columnar/aggfold.py`, and a seek of its accumulator trace; user aggregates with an
+inverse likewise, `columnar/user_fold.py`; MIN / MAX / MEDIAN / MODE and other user aggregates by a
+seek of the input's integral and a `cogroup` of `columnar/ordered_fold.py`, a large group ranked over
+its sorted runs instead, `key_runs` and `columnar/ranked_fold.py`).
 """
 
 from __future__ import annotations

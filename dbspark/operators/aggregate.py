@@ -6,12 +6,16 @@ kernel runs where the rows are (in this process, or inside Spark's tasks after a
 - A spec of linear calls only (COUNT, SUM, AVG, VAR, STDDEV; `LinearState`): the change's
   accumulators per group (`aggfold.accumulate`), the trace's at those groups (a seek), and the
   output's change from both (`aggfold.fold`); the accumulators are then added to the trace.
-- A spec with MIN / MAX / MEDIAN / MODE or user aggregates (`OrderedState`,
+- A spec of linear calls and user aggregates that all have an inverse (`InvertibleState`,
+  `incremental-aggregation-monotonic-programs.txt` §2.3): the linear accumulators as above, and the
+  user calls' accumulated values by group in a trace of their own, a change folded into them by g and
+  d (`user_fold.fold`: O(change)).
+- Any other spec, with MIN / MAX / MEDIAN / MODE or user aggregates (`OrderedState`,
   `incremental-aggregation-monotonic-programs.txt` §2.4: not invertible, a delete needs the group's
   values): the input's integral by group, sought at the change's groups and folded with the change
   (`ordered_fold.fold`: O(changed groups' sizes)). A group of at least `ranked_fold.BIG` entries, of
   a change held in this process, is not read: its runs are handed over sorted by the aggregated
-  column (`key_runs`) and MIN / MAX / MEDIAN are ranked over them (`ranked_fold`: O(runs · log n)).
+  column (`key_runs`) and MIN / MAX / MEDIAN / MODE are ranked over them (`ranked_fold`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from dbspark.algebra.zset import ZSet
-from dbspark.columnar import ordered_fold, ranked_fold
+from dbspark.columnar import ordered_fold, ranked_fold, user_fold
 from dbspark.columnar.aggfold import (
     G,
     accumulate,
@@ -199,6 +203,59 @@ class OrderedState:
         self.started = saved[1]
 
 
+class InvertibleState:
+    """An incremental aggregate of linear calls and user aggregates with an inverse (`user_fold`):
+    the linear calls' accumulators by group, as `LinearState` keeps them, and the user calls'
+    accumulated values by group, a Z-set of one row per group; O(change) per step."""
+
+    def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
+        keys = keys_of(spec)
+        self.acc = kernel.new_trace(key_schema(spec), keys, accumulator_schema(spec))
+        self.user = kernel.new_trace(user_fold.user_schema(spec), keys)
+        self.cols = _keyed(spec)
+        self.schema = pl.Schema([(c, pl.Int8() if c == G else spec.input_schema[c]) for c, _ in self.cols])
+        self.started = False
+
+    def step(self, kernel: Kernel, spec: AggSpec, delta: Any, undo: list) -> Any:
+        """The output's change: -old, +new rows of the change's groups whose row changed."""
+        if kernel.known_empty(delta) and (self.started or spec.by):
+            return kernel.empty(spec.output_schema())
+        was = self.started
+        keys = keys_of(spec)
+        on = [(k, k) for k in keys]
+        dacc = kernel.cogroup(
+            [delta], spec.by, partial(accumulate, spec), key_schema(spec), accumulator_schema(spec), True
+        )
+        d = delta if spec.by else kernel.map(delta, self.cols, self.schema)
+        parts = [dacc, d, kernel.seek(self.acc.snapshot(), dacc, on, True)]
+        parts.append(kernel.seek(self.user.snapshot(), dacc, on, True))
+        fn = partial(user_fold.fold, spec, was)
+        both = kernel.cogroup(parts, keys, fn, user_fold.out_schema(spec))
+        out_schema, user_schema = spec.output_schema(), user_fold.user_schema(spec)
+        out = kernel.map(
+            kernel.filter(both, col(user_fold.K).eq(lit(0))), [(c, col(c)) for c in out_schema], out_schema
+        )
+        accs = kernel.map(
+            kernel.filter(both, col(user_fold.K).eq(lit(1))), [(c, col(c)) for c in user_schema], user_schema
+        )
+        kernel.trace_insert(self.acc, dacc, undo)
+        kernel.trace_insert(self.user, accs, undo)
+        self.started = True
+        undo.append(lambda: setattr(self, "started", was))
+        return out
+
+    def checkpoint(self) -> Any:
+        return (self.acc.to_state(), self.user.to_state(), self.started)
+
+    def restore(self, saved: Any) -> None:
+        self.acc.restore(saved[0])
+        self.user.restore(saved[1])
+        self.started = saved[2]
+
+
+State = LinearState | InvertibleState | OrderedState
+
+
 @dataclass(frozen=True)
 class Aggregate(Operator):
     """(↑Agg)^Δ: the change of the aggregate, recomputing only the groups present in the input change."""
@@ -214,17 +271,19 @@ class Aggregate(Operator):
     def label(self) -> str:
         return _label(self.name, self.spec)
 
-    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> LinearState | OrderedState:
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> State:
         if linear(self.spec):
             return LinearState(kernel, self.spec)
+        if user_fold.invertible(self.spec):
+            return InvertibleState(kernel, self.spec)
         return OrderedState(kernel, self.spec)
 
-    def eval(self, kernel: Kernel, state: LinearState | OrderedState, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: State, inputs: list[Any], undo: list) -> Any:
         return state.step(kernel, self.spec, inputs[0], undo)
 
-    def checkpoint(self, kernel: Kernel, state: LinearState | OrderedState) -> Any:
+    def checkpoint(self, kernel: Kernel, state: State) -> Any:
         return state.checkpoint()
 
-    def restore(self, kernel: Kernel, state: LinearState | OrderedState, saved: Any) -> Any:
+    def restore(self, kernel: Kernel, state: State, saved: Any) -> Any:
         state.restore(saved)
         return state

@@ -66,6 +66,7 @@ def spark_type(t: pl.DataType) -> Any:
         pl.Float32: T.FloatType,
         pl.Float64: T.DoubleType,
         pl.String: T.StringType,
+        pl.Binary: T.BinaryType,
         pl.Boolean: T.BooleanType,
         pl.Date: T.DateType,
     }
@@ -91,6 +92,7 @@ def polars_type(t: Any) -> pl.DataType:
         T.FloatType: pl.Float32,
         T.DoubleType: pl.Float64,
         T.StringType: pl.String,
+        T.BinaryType: pl.Binary,
         T.BooleanType: pl.Boolean,
         T.DateType: pl.Date,
     }
