@@ -336,14 +336,18 @@ PRODMOD = dbspark.UserAggregate("prodmod", f=lambda x: x % 97, g=lambda a, b: a 
 def test_user_aggregates_and_mode_fold_in_spark_tasks_as_in_the_driver(
     spark_session: Any, spark_engine: Any, placement_conf: Any, steps: list
 ) -> None:
-    """User aggregates (their Python folds shipped to Spark's tasks) and MODE, each step placed in the
-    driver or on the cluster at random, equal the local engine after every step."""
+    """User aggregates (their Python folds shipped to Spark's tasks; with an inverse, folded into their
+    accumulators) and MODE, each step placed in the driver or on the cluster at random, equal the
+    local engine after every step."""
 
     def build() -> Any:
         c = dbspark.Circuit()
         t = c.input("t", {"g": "int64", "x": "int64"})
         c.output("v", t.aggregate(by="g", sq=(SUMSQ, "x"), pm=(PRODMOD, "x"), mo=("mode", "x"), n="count"))
         c.output("all", t.aggregate(pm=(PRODMOD, "x"), mo=("mode", "x")))
+        # with an inverse only: folded from accumulators (`columnar/user_fold.py`)
+        c.output("inv", t.aggregate(by="g", sq=(SUMSQ, "x"), n="count", s=("sum", "x")))
+        c.output("inv_all", t.aggregate(sq=(SUMSQ, "x")))
         return c
 
     sr, lr = build().run(spark_engine), build().run("local")
@@ -361,7 +365,7 @@ def test_user_aggregates_and_mode_fold_in_spark_tasks_as_in_the_driver(
         cur = [x for i, x in enumerate(cur) if i not in gone] + ins
         sr.step()
         lr.step()
-        for v in ("v", "all"):
+        for v in ("v", "all", "inv", "inv_all"):
             assert sr.view(v).to_dict() == lr.view(v).to_dict(), (v, mode)
 
 
