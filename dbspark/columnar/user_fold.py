@@ -97,11 +97,13 @@ def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
         counts = [int(m) if m is not None else 0 for m in old[f"__n{i}"].to_list()]
         after, after_n = list(before), list(counts)
         ch = (
-            d.filter(pl.col(str(c.arg)).is_not_null())
+            d.lazy()
+            .filter(pl.col(str(c.arg)).is_not_null())
             .group_by([*keys, str(c.arg)])
             .agg(pl.col(WEIGHT).sum())
             .filter(pl.col(WEIGHT) != 0)
             .sort(WEIGHT, descending=True)  # inserts before deletes: d undoes what g did
+            .collect()
         )
         for row in ch.iter_rows():
             j, v, w = pos[row[: len(keys)]], row[len(keys)], row[-1]
@@ -127,18 +129,17 @@ def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
             f"__u{i}", [pickle.dumps(a) if a is not None else None for a in after], dtype=pl.Binary()
         )
         new_cols[f"__n{i}"] = pl.Series(f"__n{i}", after_n, dtype=pl.Int64())
-    view = emit(spec, o, n, ro, rn, was).with_columns(pl.lit(0, pl.Int8).alias(K))
+    outs = spec.output_schema()
+    view = emit(spec, o, n, ro, rn, was).with_columns(
+        pl.lit(0, pl.Int8).alias(K),
+        *([] if spec.by else [pl.lit(0, pl.Int8).alias(G)]),
+        *[pl.lit(None, t).alias(c) for c, t in accs.items() if c not in outs and c != G],
+    )
     had = old[WEIGHT].is_not_null()
     has = pl.any_horizontal([new_cols[f"__n{i}"] > 0 for i, _ in _user_calls(spec)])
-    gone = old.filter(had).select(*accs).with_columns(pl.lit(-1, pl.Int64).alias(WEIGHT))
-    made = groups.with_columns(list(new_cols.values())).filter(has).select(*accs)
-    made = made.with_columns(pl.lit(1, pl.Int64).alias(WEIGHT))
-    trace = pl.concat([gone, made], how="vertical").with_columns(pl.lit(1, pl.Int8).alias(K))
-    if spec.by:
-        view = view.with_columns([pl.lit(None, t).alias(c) for c, t in accs.items() if c not in spec.by])
-    else:
-        view = view.with_columns(pl.lit(0, pl.Int8).alias(G))
-        view = view.with_columns([pl.lit(None, t).alias(c) for c, t in accs.items() if c != G])
-    outs = spec.output_schema()
-    trace = trace.with_columns([pl.lit(None, t).alias(c) for c, t in outs.items() if c not in accs])
-    return pl.concat([view.select(list(schema)), trace.select(list(schema))], how="vertical")
+    nulls = [pl.lit(None, t).alias(c) for c, t in outs.items() if c not in accs]
+    gone = old.lazy().filter(had).select(*accs, pl.lit(-1, pl.Int64).alias(WEIGHT))
+    made = groups.lazy().with_columns(list(new_cols.values())).filter(has)
+    made = made.select(*accs, pl.lit(1, pl.Int64).alias(WEIGHT))
+    trace = pl.concat([gone, made], how="vertical").with_columns(pl.lit(1, pl.Int8).alias(K), *nulls)
+    return pl.concat([view.lazy().select(list(schema)), trace.select(list(schema))], how="vertical").collect()
