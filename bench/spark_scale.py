@@ -731,10 +731,11 @@ def run(quick: bool) -> dict:
     xs = list(range(WARMUP, WARMUP + steps))  # step numbers as in the progress lines (0 = warm-up)
 
     def per_size(label: str, values: Any, style: dict[str, Any], flat: bool = False) -> dict[str, Any]:
-        """One series per size (dotted: the small size; solid: the large one); `values(result of a size)`;
-        `flat`: a horizontal line at that value across the steps."""
+        """One series per size (dotted: the smallest size; solid: the largest; dash-dotted and dashed
+        between); `values(result of a size)`; `flat`: a horizontal line at that value across the steps."""
         out = {}
-        for n, ls in zip(sizes, (":", "-"), strict=True):
+        styles = [":", *(["-.", "--"] * len(sizes))[: max(len(sizes) - 2, 0)], "-"][-len(sizes) :]
+        for n, ls in zip(sizes, styles, strict=True):
             v = values(per[str(n)])
             out[f"{label} @{lbl[n]}" + (" (median)" if flat else "")] = (
                 [xs[0], xs[-1]] if flat else xs,
