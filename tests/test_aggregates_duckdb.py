@@ -384,21 +384,27 @@ MEAN = dbspark.UserAggregate(
 USER_AGGS = {"ss": (SUMSQ, "x"), "pm": (PRODMOD, "x"), "mean": (MEAN, "x"), "n": "count"}
 
 
-def user_expected(cur: Counter, grouped: bool) -> dict[tuple, int]:
+def by_group(cur: Counter, grouped: bool, values: Callable[[list], tuple]) -> dict[tuple, int]:
+    """{row: 1} per group of the contents (one group without GROUP BY): its key, then `values` of its
+    x's (NULLs included)."""
     data = expand(cur)
     groups = {g for g, _ in data} if grouped else {None}
-    out = {}
-    for g in groups:
-        rows = [x for gg, x in data if not grouped or gg == g]
+    return {
+        ((g,) if grouped else ()) + values([x for gg, x in data if not grouped or gg == g]): 1 for g in groups
+    }
+
+
+def user_expected(cur: Counter, grouped: bool) -> dict[tuple, int]:
+    def values(rows: list) -> tuple:
         xs = [x for x in rows if x is not None]
         pm = None
         if xs:
             pm = 1
             for x in xs:
                 pm = pm * (x % P) % P
-        vals = (sum(x * x for x in xs) if xs else None, pm, (sum(xs) / len(xs)) if xs else None, len(rows))
-        out[((g,) if grouped else ()) + vals] = 1
-    return out
+        return (sum(x * x for x in xs) if xs else None, pm, (sum(xs) / len(xs)) if xs else None, len(rows))
+
+    return by_group(cur, grouped, values)
 
 
 USER_X = st.one_of(st.none(), st.sampled_from([-3, -1, 0, 2, 5]), st.integers(-1000, 1000))
@@ -440,20 +446,13 @@ INVERTIBLE_AGGS = {"ss": (SUMSQ, "x"), "mean": (MEAN, "x"), "n": "count", "s": (
 
 
 def invertible_expected(cur: Counter, grouped: bool) -> dict[tuple, int]:
-    data = expand(cur)
-    groups = {g for g, _ in data} if grouped else {None}
-    out = {}
-    for g in groups:
-        rows = [x for gg, x in data if not grouped or gg == g]
+    def values(rows: list) -> tuple:
         xs = [x for x in rows if x is not None]
-        vals = (
-            sum(x * x for x in xs) if xs else None,
-            (sum(xs) / len(xs)) if xs else None,
-            len(rows),
-            sum(xs) if xs else None,
-        )
-        out[((g,) if grouped else ()) + vals] = 1
-    return out
+        if not xs:
+            return (None, None, len(rows), None)
+        return (sum(x * x for x in xs), sum(xs) / len(xs), len(rows), sum(xs))
+
+    return by_group(cur, grouped, values)
 
 
 @engine_given(

@@ -89,10 +89,11 @@ def _whole(spec: AggSpec, frames: list[Any]) -> Any:
     return fold(spec, False, [acc, acc.clear()])
 
 
-def _keyed(spec: AggSpec) -> list[tuple[str, Any]]:
-    """The input's columns as an aggregate's traces keep them: with the constant group key `G` of an
-    aggregate without GROUP BY."""
-    return [(c, col(c)) for c in spec.input_schema] + ([] if spec.by else [(G, Cast(lit(0), pl.Int8()))])
+def _keyed(spec: AggSpec) -> tuple[list[tuple[str, Any]], pl.Schema]:
+    """The input's columns as an aggregate's traces keep them (with the constant group key `G` of an
+    aggregate without GROUP BY): the expressions that make them from a change, and their schema."""
+    cols = [(c, col(c)) for c in spec.input_schema] + ([] if spec.by else [(G, Cast(lit(0), pl.Int8()))])
+    return cols, pl.Schema([(c, pl.Int8() if c == G else spec.input_schema[c]) for c, _ in cols])
 
 
 class LinearState:
@@ -151,9 +152,7 @@ class OrderedState:
     def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
         keys = keys_of(spec)
         self.order = ranked_fold.order_column(spec)
-        cols = _keyed(spec)
-        self.schema = pl.Schema([(c, pl.Int8() if c == G else spec.input_schema[c]) for c, _ in cols])
-        self.cols = cols
+        self.cols, self.schema = _keyed(spec)
         self.trace = kernel.new_trace(self.schema, keys, order=self.order)
         self.started = False
 
@@ -212,8 +211,7 @@ class InvertibleState:
         keys = keys_of(spec)
         self.acc = kernel.new_trace(key_schema(spec), keys, accumulator_schema(spec))
         self.user = kernel.new_trace(user_fold.user_schema(spec), keys)
-        self.cols = _keyed(spec)
-        self.schema = pl.Schema([(c, pl.Int8() if c == G else spec.input_schema[c]) for c, _ in self.cols])
+        self.cols, self.schema = _keyed(spec)
         self.started = False
 
     def step(self, kernel: Kernel, spec: AggSpec, delta: Any, undo: list) -> Any:
