@@ -40,12 +40,20 @@ class Pipeline:
         spark: Any = None,
         master: str | None = None,
         recursion_limit: int = 10_000,
+        recursion: str | None = None,
         **options: Any,
     ) -> None:
         if engine not in ("spark", "local"):
             raise UnknownNameError(f"unknown engine {engine!r}; the engines are 'spark' and 'local'")
         self.engine = engine
         self.recursion_limit = recursion_limit  # iterations of a recursive view per step (SQL and Datalog)
+        # how recursive views are maintained: "auto", "nested" or "dred" (`incremental/fixpoint.py`);
+        # None: each scope's own choice ("auto" unless built with another)
+        if recursion not in (None, "auto", "nested", "dred"):
+            raise UnknownNameError(
+                f"unknown recursion strategy {recursion!r}; the strategies are 'auto', 'nested' and 'dred'"
+            )
+        self.recursion = recursion
         self.directory = Path(directory) if directory is not None else None
         self._options = dict(options)
         if engine == "spark":
@@ -148,7 +156,7 @@ class Pipeline:
             return self.runtime
         if not self.circuit.outputs:
             raise CircuitError("the pipeline has no views; declare one with create_view (or sql/datalog)")
-        rt = self.circuit.incrementalize().run(self.engine, **self._options)
+        rt = self.circuit.incrementalize(self.recursion).run(self.engine, **self._options)
         rt.input_noun = "table"
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)

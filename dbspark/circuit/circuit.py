@@ -218,11 +218,13 @@ class Circuit:
         return self.explain()
 
     # ---- transformation and running -----------------------------------------------------------
-    def incrementalize(self) -> Circuit:
-        """Q^Δ: the circuit computing on changes (Algorithm 4.8), built by the rules of `incremental/`."""
+    def incrementalize(self, recursion: str | None = None) -> Circuit:
+        """Q^Δ: the circuit computing on changes (Algorithm 4.8), built by the rules of `incremental/`.
+        `recursion` ("auto", "nested" or "dred") maintains every recursive scope by that strategy
+        (default: each scope's own, `Circuit.recursive(..., strategy=)`)."""
         from dbspark.incremental import incrementalize
 
-        return incrementalize(self)
+        return incrementalize(self, recursion)
 
     def run(self, engine: Any = "local", *, snapshots: bool = False, **options: Any) -> Runtime:
         """A runtime that evaluates this circuit step by step on the named engine.

@@ -38,8 +38,10 @@ def recursive(
     name: str | None = None,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     mode: str = "naive",
+    strategy: str = "auto",
 ) -> Any:
-    """The fixpoint of `body` as stream(s) of `c`: one stream per recursive relation."""
+    """The fixpoint of `body` as stream(s) of `c`: one stream per recursive relation. `strategy`: how
+    `incrementalize()` maintains it ("auto", "nested" or "dred"; `incremental/fixpoint.py`)."""
     from dbspark.circuit.circuit import Circuit
     from dbspark.circuit.stream import Stream
 
@@ -47,6 +49,8 @@ def recursive(
         raise CircuitError("a recursive scope needs at least one input stream")
     if mode not in ("naive", "seminaive"):
         raise CircuitError("mode must be 'naive' or 'seminaive' (incrementalize() makes it incremental)")
+    if strategy not in ("auto", "nested", "dred"):
+        raise CircuitError(f"strategy must be 'auto', 'nested' or 'dred', not {strategy!r}")
     if max_iterations < 1:
         raise CircuitError("max_iterations must be at least 1")
     if schemas is None:
@@ -74,10 +78,11 @@ def recursive(
             raise CircuitError(f"scope {scope!r}: result {i} is not built from the body's arguments")
         fb.connect(r)
         inner.output(f"rel{i}", r)
+    plain = None
     if mode == "seminaive":
         from dbspark.incremental.fixpoint import nested_delta
 
-        inner = nested_delta(inner)
+        plain, inner = inner, nested_delta(inner)
     op = Fixpoint(
         inner,
         tuple(f"import{i}" for i in range(len(inputs))),
@@ -85,6 +90,8 @@ def recursive(
         scope,
         mode,
         max_iterations,
+        strategy,
+        plain,
     )
     fix = c.add(op, *inputs)
     picks = [c.add(Pick(i, r.schema), fix) for i, r in enumerate(results)]

@@ -13,6 +13,7 @@ from dbspark.circuit.circuit import Circuit
 from dbspark.incremental.cancel import cancel
 from dbspark.incremental.chain import chain
 from dbspark.incremental.distinct_consolidation import consolidate_distincts
+from dbspark.incremental.fixpoint import with_strategy
 from dbspark.incremental.prune import prune_columns
 
 PASSES: tuple[tuple[str, Callable[[Circuit], Circuit]], ...] = (
@@ -23,8 +24,11 @@ PASSES: tuple[tuple[str, Callable[[Circuit], Circuit]], ...] = (
 )
 
 
-def incrementalize(c: Circuit) -> Circuit:
-    """Q^Δ: a circuit that consumes input changes and produces output changes."""
+def incrementalize(c: Circuit, recursion: str | None = None) -> Circuit:
+    """Q^Δ: a circuit that consumes input changes and produces output changes. `recursion` ("auto",
+    "nested" or "dred") maintains every recursive scope by that strategy, whatever the scope chose."""
+    if recursion is not None:
+        c = with_strategy(c, recursion)
     for _, apply in PASSES:
         c = apply(c)
     return c

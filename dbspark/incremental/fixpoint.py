@@ -9,6 +9,8 @@ step only (`NestedConstant`). The new scope keeps its state across outer steps.
 
 from __future__ import annotations
 
+import dataclasses
+
 import polars as pl
 
 from dbspark.circuit.circuit import Circuit, Node
@@ -113,9 +115,54 @@ def nested_delta(inner: Circuit) -> Circuit:
     return copy_circuit(inner, lambda dst, n, ins: nested_node(dst, n, ins, varying))
 
 
+STRATEGIES = ("auto", "nested", "dred")
+
+
+def with_strategy(c: Circuit, strategy: str) -> Circuit:
+    """`c` with every recursive scope set to be maintained by `strategy`."""
+    if strategy not in STRATEGIES:
+        raise UnsupportedError(f"unknown recursion strategy {strategy!r}; the strategies are {STRATEGIES}")
+
+    def node(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
+        op = n.op
+        if isinstance(op, Fixpoint) and op.mode in ("naive", "seminaive"):
+            return dst.add(dataclasses.replace(op, strategy=strategy), *ins)
+        return dst.add(op, *ins)
+
+    return copy_circuit(c, node)
+
+
 def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
+    """The scope maintained by its strategy: "nested" (the doubly-incremental scope of §6), "dred"
+    (semi-naive evaluation continued from the last fixpoint, deletes by delete-and-rederive;
+    `operators/dred.py`, only for a body that `monotone.polarity` accepts), or "auto": "dred" where
+    the body qualifies, else "nested" (`docs/recursion-strategies.md`)."""
+    from dbspark.incremental.monotone import dred_body, polarity
+
     op = n.op
     assert isinstance(op, Fixpoint)
-    body = op.inner if op.mode == "seminaive" else nested_delta(op.inner)
-    inc = Fixpoint(body, op.imports, op.results, op.scope, "incremental", op.max_iterations)
+    plain = op.plain if op.plain is not None else op.inner
+    if op.strategy not in STRATEGIES:
+        raise UnsupportedError(
+            f"recursive scope {op.scope!r}: unknown strategy {op.strategy!r}; the strategies are {STRATEGIES}"
+        )
+    pol = polarity(plain) if op.strategy != "nested" else None
+    if op.strategy == "dred" and pol is not None and not pol.monotone:
+        raise UnsupportedError(
+            f"recursive scope {op.scope!r} cannot be maintained by delete-and-rederive: {pol.reason}; "
+            "use the strategy 'nested' (or 'auto')"
+        )
+    if pol is not None and pol.monotone:
+        inc = Fixpoint(
+            dred_body(plain),
+            op.imports,
+            op.results,
+            op.scope,
+            "dred",
+            op.max_iterations,
+            polarity=pol.imports,
+        )
+    else:
+        body = op.inner if op.mode == "seminaive" else nested_delta(op.inner)
+        inc = Fixpoint(body, op.imports, op.results, op.scope, "incremental", op.max_iterations)
     return dst.add(inc, *ins)

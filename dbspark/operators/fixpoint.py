@@ -25,7 +25,7 @@ naming the scope, and the runtime rolls the whole step back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dbspark.errors import RecursionLimitError
@@ -51,6 +51,9 @@ class Fixpoint(Operator):
     scope: str
     mode: str = "naive"
     max_iterations: int = DEFAULT_MAX_ITERATIONS
+    strategy: str = "auto"  # how incrementalize() maintains it: "auto", "nested" or "dred"
+    plain: Circuit | None = None  # the body before any rewrite, when `inner` is not it (seminaive)
+    polarity: dict[str, int] = field(default_factory=dict)  # "dred": +1 / -1 per import (monotone.py)
 
     name = "fixpoint"
     kind = NONLINEAR
@@ -73,6 +76,10 @@ class Fixpoint(Operator):
         return f"fixpoint {self.scope} [{self.mode}] -> ({', '.join(self.results)})"
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
+        if self.mode == "dred":
+            from dbspark.operators.dred import DRedScopeState
+
+            return DRedScopeState(self, kernel)
         return ScopeState(self, kernel) if self.mode == "incremental" else None
 
     def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
@@ -80,7 +87,7 @@ class Fixpoint(Operator):
         read into the driver, and the iterations over it run there."""
         placed = kernel.place([kernel.consolidate(v) for v in inputs])
         values = dict(zip(self.imports, placed, strict=True))
-        if self.mode == "incremental":
+        if self.mode in ("incremental", "dred"):
             return state.step(values, undo)
         with kernel.scratch():  # state of this step only
             if self.mode == "naive":
@@ -123,9 +130,13 @@ class Iteration:
         alive = inner.live()
         self.order = [n for n in schedule(inner) if n in alive]
         self.states: dict[int, Any] = {}
+        self.fed = []  # the feedback delays (the others delay an integral: `Stream.join`'s z^-1(I(a)))
         for nid in self.order:
             n = inner.nodes[nid]
-            if isinstance(n.op, Delay):
+            if isinstance(n.op, Delay) and n.shape.trace:
+                self.states[nid] = DelayState(kernel.empty_snapshot(n.shape.schema, n.shape.index_keys))
+            elif isinstance(n.op, Delay):
+                self.fed.append(nid)
                 self.states[nid] = DelayState(kernel.empty(n.shape.schema))
             else:
                 self.states[nid] = n.op.init(kernel, n.shape, [inner.nodes[i].shape for i in n.inputs])
@@ -141,10 +152,11 @@ class Iteration:
             return imports[op.name_] if op.name_ in imports else k.empty(op.schema)
 
         values = evaluate(self.order, self.inner, self.states, k, source, undo)
-        stored = advance_delays(self.order, self.inner, self.states, values, undo, k.consolidate)
+        advance_delays(self.order, self.inner, self.states, values, undo)
         # the feedback placed for the next iteration (on Spark one read for all of it, which also
         # tells whether it is empty)
-        fed = [nid for nid in self.order if isinstance(self.inner.nodes[nid].op, Delay)]
+        fed = self.fed
+        stored = [k.consolidate(self.states[nid].value) for nid in fed]
         placed: dict[int, Any] = {}  # a delay's input node -> its value as placed
         for nid, v in zip(fed, k.place(stored, loop=True), strict=True):
             self.states[nid].value = v

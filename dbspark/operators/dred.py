@@ -1,0 +1,196 @@
+"""Recursive scopes maintained by semi-naive evaluation with delete-and-rederive (`docs/recursion-strategies.md`).
+
+A monotone scope (`incremental/monotone.py`) keeps, from one outer step to the next, the state of its
+body incrementalized along the iterations only: the semi-naive circuit (`dbsp-paper.txt` eq. 5.1),
+whose integrals then hold every intermediate relation at the last fixpoint, one row per fact (no
+iteration column). An outer step splits each import's change into the part that can only remove facts
+(deletes of an import read positively, inserts of one read under a negation) and the part that can
+only add them, and runs the body's iterations twice:
+
+1. **over-delete**: the removing part flows through the circuit; a recursive distinct removes a fact
+   as soon as it loses a derivation (its count of derivations drops), once, even if others remain;
+2. **re-derive and insert**: at the first iteration of the second run, each recursive distinct puts
+   back the facts it removed that still have a derivation (count > 0), and the adding part flows in;
+   the iterations go on until nothing changes, as semi-naive evaluation does.
+
+A step without a removing part is only the second run: semi-naive evaluation continued from the
+current fixpoint. The first step of all is semi-naive evaluation from empty state. The work follows
+the facts that change, the facts over-deleted and re-derived, and the iterations each run needs; the
+nested scope's (fact, iteration) cells (`operators/nested.py`) are not kept at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dbspark.errors import RecursionLimitError
+from dbspark.ir.expr import Case, Expr, col, lit
+from dbspark.operators.base import NONLINEAR, Operator, Shape
+from dbspark.operators.distinct import H_WEIGHT, positive
+from dbspark.operators.time import Delay, Integrate
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel, Value
+    from dbspark.operators.fixpoint import Fixpoint
+
+W0, W1, W2 = col("__w0"), col("__w1"), col("__w2")
+# over-delete: -1 where the count drops (w0 < 0) for a fact there before (w1 > 0) not removed yet (w2 = 0)
+OVERDELETE_WEIGHT: Expr = Case((((W0 < 0) & (W1 > 0) & W2.eq(0), lit(-1)),), lit(0))
+# the first evaluation after an over-delete: a removed fact (w2 < 0) is back iff its count is positive;
+# any other fact follows H
+RESYNC_WEIGHT: Expr = positive(W1 + W0) - Case(((W2.eq(0), positive(W1)),), lit(0))
+NORMAL, OVERDELETE = "normal", "overdelete"
+
+
+class RecursiveDistinctState:
+    """`removed`: the over-delete run's input changes (a scratch trace: negative where a fact lost
+    derivations, hence was removed); `resync`: the next evaluation puts back what still has one."""
+
+    def __init__(self, schema: Any) -> None:
+        self.schema = schema
+        self.cols = tuple(schema)
+        self.phase = NORMAL
+        self.removed: Any = None
+        self.resync = False
+
+    def set(self, undo: list, **values: Any) -> None:
+        old = {k: getattr(self, k) for k in values}
+        undo.append(lambda: self.__dict__.update(old))
+        self.__dict__.update(values)
+
+
+@dataclass(frozen=True)
+class RecursiveDistinct(Operator):
+    """A distinct on a scope's loop, maintained by delete-and-rederive; inputs: the delayed integral of
+    its input (every column indexed) and the input's change, as `DistinctH`'s."""
+
+    name = "recursive_distinct"
+    kind = NONLINEAR
+    arity = 2
+    stateful = True
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        return Shape(ins[1].schema)
+
+    def label(self) -> str:
+        return "distinct (delete-and-rederive)"
+
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
+        return RecursiveDistinctState(shape.schema)
+
+    def checkpoint(self, kernel: Kernel, state: Any) -> Any:
+        return None  # between steps it holds nothing: `removed` lasts one step
+
+    def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
+        return state
+
+    def eval(self, kernel: Kernel, state: RecursiveDistinctState, inputs: list[Any], undo: list) -> Any:
+        k = kernel
+        prev, d = inputs
+        on = [(c, c) for c in state.cols]
+        if state.phase == OVERDELETE:
+            d = k.consolidate(d)
+            if k.known_empty(d):
+                return d
+            removed = state.removed
+            out = k.combine(
+                [d, k.seek(prev, d, on, exact=True), k.seek(removed.snapshot(), d, on, exact=True)],
+                state.cols,
+                OVERDELETE_WEIGHT,
+            )
+            k.trace_insert(removed, d, undo)
+            return out
+        if state.resync:
+            state.set(undo, resync=False)
+            gone = k.as_zset(state.removed.snapshot())
+            found = k.seek(prev, k.plus(d, gone), on, exact=True)
+            return k.combine([d, found, gone], state.cols, RESYNC_WEIGHT)
+        return k.combine([d, k.seek(prev, d, on, exact=True)], state.cols, H_WEIGHT)
+
+
+def _part(k: Kernel, v: Value, sign: int) -> Value:
+    """The rows of `v` of positive (sign 1) or negative (-1) weight."""
+    w = col("__w0")
+    keep = (w > 0) if sign > 0 else (w < 0)
+    return k.combine([v], list(v.schema), Case(((keep, w),), lit(0)))
+
+
+class DRedScopeState:
+    """The state of a scope maintained by delete-and-rederive: its semi-naive body's integrals."""
+
+    def __init__(self, op: Fixpoint, kernel: Kernel) -> None:
+        from dbspark.operators.fixpoint import Iteration
+
+        self.op = op
+        self.kernel = kernel
+        self.it = Iteration(op.inner, kernel)
+        inner = op.inner
+        self.distincts = [s for s in self.it.states.values() if isinstance(s, RecursiveDistinctState)]
+        # each delay of an integral, with the integral's node: re-read from the trace at each step
+        self.trace_delays = [
+            (nid, inner.nodes[nid].inputs[0])
+            for nid in self.it.order
+            if isinstance(inner.nodes[nid].op, Delay) and inner.nodes[nid].shape.trace
+        ]
+        self.iterations: list[int] = []  # iterations run per outer step (both runs; for measurements)
+        self.overdeleted: list[bool] = []  # whether a step ran the over-delete
+
+    def step(self, imports: dict[str, Any], undo: list) -> tuple:
+        k, op = self.kernel, self.op
+        for nid, src in self.trace_delays:  # a step's flush may have given the trace new files
+            self.it.states[nid].value = self.it.states[src].snapshot()
+        removing, adding = {}, {}
+        for name, v in imports.items():
+            sign = op.polarity.get(name, 1)
+            removing[name], adding[name] = _part(k, v, -sign), _part(k, v, sign)
+        parts: list[list[Any]] = [[] for _ in op.results]
+        runs = 0
+        over = not all(k.is_empty(v) for v in removing.values())
+        if over:
+            with k.scratch():
+                for s in self.distincts:
+                    s.set(undo, phase=OVERDELETE, removed=k.new_trace(s.schema, s.cols))
+            runs += self._run(removing, parts, undo)
+            for s in self.distincts:
+                s.set(undo, phase=NORMAL, resync=True)
+        if over or not all(k.is_empty(v) for v in adding.values()):
+            runs += self._run(adding, parts, undo)
+        for s in self.distincts:
+            s.set(undo, removed=None, resync=False)
+        self.iterations.append(runs)
+        self.overdeleted.append(over)
+        if not parts[0]:
+            return tuple(k.empty(op.inner.nodes[op.inner.outputs[r]].shape.schema) for r in op.results)
+        from dbspark.operators.fixpoint import _total
+
+        return tuple(k.consolidate(_total(k, ps)) for ps in parts)
+
+    def _run(self, imports: dict[str, Any], parts: list[list[Any]], undo: list) -> int:
+        """Iterations from `imports` until the feedback is empty; returns how many ran."""
+        k, op = self.kernel, self.op
+        empty = {name: k.empty(v.schema) for name, v in imports.items()}
+        n = 0
+        while True:
+            out = self.it.evaluate(imports if n == 0 else empty, n, undo)
+            for i, r in enumerate(op.results):
+                parts[i].append(out[r])
+            n += 1
+            if self.it.feedback_empty:
+                return n
+            if n > op.max_iterations:
+                raise RecursionLimitError(
+                    f"recursive scope {op.scope!r} did not reach a fixpoint within {op.max_iterations} iterations"
+                )
+
+    def to_state(self) -> Any:
+        inner = self.op.inner
+        return {
+            nid: self.it.states[nid].to_state()
+            for nid in self.it.order
+            if isinstance(inner.nodes[nid].op, Integrate)
+        }
+
+    def restore(self, saved: Any) -> None:
+        for nid, st in saved.items():
+            self.it.states[nid].restore(st)
