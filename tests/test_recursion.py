@@ -20,8 +20,9 @@ errors raised while building a scope, and of the Python oracles, have no engine.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -561,7 +562,9 @@ def as_set(rel: Rel) -> dict[tuple, int]:
     return {r: 1 for r in rel}
 
 
-STRATEGIES = ("nested", "dred")  # every oracle test runs each strategy that accepts the query
+# every oracle test runs each strategy that accepts the query; "auto" with its switch thresholds at 0
+# (`dred.SWITCH_MIN`, `SWITCH_RATIO`) goes nested at its first step with an over-delete
+STRATEGIES = ("nested", "dred", "auto")
 
 
 def incrementalized(c: dbspark.Circuit, strategy: str) -> dbspark.Circuit | None:
@@ -571,6 +574,7 @@ def incrementalized(c: dbspark.Circuit, strategy: str) -> dbspark.Circuit | None
     except UnsupportedError:
         assert strategy == "dred"
         return None
+    # (under "auto" a scope that does not qualify is nested from the start)
 
 
 def check_against_oracles(
@@ -581,6 +585,24 @@ def check_against_oracles(
     incremental outputs are the differences of consecutive naive outputs and their running sum is the
     naive output."""
     inc_modes = (inc_modes,) if isinstance(inc_modes, str) else inc_modes
+    with eager_switch():
+        check_steps(q, steps, inc_modes, engine)
+
+
+@contextlib.contextmanager
+def eager_switch() -> Iterator[None]:
+    """The strategy "auto" switches to the nested scope at its first step that over-deletes."""
+    from dbspark.operators import dred
+
+    saved = dred.SWITCH_MIN, dred.SWITCH_RATIO
+    dred.SWITCH_MIN = dred.SWITCH_RATIO = 0
+    try:
+        yield
+    finally:
+        dred.SWITCH_MIN, dred.SWITCH_RATIO = saved
+
+
+def check_steps(q: Query, steps: list[Step], inc_modes: tuple[str, ...], engine: Any) -> None:
     circuits = {m: make_circuit(q, m) for m in MODES}
     incs = {
         f"{m}, {s}": inc.run(engine)
@@ -831,11 +853,21 @@ def test_a_join_side_without_the_feedback_is_static(query: Query, static: tuple[
     assert [j.static for j in joins] == [static]
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", [*STRATEGIES, "auto, switched"])
 @pytest.mark.parametrize("mode", MODES)
 def test_checkpoint_and_restore_of_an_incremental_scope(engine: Any, tmp_path, mode, strategy):
-    """The scope's state is checkpointed (nested traces; the semi-naive body's integrals): a restored
+    """The scope's state is checkpointed (nested traces; the semi-naive body's integrals; under "auto"
+    the imports' integrals, or the nested traces once switched, here at the second step): a restored
     runtime (the same one after further steps, or a fresh one) continues from the checkpointed fixpoint."""
+    with eager_switch() if strategy == "auto, switched" else contextlib.nullcontext():
+        rt = checkpoint_and_restore(engine, tmp_path, mode, strategy.split(",")[0])
+    if strategy.startswith("auto"):
+        (scope,) = [s for s in rt.states.values() if hasattr(s, "switched_at")]
+        assert (scope.switched_at is not None) == (strategy == "auto, switched")
+
+
+def checkpoint_and_restore(engine: Any, tmp_path: Any, mode: str, strategy: str) -> Any:
+    """Returns the fresh runtime restored from the checkpoint."""
     q = make_circuit(TC, mode).incrementalize(recursion=strategy)
     rt = q.run(engine)
     rt.insert("e", RING)
@@ -859,6 +891,7 @@ def test_checkpoint_and_restore_of_an_incremental_scope(engine: Any, tmp_path, m
         r.delete("e", sorted(new))
         r.step()
         assert r.view("tc").to_dict() == {}
+    return r
 
 
 # ---- 4. non-linear bodies (§7.7): GROUP BY-aggregate and a difference inside the scope ---------------------

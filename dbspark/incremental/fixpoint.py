@@ -134,9 +134,11 @@ def with_strategy(c: Circuit, strategy: str) -> Circuit:
 
 def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
     """The scope maintained by its strategy: "nested" (the doubly-incremental scope of §6), "dred"
-    (semi-naive evaluation continued from the last fixpoint, deletes by delete-and-rederive;
-    `operators/dred.py`, only for a body that `monotone.polarity` accepts), or "auto": "dred" where
-    the body qualifies, else "nested" (`docs/recursion-strategies.md`)."""
+        (semi-naive evaluation continued from the last fixpoint, deletes by delete-and-rederive;
+        `operators/dred.py`, only for a body that `monotone.polarity` accepts), or "auto": "dred" where
+        the body qualifies, switching to "nested" for good at a step where delete-and-rederive put back
+    many more facts than changed (`operators/dred.py` `AutoScopeState`), else "nested"
+    (`docs/recursion-strategies.md`)."""
     from dbspark.incremental.monotone import dred_body, polarity
 
     op = n.op
@@ -152,17 +154,18 @@ def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
             f"recursive scope {op.scope!r} cannot be maintained by delete-and-rederive: {pol.reason}; "
             "use the strategy 'nested' (or 'auto')"
         )
+    body = op.inner if op.mode == "seminaive" else nested_delta(op.inner)
+    inc = Fixpoint(body, op.imports, op.results, op.scope, "incremental", op.max_iterations)
     if pol is not None and pol.monotone:
+        mode = "dred" if op.strategy == "dred" else "auto"
         inc = Fixpoint(
             dred_body(plain),
             op.imports,
             op.results,
             op.scope,
-            "dred",
+            mode,
             op.max_iterations,
             polarity=pol.imports,
+            alt=inc if mode == "auto" else None,
         )
-    else:
-        body = op.inner if op.mode == "seminaive" else nested_delta(op.inner)
-        inc = Fixpoint(body, op.imports, op.results, op.scope, "incremental", op.max_iterations)
     return dst.add(inc, *ins)

@@ -28,6 +28,7 @@ from dbspark.errors import RecursionLimitError
 from dbspark.ir.expr import Case, Expr, col, lit
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.distinct import H_WEIGHT, positive
+from dbspark.operators.fixpoint import Iteration, ScopeState, _total
 from dbspark.operators.time import Delay, Integrate
 
 if TYPE_CHECKING:
@@ -109,6 +110,11 @@ class RecursiveDistinct(Operator):
         return k.combine([d, k.seek(prev, d, on, exact=True)], state.cols, H_WEIGHT)
 
 
+def _rows(k: Kernel, values: Any) -> int:
+    """How many rows the values hold, counted where they are held in this process (else 0)."""
+    return sum(len(k.to_local(v)) for v in values if k.is_local(v))
+
+
 def _part(k: Kernel, v: Value, sign: int) -> Value:
     """The rows of `v` of positive (sign 1) or negative (-1) weight."""
     w = col("__w0")
@@ -120,8 +126,6 @@ class DRedScopeState:
     """The state of a scope maintained by delete-and-rederive: its semi-naive body's integrals."""
 
     def __init__(self, op: Fixpoint, kernel: Kernel) -> None:
-        from dbspark.operators.fixpoint import Iteration
-
         self.op = op
         self.kernel = kernel
         self.it = Iteration(op.inner, kernel)
@@ -135,6 +139,7 @@ class DRedScopeState:
         ]
         self.iterations: list[int] = []  # iterations run per outer step (both runs; for measurements)
         self.overdeleted: list[bool] = []  # whether a step ran the over-delete
+        self.put_back = 0  # the last step's facts over-deleted and re-derived (at most: less what changed)
 
     def step(self, imports: dict[str, Any], undo: list) -> tuple:
         k, op = self.kernel, self.op
@@ -147,6 +152,7 @@ class DRedScopeState:
         parts: list[list[Any]] = [[] for _ in op.results]
         runs = 0
         over = not all(k.is_empty(v) for v in removing.values())
+        self.put_back = 0
         if over:
             with k.scratch():
                 for s in self.distincts:
@@ -154,6 +160,7 @@ class DRedScopeState:
             runs += self._run(removing, parts, undo)
             for s in self.distincts:
                 s.set(undo, phase=NORMAL, resync=True)
+            removed = [k.consolidate(_total(k, ps)) for ps in parts]
         if over or not all(k.is_empty(v) for v in adding.values()):
             runs += self._run(adding, parts, undo)
         for s in self.distincts:
@@ -162,9 +169,10 @@ class DRedScopeState:
         self.overdeleted.append(over)
         if not parts[0]:
             return tuple(k.empty(op.inner.nodes[op.inner.outputs[r]].shape.schema) for r in op.results)
-        from dbspark.operators.fixpoint import _total
-
-        return tuple(k.consolidate(_total(k, ps)) for ps in parts)
+        out = tuple(k.consolidate(_total(k, ps)) for ps in parts)
+        if over:
+            self.put_back = _rows(k, removed) - _rows(k, out)
+        return out
 
     def _run(self, imports: dict[str, Any], parts: list[list[Any]], undo: list) -> int:
         """Iterations from `imports` until the feedback is empty; returns how many ran."""
@@ -194,3 +202,80 @@ class DRedScopeState:
     def restore(self, saved: Any) -> None:
         for nid, st in saved.items():
             self.it.states[nid].restore(st)
+
+
+# `AutoScopeState` switches to the nested scope after a step whose over-delete put back more than
+# SWITCH_RATIO times the facts that changed, and at least SWITCH_MIN (module constants: tests lower them)
+SWITCH_MIN = 2_000
+SWITCH_RATIO = 4
+
+
+class AutoScopeState:
+    """A monotone scope under the strategy "auto": delete-and-rederive until a step shows that its
+    over-delete runs away (the facts it removes come back: a cycle or many derivations support them,
+    as reachability in a strongly connected graph), then the nested scope for good, built once from
+    the imports' integrals (kept for that until the switch).
+
+    Both states are made at once (an engine names its traces in the order they are made, and a
+    checkpoint is restored into traces of the same names); the one not in use is kept empty: the
+    nested one until the switch, the other from the step after it (a failed step may still undo it)."""
+
+    def __init__(self, op: Fixpoint, kernel: Kernel) -> None:
+        assert op.alt is not None
+        self.op = op
+        self.kernel = kernel
+        self.dred = DRedScopeState(op, kernel)
+        inner = op.inner
+        self.inputs = {
+            name: kernel.new_trace(sch, tuple(sch))
+            for name in op.imports
+            for sch in [inner.nodes[inner.inputs[name]].shape.schema]
+        }
+        self.nested = ScopeState(op.alt, kernel)
+        self.empty = self._dred_state(), self.nested.to_state()
+        self.switched_at: int | None = None  # the outer step after which it went nested
+        self.released = False  # the delete-and-rederive state emptied after the switch
+
+    def _dred_state(self) -> Any:
+        return {"dred": self.dred.to_state(), "inputs": {n: t.to_state() for n, t in self.inputs.items()}}
+
+    def _restore_dred(self, saved: Any) -> None:
+        self.dred.restore(saved["dred"])
+        for n, st in saved["inputs"].items():
+            self.inputs[n].restore(st)
+
+    @property
+    def iterations(self) -> list[int]:
+        return self.dred.iterations + (self.nested.iterations if self.switched_at is not None else [])
+
+    def step(self, imports: dict[str, Any], undo: list) -> tuple:
+        if self.switched_at is not None:
+            if not self.released:  # the switch is committed: free the other state's memory
+                self._restore_dred(self.empty[0])
+                self.released = True
+            return self.nested.step(imports, undo)
+        k = self.kernel
+        for name, v in imports.items():
+            k.trace_insert(self.inputs[name], v, undo)
+        out = self.dred.step(imports, undo)
+        if self.dred.put_back >= max(SWITCH_MIN, SWITCH_RATIO * _rows(k, out)):
+            full = k.place([k.as_zset(t.snapshot()) for t in self.inputs.values()])
+            self.nested.step(dict(zip(self.inputs, full, strict=True)), undo)
+            undo.append(lambda: setattr(self, "switched_at", None))
+            self.switched_at = len(self.dred.iterations)
+        return out
+
+    def to_state(self) -> Any:
+        if self.switched_at is not None:
+            return {"nested": self.nested.to_state(), "switched_at": self.switched_at}
+        return self._dred_state()
+
+    def restore(self, saved: Any) -> None:
+        if "nested" in saved:
+            self.nested.restore(saved["nested"])
+            self._restore_dred(self.empty[0])
+            self.switched_at, self.released = saved["switched_at"], True
+        else:
+            self.nested.restore(self.empty[1])
+            self._restore_dred(saved)
+            self.switched_at, self.released = None, False

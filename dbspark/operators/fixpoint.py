@@ -54,6 +54,7 @@ class Fixpoint(Operator):
     strategy: str = "auto"  # how incrementalize() maintains it: "auto", "nested" or "dred"
     plain: Circuit | None = None  # the body before any rewrite, when `inner` is not it (seminaive)
     polarity: dict[str, int] = field(default_factory=dict)  # "dred": +1 / -1 per import (monotone.py)
+    alt: Fixpoint | None = None  # mode "auto": the same scope maintained nested, to switch to
 
     name = "fixpoint"
     kind = NONLINEAR
@@ -76,10 +77,10 @@ class Fixpoint(Operator):
         return f"fixpoint {self.scope} [{self.mode}] -> ({', '.join(self.results)})"
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
-        if self.mode == "dred":
-            from dbspark.operators.dred import DRedScopeState
+        if self.mode in ("dred", "auto"):
+            from dbspark.operators.dred import AutoScopeState, DRedScopeState
 
-            return DRedScopeState(self, kernel)
+            return DRedScopeState(self, kernel) if self.mode == "dred" else AutoScopeState(self, kernel)
         return ScopeState(self, kernel) if self.mode == "incremental" else None
 
     def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
@@ -87,7 +88,7 @@ class Fixpoint(Operator):
         read into the driver, and the iterations over it run there."""
         placed = kernel.place([kernel.consolidate(v) for v in inputs])
         values = dict(zip(self.imports, placed, strict=True))
-        if self.mode in ("incremental", "dred"):
+        if self.mode in ("incremental", "dred", "auto"):
             return state.step(values, undo)
         with kernel.scratch():  # state of this step only
             if self.mode == "naive":
