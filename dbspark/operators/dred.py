@@ -140,6 +140,7 @@ class DRedScopeState:
         self.iterations: list[int] = []  # iterations run per outer step (both runs; for measurements)
         self.overdeleted: list[bool] = []  # whether a step ran the over-delete
         self.put_back = 0  # the last step's facts over-deleted and re-derived (at most: less what changed)
+        self.removed: list[Any] = []  # the last over-delete's removals from each result
 
     def step(self, imports: dict[str, Any], undo: list) -> tuple:
         k, op = self.kernel, self.op
@@ -160,7 +161,7 @@ class DRedScopeState:
             runs += self._run(removing, parts, undo)
             for s in self.distincts:
                 s.set(undo, phase=NORMAL, resync=True)
-            removed = [k.consolidate(_total(k, ps)) for ps in parts]
+            removed = self.removed = [k.consolidate(_total(k, ps)) for ps in parts]
         if over or not all(k.is_empty(v) for v in adding.values()):
             runs += self._run(adding, parts, undo)
         for s in self.distincts:
