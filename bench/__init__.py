@@ -11,6 +11,7 @@ WORKLOADS = (
     "tc",
     "spark_scale",
     "datalog",
+    "recursion",
     "tpch",
 )
 # issue 7's names for the workloads: `scale` is the view's growth on the local engine and on Spark

@@ -267,12 +267,19 @@ class SparkBucketTrace:
         rollback (they may be large: `add` writes large ones early to free them), so a snapshot issued
         during a rolled-back step is dropped with the step's values, not restored."""
         old_files, old_replaced, issued = self.files, self.replaced, self.issued
+        written = tuple(self.pending)
         self.files = updated(old_files, new)
         self.replaced = [*old_replaced, *garbage(old_files, self.files)]
         self.pending, self.issued = [], []
         self.writes += 1
         for s in issued:
-            s.files, s.pending = self.files, ()
+            # only a snapshot of all that was written now names the new files; one issued before the
+            # last changes (a recursive scope's z^-1 of an integral, taken an iteration earlier) keeps
+            # its files and pending parts, which stay readable until the next step commits
+            if len(s.pending) == len(written) and all(
+                a is b for a, b in zip(s.pending, written, strict=True)
+            ):
+                s.files, s.pending = self.files, ()
 
         def back() -> None:
             self.files, self.pending, self.issued, self.replaced = old_files, [], [], old_replaced

@@ -1,0 +1,471 @@
+"""Recursive views under each maintenance strategy (`docs/recursion-strategies.md`): from scratch and
+per batch of 100 inserts + 100 deletes, against recomputation.
+
+    python -m bench recursion                      # all workloads (about 10 minutes)
+    python -m bench.recursion --workloads reach,sg --batches 5
+
+Workloads (Datalog programs through `Pipeline(engine="local", recursion=...)`; TC with the closure
+operator switched off, so that every one runs through a recursive scope):
+
+- `tc`: `path(x, y) :- edge(x, y). path(x, y) :- path(x, z), edge(z, y).` on `bench.tc.make_graph`'s
+  random graph (one giant strongly connected component; 1,000 nodes / 4,000 edges);
+- `reach`: reachability from 10 roots on a random graph of 100,000 edges (50,000 nodes);
+- `sg`: same generation, `sg(x, y) :- par(p, x), par(p, y), x != y. sg(x, y) :- par(a, x), sg(a, b),
+  par(b, y).`, on a random tree (node i's parent drawn from the 200 nodes before it; 20,000 nodes);
+- `pointsto`: Andersen's points-to analysis of a generated program (assignments `p = &a`, `p = q`,
+  `p = *q`, `*p = q`; 100,000 statements over 50,000 variables).
+
+Systems, each in a subprocess (its peak RSS its own): dbspark with `recursion="nested"`, `"dred"` and
+`"auto"` (one pipeline: the from-scratch step, then one step per batch); dbspark's recompute (a fresh
+pipeline on the whole input after batch 1 and after the last batch: semi-naive from scratch, the
+`dred` strategy's first step); DuckDB's `WITH RECURSIVE ... UNION` (tc, reach, sg: its recursive
+reference is the last iteration's new rows, so a non-linear rule such as points-to's cannot be
+written); a plain-Python semi-naive evaluation (pointsto). Every system's final relation is checked
+equal (size and digest) to the recompute's.
+
+Memory: the worker's RSS growth over the run (its peak minus its RSS once dbspark is imported, before
+the input is built; the input's Python lists count too) against the fixpoint's size as int64 columns
+(rows x columns x 8 bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import harness as h
+from bench.datalog import REACH, TC
+from bench.tc import Clock, make_graph, peak_gib, rss_now_gib
+
+ROOT = Path(__file__).resolve().parents[1]
+CHANGE = 100
+SG = """
+.decl par(p: number, c: number)
+.input par
+.decl sg(x: number, y: number)
+.output sg
+sg(x, y) :- par(p, x), par(p, y), x != y.
+sg(x, y) :- par(a, x), sg(a, b), par(b, y).
+"""
+POINTSTO = """
+.decl addr(p: number, a: number)
+.decl assign(p: number, q: number)
+.decl load(p: number, q: number)
+.decl store(p: number, q: number)
+.input addr, assign, load, store
+.decl pt(p: number, a: number)
+.output pt
+pt(p, a) :- addr(p, a).
+pt(p, a) :- assign(p, q), pt(q, a).
+pt(p, a) :- load(p, q), pt(q, r), pt(r, a).
+pt(r, a) :- store(p, q), pt(p, r), pt(q, a).
+"""
+DUCK = {
+    "tc": "WITH RECURSIVE v(x, y) AS (SELECT x, y FROM edge UNION SELECT v.x, edge.y FROM v "
+    "JOIN edge ON v.y = edge.x) SELECT x, y FROM v",
+    "reach": "WITH RECURSIVE v(x) AS (SELECT x FROM root UNION SELECT edge.y FROM v JOIN edge "
+    "ON v.x = edge.x) SELECT x FROM v",
+    "sg": "WITH RECURSIVE v(x, y) AS (SELECT a.c, b.c FROM par a JOIN par b ON a.p = b.p WHERE a.c <> b.c "
+    "UNION SELECT a.c, b.c FROM par a JOIN v ON a.p = v.x JOIN par b ON v.y = b.p) SELECT x, y FROM v",
+}
+FULL = {"tc": 1000, "reach": 100_000, "sg": 20_000, "pointsto": 100_000}
+QUICK = {"tc": 300, "reach": 20_000, "sg": 5_000, "pointsto": 20_000}
+SMOKE = {"tc": 60, "reach": 2_000, "sg": 500, "pointsto": 2_000}
+VIEW = {"tc": "path", "reach": "reach", "sg": "sg", "pointsto": "pt"}
+STRATEGIES = ("nested", "dred", "auto")
+
+
+# ---- inputs: each workload's relations at the start and its batches (all deterministic) ------------
+def _tree(n: int, nb: int) -> tuple[dict, list]:
+    rng = np.random.default_rng(11)
+    par = [(int(rng.integers(max(0, i - 200), i)), i) for i in range(1, n)]
+    cur, nxt, batches = set(par), n, []
+    for _ in range(nb):
+        pool = sorted(cur)
+        dels = [pool[i] for i in sorted(rng.choice(len(pool), CHANGE, replace=False).tolist())]
+        ins = [(int(rng.integers(0, nxt)), nxt + j) for j in range(CHANGE)]  # new leaves
+        nxt += CHANGE
+        cur.difference_update(dels)
+        cur.update(ins)
+        batches.append(({"par": ins}, {"par": dels}))
+    return {"par": par}, batches
+
+
+KINDS = {"addr": 0.3, "assign": 0.4, "load": 0.15, "store": 0.15}  # shares of the statements
+LOCALS, CROSS = 25, 0.01  # variables per function; share of statements reading another function's
+
+
+def _program(n: int, nb: int) -> tuple[dict, list]:
+    """n statements of n / 50 functions with 25 pointer variables each: a statement reads and writes
+    variables of its function, but with probability 1% its source is another function's (a call's
+    argument or result); `p = &a` allocates a new object a (ids above the variables'), through which
+    loads and stores go. Batches replace CHANGE statements (in the kinds' shares)."""
+    rng = np.random.default_rng(13)
+    nf = max(1, n // 50)
+    nv = nf * LOCALS
+    objects = iter(range(nv, 10**12))
+
+    def statement(kind: str) -> tuple[int, int]:
+        f = int(rng.integers(0, nf))
+        p = f * LOCALS + int(rng.integers(0, LOCALS))
+        if kind == "addr":
+            return p, next(objects)
+        g = int(rng.integers(0, nf)) if rng.random() < CROSS else f
+        return p, g * LOCALS + int(rng.integers(0, LOCALS))
+
+    def fresh(have: set, kind: str, count: int) -> set:
+        new: set = set()
+        while len(new) < count:
+            st = statement(kind)
+            if st not in have:
+                new.add(st)
+        return new
+
+    cur = {k: fresh(set(), k, int(n * s)) for k, s in KINDS.items()}
+    start = {k: sorted(v) for k, v in cur.items()}
+    batches = []
+    for _ in range(nb):
+        ins: dict[str, list] = {}
+        dels: dict[str, list] = {}
+        for k, s in KINDS.items():
+            c = max(1, round(CHANGE * s))
+            pool = sorted(cur[k])
+            dels[k] = [pool[i] for i in sorted(rng.choice(len(pool), c, replace=False).tolist())]
+            ins[k] = sorted(fresh(cur[k], k, c))
+            cur[k].difference_update(dels[k])
+            cur[k].update(ins[k])
+        batches.append((ins, dels))
+    return start, batches
+
+
+def inputs(w: str, size: int, nb: int) -> tuple[str, dict, list]:
+    """(program, the input relations at the start, batches of ({rel: inserts}, {rel: deletes}))."""
+    if w == "tc":
+        init, bs = make_graph(size, 4 * size, nb, CHANGE)
+        return TC, {"edge": init}, [({"edge": i}, {"edge": d}) for i, d in bs]
+    if w == "reach":
+        init, bs = make_graph(size // 2, size, nb, CHANGE, seed=7)
+        roots = [(i,) for i in range(0, size // 2, max(1, size // 20))][:10]
+        return REACH, {"edge": init, "root": roots}, [({"edge": i}, {"edge": d}) for i, d in bs]
+    if w == "sg":
+        return (SG, *_tree(size, nb))
+    return (POINTSTO, *_program(size, nb))
+
+
+def at_batch(start: dict, batches: list, b: int) -> dict[str, list]:
+    cur = {k: set(v) for k, v in start.items()}
+    for ins, dels in batches[:b]:
+        for k, v in dels.items():
+            cur[k].difference_update(v)
+        for k, v in ins.items():
+            cur[k].update(v)
+    return {k: sorted(v) for k, v in cur.items()}
+
+
+def _frame(rows: list) -> Any:
+    import polars as pl
+
+    width = len(rows[0]) if rows else 2
+    arr = np.asarray(rows, dtype=np.int64).reshape(-1, width)
+    return pl.DataFrame({f"c{i}": arr[:, i] for i in range(width)})
+
+
+def digest_rows(df: Any) -> dict:
+    import hashlib
+
+    keys = np.sort(
+        sum(
+            (df[c].to_numpy().astype(np.int64) * (1_000_003**i) for i, c in enumerate(df.columns)),
+            start=np.zeros(df.height, dtype=np.int64),
+        )
+    )
+    return {"size": int(df.height), "sha256": hashlib.sha256(keys.tobytes()).hexdigest()[:16]}
+
+
+# ---- workers ----------------------------------------------------------------------------------------
+def _pipeline(w: str, text: str, rels: dict, strategy: str | None) -> tuple[Any, Clock]:
+    import dbspark
+
+    p = dbspark.Pipeline(engine="local", recursion=strategy)
+    p.datalog(text, closure_operator=False)
+    for k, rows in rels.items():
+        push(p, k, rows, 1)
+    with Clock() as c:
+        p.step()
+    return p, c
+
+
+def push(p: Any, table: str, rows: list, sign: int) -> None:
+    """Rows of a table as a frame with its column names, inserted (sign 1) or deleted (-1)."""
+    f = _frame(rows)
+    f = f.rename(dict(zip(f.columns, p.relation(table).columns, strict=True)))
+    (p.insert if sign > 0 else p.delete)(table, f)
+
+
+def _view_frame(p: Any, view: str) -> Any:
+    from dbspark.algebra.consolidate import WEIGHT
+
+    return p.view(view).df.drop(WEIGHT, strict=False)
+
+
+def worker_inc(w: str, size: int, nb: int, strategy: str) -> dict:
+    import dbspark  # noqa: F401 - imported before the baseline: its modules are not the run's memory
+
+    base = rss_now_gib()
+    text, start, batches = inputs(w, size, nb)
+    p, c = _pipeline(w, text, start, strategy)
+    view = VIEW[w]
+    fix = _view_frame(p, view)
+    out: dict[str, Any] = {
+        "scratch": {"wall": c.wall, "cpu": c.cpu},
+        "fixpoint_rows": fix.height,
+        "fixpoint_bytes": fix.height * fix.width * 8,
+        "batches": [],
+    }
+    for i, (ins, dels) in enumerate(batches, start=1):
+        for k, v in ins.items():
+            push(p, k, v, 1)
+        for k, v in dels.items():
+            push(p, k, v, -1)
+        with Clock() as t:
+            ch = p.step()
+        out["batches"].append({"b": i, "wall": t.wall, "cpu": t.cpu, "out_rows": len(ch[view].to_dict())})
+    scope = [s for s in p.runtime.states.values() if hasattr(s, "iterations")]
+    out["iterations"] = scope[0].iterations if scope else []
+    out["switched_at"] = getattr(scope[0], "switched_at", None) if scope else None
+    out["final"] = digest_rows(_view_frame(p, view))
+    out["rss_growth_gib"] = peak_gib() - base
+    return out
+
+
+def worker_recompute(w: str, size: int, nb: int) -> dict:
+    text, start, batches = inputs(w, size, nb)
+    out: dict[str, Any] = {"batches": []}
+    for b in sorted({1, nb}):
+        p, c = _pipeline(w, text, at_batch(start, batches, b), "dred")
+        out["batches"].append({"b": b, "wall": c.wall, "cpu": c.cpu})
+        if b == nb:
+            out["final"] = digest_rows(_view_frame(p, VIEW[w]))
+        p.close()
+    return out
+
+
+def worker_duckdb(w: str, size: int, nb: int) -> dict:
+    import duckdb
+
+    text, start, batches = inputs(w, size, nb)
+    con = duckdb.connect()
+    out: dict[str, Any] = {"batches": []}
+    cols = {"edge": ("x", "y"), "root": ("x",), "par": ("p", "c")}
+    for b in [0, *sorted({1, nb})]:
+        for k, rows in at_batch(start, batches, b).items():
+            df = _frame(rows).rename(dict(zip([f"c{i}" for i in range(len(cols[k]))], cols[k], strict=True)))  # noqa: F841
+            con.execute(f"CREATE OR REPLACE TABLE {k} AS SELECT * FROM df")
+        with Clock() as c:
+            res = con.execute(DUCK[w]).pl()
+        if b == 0:
+            out["scratch"] = {"wall": c.wall, "cpu": c.cpu}
+        else:
+            out["batches"].append({"b": b, "wall": c.wall, "cpu": c.cpu})
+        if b == nb:
+            out["final"] = digest_rows(res.rename({a: f"c{i}" for i, a in enumerate(res.columns)}))
+    return out
+
+
+def py_pointsto(rels: dict[str, list]) -> set[tuple[int, int]]:
+    """Andersen's analysis by semi-naive evaluation over dicts of sets."""
+    from collections import defaultdict
+
+    pt: dict[int, set] = defaultdict(set)
+    assign_by_q, load_by_q, store_by_p, store_by_q = (defaultdict(list) for _ in range(4))
+    for p, q in rels["assign"]:
+        assign_by_q[q].append(p)
+    for p, q in rels["load"]:
+        load_by_q[q].append(p)
+    for p, q in rels["store"]:
+        store_by_p[p].append(q)
+        store_by_q[q].append(p)
+    loads_of_r: dict[int, set] = defaultdict(set)  # r -> p with p = *q and r in pt(q)
+    delta = defaultdict(set)
+    for p, a in rels["addr"]:
+        delta[p].add(a)
+    while delta:
+        for v, s in delta.items():
+            pt[v] |= s
+        new: dict[int, set] = defaultdict(set)
+
+        def add(v: int, xs: set, new: dict[int, set] = new) -> None:
+            fresh = xs - pt[v]
+            if fresh:
+                new[v] |= fresh
+
+        for q, d in delta.items():
+            for p in assign_by_q[q]:
+                add(p, d)
+            for p in load_by_q[q]:  # p = *q: pt(p) ⊇ pt(r) for the new r in pt(q)
+                for r in d:
+                    loads_of_r[r].add(p)
+                    add(p, pt[r])
+            for p in loads_of_r[q]:  # q gained targets: every p = *x with q in pt(x)
+                add(p, d)
+            for p in store_by_q[q]:  # *p = q: pt(r) ⊇ pt(q) for r in pt(p)
+                for r in pt[p]:
+                    add(r, d)
+            for q2 in store_by_p[q]:  # *q = q2: the new r in pt(q) get pt(q2)
+                for r in d:
+                    add(r, pt[q2])
+        delta = new
+    return {(p, a) for p, s in pt.items() for a in s}
+
+
+def worker_python(w: str, size: int, nb: int) -> dict:
+    import polars as pl
+
+    text, start, batches = inputs(w, size, nb)
+    out: dict[str, Any] = {"batches": []}
+    for b in [0, nb]:
+        with Clock() as c:
+            res = py_pointsto(at_batch(start, batches, b))
+        if b == 0:
+            out["scratch"] = {"wall": c.wall, "cpu": c.cpu}
+        else:
+            out["batches"].append({"b": b, "wall": c.wall, "cpu": c.cpu})
+            arr = np.asarray(sorted(res), dtype=np.int64).reshape(-1, 2)
+            out["final"] = digest_rows(pl.DataFrame({"c0": arr[:, 0], "c1": arr[:, 1]}))
+    return out
+
+
+def worker_main(argv: list[str]) -> None:
+    name, w, size, nb = argv[:4]
+    args: list[Any] = [w, int(size), int(nb)]
+    if name == "inc":
+        res = worker_inc(*args, argv[4])
+    else:
+        res = {"recompute": worker_recompute, "duckdb": worker_duckdb, "python": worker_python}[name](*args)
+    res["peak_rss_gib"] = peak_gib()
+    print(json.dumps(res, default=h._json_default), flush=True)
+
+
+def spawn(*argv: Any, timeout: float) -> dict:
+    cmd = [sys.executable, "-m", "bench.recursion", "--worker", *map(str, argv)]
+    print(f"  {' '.join(map(str, argv))} ...", file=sys.stderr, flush=True)
+    try:
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"error": f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] or ''}"}
+    return json.loads(lines[-1])
+
+
+# ---- the run ----------------------------------------------------------------------------------------
+def _med(r: dict, k: str = "wall") -> float | None:
+    bs = r.get("batches") or []
+    return statistics.median(b[k] for b in bs) if bs else None
+
+
+def run(quick: bool, workloads: list[str] | None = None, nb: int | None = None, timeout: float = 900) -> dict:
+    nb = nb or h.sized(5, 3, quick, smoke=2)
+    sizes = h.sized(FULL, QUICK, quick, smoke=SMOKE)
+    res: dict[str, Any] = {"params": {"batches": nb, "change": CHANGE, "sizes": sizes}, "workloads": {}}
+    for w in workloads or list(FULL):
+        size = sizes[w]
+        systems: dict[str, dict] = {s: spawn("inc", w, size, nb, s, timeout=timeout) for s in STRATEGIES}
+        systems["recompute"] = spawn("recompute", w, size, nb, timeout=timeout)
+        if w in DUCK:
+            systems["duckdb"] = spawn("duckdb", w, size, nb, timeout=timeout)
+        if w == "pointsto":
+            systems["python"] = spawn("python", w, size, nb, timeout=timeout)
+        want = systems["recompute"].get("final")
+        for s, r in systems.items():
+            if "final" in r and want is not None and r["final"] != want:
+                raise h.Mismatch(f"{w}: {s} ends with {r['final']}, the recompute with {want}")
+        res["workloads"][w] = {"size": size, "systems": systems}
+    res["table"] = render(res)
+    res["plot"] = [
+        {
+            "title": f"{w} ({z['size']:,})",
+            "xlabel": "batch",
+            "ylabel": "wall time per batch (s)",
+            "series": {
+                s: ([b["b"] for b in r["batches"]], [b["wall"] for b in r["batches"]])
+                for s, r in z["systems"].items()
+                if r.get("batches")
+            },
+        }
+        for w, z in res["workloads"].items()
+    ]
+    res["plot_title"] = f"recursion: per batch of {CHANGE} inserts + {CHANGE} deletes, by strategy"
+    return res
+
+
+def render(res: dict) -> str:
+    rows = []
+    for w, z in res["workloads"].items():
+        sy = z["systems"]
+        rec = _med(sy["recompute"])
+        anchor = sy.get("duckdb") or sy.get("python") or {}
+        for s, r in sy.items():
+            if "error" in r:
+                rows.append([w, s, r["error"], "", "", "", "", ""])
+                continue
+            med = _med(r)
+            sc = r.get("scratch", {}).get("wall")
+            its = r.get("iterations") or []
+            mem = (
+                f"{r['rss_growth_gib']:.2f} GiB / {r['fixpoint_bytes'] / 2**30:.3f} GiB"
+                if "rss_growth_gib" in r
+                else ""
+            )
+            rows.append(
+                [
+                    w,
+                    s,
+                    h.fmt_s(sc) if sc is not None else "",
+                    h.fmt_x(anchor["scratch"]["wall"] / sc)
+                    if sc and anchor.get("scratch") and s in STRATEGIES
+                    else "",
+                    f"{h.fmt_s(med)} ({h.fmt_s(_med(r, 'cpu'))})" if med is not None else "",
+                    h.fmt_x(rec / med) if rec and med and s in STRATEGIES else "",
+                    f"{statistics.median(its[1:]) if len(its) > 1 else ''}"
+                    + (f", nested from batch {r['switched_at']}" if r.get("switched_at") else ""),
+                    mem,
+                ]
+            )
+    return h.table(
+        f"recursion: per batch of {CHANGE} inserts + {CHANGE} deletes (median of {res['params']['batches']})",
+        [
+            "workload",
+            "system",
+            "from scratch",
+            "anchor / it, from scratch",
+            "per batch wall (CPU)",
+            "recompute / batch",
+            "iterations per batch",
+            "RSS growth / fixpoint",
+        ],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    if "--worker" in sys.argv:
+        worker_main(sys.argv[sys.argv.index("--worker") + 1 :])
+    else:
+        ap = argparse.ArgumentParser(prog="python -m bench.recursion")
+        ap.add_argument("--quick", action="store_true")
+        ap.add_argument("--workloads", help=f"comma-separated, of {','.join(FULL)}")
+        ap.add_argument("--batches", type=int)
+        a = ap.parse_args()
+        out = run(a.quick, a.workloads.split(",") if a.workloads else None, a.batches)
+        del out["plot"], out["plot_title"]  # `python -m bench recursion` draws them
+        print(out["table"])
+        print("written:", h.write_json("recursion", a.quick, out))
