@@ -1239,10 +1239,7 @@ def py_overdelete(old: Rel, dels: Rel) -> Rel:
     gone = {f for f in closure if f in dels}
     while True:
         more = {
-            (x, y)
-            for (x, z) in closure
-            for (z2, y) in old
-            if z == z2 and ((x, z) in gone or (z2, y) in dels)
+            (x, y) for (x, z) in closure for (z2, y) in old if z == z2 and ((x, z) in gone or (z2, y) in dels)
         }
         if more <= gone:
             return gone
@@ -1270,7 +1267,9 @@ def test_the_over_delete_is_dreds(data):
 
 @pytest.mark.parametrize("write_rows", [2, 3, 5, 9])
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_a_trace_written_during_a_step_keeps_the_delayed_integral(engine: Any, strategy: str, write_rows: int):
+def test_a_trace_written_during_a_step_keeps_the_delayed_integral(
+    engine: Any, strategy: str, write_rows: int
+):
     """On Spark a change of at least `write_rows` rows is written to a trace as it arrives (with the
     trace's smaller changes before it), in the middle of a scope's iterations: the integral an iteration
     reads (z^-1 of it, taken one iteration earlier) must not see the changes of the iterations after it.
