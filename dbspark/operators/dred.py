@@ -259,7 +259,8 @@ class AutoScopeState:
         for name, v in imports.items():
             k.trace_insert(self.inputs[name], v, undo)
         out = self.dred.step(imports, undo)
-        if self.dred.put_back >= max(SWITCH_MIN, SWITCH_RATIO * _rows(k, out)):
+        back = self.dred.put_back
+        if self.dred.overdeleted[-1] and back >= SWITCH_MIN and back >= SWITCH_RATIO * _rows(k, out):
             full = k.place([k.as_zset(t.snapshot()) for t in self.inputs.values()])
             self.nested.step(dict(zip(self.inputs, full, strict=True)), undo)
             undo.append(lambda: setattr(self, "switched_at", None))
