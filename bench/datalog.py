@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -34,7 +33,6 @@ import numpy as np
 from bench import harness as h
 from bench.tc import Clock, digest, edges_at, make_graph, peak_gib, rss_now_gib
 
-ROOT = Path(__file__).resolve().parents[1]
 CHANGE = 100
 RSS_LIMIT_GIB = float(os.environ.get("DL_RSS_LIMIT_GIB", 6))
 QUICK_SIZES = [(300, 1200)]
@@ -324,18 +322,8 @@ def worker_main(argv: list[str]) -> None:
 
 
 def spawn(name: str, n: int, m: int, nb: int, timeout: float, measure: list[int] | None = None) -> dict:
-    cmd = [sys.executable, "-m", "bench.datalog", "--worker", name, str(n), str(m), str(nb)]
-    if measure:
-        cmd.append(",".join(map(str, measure)))
-    print(f"  {name} {n}/{m} ...", file=sys.stderr, flush=True)
-    try:
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        return {"error": f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] or ''}"}
-    return json.loads(lines[-1])
+    argv: list[Any] = [name, n, m, nb, *([",".join(map(str, measure))] if measure else [])]
+    return h.spawn_worker("bench.datalog", argv, timeout, f"{name} {n}/{m}")
 
 
 # ---- the workload ------------------------------------------------------------------------------------------

@@ -199,6 +199,25 @@ def counts_frame(d: Mapping[Any, int], key: str = "g", value: str = "n") -> pl.D
 
 
 # ---- output ---------------------------------------------------------------------------------------
+def spawn_worker(module: str, argv: Sequence[Any], timeout: float, label: str) -> dict[str, Any]:
+    """Run `python -m <module> --worker <argv...>` in a subprocess (its peak RSS its own) and return
+    the JSON object it prints last; a timeout or a crash is returned as {"error": ...}."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", module, "--worker", *map(str, argv)]
+    print(f"  {label} ...", file=sys.stderr, flush=True)
+    try:
+        r = subprocess.run(
+            cmd, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"error": f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] or ''}"}
+    return dict(json.loads(lines[-1]))
+
+
 def today() -> str:
     return _dt.date.today().isoformat()
 

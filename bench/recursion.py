@@ -33,9 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,7 +42,6 @@ from bench import harness as h
 from bench.datalog import REACH, TC
 from bench.tc import Clock, make_graph, peak_gib, rss_now_gib
 
-ROOT = Path(__file__).resolve().parents[1]
 CHANGE = 100
 SG = """
 .decl par(p: number, c: number)
@@ -354,16 +351,7 @@ def worker_main(argv: list[str]) -> None:
 
 
 def spawn(*argv: Any, timeout: float) -> dict:
-    cmd = [sys.executable, "-m", "bench.recursion", "--worker", *map(str, argv)]
-    print(f"  {' '.join(map(str, argv))} ...", file=sys.stderr, flush=True)
-    try:
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        return {"error": f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] or ''}"}
-    return json.loads(lines[-1])
+    return h.spawn_worker("bench.recursion", argv, timeout, " ".join(map(str, argv)))
 
 
 # ---- the run ----------------------------------------------------------------------------------------

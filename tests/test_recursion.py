@@ -568,13 +568,20 @@ STRATEGIES = ("nested", "dred", "auto")
 
 
 def incrementalized(c: dbspark.Circuit, strategy: str) -> dbspark.Circuit | None:
-    """`c` incrementalized with every scope maintained by `strategy`; None if a scope does not qualify."""
+    """`c` incrementalized with every scope maintained by `strategy`; None if a scope does not qualify
+    for "dred", or if none does for "auto"."""
+    from dbspark.operators.fixpoint import Fixpoint
+
     try:
-        return c.incrementalize(recursion=strategy)
+        inc = c.incrementalize(recursion=strategy)
     except UnsupportedError:
         assert strategy == "dred"
         return None
-    # (under "auto" a scope that does not qualify is nested from the start)
+    if strategy == "auto" and not any(
+        isinstance(n.op, Fixpoint) and n.op.mode == "auto" for n in inc.nodes.values()
+    ):
+        return None  # no scope qualifies: auto is the nested circuit, run already
+    return inc
 
 
 def check_against_oracles(
