@@ -52,6 +52,53 @@ def test_spine_matches_a_dict_oracle(batches: list[list[tuple]], probe: list[int
     assert len(sp.batches) <= 2 + 2 * max(1, int(np.log2(max(2, len(sp)))))
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(rows, min_size=1, max_size=10),
+            st.sampled_from([True, True, True, False]),  # deferred mostly: runs of them are the case
+            st.sampled_from(["none", "none", "none", "settle", "undo"]),
+            st.one_of(st.none(), st.integers(0, 11)),
+        ),
+        max_size=12,
+    ),
+    st.lists(st.one_of(st.none(), st.integers(0, 7)), max_size=4),
+)
+def test_deferred_inserts_keep_every_snapshot_exact(ops: list[tuple], probe: list[int | None]) -> None:
+    """Inserts deferred until a read (`Spine.insert(defer=True)`): every snapshot holds what was
+    inserted before it, read in any order (by the spine when it still holds the inserts, else by the
+    snapshot), after settles and after an undo of the last insert."""
+    sp = Spine(("k",), SCHEMA)
+    oracle: Counter = Counter()
+    snapshots = []
+    for batch, defer, then, read in ops:
+        saved = list(sp.batches), list(sp.pending), Counter(oracle)
+        sp.insert(frame(batch), defer=defer)
+        for k, v, w in batch:
+            oracle[(k, v)] += w
+        if then == "undo":
+            sp.batches, sp.pending, oracle = saved[0], saved[1], saved[2]
+        snapshots.append((sp.snapshot(), dict(oracle)))
+        if read is not None:  # a snapshot read (the latest or an older one): batched by it or the spine
+            assert len(snapshots[read % len(snapshots)][0].batches) >= 0
+        if then == "settle":
+            sp.settle()
+    snapshots.append((sp.snapshot(), dict(oracle)))
+    for snap, expected in reversed(snapshots):
+        full = {(k, v): w for k, v, w in snap.to_frame().rows()}
+        assert full == {kv: w for kv, w in expected.items() if w != 0}
+        got = {
+            (k, v): w for k, v, w in snap.seek(pl.DataFrame({"k": probe}, schema={"k": pl.Int64})).df.rows()
+        }
+        assert got == {kv: w for kv, w in expected.items() if w != 0 and kv[0] in set(probe)}
+    sp.settle()
+    assert not sp.pending
+    assert {(k, v): w for k, v, w in sp.snapshot().to_frame().rows()} == {
+        kv: w for kv, w in oracle.items() if w != 0
+    }
+
+
 def test_hash_collisions_are_filtered(monkeypatch) -> None:
     """With every key hashing alike, seek must still return exactly the probed keys."""
     monkeypatch.setattr(spine, "key_hash", lambda df, keys: np.zeros(df.height, dtype=np.uint64))

@@ -204,6 +204,13 @@ class TraceKernel(Protocol):
         nor checkpointed."""
         ...
 
+    def deferring(self) -> AbstractContextManager[None]:
+        """While the block runs, `trace_insert` may defer the work of indexing a change until the trace
+        is read (a seek of a snapshot taken since) or the block ends; what snapshots hold is unchanged.
+        A recursive scope's step: a trace its iterations write but only the next step reads is indexed
+        once, not at every iteration."""
+        ...
+
 
 class StepKernel(Protocol):
     """The step lifecycle and the values a circuit keeps from one step to the next."""

@@ -88,13 +88,15 @@ class Fixpoint(Operator):
         read into the driver, and the iterations over it run there."""
         placed = kernel.place([kernel.consolidate(v) for v in inputs])
         values = dict(zip(self.imports, placed, strict=True))
-        if self.mode in ("incremental", "dred", "auto"):
-            return state.step(values, undo)
-        with kernel.scratch():  # state of this step only
-            if self.mode == "naive":
-                return self._naive(kernel, values)
-            # `inner` is already the incremental body: run it from empty state
-            return ScopeState(self, kernel).step(values, [])
+        # the traces the iterations write are indexed when read, or once at the end (`Kernel.deferring`)
+        with kernel.deferring():
+            if self.mode in ("incremental", "dred", "auto"):
+                return state.step(values, undo)
+            with kernel.scratch():  # state of this step only
+                if self.mode == "naive":
+                    return self._naive(kernel, values)
+                # `inner` is already the incremental body: run it from empty state
+                return ScopeState(self, kernel).step(values, [])
 
     def _naive(self, kernel: Kernel, values: dict[str, Any]) -> tuple:
         it = Iteration(self.inner, kernel)

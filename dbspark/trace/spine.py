@@ -176,10 +176,22 @@ def merge_batches(a: Batch, b: Batch, keys: Sequence[str], weight_cols: Sequence
     return Batch(take(pl.concat([both, cons], how="vertical", rechunk=False), src), keys, h[order])
 
 
+def _same(a: Sequence[object], b: Sequence[object]) -> bool:
+    """The same objects in the same order."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def _consolidated(frames: Sequence[pl.DataFrame], weight_cols: Sequence[str]) -> pl.DataFrame:
+    """Deferred inserts (each consolidated) as one consolidated frame."""
+    if len(frames) == 1:
+        return frames[0]
+    return consolidate_frame(pl.concat(frames, how="vertical"), weight_cols)
+
+
 class TraceSnapshot:
     """The integral of a stream at one step: an immutable tuple of batches indexed by `keys`."""
 
-    __slots__ = ("batches", "keys", "schema", "weight_cols")
+    __slots__ = ("_batches", "_owner", "_pending", "keys", "schema", "weight_cols")
 
     def __init__(
         self,
@@ -187,15 +199,33 @@ class TraceSnapshot:
         keys: Sequence[str],
         schema: pl.Schema,
         weight_cols: Sequence[str] = (WEIGHT,),
+        pending: tuple[pl.DataFrame, ...] = (),
+        owner: Spine | None = None,
     ) -> None:
-        self.batches = batches
+        self._batches = batches
+        self._pending = pending  # deferred inserts (`Spine.insert(defer=True)`), batched on first read
+        self._owner = owner
         self.keys = tuple(keys)
         self.schema = schema  # every column, weights included
         self.weight_cols = tuple(weight_cols)
 
+    @property
+    def batches(self) -> tuple[Batch, ...]:
+        """The batches, the deferred inserts batched first: by the spine, when it still holds them as
+        this snapshot does (it then keeps the work), else here."""
+        if self._pending:
+            owner, pending = self._owner, self._pending
+            got = owner.batched(self._batches, pending) if owner is not None else None
+            if got is None:
+                df = _consolidated(pending, self.weight_cols)
+                order = owner.order if owner is not None else None
+                got = self._batches + ((Batch(df, self.keys, order=order),) if df.height else ())
+            self._batches, self._pending = got, ()
+        return self._batches
+
     def __len__(self) -> int:
         """Stored entries (an upper bound on distinct rows until the batches merge)."""
-        return sum(len(b) for b in self.batches)
+        return sum(len(b) for b in self._batches) + sum(f.height for f in self._pending)
 
     def empty_frame(self) -> pl.DataFrame:
         return pl.DataFrame(schema=self.schema)
@@ -309,12 +339,53 @@ class Spine:
         self.weight_cols = tuple(weight_cols)
         self.order = order  # a column each key's rows are sorted by within a batch (`Batch`)
         self.batches: list[Batch] = []
+        # inserts deferred until the trace is read (`insert(defer=True)`), and the last batching of
+        # them: (the batches and the frames it started from, the batches it made)
+        self.pending: list[pl.DataFrame] = []
+        self._last: tuple[tuple[object, ...], tuple[Batch, ...]] | None = None
 
-    def insert(self, df: pl.DataFrame, consolidated: bool = False) -> None:
-        """Add a change (a frame with this trace's columns) to the integral."""
+    def insert(self, df: pl.DataFrame, consolidated: bool = False, defer: bool = False) -> None:
+        """Add a change (a frame with this trace's columns) to the integral.
+
+        `defer`: keep it as it is until the trace is read (a seek of a snapshot taken since, or
+        `settle`); the changes deferred until then are consolidated and batched at once. A recursive
+        scope's iterations write traces that only the next outer step reads (a join's side whose
+        other side changes no more): one batching per step instead of one insert and merge per
+        iteration."""
         if df.height == 0:
             return
         df = pick(df, list(self.schema))
+        if defer:  # kept consolidated: one deferred insert is batched as it is
+            self.pending.append(df if consolidated else consolidate_frame(df, self.weight_cols))
+            return
+        self._insert(df, consolidated)
+
+    def settle(self) -> None:
+        """Batch every deferred insert."""
+        if self.pending:
+            self.batched(tuple(self.batches), tuple(self.pending))
+
+    def batched(
+        self, batches: tuple[Batch, ...], pending: tuple[pl.DataFrame, ...]
+    ) -> tuple[Batch, ...] | None:
+        """The batches of a snapshot taken with `batches` and deferred inserts `pending`, made by
+        batching those inserts here when this spine holds them still (the first ones it holds), or by
+        the last batching when that started from them; None when neither (the snapshot batches them)."""
+        key = (*batches, *pending)
+        if self._last is not None and _same(self._last[0], key):
+            return self._last[1]
+        n = len(pending)
+        if not _same(self.batches, batches) or not _same(self.pending[:n], pending):
+            return None
+        rest = self.pending[n:]
+        self.pending = []
+        self._insert(_consolidated(pending, self.weight_cols), consolidated=True)
+        self.pending = rest
+        out = tuple(self.batches)
+        self._last = (key, out)
+        return out
+
+    def _insert(self, df: pl.DataFrame, consolidated: bool) -> None:
         if not consolidated:
             df = consolidate_frame(df, self.weight_cols)
         if df.height == 0:
@@ -336,14 +407,18 @@ class Spine:
             bs.append(merge_batches(a, b, self.keys, self.weight_cols))
 
     def snapshot(self) -> TraceSnapshot:
-        return TraceSnapshot(tuple(self.batches), self.keys, self.schema, self.weight_cols)
+        return TraceSnapshot(
+            tuple(self.batches), self.keys, self.schema, self.weight_cols, tuple(self.pending), self
+        )
 
     def __len__(self) -> int:
-        return sum(len(b) for b in self.batches)
+        return sum(len(b) for b in self.batches) + sum(f.height for f in self.pending)
 
     # ---- checkpoint ---------------------------------------------------------------------------
     def to_state(self) -> list[pl.DataFrame]:
+        self.settle()
         return [b.df for b in self.batches]
 
     def restore(self, frames: list[pl.DataFrame]) -> None:
         self.batches = [Batch(f, self.keys, order=self.order) for f in frames]
+        self.pending, self._last = [], None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import polars as pl
@@ -47,7 +47,8 @@ class LocalKernel:
     name = "local"
 
     def __init__(self) -> None:
-        pass
+        self._deferring = 0  # > 0: trace inserts are deferred (`deferring`)
+        self._deferred: dict[int, Spine] = {}
 
     # ---- group and conversions ---------------------------------------------------------------
     def empty(self, schema: pl.Schema, keys: Sequence[str] | None = None) -> ZSet:
@@ -321,15 +322,32 @@ class LocalKernel:
     def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
         if len(delta) == 0:  # nothing to add (an unconsolidated change with entries may still cancel)
             return trace.snapshot()
-        saved = list(trace.batches)
-        undo.append(lambda: setattr(trace, "batches", saved))
+        saved = list(trace.batches), list(trace.pending)
+        undo.append(lambda: trace.__dict__.update(batches=saved[0], pending=saved[1]))
+        defer = self._deferring > 0
+        if defer:
+            self._deferred[id(trace)] = trace
         if isinstance(delta, Accumulators):  # one row per group; a group whose sums are all 0 adds nothing
-            trace.insert(delta.df.filter(nonzero(trace.weight_cols)), consolidated=True)
+            trace.insert(delta.df.filter(nonzero(trace.weight_cols)), consolidated=True, defer=defer)
         elif isinstance(delta, ZSet):  # consolidated once: the same change may feed a join too
-            trace.insert(delta.consolidate().df, consolidated=True)
+            trace.insert(delta.consolidate().df, consolidated=True, defer=defer)
         else:
-            trace.insert(delta.to_frame(), consolidated=True)
+            trace.insert(delta.to_frame(), consolidated=True, defer=defer)
         return trace.snapshot()
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Inside, trace inserts are deferred until a trace is read (a seek of a snapshot taken since)
+        or the block ends (`Spine.insert(defer=True)`): a recursive scope's step."""
+        self._deferring += 1
+        try:
+            yield
+        finally:
+            self._deferring -= 1
+            if not self._deferring:
+                traces, self._deferred = self._deferred, {}
+                for t in traces.values():
+                    t.settle()
 
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
         return TraceSnapshot((), keys, with_weight(schema))

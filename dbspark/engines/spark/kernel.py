@@ -869,6 +869,10 @@ class SparkKernel:
         finally:
             self._scratch -= 1
 
+    def deferring(self) -> contextlib.AbstractContextManager[None]:
+        """A trace's inserts are pending parts until the step's flush already (`SparkBucketTrace`)."""
+        return contextlib.nullcontext()
+
     def bucket_trace(self, data: pl.Schema, keys: tuple[str, ...], sums: pl.Schema) -> SparkBucketTrace:
         """A trace of `data` columns indexed by `keys`, with summed columns `sums` (a weight, or an
         aggregate's accumulators), registered to be flushed at the end of each step; inside `scratch`,
