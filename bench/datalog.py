@@ -35,6 +35,13 @@ from bench.tc import Clock, digest, edges_at, make_graph, peak_gib, rss_now_gib
 
 CHANGE = 100
 RSS_LIMIT_GIB = float(os.environ.get("DL_RSS_LIMIT_GIB", 6))
+
+
+def RECURSION() -> str | None:  # noqa: N802 - read like a constant, set by `--recursion` for the workers
+    """The reachability pipelines' recursion strategy (`Pipeline(recursion=...)`; None: the default)."""
+    return os.environ.get("DL_RECURSION") or None
+
+
 QUICK_SIZES = [(300, 1200)]
 FULL_SIZES = [(1000, 4000), (5000, 20000)]
 SCOPE_MAX_NODES = 1000  # the recursive-scope variant (closure_operator=False) runs up to this size
@@ -197,9 +204,9 @@ def _reach_pipeline(spark: Any, edges: list, roots: list) -> tuple[Any, Clock]:
     import dbspark
 
     p = (
-        dbspark.Pipeline(engine="spark", spark=spark)
+        dbspark.Pipeline(engine="spark", spark=spark, recursion=RECURSION())
         if spark is not None
-        else dbspark.Pipeline(engine="local")
+        else dbspark.Pipeline(engine="local", recursion=RECURSION())
     )
     p.datalog(REACH)
     p.insert("edge", _frame(edges))
@@ -246,7 +253,7 @@ def worker_spark_inc_cluster(n: int, m: int, nb: int) -> dict:
         rest = json.loads(Path(f"{d}/rest.json").read_text())
         spark = _spark()
         mem = {"before": rss_anon_gib()}
-        p = dbspark.Pipeline(engine="spark", spark=spark)
+        p = dbspark.Pipeline(engine="spark", spark=spark, recursion=RECURSION())
         p.datalog(REACH)
         p.insert("edge", spark.read.parquet(f"{d}/edges.parquet"))
         p.insert("root", _frame(rest["roots"], ("x",)))
@@ -571,6 +578,7 @@ def run(
             "sizes": sizes,
             "spark_edges": spark_edges,
             "reach_edges": reach_edges,
+            "recursion": RECURSION() or "default",
         },
         "sizes": out_sizes,
         "spark": spark_res,
@@ -613,7 +621,10 @@ if __name__ == "__main__":
             action="store_true",
             help="also load the Spark reachability's edges as a DataFrame from Parquet (on the cluster)",
         )
+        ap.add_argument("--recursion", choices=["nested", "dred", "auto"], help="the reachability's strategy")
         a = ap.parse_args()
+        if a.recursion:
+            os.environ["DL_RECURSION"] = a.recursion  # (the workers inherit it)
         sz = None
         if a.sizes == "none":
             sz = []

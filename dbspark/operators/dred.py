@@ -21,6 +21,7 @@ nested scope's (fact, iteration) cells (`operators/nested.py`) are not kept at a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,15 @@ OVERDELETE_WEIGHT: Expr = Case((((W0 < 0) & (W1 > 0) & W2.eq(0), lit(-1)),), lit
 # the first evaluation after an over-delete: a removed fact (w2 < 0) is back iff its count is positive;
 # any other fact follows H
 RESYNC_WEIGHT: Expr = positive(W1 + W0) - Case(((W2.eq(0), positive(W1)),), lit(0))
+# of the facts over-deleted (OVERDELETE_WEIGHT), those whose count stays positive: derivations remain,
+# so the second run puts them back unless those go too (`AutoScopeState`'s early switch counts them)
+SUPPORTED_WEIGHT: Expr = Case((((W0 < 0) & (W1 > 0) & W2.eq(0) & (W1 + W0 > 0), lit(1)),), lit(0))
 NORMAL, OVERDELETE = "normal", "overdelete"
+
+
+class Runaway(Exception):
+    """An over-delete that puts back most of what it removes (`AutoScopeState`): the step is redone
+    nested."""
 
 
 class RecursiveDistinctState:
@@ -54,6 +63,10 @@ class RecursiveDistinctState:
         self.phase = NORMAL
         self.removed: Any = None
         self.resync = False
+        # counting the over-delete (`DRedScopeState.watch`): facts removed, of them still supported;
+        # None when a value was not held in this process (on Spark: too many to read)
+        self.watch = False
+        self.counts: tuple[int, int] | None = (0, 0)
 
     def set(self, undo: list, **values: Any) -> None:
         old = {k: getattr(self, k) for k in values}
@@ -95,11 +108,15 @@ class RecursiveDistinct(Operator):
             if k.known_empty(d):
                 return d
             removed = state.removed
-            out = k.combine(
-                [d, k.seek(prev, d, on, exact=True), k.seek(removed.snapshot(), d, on, exact=True)],
-                state.cols,
-                OVERDELETE_WEIGHT,
-            )
+            parts = [d, k.seek(prev, d, on, exact=True), k.seek(removed.snapshot(), d, on, exact=True)]
+            out = k.combine(parts, state.cols, OVERDELETE_WEIGHT)
+            if state.watch and state.counts is not None:
+                kept = k.combine(parts, state.cols, SUPPORTED_WEIGHT)
+                if k.is_local(out) and k.is_local(kept):
+                    n, m = state.counts
+                    state.counts = (n + len(k.to_local(out)), m + len(k.to_local(kept)))
+                else:
+                    state.counts = None
             k.trace_insert(removed, d, undo)
             return out
         if state.resync:
@@ -141,6 +158,8 @@ class DRedScopeState:
         self.overdeleted: list[bool] = []  # whether a step ran the over-delete
         self.put_back = 0  # the last step's facts over-deleted and re-derived (at most: less what changed)
         self.removed: list[Any] = []  # the last over-delete's removals from each result
+        # raise `Runaway` from an over-delete whose removals are still supported (`AutoScopeState`)
+        self.watch: Callable[[int | None, int | None], bool] | None = None
 
     def step(self, imports: dict[str, Any], undo: list) -> tuple:
         k, op = self.kernel, self.op
@@ -157,15 +176,21 @@ class DRedScopeState:
         if over:
             with k.scratch():
                 for s in self.distincts:
-                    s.set(undo, phase=OVERDELETE, removed=k.new_trace(s.schema, s.cols))
-            runs += self._run(removing, parts, undo)
+                    s.set(
+                        undo,
+                        phase=OVERDELETE,
+                        removed=k.new_trace(s.schema, s.cols),
+                        watch=self.watch is not None,
+                        counts=(0, 0),
+                    )
+            runs += self._run(removing, parts, undo, watch=self.watch)
             for s in self.distincts:
                 s.set(undo, phase=NORMAL, resync=True)
             removed = self.removed = [k.consolidate(_total(k, ps)) for ps in parts]
         if over or not all(k.is_empty(v) for v in adding.values()):
             runs += self._run(adding, parts, undo)
         for s in self.distincts:
-            s.set(undo, removed=None, resync=False)
+            s.set(undo, removed=None, resync=False, watch=False)
         self.iterations.append(runs)
         self.overdeleted.append(over)
         if not parts[0]:
@@ -175,8 +200,10 @@ class DRedScopeState:
             self.put_back = _rows(k, removed) - _rows(k, out)
         return out
 
-    def _run(self, imports: dict[str, Any], parts: list[list[Any]], undo: list) -> int:
-        """Iterations from `imports` until the feedback is empty; returns how many ran."""
+    def _run(self, imports: dict[str, Any], parts: list[list[Any]], undo: list, watch: Any = None) -> int:
+        """Iterations from `imports` until the feedback is empty; returns how many ran. `watch`: called
+        after each iteration with the facts removed so far and how many of them are still supported
+        (None where not counted); raises `Runaway` when it says so."""
         k, op = self.kernel, self.op
         empty = {name: k.empty(v.schema) for name, v in imports.items()}
         n = 0
@@ -185,6 +212,13 @@ class DRedScopeState:
             for i, r in enumerate(op.results):
                 parts[i].append(out[r])
             n += 1
+            if watch is not None:
+                counts = [s.counts for s in self.distincts]
+                known = all(c is not None for c in counts)
+                removed = sum(c[0] for c in counts if c is not None) if known else None
+                kept = sum(c[1] for c in counts if c is not None) if known else None
+                if watch(removed, kept):
+                    raise Runaway(op.scope)
             if self.it.feedback_empty:
                 return n
             if n > op.max_iterations:
@@ -206,9 +240,22 @@ class DRedScopeState:
 
 
 # `AutoScopeState` switches to the nested scope after a step whose over-delete put back more than
-# SWITCH_RATIO times the facts that changed, and at least SWITCH_MIN (module constants: tests lower them)
+# SWITCH_RATIO times the facts that changed, and at least SWITCH_MIN (module constants: tests lower them);
+# and during an over-delete, as soon as at least SWITCH_MIN of the facts it removed, and half of them,
+# kept a derivation when removed. (That share is a low estimate of the put-back: a fact removed at its
+# last derivation often comes back through another path. Measured in `bench/recursion.py`: reachability
+# 55% kept, 99.9% put back; transitive closure 86% and 99%; points-to 64% and 86%; same generation, whose
+# facts have one derivation each, 0% and 0%.)
 SWITCH_MIN = 2_000
 SWITCH_RATIO = 4
+
+
+def _runaway(removed: int | None, kept: int | None) -> bool:
+    """Whether an over-delete runs away: of the facts it removed so far, at least SWITCH_MIN and half
+    kept a derivation (uncounted: no)."""
+    if removed is None or kept is None:
+        return False
+    return kept >= SWITCH_MIN and 2 * kept >= removed
 
 
 class AutoScopeState:
@@ -233,17 +280,26 @@ class AutoScopeState:
             for sch in [inner.nodes[inner.inputs[name]].shape.schema]
         }
         self.nested = ScopeState(op.alt, kernel)
+        # every change of the imports so far was held in this process (on Spark: in the driver), so
+        # their integrals are read into it for the switch's build, which then runs there too
+        self.held = True
         self.empty = self._dred_state(), self.nested.to_state()
         self.switched_at: int | None = None  # the outer step after which it went nested
         self.released = False  # the delete-and-rederive state emptied after the switch
+        self.runaway: Callable[[int | None, int | None], bool] = _runaway  # the early switch's rule
 
     def _dred_state(self) -> Any:
-        return {"dred": self.dred.to_state(), "inputs": {n: t.to_state() for n, t in self.inputs.items()}}
+        return {
+            "dred": self.dred.to_state(),
+            "inputs": {n: t.to_state() for n, t in self.inputs.items()},
+            "held": self.held,
+        }
 
     def _restore_dred(self, saved: Any) -> None:
         self.dred.restore(saved["dred"])
         for n, st in saved["inputs"].items():
             self.inputs[n].restore(st)
+        self.held = saved.get("held", False)
 
     @property
     def iterations(self) -> list[int]:
@@ -258,14 +314,51 @@ class AutoScopeState:
         k = self.kernel
         for name, v in imports.items():
             k.trace_insert(self.inputs[name], v, undo)
-        out = self.dred.step(imports, undo)
+        if self.held and not all(k.is_local(v) for v in imports.values()):
+            undo.append(lambda: setattr(self, "held", True))
+            self.held = False
+        sub: list = []  # the delete-and-rederive step's own undo: a runaway over-delete is undone
+        self.dred.watch = self.runaway
+        try:
+            out = self.dred.step(imports, sub)
+        except Runaway:
+            for f in reversed(sub):
+                f()
+            return self._switch(undo, self._fixpoint())
+        except BaseException:
+            undo.extend(sub)
+            raise
+        finally:
+            self.dred.watch = None
+        undo.extend(sub)
         back = self.dred.put_back
         if self.dred.overdeleted[-1] and back >= SWITCH_MIN and back >= SWITCH_RATIO * _rows(k, out):
-            full = k.place([k.as_zset(t.snapshot()) for t in self.inputs.values()])
-            self.nested.step(dict(zip(self.inputs, full, strict=True)), undo)
-            undo.append(lambda: setattr(self, "switched_at", None))
-            self.switched_at = len(self.dred.iterations)
+            self._switch(undo, None)
         return out
+
+    def _fixpoint(self) -> tuple:
+        """The scope's results at the last step: the rows of positive count in each result's trace."""
+        k, inner = self.kernel, self.op.inner
+        out = []
+        for r in self.op.results:
+            node = inner.nodes[inner.outputs[r]]
+            integral = inner.nodes[node.inputs[0]].inputs[0]  # distinct(z^-1(I(d)), d): I(d)
+            snap = self.dred.it.states[integral].snapshot()
+            out.append(k.combine([k.as_zset(snap)], list(node.shape.schema), positive(W0)))
+        return tuple(out)
+
+    def _switch(self, undo: list, before: tuple | None) -> Any:
+        """Go nested: its state built from the imports' integrals; with `before` (the results at the
+        last step), this step's change of them."""
+        k = self.kernel
+        ints = [k.as_zset(t.snapshot()) for t in self.inputs.values()]
+        full = [k.from_local(k.to_local(v)) for v in ints] if self.held else k.place(ints)
+        now = self.nested.step(dict(zip(self.inputs, full, strict=True)), undo)
+        undo.append(lambda: setattr(self, "switched_at", None))
+        self.switched_at = len(self.dred.iterations)
+        if before is None:
+            return None
+        return tuple(k.consolidate(k.plus(a, k.neg(b))) for a, b in zip(now, before, strict=True))
 
     def to_state(self) -> Any:
         if self.switched_at is not None:
