@@ -48,8 +48,7 @@ class Pipeline:
         self.engine = engine
         self.recursion_limit = recursion_limit  # iterations of a recursive view per step (SQL and Datalog)
         # how recursive views are maintained: "auto", "nested" or "dred" (`incremental/fixpoint.py`);
-        # None: each scope's own choice ("nested" unless built with another; `docs/recursion-strategies.md`
-        # says why "auto" is not the default yet)
+        # None: each scope's own choice ("auto" unless built with another; `docs/recursion-strategies.md`)
         if recursion not in (None, "auto", "nested", "dred"):
             raise UnknownNameError(
                 f"unknown recursion strategy {recursion!r}; the strategies are 'auto', 'nested' and 'dred'"

@@ -38,10 +38,10 @@ def recursive(
     name: str | None = None,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     mode: str = "naive",
-    strategy: str = "nested",
+    strategy: str = "auto",
 ) -> Any:
     """The fixpoint of `body` as stream(s) of `c`: one stream per recursive relation. `strategy`: how
-    `incrementalize()` maintains it ("nested", the default, "dred" or "auto"; `incremental/fixpoint.py`)."""
+    `incrementalize()` maintains it ("auto", the default, "nested" or "dred"; `incremental/fixpoint.py`)."""
     from dbspark.circuit.circuit import Circuit
     from dbspark.circuit.stream import Stream
 

@@ -134,10 +134,10 @@ def with_strategy(c: Circuit, strategy: str) -> Circuit:
 
 def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
     """The scope maintained by its strategy: "nested" (the doubly-incremental scope of §6), "dred"
-        (semi-naive evaluation continued from the last fixpoint, deletes by delete-and-rederive;
-        `operators/dred.py`, only for a body that `monotone.polarity` accepts), or "auto": "dred" where
-        the body qualifies, switching to "nested" for good at a step where delete-and-rederive put back
-    many more facts than changed (`operators/dred.py` `AutoScopeState`), else "nested"
+    (semi-naive evaluation continued from the last fixpoint, deletes by delete-and-rederive;
+    `operators/dred.py`, only for a body that `monotone.polarity` accepts), or "auto" (the default):
+    "dred" where the body qualifies, switching to "nested" for good when delete-and-rederive's
+    over-delete runs away (`operators/dred.py` `AutoScopeState`), else "nested"
     (`docs/recursion-strategies.md`)."""
     from dbspark.incremental.monotone import dred_body, polarity
 

@@ -51,7 +51,7 @@ class Fixpoint(Operator):
     scope: str
     mode: str = "naive"
     max_iterations: int = DEFAULT_MAX_ITERATIONS
-    strategy: str = "nested"  # how incrementalize() maintains it: "nested", "dred" or "auto"
+    strategy: str = "auto"  # how incrementalize() maintains it: "auto", "nested" or "dred"
     plain: Circuit | None = None  # the body before any rewrite, when `inner` is not it (seminaive)
     polarity: dict[str, int] = field(default_factory=dict)  # "dred": +1 / -1 per import (monotone.py)
     alt: Fixpoint | None = None  # mode "auto": the same scope maintained nested, to switch to
