@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 
 import numpy as np
@@ -97,6 +98,53 @@ def test_deferred_inserts_keep_every_snapshot_exact(ops: list[tuple], probe: lis
     assert {(k, v): w for k, v, w in sp.snapshot().to_frame().rows()} == {
         kv: w for kv, w in oracle.items() if w != 0
     }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(-2, 3)), max_size=14),
+        max_size=8,
+    ),
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3)), max_size=10),
+    st.booleans(),
+)
+def test_rows_hashed_once_index_and_seek_a_trace_by_every_column(
+    batches: list[list[tuple]], probe: list[tuple], defer: bool
+) -> None:
+    """A change consolidated by NumPy keeps its rows' sorted hashes (`consolidate_sorted`): a trace
+    indexed by every column takes it as a batch with them, and a seek by a consolidated change's rows
+    reuses them; both agree with a dict oracle (and the hashes with `key_hash`)."""
+    from dbspark.algebra.consolidate import key_hash
+    from dbspark.algebra.zset import ZSet
+    from dbspark.engines.local.kernel import LocalKernel
+
+    k = LocalKernel()
+    schema = pl.Schema({"a": pl.Int64, "b": pl.Int64})
+    tr = k.new_trace(schema, ("a", "b"))
+    oracle: Counter = Counter()
+    undo: list = []
+    with k.deferring() if defer else contextlib.nullcontext():
+        for b in batches:
+            z = ZSet(pl.DataFrame(b, schema={"a": pl.Int64, "b": pl.Int64, WEIGHT: pl.Int64}, orient="row"))
+            c = z.consolidate()
+            if c.hashes is not None:
+                assert list(c.hashes) == sorted(key_hash(c.df, ["a", "b"]))
+            snap = k.trace_insert(tr, z, undo)
+            for a, bb, w in b:
+                oracle[(a, bb)] += w
+    p = ZSet(
+        pl.DataFrame(
+            [(*r, 1) for r in probe + probe],
+            schema={"a": pl.Int64, "b": pl.Int64, WEIGHT: pl.Int64},
+            orient="row",
+        )
+    ).consolidate()
+    want = {r: w for r, w in oracle.items() if w != 0 and r in set(probe)}
+    snap = tr.snapshot()
+    got = k.seek(snap, p, [("a", "a"), ("b", "b")], exact=True).consolidate().to_dict()
+    assert got == want
+    assert {r: w for r, w in snap.to_zset().to_dict().items()} == {r: w for r, w in oracle.items() if w != 0}
 
 
 def test_hash_collisions_are_filtered(monkeypatch) -> None:

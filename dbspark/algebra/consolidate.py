@@ -120,8 +120,17 @@ def consolidate_frame(
     expects most rows to repeat (a state concatenated with its change) says `few_repeats=False`: the
     rows are then grouped whole, without hashing them first, unless NumPy sums them (`_summed_runs`,
     faster than a group-by however many rows repeat)."""
+    return consolidate_sorted(df, weight_cols, few_repeats)[0]
+
+
+def consolidate_sorted(
+    df: pl.DataFrame, weight_cols: Sequence[str] = (WEIGHT,), few_repeats: bool = True
+) -> tuple[pl.DataFrame, np.ndarray | None]:
+    """`consolidate_frame`, and the `key_hash` of each row's data columns, sorted, when the rows come
+    out in that order (when NumPy summed them, else None): a trace indexed by every column takes the
+    frame as a batch as it is, and a seek of it by the frame's rows needs no hashing (`trace/spine.py`)."""
     if df.height == 0:
-        return df
+        return df, None
     data_cols = [c for c in df.columns if c not in weight_cols]
     summable = _summable(df, data_cols, weight_cols)
     if (
@@ -135,7 +144,7 @@ def consolidate_frame(
         s = h[order]
         dup = s[1:] == s[:-1]
         if not dup.any():  # distinct rows
-            return _drop_zero(df, weight_cols)
+            return _drop_zero(df, weight_cols), None
         summed = _summed_runs(df, data_cols, order, s, dup) if summable else None
         if summed is not None:
             return summed
@@ -147,13 +156,13 @@ def consolidate_frame(
             repeated[order] = run
             mask = pl.Series(repeated)
             grouped = _grouped(df.filter(mask), data_cols, weight_cols)
-            return pl.concat([_drop_zero(df.filter(~mask), weight_cols), grouped], how="vertical")
-    return _grouped(df, data_cols, weight_cols)
+            return pl.concat([_drop_zero(df.filter(~mask), weight_cols), grouped], how="vertical"), None
+    return _grouped(df, data_cols, weight_cols), None
 
 
 def _summed_runs(
     df: pl.DataFrame, data_cols: list[str], order: np.ndarray, s: np.ndarray, dup: np.ndarray
-) -> pl.DataFrame | None:
+) -> tuple[pl.DataFrame, np.ndarray] | None:
     """The consolidated frame by NumPy, for a frame `_summable` says it can sum: in hash order
     (`order`, the sorted hashes `s`, `dup`: s[i + 1] == s[i]), equal rows are adjacent unless two
     different rows share a hash, which is checked (None then, as when a sum could overflow)."""
@@ -173,7 +182,7 @@ def _summed_runs(
     sums = np.add.reduceat(w[order], starts)
     keep = sums != 0
     out = take(df, order[starts[keep]])
-    return out.with_columns(pl.Series(WEIGHT, sums[keep], dtype=pl.Int64))
+    return out.with_columns(pl.Series(WEIGHT, sums[keep], dtype=pl.Int64)), first[keep]
 
 
 def _summable(df: pl.DataFrame, data_cols: list[str], weight_cols: Sequence[str]) -> bool:

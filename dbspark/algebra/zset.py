@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import WEIGHT, consolidate_frame
+from dbspark.algebra.consolidate import WEIGHT, consolidate_sorted
 from dbspark.errors import WeightError
 
 
@@ -28,7 +28,7 @@ def with_weight(schema: Mapping[str, pl.DataType], *extra: tuple[str, pl.DataTyp
 class ZSet:
     """A Z-set over rows of a fixed schema, stored columnar; the values of a DBSP stream."""
 
-    __slots__ = ("_cons", "_df", "consolidated")
+    __slots__ = ("_cons", "_df", "_src", "consolidated", "hashes")
 
     def __init__(self, df: pl.DataFrame, consolidated: bool = False) -> None:
         if df.columns[-1:] != [WEIGHT]:
@@ -36,6 +36,10 @@ class ZSet:
         self._df = df
         self.consolidated = consolidated
         self._cons: ZSet | None = None  # the consolidated form, once computed (frames are immutable)
+        self._src: ZSet | None = None  # a Z-set of the same rows whose consolidation this one shares
+        # of a consolidated frame: the sorted `key_hash` of its data columns, row by row, when known
+        # (`consolidate_sorted`): a trace indexed by every column and its seeks reuse them
+        self.hashes: np.ndarray | None = None
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -106,7 +110,14 @@ class ZSet:
         if df.height == 0:
             self._cons = self.with_df(df, True)
             return self._cons
-        self._cons = self.with_df(consolidate_frame(df), True)
+        src = getattr(self, "_src", None)
+        if src is not None:  # (an index of `src`: the same rows, consolidated once for both)
+            c = src.consolidate()
+            df, h = c._df, c.hashes
+        else:
+            df, h = consolidate_sorted(df)
+        self._cons = self.with_df(df, True)
+        self._cons.hashes = h
         return self._cons
 
     def __add__(self, other: ZSet) -> ZSet:

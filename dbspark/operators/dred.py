@@ -102,9 +102,10 @@ class RecursiveDistinct(Operator):
     def eval(self, kernel: Kernel, state: RecursiveDistinctState, inputs: list[Any], undo: list) -> Any:
         k = kernel
         prev, d = inputs
+        if k.is_local(d) or state.phase == OVERDELETE:  # (`DistinctH.eval`)
+            d = k.consolidate(d)
         on = [(c, c) for c in state.cols]
         if state.phase == OVERDELETE:
-            d = k.consolidate(d)
             if k.known_empty(d):
                 return d
             removed = state.removed

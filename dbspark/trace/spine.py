@@ -18,11 +18,19 @@ trace moves on; `z^-1(I(s))` is the previous step's snapshot.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import WEIGHT, consolidate_frame, key_hash, sorted_unique, take
+from dbspark.algebra.consolidate import (
+    WEIGHT,
+    consolidate_frame,
+    consolidate_sorted,
+    key_hash,
+    sorted_unique,
+    take,
+)
 from dbspark.algebra.zset import IndexedZSet, ZSet
 from dbspark.columnar.plans import pick
 
@@ -181,11 +189,19 @@ def _same(a: Sequence[object], b: Sequence[object]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
-def _consolidated(frames: Sequence[pl.DataFrame], weight_cols: Sequence[str]) -> pl.DataFrame:
-    """Deferred inserts (each consolidated) as one consolidated frame."""
-    if len(frames) == 1:
-        return frames[0]
-    return consolidate_frame(pl.concat(frames, how="vertical"), weight_cols)
+class Deferred(NamedTuple):
+    """A deferred insert: a consolidated frame, with its rows' sorted key hashes when known (`hashes`
+    of `consolidate_sorted`, for a spine indexed by every column)."""
+
+    df: pl.DataFrame
+    hashes: np.ndarray | None
+
+
+def _consolidated(pending: Sequence[Deferred], weight_cols: Sequence[str]) -> Deferred:
+    """Deferred inserts (each consolidated) as one."""
+    if len(pending) == 1:
+        return pending[0]
+    return Deferred(*consolidate_sorted(pl.concat([p.df for p in pending], how="vertical"), weight_cols))
 
 
 class TraceSnapshot:
@@ -199,7 +215,7 @@ class TraceSnapshot:
         keys: Sequence[str],
         schema: pl.Schema,
         weight_cols: Sequence[str] = (WEIGHT,),
-        pending: tuple[pl.DataFrame, ...] = (),
+        pending: tuple[Deferred, ...] = (),
         owner: Spine | None = None,
     ) -> None:
         self._batches = batches
@@ -217,7 +233,7 @@ class TraceSnapshot:
             owner, pending = self._owner, self._pending
             got = owner.batched(self._batches, pending) if owner is not None else None
             if got is None:
-                df = _consolidated(pending, self.weight_cols)
+                df = _consolidated(pending, self.weight_cols).df
                 order = owner.order if owner is not None else None
                 got = self._batches + ((Batch(df, self.keys, order=order),) if df.height else ())
             self._batches, self._pending = got, ()
@@ -225,21 +241,28 @@ class TraceSnapshot:
 
     def __len__(self) -> int:
         """Stored entries (an upper bound on distinct rows until the batches merge)."""
-        return sum(len(b) for b in self._batches) + sum(f.height for f in self._pending)
+        return sum(len(b) for b in self._batches) + sum(p.df.height for p in self._pending)
 
     def empty_frame(self) -> pl.DataFrame:
         return pl.DataFrame(schema=self.schema)
 
-    def seek_frame(self, probe_keys: pl.DataFrame, exact: bool = True) -> pl.DataFrame:
+    def seek_frame(
+        self, probe_keys: pl.DataFrame, exact: bool = True, hashes: np.ndarray | None = None
+    ) -> pl.DataFrame:
         """Every stored entry whose key equals a row of `probe_keys` (columns named as `keys`).
 
         Unconsolidated across batches: the same row may come from several batches. With
         `exact=False` rows of colliding hashes may be included (a caller that joins on the keys
-        afterwards filters them anyway)."""
+        afterwards filters them anyway). `hashes`: the probe rows' key hashes, sorted, if known."""
         if not self.batches or probe_keys.height == 0:
             return self.empty_frame()
-        probe_keys = self.cast_probe(probe_keys)
-        found = self.seek_hashes(sorted_unique(key_hash(probe_keys, self.keys)))
+        cast = self.cast_probe(probe_keys)
+        if hashes is None or cast is not probe_keys and cast.schema != probe_keys.schema:
+            hashes = sorted_unique(key_hash(cast, self.keys))
+        elif len(hashes) > 1:  # (sorted; two rows may share a hash)
+            hashes = hashes[np.concatenate(([True], hashes[1:] != hashes[:-1]))]
+        probe_keys = cast
+        found = self.seek_hashes(hashes)
         if not exact or found.height == 0:
             return found
         # drop hash collisions: keep only exact key matches (NULL keys match NULL keys here)
@@ -341,11 +364,19 @@ class Spine:
         self.batches: list[Batch] = []
         # inserts deferred until the trace is read (`insert(defer=True)`), and the last batching of
         # them: (the batches and the frames it started from, the batches it made)
-        self.pending: list[pl.DataFrame] = []
+        self.pending: list[Deferred] = []
         self._last: tuple[tuple[object, ...], tuple[Batch, ...]] | None = None
 
-    def insert(self, df: pl.DataFrame, consolidated: bool = False, defer: bool = False) -> None:
-        """Add a change (a frame with this trace's columns) to the integral.
+    def insert(
+        self,
+        df: pl.DataFrame,
+        consolidated: bool = False,
+        defer: bool = False,
+        hashes: np.ndarray | None = None,
+    ) -> None:
+        """Add a change (a frame with this trace's columns) to the integral. `hashes`: of a consolidated
+        frame, its rows' sorted key hashes over its data columns (`consolidate_sorted`), which are this
+        trace's keys when it is indexed by every column: the change is then a batch as it is.
 
         `defer`: keep it as it is until the trace is read (a seek of a snapshot taken since, or
         `settle`); the changes deferred until then are consolidated and batched at once. A recursive
@@ -354,20 +385,27 @@ class Spine:
         iteration."""
         if df.height == 0:
             return
+        if hashes is not None and not (consolidated and self._by_rows(df)):
+            hashes = None
         df = pick(df, list(self.schema))
         if defer:  # kept consolidated: one deferred insert is batched as it is
-            self.pending.append(df if consolidated else consolidate_frame(df, self.weight_cols))
+            if not consolidated:
+                df, hashes = consolidate_sorted(df, self.weight_cols)
+                hashes = hashes if self._by_rows(df) else None
+            self.pending.append(Deferred(df, hashes))
             return
-        self._insert(df, consolidated)
+        self._insert(df, consolidated, hashes)
+
+    def _by_rows(self, df: pl.DataFrame) -> bool:
+        """The trace is indexed by every data column of `df`, in its order (its key hashes are the rows')."""
+        return self.order is None and [c for c in df.columns if c not in self.weight_cols] == list(self.keys)
 
     def settle(self) -> None:
         """Batch every deferred insert."""
         if self.pending:
             self.batched(tuple(self.batches), tuple(self.pending))
 
-    def batched(
-        self, batches: tuple[Batch, ...], pending: tuple[pl.DataFrame, ...]
-    ) -> tuple[Batch, ...] | None:
+    def batched(self, batches: tuple[Batch, ...], pending: tuple[Deferred, ...]) -> tuple[Batch, ...] | None:
         """The batches of a snapshot taken with `batches` and deferred inserts `pending`, made by
         batching those inserts here when this spine holds them still (the first ones it holds), or by
         the last batching when that started from them; None when neither (the snapshot batches them)."""
@@ -379,15 +417,17 @@ class Spine:
             return None
         rest = self.pending[n:]
         self.pending = []
-        self._insert(_consolidated(pending, self.weight_cols), consolidated=True)
+        d = _consolidated(pending, self.weight_cols)
+        self._insert(d.df, consolidated=True, hashes=d.hashes)
         self.pending = rest
         out = tuple(self.batches)
         self._last = (key, out)
         return out
 
-    def _insert(self, df: pl.DataFrame, consolidated: bool) -> None:
+    def _insert(self, df: pl.DataFrame, consolidated: bool, hashes: np.ndarray | None = None) -> None:
         if not consolidated:
-            df = consolidate_frame(df, self.weight_cols)
+            df, hashes = consolidate_sorted(df, self.weight_cols)
+            hashes = hashes if self._by_rows(df) else None
         if df.height == 0:
             return
         bs = self.batches
@@ -396,7 +436,11 @@ class Spine:
             cons = consolidate_frame(both, self.weight_cols, few_repeats=False)
             self.batches = [Batch(cons, self.keys, order=self.order)]
             return
-        bs.append(Batch(df, self.keys, order=self.order))
+        bs.append(
+            Batch(df, self.keys, hashes, order=self.order)
+            if hashes is not None
+            else Batch(df, self.keys, order=self.order)
+        )
         self._merge()
 
     def _merge(self) -> None:
@@ -412,7 +456,7 @@ class Spine:
         )
 
     def __len__(self) -> int:
-        return sum(len(b) for b in self.batches) + sum(f.height for f in self.pending)
+        return sum(len(b) for b in self.batches) + sum(p.df.height for p in self.pending)
 
     # ---- checkpoint ---------------------------------------------------------------------------
     def to_state(self) -> list[pl.DataFrame]:

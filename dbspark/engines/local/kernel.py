@@ -143,8 +143,9 @@ class LocalKernel:
     def index(self, a: Value, keys: Sequence[str]) -> IndexedZSet:
         z = self.as_zset(a)
         out = IndexedZSet(z.df, keys, z.consolidated)
-        if z._cons is not None:  # keep a consolidation already computed
-            out._cons = IndexedZSet(z._cons.df, keys, True)
+        out.hashes = getattr(z, "hashes", None)
+        if not z.consolidated:  # one consolidation for both (an integral and a seek read the same rows)
+            out._src = z
         return out
 
     # ---- keys and selections ------------------------------------------------------------------
@@ -330,7 +331,8 @@ class LocalKernel:
         if isinstance(delta, Accumulators):  # one row per group; a group whose sums are all 0 adds nothing
             trace.insert(delta.df.filter(nonzero(trace.weight_cols)), consolidated=True, defer=defer)
         elif isinstance(delta, ZSet):  # consolidated once: the same change may feed a join too
-            trace.insert(delta.consolidate().df, consolidated=True, defer=defer)
+            z = delta.consolidate()
+            trace.insert(z.df, consolidated=True, defer=defer, hashes=getattr(z, "hashes", None))
         else:
             trace.insert(delta.to_frame(), consolidated=True, defer=defer)
         return trace.snapshot()
@@ -360,7 +362,12 @@ class LocalKernel:
         keys = pick(_frame(probe), [c for c, _ in on], [k for _, k in on])
         if not exact:
             keys = drop_null_rows(keys)
-        return self._found(snap, pick(snap.seek_frame(keys, exact=True), list(snap.schema)))
+        # a consolidated probe by all its columns, in order: its rows' hashes are the probe's
+        h = None
+        if isinstance(probe, ZSet) and probe.consolidated and exact:
+            if [c for c, _ in on] == probe.columns and [k for _, k in on] == list(snap.keys):
+                h = getattr(probe, "hashes", None)
+        return self._found(snap, pick(snap.seek_frame(keys, exact=True, hashes=h), list(snap.schema)))
 
     def key_runs(self, snap: Value, probe: pl.DataFrame, min_rows: int) -> dict[int, list[pl.DataFrame]]:
         assert isinstance(snap, TraceSnapshot)
