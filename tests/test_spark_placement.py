@@ -417,3 +417,53 @@ def test_a_plan_past_its_lineage_is_computed_once_where_it_is_first_read(
         assert fed.lineage == 1 and fed.to_zset().to_dict() == {(1, "a"): 1, (2, "b"): 1}
     finally:
         k.close()
+
+
+REACH = """
+.decl edge(x: number, y: number)
+.input edge
+.decl reach(x: number)
+.output reach
+reach(x) :- edge(0, x).
+reach(y) :- reach(x), edge(x, y).
+"""
+
+
+@pytest.mark.parametrize("first", ["auto", "cluster"])
+def test_auto_goes_nested_at_a_change_left_on_the_cluster(
+    spark_session: Any, placement_conf: Any, tmp_path: Any, first: str
+) -> None:
+    """Under `recursion="auto"` (the default) a monotone scope runs delete-and-rederive while its
+    changes are held in the driver, and goes nested at the first one left on the cluster (built there
+    from the imports' integrals, or from the change itself at the first step; its step's change is the
+    new fixpoint less the old); the views equal the local engine's after every step."""
+    sp = dbspark.Pipeline(tmp_path / "s", engine="spark", spark=spark_session)
+    lo = dbspark.Pipeline(engine="local")
+    steps = [
+        (first, [(0, 1), (1, 2), (2, 3), (3, 1)], []),
+        ("cluster", [(2, 4), (4, 5)], [(1, 2)]),
+        ("auto", [(5, 2), (0, 6)], [(0, 1)]),
+    ]
+    try:
+        for p in (sp, lo):
+            p.datalog(REACH)
+        for n, (mode, ins, dels) in enumerate(steps):
+            placement_conf.set("spark.dbspark.placement", mode)
+            for p in (sp, lo):
+                frame = (
+                    (lambda rows: spark_session.createDataFrame(pd.DataFrame(rows, columns=["x", "y"])))
+                    if p is sp
+                    else list
+                )
+                p.insert("edge", frame(ins))
+                if dels:
+                    p.delete("edge", frame(dels))
+            got, want = sp.step(), lo.step()
+            assert got["reach"].to_dict() == want["reach"].to_dict(), f"step {n}"
+            assert sp.view("reach").to_dict() == lo.view("reach").to_dict(), f"step {n}"
+            (scope,) = [s for s in sp.runtime.states.values() if hasattr(s, "switched_at")]  # type: ignore[union-attr]
+            switched = n >= 1 or first == "cluster"
+            assert (scope.switched_at is not None) == switched, f"step {n}: switched at {scope.switched_at}"
+    finally:
+        sp.close()
+        lo.close()

@@ -282,7 +282,8 @@ class AutoScopeState:
         }
         self.nested = ScopeState(op.alt, kernel)
         # every change of the imports so far was held in this process (on Spark: in the driver), so
-        # their integrals are read into it for the switch's build, which then runs there too
+        # their integrals are read into it for the switch's build, which then runs there too (a change
+        # that is not switches at once: `step`)
         self.held = True
         self.empty = self._dred_state(), self.nested.to_state()
         self.switched_at: int | None = None  # the outer step after which it went nested
@@ -313,11 +314,20 @@ class AutoScopeState:
                 self.released = True
             return self.nested.step(imports, undo)
         k = self.kernel
-        for name, v in imports.items():
-            k.trace_insert(self.inputs[name], v, undo)
-        if self.held and not all(k.is_local(v) for v in imports.values()):
+        if not all(k.is_local(v) for v in imports.values()):
+            # a change too large for this process (on Spark: left on the cluster): nested from this
+            # step on, built there, since dred's iterations over plans on the cluster are not tuned as
+            # nested's are (1M edges loaded on the cluster: nested 176 s, dred over 13 min); from
+            # empty state it is the nested scope's first step on the change itself
             undo.append(lambda: setattr(self, "held", True))
             self.held = False
+            if all(k.is_empty(t.snapshot()) for t in self.inputs.values()):
+                return self._switch(undo, None, imports)
+            for name, v in imports.items():
+                k.trace_insert(self.inputs[name], v, undo)
+            return self._switch(undo, self._fixpoint())
+        for name, v in imports.items():
+            k.trace_insert(self.inputs[name], v, undo)
         sub: list = []  # the delete-and-rederive step's own undo: a runaway over-delete is undone
         self.dred.watch = self.runaway
         try:
@@ -334,7 +344,7 @@ class AutoScopeState:
         undo.extend(sub)
         back = self.dred.put_back
         if self.dred.overdeleted[-1] and back >= SWITCH_MIN and back >= SWITCH_RATIO * _rows(k, out):
-            self._switch(undo, None)
+            self._switch(undo, None)  # (the step's change is dred's)
         return out
 
     def _fixpoint(self) -> tuple:
@@ -348,17 +358,20 @@ class AutoScopeState:
             out.append(k.combine([k.as_zset(snap)], list(node.shape.schema), positive(W0)))
         return tuple(out)
 
-    def _switch(self, undo: list, before: tuple | None) -> Any:
-        """Go nested: its state built from the imports' integrals; with `before` (the results at the
-        last step), this step's change of them."""
+    def _switch(self, undo: list, before: tuple | None, full: dict[str, Any] | None = None) -> Any:
+        """Go nested: its state built from the imports' integrals (or from `full`, the imports'
+        values); returns this step's change of the results: the nested step's, with `before` (the
+        results at the last step) its change from them."""
         k = self.kernel
-        ints = [k.as_zset(t.snapshot()) for t in self.inputs.values()]
-        full = [k.from_local(k.to_local(v)) for v in ints] if self.held else k.place(ints)
-        now = self.nested.step(dict(zip(self.inputs, full, strict=True)), undo)
+        if full is None:
+            ints = [k.as_zset(t.snapshot()) for t in self.inputs.values()]
+            vals = [k.from_local(k.to_local(v)) for v in ints] if self.held else k.place(ints)
+            full = dict(zip(self.inputs, vals, strict=True))
+        now = self.nested.step(full, undo)
         undo.append(lambda: setattr(self, "switched_at", None))
         self.switched_at = len(self.dred.iterations)
         if before is None:
-            return None
+            return now
         return tuple(k.consolidate(k.plus(a, k.neg(b))) for a, b in zip(now, before, strict=True))
 
     def to_state(self) -> Any:
