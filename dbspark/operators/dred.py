@@ -281,27 +281,18 @@ class AutoScopeState:
             for sch in [inner.nodes[inner.inputs[name]].shape.schema]
         }
         self.nested = ScopeState(op.alt, kernel)
-        # every change of the imports so far was held in this process (on Spark: in the driver), so
-        # their integrals are read into it for the switch's build, which then runs there too (a change
-        # that is not switches at once: `step`)
-        self.held = True
         self.empty = self._dred_state(), self.nested.to_state()
         self.switched_at: int | None = None  # the outer step after which it went nested
         self.released = False  # the delete-and-rederive state emptied after the switch
         self.runaway: Callable[[int | None, int | None], bool] = _runaway  # the early switch's rule
 
     def _dred_state(self) -> Any:
-        return {
-            "dred": self.dred.to_state(),
-            "inputs": {n: t.to_state() for n, t in self.inputs.items()},
-            "held": self.held,
-        }
+        return {"dred": self.dred.to_state(), "inputs": {n: t.to_state() for n, t in self.inputs.items()}}
 
     def _restore_dred(self, saved: Any) -> None:
         self.dred.restore(saved["dred"])
         for n, st in saved["inputs"].items():
             self.inputs[n].restore(st)
-        self.held = saved.get("held", False)
 
     @property
     def iterations(self) -> list[int]:
@@ -319,13 +310,11 @@ class AutoScopeState:
             # step on, built there, since dred's iterations over plans on the cluster are not tuned as
             # nested's are (1M edges loaded on the cluster: nested 176 s, dred over 13 min); from
             # empty state it is the nested scope's first step on the change itself
-            undo.append(lambda: setattr(self, "held", True))
-            self.held = False
             if all(k.is_empty(t.snapshot()) for t in self.inputs.values()):
                 return self._switch(undo, None, imports)
             for name, v in imports.items():
                 k.trace_insert(self.inputs[name], v, undo)
-            return self._switch(undo, self._fixpoint())
+            return self._switch(undo, self._fixpoint(), here=False)
         for name, v in imports.items():
             k.trace_insert(self.inputs[name], v, undo)
         sub: list = []  # the delete-and-rederive step's own undo: a runaway over-delete is undone
@@ -358,14 +347,18 @@ class AutoScopeState:
             out.append(k.combine([k.as_zset(snap)], list(node.shape.schema), positive(W0)))
         return tuple(out)
 
-    def _switch(self, undo: list, before: tuple | None, full: dict[str, Any] | None = None) -> Any:
+    def _switch(
+        self, undo: list, before: tuple | None, full: dict[str, Any] | None = None, here: bool = True
+    ) -> Any:
         """Go nested: its state built from the imports' integrals (or from `full`, the imports'
         values); returns this step's change of the results: the nested step's, with `before` (the
-        results at the last step) its change from them."""
+        results at the last step) its change from them. `here`: every change of the imports was held
+        in this process (on Spark: in the driver; a change that is not switches at once, `step`), so
+        the integrals are read into it and the build runs there too; else they are placed as large."""
         k = self.kernel
         if full is None:
             ints = [k.as_zset(t.snapshot()) for t in self.inputs.values()]
-            vals = [k.from_local(k.to_local(v)) for v in ints] if self.held else k.place(ints)
+            vals = [k.from_local(k.to_local(v)) for v in ints] if here else k.place(ints)
             full = dict(zip(self.inputs, vals, strict=True))
         now = self.nested.step(full, undo)
         undo.append(lambda: setattr(self, "switched_at", None))
