@@ -190,8 +190,8 @@ def _same(a: Sequence[object], b: Sequence[object]) -> bool:
 
 
 class Deferred(NamedTuple):
-    """A deferred insert: a consolidated frame, with its rows' sorted key hashes when known (`hashes`
-    of `consolidate_sorted`, for a spine indexed by every column)."""
+    """A deferred insert: a consolidated frame, with its rows' sorted hashes over its data columns when
+    known (`hashes` of `consolidate_sorted`: they index a spine indexed by those, `Spine._insert`)."""
 
     df: pl.DataFrame
     hashes: np.ndarray | None
@@ -375,8 +375,8 @@ class Spine:
         hashes: np.ndarray | None = None,
     ) -> None:
         """Add a change (a frame with this trace's columns) to the integral. `hashes`: of a consolidated
-        frame, its rows' sorted key hashes over its data columns (`consolidate_sorted`), which are this
-        trace's keys when it is indexed by every column: the change is then a batch as it is.
+        frame, its rows' sorted hashes over its data columns (`consolidate_sorted`), which are its key
+        hashes when this trace is indexed by every column, in order: the change is then a batch as it is.
 
         `defer`: keep it as it is until the trace is read (a seek of a snapshot taken since, or
         `settle`); the changes deferred until then are consolidated and batched at once. A recursive
@@ -385,16 +385,14 @@ class Spine:
         iteration."""
         if df.height == 0:
             return
-        if hashes is not None and not (consolidated and self._by_rows(df)):
-            hashes = None
-        df = pick(df, list(self.schema))
+        if df.columns != list(self.schema):  # (the hashes are of the rows in the given order)
+            df, hashes = pick(df, list(self.schema)), None
+        if not consolidated:
+            df, hashes = consolidate_sorted(df, self.weight_cols)
         if defer:  # kept consolidated: one deferred insert is batched as it is
-            if not consolidated:
-                df, hashes = consolidate_sorted(df, self.weight_cols)
-                hashes = hashes if self._by_rows(df) else None
             self.pending.append(Deferred(df, hashes))
             return
-        self._insert(df, consolidated, hashes)
+        self._insert(df, hashes)
 
     def _by_rows(self, df: pl.DataFrame) -> bool:
         """The trace is indexed by every data column of `df`, in its order (its key hashes are the rows')."""
@@ -418,16 +416,17 @@ class Spine:
         rest = self.pending[n:]
         self.pending = []
         d = _consolidated(pending, self.weight_cols)
-        self._insert(d.df, consolidated=True, hashes=d.hashes)
+        self._insert(d.df, d.hashes)
         self.pending = rest
         out = tuple(self.batches)
         self._last = (key, out)
         return out
 
-    def _insert(self, df: pl.DataFrame, consolidated: bool, hashes: np.ndarray | None = None) -> None:
-        if not consolidated:
-            df, hashes = consolidate_sorted(df, self.weight_cols)
-            hashes = hashes if self._by_rows(df) else None
+    def _insert(self, df: pl.DataFrame, hashes: np.ndarray | None) -> None:
+        """Add a consolidated change in this trace's column order; `hashes`: its rows' sorted hashes
+        over its data columns, if known (they index it only when those are the keys)."""
+        if hashes is not None and not self._by_rows(df):
+            hashes = None
         if df.height == 0:
             return
         bs = self.batches
