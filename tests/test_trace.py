@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import dbspark
 from dbspark import col
 from dbspark.algebra.zset import WEIGHT
+from dbspark.operators.distinct import H_WEIGHT
 from dbspark.trace import spine
 from dbspark.trace.spine import Spine
 
@@ -115,8 +116,9 @@ def test_rows_hashed_once_index_and_seek_a_trace_by_every_column(
 ) -> None:
     """A change consolidated by NumPy keeps its rows' sorted hashes (`consolidate_sorted`): a trace
     indexed by every column, in order, takes it as a batch with them, and a seek by a consolidated
-    change's rows reuses them; a trace indexed otherwise hashes its keys. Contents and seeks agree with
-    a dict oracle, deferred or not (and the hashes with `key_hash`)."""
+    change's rows reuses them, its rows matched to the probe's by position, and distinct's H combines
+    them by position; a trace indexed otherwise hashes its keys. Contents, seeks and H agree with a
+    dict oracle, deferred or not (and the hashes with `key_hash`)."""
     from dbspark.algebra.consolidate import key_hash
     from dbspark.algebra.zset import ZSet
     from dbspark.engines.local.kernel import LocalKernel
@@ -146,8 +148,15 @@ def test_rows_hashed_once_index_and_seek_a_trace_by_every_column(
     probed = {tuple(r[i] for i in pos) for r in probe}
     want = {r: w for r, w in oracle.items() if w != 0 and tuple(r[i] for i in pos) in probed}
     snap = tr.snapshot()
-    got = k.seek(snap, p, [(c, c) for c in keys], exact=True).consolidate().to_dict()
-    assert got == want
+    found = k.seek(snap, p, [(c, c) for c in keys], exact=True)
+    assert found.consolidate().to_dict() == want
+    if keys == ("a", "b") and p.hashes is not None:  # found at the probe's rows: combined by position
+        assert len(found) == 0 or (found.at is not None and found.at[0] is p)
+        h = k.combine([p, found], ["a", "b"], H_WEIGHT).to_dict()
+        prev = {r: oracle.get(r, 0) for r in p.to_dict()}
+        assert h == {
+            r: v for r, w in p.to_dict().items() if (v := int(prev[r] + w > 0) - int(prev[r] > 0)) != 0
+        }
     assert {r: w for r, w in snap.to_zset().to_dict().items()} == {r: w for r, w in oracle.items() if w != 0}
 
 
@@ -159,6 +168,21 @@ def test_hash_collisions_are_filtered(monkeypatch) -> None:
     sp.insert(frame([(2, "b", -1), (4, "d", 1)]))
     got = sp.snapshot().seek(pl.DataFrame({"k": [3, 2]}, schema={"k": pl.Int64})).df.rows()
     assert got == [(3, "c", 2)]
+
+
+def test_rows_sought_by_position_drop_hash_collisions(monkeypatch) -> None:
+    """`seek_rows` with every stored key hashing to its parity: rows sharing a probe row's hash but not
+    its values are dropped, each kept one is matched to its probe row; a probe whose rows share a hash
+    is refused (None: the caller seeks by a join)."""
+    monkeypatch.setattr(spine, "key_hash", lambda df, keys: (df["k"].to_numpy() % 2).astype(np.uint64))
+    sp = Spine(("k",), pl.Schema({"k": pl.Int64, WEIGHT: pl.Int64}))
+    sp.insert(pl.DataFrame({"k": [1, 2, 3, 4], WEIGHT: [1, 1, 1, 1]}))
+    sp.insert(pl.DataFrame({"k": [3, 5], WEIGHT: [2, 1]}))
+    probe = pl.DataFrame({"k": [4, 3]})  # in the order of their hashes, 0 and 1
+    rows, at = sp.snapshot().seek_rows(probe, np.array([0, 1], dtype=np.uint64))
+    got = sorted(zip(rows["k"].to_list(), rows[WEIGHT].to_list(), at.tolist(), strict=True))
+    assert got == [(3, 3, 1), (4, 1, 0)]
+    assert sp.snapshot().seek_rows(pl.DataFrame({"k": [1, 3]}), np.array([1, 1], dtype=np.uint64)) is None
 
 
 def test_checkpoint_restore_resumes_the_same_views(tmp_path, engine) -> None:

@@ -124,11 +124,12 @@ def consolidate_frame(
 
 
 def consolidate_sorted(
-    df: pl.DataFrame, weight_cols: Sequence[str] = (WEIGHT,), few_repeats: bool = True
+    df: pl.DataFrame, weight_cols: Sequence[str] = (WEIGHT,), few_repeats: bool = True, ordered: bool = False
 ) -> tuple[pl.DataFrame, np.ndarray | None]:
     """`consolidate_frame`, and the `key_hash` of each row's data columns, sorted, when the rows come
-    out in that order (when NumPy summed them, else None): a trace indexed by every column takes the
-    frame as a batch as it is, and a seek of it by the frame's rows needs no hashing (`trace/spine.py`)."""
+    out in that order (when NumPy summed them, or when they were distinct and `ordered` asks for that
+    order at the cost of a gather; else None): a trace indexed by every column takes the frame as a
+    batch as it is, and a seek of it by the frame's rows needs no hashing (`trace/spine.py`)."""
     if df.height == 0:
         return df, None
     data_cols = [c for c in df.columns if c not in weight_cols]
@@ -143,8 +144,13 @@ def consolidate_sorted(
         order = np.argsort(h)
         s = h[order]
         dup = s[1:] == s[:-1]
-        if not dup.any():  # distinct rows
-            return _drop_zero(df, weight_cols), None
+        if not dup.any():  # distinct rows: put in hash order (one gather), their hashes kept
+            if not ordered or len(weight_cols) != 1:
+                return _drop_zero(df, weight_cols), None
+            keep = df[weight_cols[0]].to_numpy()[order] != 0
+            if not keep.all():
+                order, s = order[keep], s[keep]
+            return take(df, order), s
         summed = _summed_runs(df, data_cols, order, s, dup) if summable else None
         if summed is not None:
             return summed

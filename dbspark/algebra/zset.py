@@ -28,7 +28,7 @@ def with_weight(schema: Mapping[str, pl.DataType], *extra: tuple[str, pl.DataTyp
 class ZSet:
     """A Z-set over rows of a fixed schema, stored columnar; the values of a DBSP stream."""
 
-    __slots__ = ("_cons", "_df", "_src", "consolidated", "hashes")
+    __slots__ = ("_cons", "_df", "_src", "at", "consolidated", "hashes")
 
     def __init__(self, df: pl.DataFrame, consolidated: bool = False) -> None:
         if df.columns[-1:] != [WEIGHT]:
@@ -40,6 +40,9 @@ class ZSet:
         # of a consolidated frame: the sorted `key_hash` of its data columns, row by row, when known
         # (`consolidate_sorted`): a trace indexed by every column and its seeks reuse them
         self.hashes: np.ndarray | None = None
+        # of rows sought in a trace at a consolidated probe's rows (`TraceSnapshot.seek_rows`): the
+        # probe and, per row, the probe row it equals (`combine` then sums by position, not by a join)
+        self.at: tuple[ZSet, np.ndarray] | None = None
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -96,11 +99,13 @@ class ZSet:
         return ZSet(df, consolidated)
 
     # ---- the group (Z[A], +, 0, -) ------------------------------------------------------------
-    def consolidate(self) -> ZSet:
+    def consolidate(self, by_rows: bool = False) -> ZSet:
         """Sum the weights of equal rows and drop zero weights: the canonical form.
 
         Computed once per Z-set: a change read by several operators (a join and the integral of the
-        same input) is consolidated once."""
+        same input) is consolidated once. `by_rows`: its rows are to be sought and indexed by every
+        column (a distinct's change): they come out in the order of their hash, with the hashes
+        (`consolidate_sorted`), even when they were distinct already."""
         if self.consolidated:
             return self
         cons = getattr(self, "_cons", None)  # (a Z-set pickled before the slot existed has none)
@@ -112,10 +117,10 @@ class ZSet:
             return self._cons
         src = getattr(self, "_src", None)
         if src is not None:  # (an index of `src`: the same rows, consolidated once for both)
-            c = src.consolidate()
+            c = src.consolidate(by_rows)
             df, h = c._df, c.hashes
         else:
-            df, h = consolidate_sorted(df)
+            df, h = consolidate_sorted(df, ordered=by_rows)
         self._cons = self.with_df(df, True)
         self._cons.hashes = h
         return self._cons

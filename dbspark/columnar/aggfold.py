@@ -45,7 +45,7 @@ class Accumulators(ZSet):
     def __init__(self, df: pl.DataFrame) -> None:  # (no weight column: the sums are the weights)
         self._df = df
         self.consolidated = True
-        self._cons = None
+        self._cons = self._src = self.hashes = self.at = None
 
 
 def keys_of(spec: AggSpec) -> list[str]:

@@ -55,8 +55,10 @@ class DistinctH(Operator):
         """Per row of the change d, with i the integral before it (sought at d's rows): -1 where i was
         positive and i + d is not, +1 where i was not and i + d is, else nothing."""
         prev, d = inputs
-        if kernel.is_local(d):  # consolidated once (the integral of d reads it too; a seek by its rows
-            d = kernel.consolidate(d)  # reuses their hashes); a plan on Spark is grouped by `combine`
+        # held here: consolidated once, in the order of its rows' hashes (the integral of d reads it
+        # too; a seek by its rows reuses the hashes); a plan on Spark is grouped by `combine`
+        if kernel.is_local(d):
+            d = kernel.consolidate(d, by_rows=True)
         found = kernel.seek(prev, d, [(c, c) for c in state], exact=True)
         return kernel.combine([d, found], state, H_WEIGHT)
 

@@ -103,7 +103,7 @@ class RecursiveDistinct(Operator):
         k = kernel
         prev, d = inputs
         if k.is_local(d) or state.phase == OVERDELETE:  # (`DistinctH.eval`)
-            d = k.consolidate(d)
+            d = k.consolidate(d, by_rows=True)
         on = [(c, c) for c in state.cols]
         if state.phase == OVERDELETE:
             if k.known_empty(d):

@@ -268,6 +268,39 @@ class TraceSnapshot:
         # drop hash collisions: keep only exact key matches (NULL keys match NULL keys here)
         return found.join(probe_keys, on=list(self.keys), how="semi", nulls_equal=True)
 
+    def seek_rows(
+        self, probe_keys: pl.DataFrame, hashes: np.ndarray
+    ) -> tuple[pl.DataFrame, np.ndarray] | None:
+        """`seek_frame(probe_keys, exact=True)` for probe rows in the order of their key hashes `hashes`
+        (sorted, unique: a consolidated change's, `consolidate_sorted`), with, per entry found, the
+        probe row it equals: a hash collision is dropped by comparing the rows at those positions, not
+        by a join. None when the probe's types are not the keys' (its hashes are not theirs) or two of
+        its rows share a hash."""
+        probe_keys = pick(probe_keys, list(self.keys))
+        if any(probe_keys.schema[k] != self.schema[k] for k in self.keys):
+            return None
+        if len(hashes) > 1 and not (hashes[1:] != hashes[:-1]).all():
+            return None  # (two probe rows share a hash: a position would not name one row)
+        parts, at = [], []
+        for b in self.batches:
+            pos = b.positions(hashes)
+            if not len(pos):
+                continue
+            j = np.searchsorted(hashes, b.hashes[pos])
+            rows = take(b.df, pos)
+            same = np.ones(len(pos), dtype=bool)
+            for k in self.keys:
+                same &= rows[k].eq_missing(probe_keys[k].gather(j)).to_numpy()
+            if not same.all():
+                rows, j = rows.filter(pl.Series(same)), j[same]
+            parts.append(rows)
+            at.append(j)
+        if not parts:
+            return self.empty_frame(), np.zeros(0, dtype=np.intp)
+        if len(parts) == 1:
+            return parts[0], at[0]
+        return pl.concat(parts, how="vertical"), np.concatenate(at)
+
     def cast_probe(self, probe_keys: pl.DataFrame) -> pl.DataFrame:
         """The probe's key columns with this trace's key types (hashes depend on the type).
 
@@ -388,34 +421,43 @@ class Spine:
         if df.columns != list(self.schema):  # (the hashes are of the rows in the given order)
             df, hashes = pick(df, list(self.schema)), None
         if not consolidated:
-            df, hashes = consolidate_sorted(df, self.weight_cols)
+            df, hashes = consolidate_sorted(df, self.weight_cols, ordered=self.by_rows(df.columns))
         if defer:  # kept consolidated: one deferred insert is batched as it is
             self.pending.append(Deferred(df, hashes))
             return
+        self.settle()  # (in order: the batches hold every insert before the first deferred one)
         self._insert(df, hashes)
 
-    def _by_rows(self, df: pl.DataFrame) -> bool:
-        """The trace is indexed by every data column of `df`, in its order (its key hashes are the rows')."""
-        return self.order is None and [c for c in df.columns if c not in self.weight_cols] == list(self.keys)
+    def by_rows(self, columns: Sequence[str]) -> bool:
+        """The trace is indexed by every data column of a frame of these `columns`, in their order (its
+        rows' hashes are their key hashes)."""
+        return self.order is None and [c for c in columns if c not in self.weight_cols] == list(self.keys)
 
     def settle(self) -> None:
         """Batch every deferred insert."""
         if self.pending:
-            self.batched(tuple(self.batches), tuple(self.pending))
+            pending, self.pending = self.pending, []
+            d = _consolidated(pending, self.weight_cols)
+            self._insert(d.df, d.hashes)
 
     def batched(self, batches: tuple[Batch, ...], pending: tuple[Deferred, ...]) -> tuple[Batch, ...] | None:
         """The batches of a snapshot taken with `batches` and deferred inserts `pending`, made by
-        batching those inserts here when this spine holds them still (the first ones it holds), or by
-        the last batching when that started from them; None when neither (the snapshot batches them)."""
+        batching those inserts here when this spine holds them still (its first ones), or by the last
+        batching when that started from them; None when neither (the snapshot batches them)."""
         key = (*batches, *pending)
         if self._last is not None and _same(self._last[0], key):
             return self._last[1]
-        n = len(pending)
-        if not _same(self.batches, batches) or not _same(self.pending[:n], pending):
+        # the spine batches its deferred inserts in order, and only those (`insert`): when its first is
+        # the snapshot's i-th, its batches are the snapshot's and its first i deferred inserts (as when
+        # a recursive distinct reads the snapshot before the last, taken before the last batching)
+        first = self.pending[0] if self.pending else None
+        i = next((j for j, p in enumerate(pending) if p is first), None)
+        if i is None or not _same(self.pending[: len(pending) - i], pending[i:]):
             return None
+        n = len(pending) - i
         rest = self.pending[n:]
         self.pending = []
-        d = _consolidated(pending, self.weight_cols)
+        d = _consolidated(pending[i:], self.weight_cols)
         self._insert(d.df, d.hashes)
         self.pending = rest
         out = tuple(self.batches)
@@ -425,7 +467,7 @@ class Spine:
     def _insert(self, df: pl.DataFrame, hashes: np.ndarray | None) -> None:
         """Add a consolidated change in this trace's column order; `hashes`: its rows' sorted hashes
         over its data columns, if known (they index it only when those are the keys)."""
-        if hashes is not None and not self._by_rows(df):
+        if hashes is not None and not self.by_rows(df.columns):
             hashes = None
         if df.height == 0:
             return

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from dbspark.algebra.consolidate import max_abs, nonzero
@@ -71,8 +72,8 @@ class LocalKernel:
     def neg(self, a: Value) -> ZSet:
         return -self.as_zset(a)
 
-    def consolidate(self, a: Value) -> ZSet:
-        return self.as_zset(a).consolidate()
+    def consolidate(self, a: Value, by_rows: bool = False) -> ZSet:
+        return self.as_zset(a).consolidate(by_rows)
 
     def known_empty(self, a: Value) -> bool:
         return len(a) == 0
@@ -185,6 +186,10 @@ class LocalKernel:
         they are checked in floats first."""
         by = list(by)
         sums = [f"__w{i}" for i in range(len(parts))]
+        at = _summed_at(parts, by, sums)
+        if at is not None:  # parts sought at the first's rows: summed by position
+            grouped, top, n = at
+            return self._weighed(grouped, by, sums, grouped.collect_schema(), top, n, weight)
         frames, n, top = [], 0, 0
         for i, p in enumerate(parts):
             df = _frame(p)
@@ -208,13 +213,27 @@ class LocalKernel:
             if any(float(f[c].abs().max()) > 9.2e18 for c in sums):  # type: ignore[arg-type]
                 raise WeightError("weight overflow while grouping Z-sets: a row's weight left int64")
         types = rows.collect_schema()  # (the parts' types as the concatenation relaxed them)
+        return self._weighed(summed([pl.col(c).sum() for c in sums]), by, sums, types, top, n, weight)
+
+    @staticmethod
+    def _weighed(
+        grouped: pl.LazyFrame,
+        by: list[str],
+        sums: list[str],
+        types: pl.Schema,
+        top: int,
+        n: int,
+        weight: Expr,
+    ) -> ZSet:
+        """`combine`'s result from its groups (`by`, then the sums): the weight computed, 0 left out;
+        `top` * `n` bounds the sums."""
         schema = tuple([*((c, types[c]) for c in by), *((c, pl.Int64()) for c in sums)])
         plain = _plain_weight(weight, schema)
         if plain is not None and plain[1][0] * top * n + plain[1][1] < 2.0**62:  # cannot overflow: plain
             w = plain[0]
         else:
             w = to_polars(weight, pl.Schema(schema)).cast(pl.Int64)
-        plan = summed([pl.col(c).sum() for c in sums]).select(*by, w.alias(WEIGHT))
+        plan = grouped.select(*by, w.alias(WEIGHT))
         return ZSet(evaluate(lambda: collect(plan.filter(pl.col(WEIGHT) != 0), n)), True)
 
     def ordinal(self, a: Value, column: str) -> ZSet:
@@ -331,7 +350,7 @@ class LocalKernel:
         if isinstance(delta, Accumulators):  # one row per group; a group whose sums are all 0 adds nothing
             trace.insert(delta.df.filter(nonzero(trace.weight_cols)), consolidated=True, defer=defer)
         elif isinstance(delta, ZSet):  # consolidated once: the same change may feed a join too
-            z = delta.consolidate()
+            z = delta.consolidate(by_rows=trace.by_rows(delta.df.columns))
             trace.insert(z.df, consolidated=True, defer=defer, hashes=getattr(z, "hashes", None))
         else:
             trace.insert(delta.to_frame(), consolidated=True, defer=defer)
@@ -362,11 +381,18 @@ class LocalKernel:
         keys = pick(_frame(probe), [c for c, _ in on], [k for _, k in on])
         if not exact:
             keys = drop_null_rows(keys)
-        # a consolidated probe by all its columns, in order: its rows' hashes are the probe's
+        # a consolidated probe by all its columns, in order: its rows' hashes are the probe's, and
+        # the rows found are matched to its rows by position (a Z-set's; an aggregate's sums are not)
         h = None
         if isinstance(probe, ZSet) and probe.consolidated and exact:
             if [c for c, _ in on] == probe.columns and [k for _, k in on] == list(snap.keys):
-                h = getattr(probe, "hashes", None)
+                h = probe.hashes
+        if h is not None and snap.weight_cols == (WEIGHT,):
+            got = snap.seek_rows(keys, h)
+            if got is not None and isinstance(probe, ZSet):
+                found = ZSet(pick(got[0], list(snap.schema)))
+                found.at = (probe, got[1])
+                return found
         return self._found(snap, pick(snap.seek_frame(keys, exact=True, hashes=h), list(snap.schema)))
 
     def key_runs(self, snap: Value, probe: pl.DataFrame, min_rows: int) -> dict[int, list[pl.DataFrame]]:
@@ -442,6 +468,32 @@ class LocalKernel:
 
         z = self.as_zset(a).consolidate()
         return ZSet(topk_frame(z.df, order, limit, offset), True)
+
+
+def _summed_at(
+    parts: Sequence[Value], by: list[str], sums: list[str]
+) -> tuple[pl.LazyFrame, int, int] | None:
+    """`combine`'s groups when the first part is a consolidated Z-set over `by` and every other part
+    holds rows sought at its rows (`ZSet.at`): one group per row of the first, each part's weights
+    added at the row they equal; with a bound (top, rows) on the sums. None otherwise, or when a sum
+    might leave int64 (`combine` checks those)."""
+    first = parts[0] if parts else None
+    if not (isinstance(first, ZSet) and first.consolidated and first.columns == by and len(first)):
+        return None
+    found = [(p, p.at[1]) for p in parts[1:] if isinstance(p, ZSet) and p.at is not None and p.at[0] is first]
+    if len(found) < len(parts) - 1:
+        return None
+    df = first.df
+    n = df.height + sum(len(j) for _, j in found)
+    top = max([max_abs(df[WEIGHT]), *(max_abs(p.df[WEIGHT]) for p, j in found if len(j))])
+    if top * n >= 2**62:
+        return None
+    cols = [df[WEIGHT].alias(sums[0])]
+    for s, (p, j) in zip(sums[1:], found, strict=True):
+        w = np.zeros(df.height, dtype=np.int64)
+        np.add.at(w, j, p.df[WEIGHT].to_numpy())
+        cols.append(pl.Series(s, w))
+    return df.select(by).with_columns(cols).lazy(), top, n
 
 
 @functools.lru_cache(maxsize=256)

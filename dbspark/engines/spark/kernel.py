@@ -406,13 +406,13 @@ class SparkKernel:
             return SparkZSet(self.spark, z.schema, local=-z.local, keys=z.keys)
         return self._z(z.schema, z.frame.withColumn(WEIGHT, -col(WEIGHT)), z.keys, z.consolidated, z.lineage)
 
-    def consolidate(self, a: Value) -> SparkZSet:
+    def consolidate(self, a: Value, by_rows: bool = False) -> SparkZSet:
         z = self.as_zset(a)
         if z.consolidated or z.known_empty:
             return z
         if z._df is None and z.local is not None:
             return SparkZSet(
-                self.spark, z.schema, local=z.local.consolidate(), keys=z.keys, consolidated=True
+                self.spark, z.schema, local=z.local.consolidate(by_rows), keys=z.keys, consolidated=True
             )
         df = (
             z.frame.groupBy(*col_list(z.schema))
