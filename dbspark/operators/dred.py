@@ -201,6 +201,14 @@ class DRedScopeState:
             self.put_back = _rows(k, removed) - _rows(k, out)
         return out
 
+    def settled(self) -> None:
+        """After the step, its deferred inserts batched (`Kernel.deferring`): the delays of integrals
+        read their traces again. The snapshots they hold were taken before, with the deferred frames: a
+        second copy of what the traces now hold (same generation: 65 of 290 MB). The next step reads
+        them again anyway (`step`), so this frees memory and changes no value."""
+        for nid, src in self.trace_delays:
+            self.it.states[nid].value = self.it.states[src].snapshot()
+
     def _run(self, imports: dict[str, Any], parts: list[list[Any]], undo: list, watch: Any = None) -> int:
         """Iterations from `imports` until the feedback is empty; returns how many ran. `watch`: called
         after each iteration with the facts removed so far and how many of them are still supported
@@ -335,6 +343,10 @@ class AutoScopeState:
         if self.dred.overdeleted[-1] and back >= SWITCH_MIN and back >= SWITCH_RATIO * _rows(k, out):
             self._switch(undo, None)  # (the step's change is dred's)
         return out
+
+    def settled(self) -> None:
+        if self.switched_at is None:
+            self.dred.settled()
 
     def _fixpoint(self) -> tuple:
         """The scope's results at the last step: the rows of positive count in each result's trace."""

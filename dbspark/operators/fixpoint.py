@@ -89,8 +89,13 @@ class Fixpoint(Operator):
         placed = kernel.place([kernel.consolidate(v) for v in inputs])
         values = dict(zip(self.imports, placed, strict=True))
         # the traces the iterations write are indexed when read, or once at the end (`Kernel.deferring`)
+        if self.mode in ("dred", "auto"):
+            with kernel.deferring():
+                out = state.step(values, undo)
+            state.settled()
+            return out
         with kernel.deferring():
-            if self.mode in ("incremental", "dred", "auto"):
+            if self.mode == "incremental":
                 return state.step(values, undo)
             with kernel.scratch():  # state of this step only
                 if self.mode == "naive":
