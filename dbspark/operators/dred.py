@@ -164,8 +164,7 @@ class DRedScopeState:
 
     def step(self, imports: dict[str, Any], undo: list) -> tuple:
         k, op = self.kernel, self.op
-        for nid, src in self.trace_delays:  # a step's flush may have given the trace new files
-            self.it.states[nid].value = self.it.states[src].snapshot()
+        self.reread()  # (a step's flush may have given the traces new files)
         removing, adding = {}, {}
         for name, v in imports.items():
             sign = op.polarity.get(name, 1)
@@ -201,11 +200,10 @@ class DRedScopeState:
             self.put_back = _rows(k, removed) - _rows(k, out)
         return out
 
-    def settled(self) -> None:
-        """After the step, its deferred inserts batched (`Kernel.deferring`): the delays of integrals
-        read their traces again. The snapshots they hold were taken before, with the deferred frames: a
-        second copy of what the traces now hold (same generation: 65 of 290 MB). The next step reads
-        them again anyway (`step`), so this frees memory and changes no value."""
+    def reread(self) -> None:
+        """The delays of integrals read their traces again: at a step's start, and after it once its
+        deferred inserts are batched (`Kernel.deferring`), when the snapshots they hold still carry the
+        deferred frames, a second copy of what the traces then hold (same generation: 65 of 290 MB)."""
         for nid, src in self.trace_delays:
             self.it.states[nid].value = self.it.states[src].snapshot()
 
@@ -344,9 +342,9 @@ class AutoScopeState:
             self._switch(undo, None)  # (the step's change is dred's)
         return out
 
-    def settled(self) -> None:
+    def reread(self) -> None:
         if self.switched_at is None:
-            self.dred.settled()
+            self.dred.reread()
 
     def _fixpoint(self) -> tuple:
         """The scope's results at the last step: the rows of positive count in each result's trace."""

@@ -89,19 +89,18 @@ class Fixpoint(Operator):
         placed = kernel.place([kernel.consolidate(v) for v in inputs])
         values = dict(zip(self.imports, placed, strict=True))
         # the traces the iterations write are indexed when read, or once at the end (`Kernel.deferring`)
-        if self.mode in ("dred", "auto"):
-            with kernel.deferring():
-                out = state.step(values, undo)
-            state.settled()
-            return out
         with kernel.deferring():
-            if self.mode == "incremental":
-                return state.step(values, undo)
-            with kernel.scratch():  # state of this step only
-                if self.mode == "naive":
-                    return self._naive(kernel, values)
-                # `inner` is already the incremental body: run it from empty state
-                return ScopeState(self, kernel).step(values, [])
+            if self.mode in ("incremental", "dred", "auto"):
+                out = state.step(values, undo)
+            else:
+                with kernel.scratch():  # state of this step only
+                    if self.mode == "naive":
+                        out = self._naive(kernel, values)
+                    else:  # `inner` is already the incremental body: run it from empty state
+                        out = ScopeState(self, kernel).step(values, [])
+        if self.mode in ("dred", "auto"):
+            state.reread()
+        return out
 
     def _naive(self, kernel: Kernel, values: dict[str, Any]) -> tuple:
         it = Iteration(self.inner, kernel)

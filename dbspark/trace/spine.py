@@ -436,13 +436,11 @@ class Spine:
     def settle(self) -> None:
         """Batch every deferred insert."""
         if self.pending:
-            pending, self.pending = self.pending, []
-            d = _consolidated(pending, self.weight_cols)
-            self._insert(d.df, d.hashes)
+            self._batch(len(self.pending))
 
     def batched(self, batches: tuple[Batch, ...], pending: tuple[Deferred, ...]) -> tuple[Batch, ...] | None:
         """The batches of a snapshot taken with `batches` and deferred inserts `pending`, made by
-        batching those inserts here when this spine holds them still (its first ones), or by the last
+        batching here those of them this spine still holds (the last ones, its first), or by the last
         batching when that started from them; None when neither (the snapshot batches them)."""
         key = (*batches, *pending)
         if self._last is not None and _same(self._last[0], key):
@@ -454,15 +452,16 @@ class Spine:
         i = next((j for j, p in enumerate(pending) if p is first), None)
         if i is None or not _same(self.pending[: len(pending) - i], pending[i:]):
             return None
-        n = len(pending) - i
-        rest = self.pending[n:]
-        self.pending = []
-        d = _consolidated(pending[i:], self.weight_cols)
-        self._insert(d.df, d.hashes)
-        self.pending = rest
+        self._batch(len(pending) - i)
         out = tuple(self.batches)
         self._last = (key, out)
         return out
+
+    def _batch(self, n: int) -> None:
+        """Batch the first `n` deferred inserts, as one."""
+        mine, self.pending = self.pending[:n], self.pending[n:]
+        d = _consolidated(mine, self.weight_cols)
+        self._insert(d.df, d.hashes)
 
     def _insert(self, df: pl.DataFrame, hashes: np.ndarray | None) -> None:
         """Add a consolidated change in this trace's column order; `hashes`: its rows' sorted hashes
@@ -477,11 +476,7 @@ class Spine:
             cons = consolidate_frame(both, self.weight_cols, few_repeats=False)
             self.batches = [Batch(cons, self.keys, order=self.order)]
             return
-        bs.append(
-            Batch(df, self.keys, hashes, order=self.order)
-            if hashes is not None
-            else Batch(df, self.keys, order=self.order)
-        )
+        bs.append(Batch(df, self.keys, hashes, order=self.order))
         self._merge()
 
     def _merge(self) -> None:

@@ -384,15 +384,14 @@ class LocalKernel:
         # a consolidated probe by all its columns, in order: its rows' hashes are the probe's, and
         # the rows found are matched to its rows by position (a Z-set's; an aggregate's sums are not)
         h = None
-        if isinstance(probe, ZSet) and probe.consolidated and exact:
+        if isinstance(probe, ZSet) and probe.consolidated and exact and probe.hashes is not None:
             if [c for c, _ in on] == probe.columns and [k for _, k in on] == list(snap.keys):
                 h = probe.hashes
-        if h is not None and snap.weight_cols == (WEIGHT,):
-            got = snap.seek_rows(keys, h)
-            if got is not None and isinstance(probe, ZSet):
-                found = ZSet(pick(got[0], list(snap.schema)))
-                found.at = (probe, got[1])
-                return found
+                got = snap.seek_rows(keys, h) if snap.weight_cols == (WEIGHT,) else None
+                if got is not None:
+                    found = ZSet(pick(got[0], list(snap.schema)))
+                    found.at = (probe, got[1])
+                    return found
         return self._found(snap, pick(snap.seek_frame(keys, exact=True, hashes=h), list(snap.schema)))
 
     def key_runs(self, snap: Value, probe: pl.DataFrame, min_rows: int) -> dict[int, list[pl.DataFrame]]:
