@@ -39,9 +39,13 @@ def recursive(
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     mode: str = "naive",
     strategy: str = "auto",
+    bounded: str = "",
 ) -> Any:
     """The fixpoint of `body` as stream(s) of `c`: one stream per recursive relation. `strategy`: how
-    `incrementalize()` maintains it ("auto", the default, "nested" or "dred"; `incremental/fixpoint.py`)."""
+    `incrementalize()` maintains it ("auto", the default, "nested" or "dred"; `incremental/fixpoint.py`).
+    `bounded`: the results are sets of a monotonic program, which converges within about as many
+    iterations as its results hold facts, or never; a step past that is refused with this reason
+    (`operators/fixpoint.py` `ScopeState`)."""
     from dbspark.circuit.circuit import Circuit
     from dbspark.circuit.stream import Stream
 
@@ -92,6 +96,7 @@ def recursive(
         max_iterations,
         strategy,
         plain,
+        bounded=bounded,
     )
     fix = c.add(op, *inputs)
     picks = [c.add(Pick(i, r.schema), fix) for i, r in enumerate(results)]

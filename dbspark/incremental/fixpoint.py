@@ -155,7 +155,9 @@ def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
             "use the strategy 'nested' (or 'auto')"
         )
     body = op.inner if op.mode == "seminaive" else nested_delta(op.inner)
-    inc = Fixpoint(body, op.imports, op.results, op.scope, "incremental", op.max_iterations)
+    inc = Fixpoint(
+        body, op.imports, op.results, op.scope, "incremental", op.max_iterations, bounded=op.bounded
+    )
     if pol is not None and pol.monotone:
         mode = "dred" if op.strategy == "dred" else "auto"
         inc = Fixpoint(
@@ -167,5 +169,6 @@ def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
             op.max_iterations,
             polarity=pol.imports,
             alt=inc if mode == "auto" else None,
+            bounded=op.bounded,
         )
     return dst.add(inc, *ins)

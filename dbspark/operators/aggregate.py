@@ -76,10 +76,13 @@ class StreamAggregate(Operator):
 
 
 def aggregate(kernel: Kernel, z: Any, spec: AggSpec) -> Any:
-    """The aggregate of a whole Z-set (not consolidated): one `cogroup` of its rows by the groups."""
+    """The aggregate of a whole Z-set (not consolidated): one `cogroup` of its rows by the groups. A
+    floating sum is summed as a function of the multiset alone (`ordered_fold`'s exact sums): the
+    nested scope subtracts the aggregate of one Z-set from that of another holding the same group's
+    rows in another order, which must cancel bit for bit."""
     if kernel.known_empty(z) and spec.by:
         return kernel.empty(spec.output_schema())
-    fn = partial(_whole, spec) if linear(spec) else partial(ordered_fold.whole, spec)
+    fn = partial(_whole, spec) if linear(spec) and not inexact(spec) else partial(ordered_fold.whole, spec)
     return kernel.cogroup([z], spec.by, fn, spec.output_schema(), consolidated=True)
 
 

@@ -55,6 +55,9 @@ class Fixpoint(Operator):
     plain: Circuit | None = None  # the body before any rewrite, when `inner` is not it (seminaive)
     polarity: dict[str, int] = field(default_factory=dict)  # "dred": +1 / -1 per import (monotone.py)
     alt: Fixpoint | None = None  # mode "auto": the same scope maintained nested, to switch to
+    # set: the scope's results are sets whose iterates converge within about as many iterations as they
+    # hold facts, or never (`ScopeState.step`); a run past that is refused, this reason in the error
+    bounded: str = ""
 
     name = "fixpoint"
     kind = NONLINEAR
@@ -195,6 +198,10 @@ class ScopeState:
         self.it = Iteration(op.inner, kernel)
         self.t0 = 0
         self.iterations: list[int] = []  # iterations run per outer step (for measurements)
+        # `Fixpoint.bounded`: the rows of the results after the last step (None: not counted, on Spark a
+        # change left on the cluster), and the last iteration any step ran
+        self.size: int | None = 0
+        self.horizon = -1
 
     def step(self, imports: dict[str, Any], undo: list) -> tuple:
         k, op = self.kernel, self.op
@@ -205,11 +212,17 @@ class ScopeState:
         empty = {name: k.empty(v.schema) for name, v in imports.items()}
         states = self.it.nested_states()
         t1, runs = 0, 0
+        counts: list[tuple[int, int]] | None = [] if op.bounded and self.size is not None else None
         while True:
+            if counts is not None:
+                self._converges(t1, counts)
             out = self.it.evaluate(imports if t1 == 0 else empty, t1, undo, self.t0)
             runs += 1
             for i, r in enumerate(op.results):
                 parts[i].append(out[r])
+            if counts is not None and not _counted(k, counts, t1, [out[r] for r in op.results]):
+                counts = None
+            last = t1
             if not self.it.feedback_empty:
                 t1 += 1
             else:  # nothing flows back: jump to the next iteration where earlier steps left work
@@ -223,15 +236,39 @@ class ScopeState:
                 )
         for s in self.it.nested_states():
             s.end_step(undo)
-        t0 = self.t0
-        undo.append(lambda: setattr(self, "t0", t0))
+        t0, size, horizon = self.t0, self.size, self.horizon
+        undo.append(lambda: self.__dict__.update(t0=t0, size=size, horizon=horizon))
         self.t0 += 1
+        self.horizon = max(horizon, last)
+        if op.bounded:
+            self.size = None if counts is None or size is None else size + (counts[-1][1] if counts else 0)
         self.iterations.append(runs)
         return tuple(k.consolidate(_total(k, ps)) for ps in parts)
+
+    def _converges(self, t1: int, counts: list[tuple[int, int]]) -> None:
+        """Refuse an iteration t1 that shows the scope does not converge (`Fixpoint.bounded`).
+
+        Past the iterations earlier steps ran (t1 > horizon + 1) the scope reaches t1 only through
+        feedback, so this step's naive iterate R_t (`dbsp-paper.txt` §5: the values from ∅ on the
+        current inputs, whose 2-D differences the scope computes) changed at t1 - 1. The scope's
+        maker vouches that an iterate that converges changes at iteration s only while
+        s <= |R_(s-1)| + 2 (a monotonic program whose aggregates are min and max: the argument of
+        Bellman-Ford, `docs/recursive-aggregation.md`). |R_(t1-2)| is the size after the last step plus
+        this step's changes up to t1 - 2; the check allows twice that, plus 10."""
+        if t1 <= self.horizon + 1 or self.size is None:
+            return
+        n = self.size + next((c for t, c in reversed(counts) if t <= t1 - 2), 0)
+        if t1 - 1 > 2 * n + 10:
+            raise RecursionLimitError(
+                f"recursive scope {self.op.scope!r} does not converge: its results (about {n} facts) still "
+                f"change at iteration {t1 - 1}, more than a fixpoint of that size needs; {self.op.bounded}"
+            )
 
     def to_state(self) -> Any:
         return {
             "t0": self.t0,
+            "size": self.size,
+            "horizon": self.horizon,
             "traces": {
                 nid: [t.to_state() for t in s.traces]
                 for nid, s in self.it.states.items()
@@ -241,9 +278,20 @@ class ScopeState:
 
     def restore(self, saved: Any) -> None:
         self.t0 = saved["t0"]
+        self.size, self.horizon = saved.get("size"), saved.get("horizon", -1)
         for nid, traces in saved["traces"].items():
             for t, st in zip(self.it.states[nid].traces, traces, strict=True):
                 t.restore(st)
+
+
+def _counted(k: Kernel, counts: list[tuple[int, int]], t1: int, outs: list[Any]) -> bool:
+    """Extend `counts` (per iteration run, the total weight of the results' changes up to it) by
+    iteration t1's changes `outs`; False when one is not held in this process (not counted)."""
+    if not all(k.is_local(v) for v in outs):
+        return False
+    w = sum(int(k.to_local(v).weights().sum()) for v in outs)
+    counts.append((t1, (counts[-1][1] if counts else 0) + w))
+    return True
 
 
 @dataclass(frozen=True)

@@ -262,6 +262,43 @@ def relation_stream(parts: list[Stream]) -> Stream:
     return s.stream_distinct()
 
 
+def normal_form(parts: list[Stream], index: int, better: str) -> Stream:
+    """A cost predicate's facts in normal form (`incremental-aggregation-monotonic-programs.txt`
+    Definition 4.6): of the facts that differ only in their cost argument (at `index`), the best
+    (`better`: "min" or "max"). A GROUP BY of the union of its parts (no distinct first: min and max
+    ignore duplicates); a constant key stands in for no other argument (no row for no facts)."""
+    s = parts[0]
+    for q in parts[1:]:
+        s = s + q
+    cols = s.columns
+    cost = cols[index]
+    keys = [c for c in cols if c != cost]
+    if not keys:
+        keys = ["__nf"]
+        s = s.map(*cols, ("__nf", lit(0)))
+    return s.stream_aggregate(by=keys, **{cost: (better, cost)}).map(*cols)
+
+
+def _cost_consistent(comp: Component, p: str, base: dict[str, list[str]]) -> bool:
+    """Whether p's facts are cost-consistent as derived (no normal form needed): p has no facts or
+    input rows of its own and one rule, whose head's cost argument is an aggregate's result and whose
+    other head arguments include the aggregate's group variables (one cost per group)."""
+    rules = [r for r in comp.rules if r.head.pred == p]
+    assert comp.costs is not None
+    if base.get(p) or len(rules) != 1:
+        return False
+    (r,) = rules
+    i = comp.costs[p].index
+    cost = r.head.args[i]
+    keys = {a.name for j, a in enumerate(r.head.args) if j != i and isinstance(a, Var)}
+    for lit_ in r.body:
+        if isinstance(lit_, GroupBy) and isinstance(cost, Var) and lit_.var == cost.name:
+            return set(lit_.keys) <= keys
+        if isinstance(lit_, Aggregate) and isinstance(cost, Var) and lit_.var == cost.name:
+            return set(group_vars(lit_, outside_vars(r, lit_))) <= keys
+    return False
+
+
 def lower_component(
     comp: Component,
     rels: dict[str, Relation],
@@ -313,12 +350,29 @@ def lower_component(
                 for r in comp.rules
                 if r.head.pred == p
             ]
-            out.append(relation_stream(parts))
+            if comp.costs is not None and p in comp.costs and not _cost_consistent(comp, p, base):
+                out.append(normal_form(parts, comp.costs[p].index, comp.costs[p].better))
+            else:
+                out.append(relation_stream(parts))
         return tuple(out)
 
     name = "datalog_" + "_".join(preds)
+    bounded = ""
+    aggs = [x for r in comp.rules for x in r.body if isinstance(x, (Aggregate, GroupBy))]
+    if comp.costs is not None and all(a.func in ("min", "max") for a in aggs):
+        # a cost may improve around a cycle without end; with min and max alone (each aggregate picks
+        # one input) the scope can tell early (`docs/recursive-aggregation.md`)
+        shown = "; ".join(
+            str(r) for r in comp.rules if any(isinstance(x, (Aggregate, GroupBy)) for x in r.body)
+        )
+        bounded = f"a cost keeps getting better around a cycle (under min, a cycle of negative cost) through {shown}"
     result = env[reads[0]].circuit.recursive(
-        body, imports, schemas=[rels[p].schema for p in preds], name=name, max_iterations=max_iterations
+        body,
+        imports,
+        schemas=[rels[p].schema for p in preds],
+        name=name,
+        max_iterations=max_iterations,
+        bounded=bounded,
     )
     results = result if isinstance(result, tuple) else (result,)
     return dict(zip(preds, results, strict=True))

@@ -2,9 +2,10 @@
 
 An edge q -> p means a rule for p reads q: positively, under negation (`!q(...)`), or through an
 aggregate (q occurs in an aggregate's body or a groupby literal). A component is recursive if it has
-more than one predicate or a self-edge; negation and aggregation may only read lower components
-(stratified negation and aggregation); otherwise the program is rejected, naming a cycle through
-the offending edge. Components are returned in a topological order (dependencies first).
+more than one predicate or a self-edge; negation may only read lower components (stratified negation),
+otherwise the program is rejected, naming a cycle through the offending edge. A component recursive
+through aggregation is accepted when it is monotonic (`monotonic.py`: its cost predicates are inferred,
+or the program is rejected naming the rule and the cycle). Components are returned in a topological order (dependencies first).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 from dbspark.frontends.datalog.ast import Aggregate, Atom, GroupBy, Literal, Negation, Pos, Rule
 from dbspark.frontends.datalog.check import StratificationError, at
+from dbspark.frontends.datalog.monotonic import Cost, cost_predicates
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Component:
     recursive: bool
     rules: list[Rule] = field(default_factory=list)
     stratum: int = 0
+    costs: dict[str, Cost] | None = None  # recursive through aggregation: its cost predicates
 
 
 def _body_edges(head: str, body: tuple[Literal, ...], under: str | None, pos: Pos, out: list[Edge]) -> None:
@@ -122,6 +125,7 @@ def stratify(preds: list[str], rules: list[Rule]) -> list[Component]:
     nodes = sorted(succ)
     comps = sccs(nodes, succ)[::-1]
     where = {p: i for i, c in enumerate(comps) for p in c}
+    through_aggregates: dict[int, str] = {}  # a component recursive through aggregation -> a cycle
     for e in es:
         if e.kind != "positive" and where[e.src] == where[e.dst]:
             cycle = _path(
@@ -129,16 +133,23 @@ def stratify(preds: list[str], rules: list[Rule]) -> list[Component]:
             )  # dst ... src, then src -> dst closes it
             mark = "!" if e.kind == "negation" else "aggregate of "
             shown = " -> ".join([*cycle[:-1], f"{mark}{e.src}", e.dst])
+            if e.kind == "aggregation":
+                through_aggregates.setdefault(
+                    where[e.src], f"{e.dst} depends on itself through aggregation ({shown})"
+                )
+                continue
             raise at(
                 StratificationError,
                 f"the program cannot be stratified: {e.dst} depends on itself through "
-                f"{e.kind} ({shown}); a cycle of rules may not go through negation or aggregation",
+                f"{e.kind} ({shown}); a cycle of rules may not go through negation",
                 e.pos,
             )
     self_loop = {e.src for e in es if e.src == e.dst}
     out = [Component(c, len(c) > 1 or c[0] in self_loop) for c in comps]
     for r in rules:
         out[where[r.head.pred]].rules.append(r)
+    for i, shown_cycle in through_aggregates.items():
+        out[i].costs = cost_predicates(out[i].preds, out[i].rules, shown_cycle)
     for i, comp in enumerate(out):
         deps = [where[e.src] for e in es if where[e.dst] == i and where[e.src] != i]
         bumps = [
