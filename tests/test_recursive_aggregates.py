@@ -530,3 +530,17 @@ def test_long_chains_converge_without_refusal(engine: Any):
         assert facts(p, "dist") == {(i, i) for i in range(2 * n + 1)}
     finally:
         p.close()
+
+
+def test_an_aggregate_body_is_joined_not_multiplied():
+    """`min c : { dist(x, d0), edge(x, y, w), ... }` with y bound outside: the body is joined from the
+    bound y through edge to dist, not dist x (the bound groups) first (at 10,000 nodes a product of
+    10^8 rows, which ran the machine out of memory)."""
+    from dbspark.operators.fixpoint import Fixpoint
+
+    p = dbspark.Pipeline(engine="local")
+    p.datalog(SSSP)
+    (node,) = [n for n in p.circuit.nodes.values() if isinstance(n.op, Fixpoint)]
+    joins = [line for line in node.op.inner.explain().splitlines() if "join" in line]
+    assert joins and not any("[j" in line for line in joins), joins  # (a product joins on a key j<n>)
+    p.close()

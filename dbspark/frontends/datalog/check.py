@@ -279,7 +279,7 @@ def plan(body: tuple[Literal, ...], bound: set[str], rule: Rule) -> list[tuple[s
     steps: list[tuple[str, Literal]] = []
     bound = set(bound)
     rest: list[Literal] = []
-    for lit in body:
+    for lit in _connected(body, bound):
         if isinstance(lit, Atom):
             steps.append(("atom", lit))
             bound |= lit.vars()
@@ -323,6 +323,22 @@ def plan(body: tuple[Literal, ...], bound: set[str], rule: Rule) -> list[tuple[s
                 rule.pos,
             )
     return steps
+
+
+def _connected(body: tuple[Literal, ...], bound: set[str]) -> list[Literal]:
+    """The body with its positive atoms and groupby literals in join order: each the first one written
+    that shares a variable with those before it (or with `bound`), when there is one, so that a join
+    is not a product where the rule has a join (an aggregate's body `dist(x, d), edge(x, y, w)` with
+    y bound starts at `edge`); the other literals after them, as written."""
+    joined = [x for x in body if isinstance(x, (Atom, GroupBy))]
+    seen = set(bound)
+    out: list[Literal] = []
+    while joined:
+        i = next((i for i, x in enumerate(joined) if outer_vars(x) & seen), 0) if seen else 0
+        x = joined.pop(i)
+        out.append(x)
+        seen |= outer_vars(x)
+    return out + [x for x in body if not isinstance(x, (Atom, GroupBy))]
 
 
 def _shown(vs: set[str]) -> set[str]:
