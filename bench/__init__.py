@@ -12,6 +12,7 @@ WORKLOADS = (
     "spark_scale",
     "datalog",
     "recursion",
+    "recursive_aggregates",
     "tpch",
 )
 # issue 7's names for the workloads: `scale` is the view's growth on the local engine and on Spark
