@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -290,6 +291,88 @@ def test_company_control_against_its_definition(engine: Any, steps):
             assert facts(p, "controls") == control(cur, 50), (t, cur)
     finally:
         p.close()
+
+
+SQL_SP = """
+CREATE TABLE edge (x BIGINT, y BIGINT, w BIGINT);
+CREATE TABLE source (x BIGINT);
+CREATE VIEW dist AS WITH RECURSIVE sp(node, cost) AS (
+    SELECT x, 0 FROM source
+    UNION
+    SELECT e.y, MIN(sp.cost + e.w) FROM sp JOIN edge e ON sp.node = e.x GROUP BY e.y)
+SELECT node, cost FROM sp;
+"""
+
+
+@engine_given(weighted_changes(), st.sets(st.integers(0, N - 1), min_size=1, max_size=2), local=25, spark=3)
+def test_sql_shortest_paths_against_scipy_and_datalog(engine: Any, steps, sources):
+    """The same shortest paths as a recursive CTE whose recursive term takes the MIN over itself: after
+    every step equal to scipy's and to the Datalog program's view in the same pipeline."""
+    p = pipeline_on(engine)
+    p.sql(SQL_SP)
+    p.datalog(
+        SSSP.replace(".decl edge(x: number, y: number, w: number)\n.input edge\n", "")
+        .replace(".decl source(x: number)\n.input source\n", "")
+        .replace("dist", "ddist")
+    )
+    cur: set = set()
+    try:
+        p.insert("source", [(s,) for s in sorted(sources)])
+        for t, (ins, dels) in enumerate(steps):
+            cur = apply(p, "edge", cur, ins, dels)
+            p.step()
+            d = distances(cur)
+            want = {
+                (y, int(min(d[s, y] for s in sources)))
+                for y in range(N)
+                if any(np.isfinite(d[s, y]) for s in sources)
+            }
+            assert facts(p, "dist") == want == facts(p, "ddist"), (t, cur, sources)
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize(
+    "step,why",
+    [
+        (
+            "SELECT e.y, MIN(e.w - sp.cost) FROM sp JOIN edge e ON sp.node = e.x GROUP BY e.y",
+            "is not increasing",
+        ),
+        ("SELECT e.y, MIN(sp.cost + e.w) FROM sp JOIN edge e ON sp.cost = e.x GROUP BY e.y", "used outside"),
+        (
+            "SELECT e.y, MIN(sp.cost + e.w) FROM sp JOIN edge e ON sp.node = e.x WHERE sp.cost > 3 GROUP BY e.y",
+            "can turn false",
+        ),
+        ("SELECT e.y, AVG(sp.cost + e.w) FROM sp JOIN edge e ON sp.node = e.x GROUP BY e.y", "AVG"),
+        (
+            "SELECT e.y, MIN(sp.cost + e.w) FROM sp JOIN edge e ON sp.node = e.x GROUP BY e.y HAVING 1 = 1",
+            "HAVING",
+        ),
+        (
+            "SELECT e.y, MIN(sp.cost), MAX(sp.cost) FROM sp JOIN edge e ON sp.node = e.x GROUP BY e.y",
+            "2 aggregates",
+        ),
+        (
+            "SELECT e.y, MIN(sp.cost) + 1 FROM sp JOIN edge e ON sp.node = e.x GROUP BY e.y",
+            "the cost column itself",
+        ),
+    ],
+)
+def test_sql_refused_unless_monotonic(step, why):
+    p = dbspark.Pipeline(engine="local")
+    p.sql("CREATE TABLE edge (x BIGINT, y BIGINT, w BIGINT); CREATE TABLE source (x BIGINT);")
+    with pytest.raises(dbspark.UnsupportedError, match=re.escape(why) + ".*recursive term of sp"):
+        p.sql(
+            f"CREATE VIEW v AS WITH RECURSIVE sp(node, cost) AS (SELECT x, 0 FROM source UNION {step}) SELECT * FROM sp"
+        )
+    with pytest.raises(dbspark.UnsupportedError, match="UNION ALL"):
+        p.sql(
+            "CREATE VIEW v AS WITH RECURSIVE sp(node, cost) AS (SELECT x, 0 FROM source UNION ALL "
+            "SELECT e.y, MIN(sp.cost + e.w) FROM sp JOIN edge e ON sp.node = e.x GROUP BY e.y) SELECT * FROM sp"
+        )
+    assert p.views == []
+    p.close()
 
 
 # ---- what is inferred, and what is refused -----------------------------------------------------------

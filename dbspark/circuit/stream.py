@@ -15,7 +15,7 @@ import polars as pl
 
 from dbspark.errors import SchemaError, UnknownNameError
 from dbspark.ir.aggregate import make_spec
-from dbspark.ir.expr import Expr, as_expr
+from dbspark.ir.expr import Expr, Lit, as_expr
 from dbspark.ir.schema import to_schema
 from dbspark.operators.aggregate import Aggregate, StreamAggregate
 from dbspark.operators.base import Shape
@@ -157,6 +157,18 @@ class Stream:
     def stream_distinct(self) -> Stream:
         """↑distinct."""
         return self.circuit.add(StreamDistinct(), self)
+
+    def stream_best(self, cost: str, better: str) -> Stream:
+        """↑the best row per key: of the rows equal but in `cost`, the one whose `cost` is the least
+        (`better` "min") or the greatest ("max"); a cost predicate's normal form
+        (`incremental-aggregation-monotonic-programs.txt` Definition 4.6). Duplicates count once."""
+        cols = self.columns
+        keys = [c for c in cols if c != cost]
+        s = self
+        if not keys:  # a constant key: no row for no rows (a GROUP BY () would give one)
+            keys = ["__best"]
+            s = self.map(*cols, ("__best", Lit(0)))
+        return s.stream_aggregate(by=keys, **{cost: (better, cost)}).map(*cols)
 
     def stream_aggregate(self, by: str | Sequence[str] | None = None, **aggs: Any) -> Stream:
         """↑GROUP BY-aggregate: `s.stream_aggregate("g", n="count", total=("sum", "x"))`."""

@@ -265,18 +265,12 @@ def relation_stream(parts: list[Stream]) -> Stream:
 def normal_form(parts: list[Stream], index: int, better: str) -> Stream:
     """A cost predicate's facts in normal form (`incremental-aggregation-monotonic-programs.txt`
     Definition 4.6): of the facts that differ only in their cost argument (at `index`), the best
-    (`better`: "min" or "max"). A GROUP BY of the union of its parts (no distinct first: min and max
-    ignore duplicates); a constant key stands in for no other argument (no row for no facts)."""
+    (`better`: "min" or "max"), from the union of its parts (no distinct first: min and max ignore
+    duplicates)."""
     s = parts[0]
     for q in parts[1:]:
         s = s + q
-    cols = s.columns
-    cost = cols[index]
-    keys = [c for c in cols if c != cost]
-    if not keys:
-        keys = ["__nf"]
-        s = s.map(*cols, ("__nf", lit(0)))
-    return s.stream_aggregate(by=keys, **{cost: (better, cost)}).map(*cols)
+    return s.stream_best(s.columns[index], better)
 
 
 def _cost_consistent(comp: Component, p: str, base: dict[str, list[str]]) -> bool:

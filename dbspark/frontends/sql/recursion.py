@@ -5,7 +5,8 @@ dependency graph: one self-recursive CTE, or mutually recursive ones) become one
 `base UNION [ALL] step`, its base reading no CTE of the component (it gives the relation's columns and
 types). The scope imports every relation the component reads from outside; one iteration evaluates
 every member's whole query on the members' values of the previous iteration (UNION: a set, the
-Datalog fixpoint; UNION ALL: a bag). Incrementalization turns the naive fixpoint into semi-naive
+Datalog fixpoint; UNION ALL: a bag). A CTE whose recursive term aggregates over it has the monotonic
+semantics of the same Datalog rules (`monotonic.py`): the best cost per key. Incrementalization turns the naive fixpoint into semi-naive
 evaluation and maintains it across changes, deletions included (§6). The pipeline's
 `recursion_limit` bounds the iterations of one step (an error naming the view; the step is rejected).
 """
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from dbspark.frontends.sql.closure import closure_form
+from dbspark.frontends.sql.monotonic import CostForm, cost_form
 from dbspark.frontends.sql.parse import name_of
 from dbspark.frontends.sql.relops import cast_to
 from dbspark.frontends.sql.scope import Field, Rel
@@ -102,32 +104,6 @@ def closure_component(c: Compiler, m: Member) -> dict[str, Rel] | None:
     }
 
 
-def refuse_aggregates_over(c: Compiler, m: Member, body: exp.Expression, names: set[str]) -> None:
-    """An aggregate (with or without GROUP BY) over a CTE of the component is refused: DuckDB evaluates
-    a recursive term on the rows the previous iteration added (its working table), e.g. `SELECT max(n)
-    + 1 FROM r` sees only those, while the scope's fixpoint `r = base UNION step(r)` applies the step to
-    the whole relation. Both agree for terms that distribute over UNION (filters, maps, joins with
-    other relations, products, DISTINCT), not for an aggregate."""
-    from dbspark.frontends.sql.aggregates import find_aggregates
-
-    for sel in body.find_all(exp.Select):
-        read = reads(sel) & names
-        if not read:
-            continue
-        exprs = [*sel.expressions, *([sel.args["having"].this] if sel.args.get("having") else [])]
-        aggs = find_aggregates(exprs)
-        if sel.args.get("group") is None and not aggs:
-            continue
-        what = (
-            "GROUP BY" if sel.args.get("group") is not None else f"aggregate {aggs[0].sql(dialect='duckdb')}"
-        )
-        c.src.unsupported(
-            f"{what} over the recursive CTE {', '.join(sorted(read))} in the recursive term of {m.name} (DuckDB "
-            "aggregates each iteration's new rows only, a fixpoint over the whole relation differs)",
-            sel.args.get("group") or aggs[0],
-        )
-
-
 def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
     """The relations of a recursive component, computed by one recursive scope (or, for a transitive
     closure, by the closure operator)."""
@@ -136,6 +112,7 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
     names = {m.name for m in comp}
     bases: list[Any] = []
     fields: list[list[Field]] = []
+    forms: list[CostForm | None] = []  # a CTE that aggregates over itself: its cost column
     for m in comp:
         body = m.body
         if not isinstance(body, exp.Union):
@@ -148,7 +125,6 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
         for key in ("order", "limit", "offset"):
             if body.args.get(key) is not None:
                 c.src.unsupported(f"{key.upper()} in recursive CTE {m.name}", body.args[key])
-        refuse_aggregates_over(c, m, body, names)
         base = c.query(body.this)
         vis = base.visible()
         cols = m.cols or [f.name for f in vis]
@@ -156,6 +132,7 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
             c.src.schema_error(
                 f"recursive CTE {m.name}: {len(cols)} column names for {len(vis)} columns", m.node
             )
+        forms.append(cost_form(c, m, cols, names))
         rcols = [c.names.fresh("r") for _ in vis]
         bases.append(base.stream.map(*[(rc, ir.Col(f.col)) for rc, f in zip(rcols, vis, strict=True)]))
         fields.append([Field(n, rc, m.name) for n, rc in zip(cols, rcols, strict=True)])
@@ -173,7 +150,7 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
         outer_circuit, c.circuit = c.circuit, streams[0].circuit  # the body's constants are built inside
         try:
             results = []
-            for m, base, fs in zip(comp, bases, fields, strict=True):
+            for m, base, fs, form in zip(comp, bases, fields, forms, strict=True):
                 rel = c.query(m.body)
                 vis = rel.visible()
                 if len(vis) != len(fs):
@@ -182,15 +159,26 @@ def recursive_component(c: Compiler, comp: list[Member]) -> dict[str, Rel]:
                         m.body.expression,
                     )
                 s = rel.stream.map(*[(f.col, ir.Col(v.col)) for f, v in zip(fs, vis, strict=True)])
-                results.append(cast_to(s, dict(base.schema)))
+                s = cast_to(s, dict(base.schema))
+                results.append(s if form is None else s.stream_best(fs[form.index].col, form.better))
         finally:
             c.ctes.pop()
             c.circuit = outer_circuit
         return results
 
     label = f"view {c.view}: WITH RECURSIVE {', '.join(m.name for m in comp)}"
+    bounded = ""
+    if any(forms) and all(f is None or f.bounded for f in forms):
+        bounded = (
+            f"a cost keeps getting better around a cycle (under MIN, a cycle of negative cost) in {label}"
+        )
     out = c.circuit.recursive(
-        scope_body, inputs, [b.schema for b in bases], name=label, max_iterations=c.p.recursion_limit
+        scope_body,
+        inputs,
+        [b.schema for b in bases],
+        name=label,
+        max_iterations=c.p.recursion_limit,
+        bounded=bounded,
     )
     streams = list(out) if isinstance(out, (list, tuple)) else [out]
     return {m.name: Rel(s, fs) for m, s, fs in zip(comp, streams, fields, strict=True)}
