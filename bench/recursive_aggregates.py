@@ -100,7 +100,7 @@ def worker_company(n: int) -> dict:
     import dbspark
     from dbspark.testing.recursive_aggregates import COMPANY, figure_1_units
 
-    p = dbspark.Pipeline(engine="local")
+    p = dbspark.Pipeline(engine="local", recursion_limit=4 * n + 100)  # (3 n + 1 iterations)
     p.datalog(COMPANY.format(t="number", half=5 * n))
     p.insert("owns", _frame(figure_1_units(n), ("x", "y", "n")))
     with Clock() as c:

@@ -23,6 +23,7 @@ from dbspark.frontends.datalog.ast import (
     BinOp,
     Const,
     Constraint,
+    Decl,
     GroupBy,
     Literal,
     Neg,
@@ -219,6 +220,27 @@ def strata(prog: Program) -> dict[str, int]:
         if not changed:
             return s
     raise ValueError("not stratifiable")
+
+
+def program_of(checked: Any) -> Program:
+    """A checked program (`frontends.datalog.check.Checked`, e.g. rewritten by Magic Sets) as a program
+    tree `evaluate` runs: its relations declared, its facts as rules without a body."""
+    decls = [Decl(n, tuple(zip(r.columns, r.types, strict=True))) for n, r in checked.relations.items()]
+    facts = [
+        Rule(
+            Atom(
+                n,
+                tuple(
+                    Const(v, "number" if t == "unsigned" else t)
+                    for v, t in zip(row, checked.relations[n].types, strict=True)
+                ),
+            ),
+            (),
+        )
+        for n, rows in checked.facts.items()
+        for row in rows
+    ]
+    return Program(decls=decls, rules=[*facts, *checked.rules])
 
 
 def evaluate(

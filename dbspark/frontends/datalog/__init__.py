@@ -36,6 +36,7 @@ from dbspark.errors import CircuitError, SchemaError, UnsupportedError
 from dbspark.frontends.datalog.check import Checked, check, dtype_type
 from dbspark.frontends.datalog.files import fact_file, read_facts
 from dbspark.frontends.datalog.lower import _reads, lower_component
+from dbspark.frontends.datalog.magic import magic_sets as rewrite_magic
 from dbspark.frontends.datalog.parser import parse
 from dbspark.frontends.datalog.stratify import stratify
 
@@ -57,6 +58,7 @@ def load(
     base_dir: str | Path | None = None,
     max_iterations: int | None = None,
     closure_operator: bool = True,
+    magic_sets: bool = True,
 ) -> list[str]:
     """Add the Datalog program `text` to `pipeline`; returns the names it declared (its input tables,
     then its output views). `base_dir`: where fact files are looked up (default: none for `.input p`,
@@ -70,8 +72,11 @@ def load(
     prog = parse(text)
     declared_here = {d.name for d in prog.decls}
     checked = check(prog, {n: s for n, s in external.items() if n not in declared_here})
+    comps = stratify(sorted(checked.relations), checked.rules)
+    if magic_sets:  # the outputs' bound calls evaluated goal-directed (`magic.py`)
+        checked = rewrite_magic(checked, comps)
+        comps = stratify(sorted(checked.relations), checked.rules)
     rels = checked.relations
-    comps = stratify(sorted(rels), checked.rules)
     for r in rels.values():
         if r.origin == "input" and r.output:
             raise UnsupportedError(
@@ -81,7 +86,7 @@ def load(
     # declared in the program but defined elsewhere: a relation with no rules, facts or .input that the
     # pipeline already has is read from the pipeline
     defined = {r.head.pred for r in checked.rules} | set(checked.facts)
-    for name in declared_here & set(pipeline.relations):
+    for name in declared_here & set(pipeline.relations) & set(rels):  # (Magic Sets drops unread ones)
         r = rels[name]
         if r.origin == "derived" and name not in defined and not r.output:
             actual = [dtype_type(t) for t in external[name].values()]

@@ -1,0 +1,218 @@
+"""Magic Sets: goal-directed evaluation of the outputs' bound calls (`incremental-aggregation-monotonic-
+programs.txt` §6; Bancilhon, Maier, Sagiv, Ullman 1986; Beeri and Ramakrishnan 1991).
+
+A rule that calls a derived relation with bound arguments, `reach1(y) :- path(1, y).`, needs only the
+facts of `path` whose first argument is 1, and those they are derived from. The rewrite gives every
+such call an *adorned* copy of the relation (`path__bf`: first argument bound, second free) whose rules
+start from a *magic* relation holding the bindings asked for (`path__bf__magic`), and derives those
+bindings the way a top-down evaluation would pass them sideways, left to right through each rule's body
+(its atoms in the order `check.plan` joins them):
+
+    path__bf__magic(1).
+    path__bf(x, y) :- path__bf__magic(x), edge(x, y).
+    path__bf(x, y) :- path__bf__magic(x), path__bf(x, z), edge(z, y).
+    reach1(y) :- path__bf(1, y).
+
+The rewritten program is an ordinary program: the pipeline maintains it incrementally, the magic
+relations with the rest. Relations no output reads any more are dropped.
+
+What is rewritten (the rest is read whole, as before, which keeps the program stratified):
+
+- a call is a positive atom of a relation that rules derive, without facts or input rows of its own,
+  not in a component recursive through aggregation (their cost-restricted sips are not built: the
+  paper's Theorem 6.1); an argument is bound when it is a constant or a variable bound before it;
+- a position is bound in an adornment only where every rule of the relation has a variable or a
+  constant in its head there (an expression in the head cannot be inverted);
+- a call under negation or inside an aggregate reads the relation whole; a call with no bound
+  argument reads it whole;
+- one magic relation collects the bindings of every call with the same adornment, so a call's
+  bindings may come to depend on a negation or an aggregate the calling relation sits under; where
+  the rewritten program is then not stratified (or not monotonic), the program is evaluated whole.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import replace
+
+from dbspark.frontends.datalog.ast import (
+    Aggregate,
+    Atom,
+    Const,
+    Constraint,
+    GroupBy,
+    Literal,
+    Negation,
+    Rule,
+    Var,
+)
+from dbspark.frontends.datalog.check import Checked, Relation, StratificationError, plan
+from dbspark.frontends.datalog.stratify import Component, stratify
+
+SEP = "__"
+
+
+def magic_sets(checked: Checked, comps: list[Component]) -> Checked:
+    """`checked` rewritten for its outputs' bound calls (unchanged if it has none)."""
+    rels = checked.relations
+    by_head: dict[str, list[Rule]] = {}
+    for r in checked.rules:
+        by_head.setdefault(r.head.pred, []).append(r)
+    costly = {p for c in comps if c.costs is not None for p in c.preds}
+    callable_ = {
+        p
+        for p, rs in by_head.items()
+        if rels[p].origin == "derived" and p not in checked.facts and p not in costly
+    }
+    bindable = {
+        p: [
+            all(isinstance(r.head.args[i], (Var, Const)) for r in by_head[p])
+            for i in range(len(rels[p].columns))
+        ]
+        for p in callable_
+    }
+    w = _Rewriter(checked, by_head, callable_, bindable)
+    rules = [w.rule(r, None) for r in checked.rules]
+    while w.todo:
+        p, ad = w.todo.popleft()
+        for r in by_head[p]:
+            rules.append(w.rule(r, ad))
+    if not w.made:
+        return checked
+    facts = {k: list(v) for k, v in checked.facts.items()}
+    for k, rows in w.seeds.items():
+        facts.setdefault(k, []).extend(rows)
+    out = _pruned(Checked({**rels, **w.made}, rules + w.magic_rules, facts))
+    try:  # the bindings of a call may come through a negation or an aggregate: then the rewritten
+        stratify(sorted(out.relations), out.rules)  # program is not stratified, and the program is
+    except StratificationError:  # evaluated whole (the paper's §6 keeps components in modules)
+        return checked
+    return out
+
+
+class _Rewriter:
+    def __init__(
+        self,
+        checked: Checked,
+        by_head: dict[str, list[Rule]],
+        callable_: set[str],
+        bindable: dict[str, list[bool]],
+    ) -> None:
+        self.rels = checked.relations
+        self.by_head = by_head
+        self.callable = callable_
+        self.bindable = bindable
+        self.todo: deque[tuple[str, str]] = deque()
+        self.made: dict[str, Relation] = {}  # the adorned and magic relations
+        self.seeds: dict[str, list[tuple]] = {}  # facts of magic relations (calls with constants)
+        self.magic_rules: list[Rule] = []  # the rules passing bindings to the magic relations
+        self.names: dict[tuple[str, str, bool], str] = {}
+        self._taken = set(self.rels)
+
+    def name(self, p: str, ad: str, magic: bool) -> str:
+        key = (p, ad, magic)
+        if key not in self.names:
+            base = f"{p}{SEP}{ad}" + (f"{SEP}magic" if magic else "")
+            n = base
+            while n in self._taken:
+                n += "_"
+            self._taken.add(n)
+            self.names[key] = n
+        return self.names[key]
+
+    def adorned(self, p: str, ad: str) -> str:
+        """The adorned relation of p for `ad`, made (with its magic relation) on first use."""
+        n = self.name(p, ad, False)
+        if n not in self.made:
+            r = self.rels[p]
+            self.made[n] = Relation(n, list(r.columns), list(r.types), "derived", r.pos)
+            bound = [i for i, c in enumerate(ad) if c == "b"]
+            m = self.name(p, ad, True)
+            self.made[m] = Relation(
+                m, [r.columns[i] for i in bound], [r.types[i] for i in bound], "derived", r.pos
+            )
+            self.todo.append((p, ad))
+        return n
+
+    def rule(self, r: Rule, ad: str | None) -> Rule:
+        """Rule r with its bound calls adorned (their magic rules and seeds made); for an adorned
+        relation (`ad`), its head renamed and its body started from the head's magic relation."""
+        head = r.head
+        prefix: list[Literal] = []
+        bound: set[str] = set()
+        if ad is not None:
+            p = head.pred
+            args = tuple(t for t, c in zip(head.args, ad, strict=True) if c == "b")
+            prefix.append(Atom(self.name(p, ad, True), args, head.pos))
+            bound = {t.name for t in args if isinstance(t, Var)}
+            head = Atom(self.name(p, ad, False), head.args, head.pos)
+        body: list[Literal] = []
+        for _, lit in plan(r.body, bound, r):
+            if isinstance(lit, Atom) and lit.pred in self.callable:
+                call = "".join(
+                    "b" if ok and (isinstance(t, Const) or (isinstance(t, Var) and t.name in bound)) else "f"
+                    for t, ok in zip(lit.args, self.bindable[lit.pred], strict=True)
+                )
+                if "b" in call:
+                    lit = self._call(lit, call, prefix + body)
+            body.append(lit)
+            bound |= _binds(lit, bound)
+        return replace(r, head=head, body=tuple(prefix + body), shown="")
+
+    def _call(self, a: Atom, call: str, before: list[Literal]) -> Atom:
+        """The adorned atom for a bound call, with the magic rule (or seed fact) passing its bindings."""
+        name = self.adorned(a.pred, call)
+        m = self.name(a.pred, call, True)
+        args = tuple(t for t, c in zip(a.args, call, strict=True) if c == "b")
+        if not before:  # every bound argument is a constant: a seed
+            assert all(isinstance(t, Const) for t in args)
+            self.seeds.setdefault(m, []).append(tuple(t.value for t in args))  # type: ignore[union-attr]
+        elif not (len(before) == 1 and isinstance(before[0], Atom) and before[0] == Atom(m, args)):
+            self.magic_rules.append(Rule(Atom(m, args, a.pos), tuple(before), a.pos))
+        return Atom(name, a.args, a.pos)
+
+
+def _binds(lit: Literal, bound: set[str]) -> set[str]:
+    """The variables a literal of a planned body binds, given those bound before it."""
+    if isinstance(lit, Atom):
+        return lit.vars()
+    if isinstance(lit, GroupBy):
+        return {*lit.keys, lit.var}
+    if isinstance(lit, Aggregate):
+        return {lit.var}
+    if isinstance(lit, Constraint) and lit.op == "=":
+        return {v for v in lit.vars() if v not in bound}
+    assert isinstance(lit, (Negation, Constraint))
+    return set()
+
+
+def _pruned(c: Checked) -> Checked:
+    """`c` without the derived relations no output reads (directly or through other relations)."""
+    reads: dict[str, set[str]] = {}
+    for r in c.rules:
+        reads.setdefault(r.head.pred, set()).update(_preds(r.body))
+    keep = {n for n, r in c.relations.items() if r.output or r.origin != "derived"}
+    stack = list(keep)
+    while stack:
+        for q in reads.get(stack.pop(), ()):
+            if q not in keep:
+                keep.add(q)
+                stack.append(q)
+    rels = {n: r for n, r in c.relations.items() if n in keep}
+    return Checked(
+        rels,
+        [r for r in c.rules if r.head.pred in keep],
+        {k: v for k, v in c.facts.items() if k in keep},
+    )
+
+
+def _preds(body: tuple[Literal, ...]) -> set[str]:
+    out: set[str] = set()
+    for lit in body:
+        if isinstance(lit, Atom):
+            out.add(lit.pred)
+        elif isinstance(lit, (Negation, GroupBy)):
+            out.add(lit.atom.pred)
+        elif isinstance(lit, Aggregate):
+            out |= _preds(lit.body)
+    return out
