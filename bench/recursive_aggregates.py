@@ -12,6 +12,12 @@
   edge changes (a third inserts, a third deletes, a third cost changes) against recomputing (dbspark
   from scratch on the batch's data; goal ≥ 100x). Final distances checked equal (count and sum).
 
+- `magic`: reachability from node 1 (`reach1(y) :- path(1, y).`, path the transitive closure) on a
+  graph of 100,000 nodes in blocks of 100 (each node has edges to 3 random nodes of its block), from
+  scratch with Magic Sets and without (the whole closure, by the closure operator): facts derived (of
+  every derived relation: the program run with all of them as outputs, the rewritten one written out
+  as `magic.py` produces it, which the run checks) and time (goal: ≥ 10x less of both).
+
 Every system runs in a subprocess (its peak RSS its own).
 """
 
@@ -30,9 +36,34 @@ from bench import harness as h
 from bench.tc import Clock, peak_gib
 
 CHANGE = 100
-SIZES = {"company": [1000, 2000, 4000, 8000, 16000], "sssp": 1_000_000}
-QUICK = {"company": [250, 500, 1000], "sssp": 100_000}
-SMOKE = {"company": [40, 80], "sssp": 5_000}
+SIZES = {"company": [1000, 2000, 4000, 8000, 16000], "sssp": 1_000_000, "magic": 100_000}
+QUICK = {"company": [250, 500, 1000], "sssp": 100_000, "magic": 20_000}
+SMOKE = {"company": [40, 80], "sssp": 5_000, "magic": 1_000}
+REACH = """
+.decl edge(x: number, y: number)
+.input edge
+.decl path(x: number, y: number)
+path(x, y) :- edge(x, y).
+path(x, y) :- path(x, z), edge(z, y).
+.decl reach1(y: number)
+.output reach1
+reach1(y) :- path(1, y).
+"""
+# REACH as Magic Sets rewrites it (checked against `magic_sets` by the run), every relation an output
+# so that the facts it derives can be counted
+REACH_MAGIC = """
+.decl edge(x: number, y: number)
+.input edge
+.decl path__bf(x: number, y: number)
+.decl path__bf__magic(x: number)
+.decl reach1(y: number)
+.output reach1, path__bf, path__bf__magic
+path__bf__magic(1).
+reach1(y) :- path__bf(1, y).
+path__bf(x, y) :- path__bf__magic(x), edge(x, y).
+path__bf(x, y) :- path__bf__magic(x), path__bf(x, z), edge(z, y).
+"""
+BLOCK = 100
 DUCK_SSSP = """WITH RECURSIVE sp(node, d) USING KEY (node) AS (
   SELECT 0, 0
   UNION
@@ -189,6 +220,44 @@ def worker_sssp_scipy(m: int, nb: int) -> dict:
     return out
 
 
+def blocks(n: int) -> list[tuple[int, int]]:
+    """n nodes in blocks of BLOCK, each node with edges to 3 random nodes of its block."""
+    rng = np.random.default_rng(5)
+    x = np.repeat(np.arange(n), 3)
+    y = (x // BLOCK) * BLOCK + rng.integers(0, BLOCK, len(x))
+    return sorted({(int(a), int(b)) for a, b in zip(x, y.clip(0, n - 1), strict=True)})
+
+
+def worker_magic(n: int, magic: int) -> dict:
+    import dbspark
+    from dbspark.frontends.datalog.check import check
+    from dbspark.frontends.datalog.magic import magic_sets
+    from dbspark.frontends.datalog.parser import parse
+    from dbspark.frontends.datalog.stratify import stratify
+
+    edges = _frame(blocks(n), ("x", "y"))
+    if magic:  # the rewrite written out is the one `magic_sets` makes
+        c = check(parse(REACH))
+        made = sorted(str(r) for r in magic_sets(c, stratify(sorted(c.relations), c.rules)).rules)
+        mine = check(parse(REACH_MAGIC))
+        if made != sorted(str(r) for r in mine.rules):
+            return {"mismatch": f"REACH_MAGIC is not the rewrite of REACH: {made}"}
+    timed = dbspark.Pipeline(engine="local")
+    timed.datalog(REACH, magic_sets=bool(magic))
+    timed.insert("edge", edges)
+    with Clock() as c:
+        timed.step()
+    reach = len(timed.view("reach1").to_dict())
+    counted = dbspark.Pipeline(engine="local")  # every derived relation an output, for its size
+    counted.datalog(
+        REACH_MAGIC if magic else REACH.replace(".output reach1", ".output reach1, path"), magic_sets=False
+    )
+    counted.insert("edge", edges)
+    counted.step()
+    facts = {v: len(counted.view(v).to_dict()) for v in counted.views}
+    return {"wall": c.wall, "cpu": c.cpu, "reach1": reach, "facts": facts, "derived": sum(facts.values())}
+
+
 WORKERS = {
     "sssp_inc": worker_sssp_inc,
     "sssp_recompute": worker_sssp_recompute,
@@ -201,6 +270,8 @@ def worker_main(argv: list[str]) -> None:
     name = argv[0]
     if name == "company":
         res = worker_company(int(argv[1]))
+    elif name == "magic":
+        res = worker_magic(int(argv[1]), int(argv[2]))
     else:
         res = WORKERS[name](int(argv[1]), int(argv[2]))
     res["peak_rss_gib"] = peak_gib()
@@ -227,7 +298,7 @@ def run(
     nb = nb or h.sized(20, 5, quick, smoke=2)
     sizes = h.sized(SIZES, QUICK, quick, smoke=SMOKE)
     res: dict[str, Any] = {"params": {"batches": nb, "change": CHANGE, "sizes": sizes}}
-    todo = workloads or ["company", "sssp"]
+    todo = workloads or ["company", "sssp", "magic"]
     if "company" in todo:
         runs = [spawn("company", n, timeout=timeout) for n in sizes["company"]]
         for r in runs:
@@ -246,6 +317,18 @@ def run(
         if len({json.dumps(f, sort_keys=True) for f in finals.values()}) > 1:
             raise h.Mismatch(f"sssp: the final distances differ: {finals}")
         res["sssp"] = {"edges": m, "systems": sy}
+    if "magic" in todo:
+        n = sizes["magic"]
+        sy = {
+            "magic sets": spawn("magic", n, 1, timeout=timeout),
+            "whole": spawn("magic", n, 0, timeout=timeout),
+        }
+        for r in sy.values():
+            if "mismatch" in r:
+                raise h.Mismatch(r["mismatch"])
+        if len({r.get("reach1") for r in sy.values()}) > 1:
+            raise h.Mismatch(f"magic: reach1 differs: {sy}")
+        res["magic"] = {"nodes": n, "systems": sy}
     res["table"] = render(res)
     res["plot"] = [
         {
@@ -318,6 +401,37 @@ def render(res: dict) -> str:
                 rows,
             )
         )
+    if "magic" in res:
+        sy = res["magic"]["systems"]
+        m, w = sy["magic sets"], sy["whole"]
+        rows = [
+            [
+                s,
+                r.get("error", "") or h.fmt_s(r["wall"]),
+                h.fmt_s(r.get("cpu")),
+                f"{r['derived']:,}" if "derived" in r else "",
+                r.get("reach1", ""),
+            ]
+            for s, r in sy.items()
+        ]
+        if "derived" in m and "derived" in w:
+            rows.append(
+                [
+                    "whole / magic",
+                    h.fmt_x(w["wall"] / m["wall"]),
+                    h.fmt_x(w["cpu"] / m["cpu"]),
+                    h.fmt_x(w["derived"] / m["derived"]),
+                    "",
+                ]
+            )
+        out.append(
+            h.table(
+                f"Magic Sets: reachability from node 1, {res['magic']['nodes']:,} nodes in blocks of {BLOCK} "
+                "(goal: whole / magic >= 10x in facts and time)",
+                ["evaluation", "wall", "CPU", "facts derived", "reach1"],
+                rows,
+            )
+        )
     return "\n\n".join(out)
 
 
@@ -327,7 +441,7 @@ if __name__ == "__main__":
     else:
         ap = argparse.ArgumentParser(prog="python -m bench.recursive_aggregates")
         ap.add_argument("--quick", action="store_true")
-        ap.add_argument("--workloads", help="comma-separated, of company,sssp")
+        ap.add_argument("--workloads", help="comma-separated, of company,sssp,magic")
         ap.add_argument("--batches", type=int)
         a = ap.parse_args()
         out = run(a.quick, a.workloads.split(",") if a.workloads else None, a.batches)
