@@ -197,3 +197,22 @@ s(y) :- s(x), p(x, y), y != 5.
     full = evaluate(text, {"e": edges})
     magic = evaluate(program_of(c), {"e": edges})
     assert full["s"] == magic["s"]
+
+
+def test_a_durable_pipeline_resumes_the_rewritten_program(tmp_path):
+    """The magic seed is a fact of the first step: reopened, the pipeline does not insert it again."""
+    p = dbspark.Pipeline(tmp_path / "m", engine="local")
+    p.datalog(REACH)
+    p.insert("edge", [(1, 2), (2, 3)])
+    p.step()
+    p.close()
+    q = dbspark.Pipeline(tmp_path / "m", engine="local")
+    q.datalog(REACH)
+    q.insert("edge", [(3, 4)])
+    q.delete("edge", [(1, 2)])
+    q.step()
+    assert set(q.view("reach1").to_dict()) == set()
+    q.insert("edge", [(1, 3)])
+    q.step()
+    assert set(q.view("reach1").to_dict()) == {(3,), (4,)}
+    q.close()

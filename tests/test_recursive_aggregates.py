@@ -538,3 +538,28 @@ def test_an_aggregate_body_is_joined_not_multiplied():
     joins = [line for line in node.op.inner.explain().splitlines() if "join" in line]
     assert joins and not any("[j" in line for line in joins), joins  # (a product joins on a key j<n>)
     p.close()
+
+
+def test_a_durable_pipeline_resumes_with_its_convergence_bound(tmp_path):
+    """The scope's state (its traces, and the facts and iterations its convergence check counts) is
+    in the checkpoint: reopened, the pipeline goes on from its last step and still refuses a negative
+    cycle early."""
+    p = dbspark.Pipeline(tmp_path / "sp", engine="local")
+    p.datalog(SSSP)
+    p.insert("source", [(0,)])
+    p.insert("edge", [(i, i + 1, 1) for i in range(30)])
+    p.step()
+    p.insert("edge", [(0, 10, 2)])
+    p.step()
+    p.close()
+    q = dbspark.Pipeline(tmp_path / "sp", engine="local")
+    q.datalog(SSSP)
+    assert q.steps == 2
+    assert facts(q, "dist") == {(i, i if i < 10 else i - 8) for i in range(31)}
+    q.delete("edge", [(0, 10, 2)])
+    q.step()
+    assert facts(q, "dist") == {(i, i) for i in range(31)}
+    q.insert("edge", [(30, 29, -5)])
+    with pytest.raises(dbspark.RecursionLimitError, match="does not converge"):
+        q.step()
+    q.close()
