@@ -18,6 +18,7 @@ from dbspark.frontends.sql.aggregates import aggregate
 from dbspark.frontends.sql.exprs import ExprCompiler
 from dbspark.frontends.sql.joins import FromPlanner, conjuncts, factor_common, has_subquery
 from dbspark.frontends.sql.parse import Source, name_of
+from dbspark.frontends.sql.pushdown import push_bound_columns
 from dbspark.frontends.sql.scope import Field, Names, Rel, Scope, canonical
 from dbspark.frontends.sql.subqueries import SubqueryLowering
 from dbspark.frontends.sql.types import common_type
@@ -100,6 +101,8 @@ class Compiler:
     # ---- queries ------------------------------------------------------------------------------
     def query(self, node: exp.Expression, outer: Scope | None = None) -> Rel:
         """A query expression (SELECT, set operation, parenthesized query) as a relation."""
+        if isinstance(node, exp.Select):
+            node = push_bound_columns(node)  # (`WHERE src = 1` over a recursion: into its base)
         with_ = node.args.get("with_")
         pushed = False
         if with_ is not None:
