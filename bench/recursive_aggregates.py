@@ -397,7 +397,7 @@ def render(res: dict) -> str:
             h.table(
                 f"SSSP from node 0, {res['sssp']['edges']:,} edges; batches of {CHANGE} changes "
                 f"(median of {res['params']['batches']})",
-                ["system", "from scratch", "it / dbspark, from scratch", "per batch wall (CPU)"],
+                ["system", "from scratch", "its time / dbspark's, from scratch", "per batch wall (CPU)"],
                 rows,
             )
         )
