@@ -23,8 +23,8 @@ What is rewritten (the rest is read whole, as before, which keeps the program st
   paper's Theorem 6.1); an argument is bound when it is a constant or a variable bound before it;
 - a position is bound in an adornment only where every rule of the relation has a variable or a
   constant in its head there (an expression in the head cannot be inverted);
-- a call under negation or inside an aggregate reads the relation whole; a call with no bound
-  argument reads it whole;
+- a relation computed whole anyway is read whole (`_whole`): the outputs, and what such a relation
+  reads under negation, in an aggregate, with no argument bound, or within its own component;
 - one magic relation collects the bindings of every call with the same adornment, so a call's
   bindings may come to depend on a negation or an aggregate the calling relation sits under; where
   the rewritten program is then not stratified (or not monotonic), the program is evaluated whole.
@@ -71,7 +71,8 @@ def magic_sets(checked: Checked, comps: list[Component]) -> Checked:
         ]
         for p in callable_
     }
-    w = _Rewriter(checked, by_head, callable_, bindable)
+    whole = _whole(checked, by_head, comps, bindable)
+    w = _Rewriter(checked, by_head, callable_ - whole, bindable)
     rules = [w.rule(r, None) for r in checked.rules]
     while w.todo:
         p, ad = w.todo.popleft()
@@ -88,6 +89,46 @@ def magic_sets(checked: Checked, comps: list[Component]) -> Checked:
     except StratificationError:  # evaluated whole (the paper's §6 keeps components in modules)
         return checked
     return out
+
+
+def _whole(
+    checked: Checked, by_head: dict[str, list[Rule]], comps: list[Component], bindable: dict[str, list[bool]]
+) -> set[str]:
+    """The relations computed whole anyway, whose calls gain nothing from an adorned copy (it would
+    compute a part twice): the outputs, and what a relation computed whole reads under negation, in an
+    aggregate, with no argument bound, or in its own component (a recursive rule of a relation computed
+    whole: `p(x, y) :- e(x, z), p(z, y).` binds z, but p is needed at every z)."""
+    comp_of = {p: i for i, c in enumerate(comps) for p in c.preds}
+    whole = {n for n, r in checked.relations.items() if r.output}
+    stack = list(whole)
+    while stack:
+        h = stack.pop()
+        for r in by_head.get(h, []):
+            reads: set[str] = set()
+            bound: set[str] = set()
+            for _, lit in plan(r.body, bound, r):
+                if isinstance(lit, Atom):
+                    if "b" not in _adornment(lit, bound, bindable) or comp_of.get(lit.pred) == comp_of.get(h):
+                        reads.add(lit.pred)
+                elif isinstance(lit, (Negation, GroupBy)):
+                    reads.add(lit.atom.pred)
+                elif isinstance(lit, Aggregate):
+                    reads |= _preds(lit.body)
+                bound |= _binds(lit, bound)
+            for q in reads - whole:
+                whole.add(q)
+                stack.append(q)
+    return whole
+
+
+def _adornment(a: Atom, bound: set[str], bindable: dict[str, list[bool]]) -> str:
+    """'b' for each argument of a call bound (a constant, or a variable bound before it) at a position
+    its relation can take bound, 'f' for the others."""
+    ok = bindable.get(a.pred, [False] * len(a.args))
+    return "".join(
+        "b" if can and (isinstance(t, Const) or (isinstance(t, Var) and t.name in bound)) else "f"
+        for t, can in zip(a.args, ok, strict=True)
+    )
 
 
 class _Rewriter:
@@ -149,10 +190,7 @@ class _Rewriter:
         body: list[Literal] = []
         for _, lit in plan(r.body, bound, r):
             if isinstance(lit, Atom) and lit.pred in self.callable:
-                call = "".join(
-                    "b" if ok and (isinstance(t, Const) or (isinstance(t, Var) and t.name in bound)) else "f"
-                    for t, ok in zip(lit.args, self.bindable[lit.pred], strict=True)
-                )
+                call = _adornment(lit, bound, self.bindable)
                 if "b" in call:
                     lit = self._call(lit, call, prefix + body)
             body.append(lit)
