@@ -34,21 +34,12 @@ import numpy as np
 
 from bench import harness as h
 from bench.tc import Clock, peak_gib
+from dbspark.testing.datalog import REACH_FROM_1 as REACH
 
 CHANGE = 100
 SIZES = {"company": [1000, 2000, 4000, 8000, 16000], "sssp": 1_000_000, "magic": 100_000}
 QUICK = {"company": [250, 500, 1000], "sssp": 100_000, "magic": 20_000}
 SMOKE = {"company": [40, 80], "sssp": 5_000, "magic": 1_000}
-REACH = """
-.decl edge(x: number, y: number)
-.input edge
-.decl path(x: number, y: number)
-path(x, y) :- edge(x, y).
-path(x, y) :- path(x, z), edge(z, y).
-.decl reach1(y: number)
-.output reach1
-reach1(y) :- path(1, y).
-"""
 # REACH as Magic Sets rewrites it (checked against `magic_sets` by the run), every relation an output
 # so that the facts it derives can be counted
 REACH_MAGIC = """

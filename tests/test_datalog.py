@@ -9,15 +9,21 @@ The "spark" parametrizations (marked by tests/conftest.py) run a smaller subset 
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dbspark
 from dbspark.errors import NegativeStateError, UnsupportedError
-from dbspark.testing.datalog import DOMAIN, GenProgram, change_streams, evaluate, programs
+from dbspark.testing.datalog import (
+    DOMAIN,
+    GenProgram,
+    as_set,
+    change_streams,
+    evaluate,
+    programs,
+    run_against_oracle,
+)
 from dbspark.testing.engines import engine_given, pipeline_on
 
 ENGINES = ("local", "spark")
@@ -29,46 +35,6 @@ def make_pipeline(engine: str, request: pytest.FixtureRequest) -> dbspark.Pipeli
     if engine == "spark":
         return dbspark.Pipeline(engine="spark", spark=request.getfixturevalue("spark_session"))
     return dbspark.Pipeline(engine="local")
-
-
-def as_set(z: Any) -> set[tuple]:
-    d = z.to_dict()
-    assert all(w == 1 for w in d.values()), f"a derived relation is a set, got weights {d}"
-    return set(d)
-
-
-def run_against_oracle(
-    p: dbspark.Pipeline,
-    text: str,
-    outputs: list[str],
-    inputs: list[str],
-    steps: list[tuple[dict, dict]],
-    external: dict[str, set] | None = None,
-) -> None:
-    """Feed `steps` to the pipeline (which already holds the program) and compare with the oracle."""
-    state: dict[str, set[tuple]] = {k: set() for k in inputs}
-    prev = {o: set() for o in outputs}
-    try:
-        for t, (ins, dels) in enumerate(steps):
-            for k, rows in ins.items():
-                p.insert(k, rows)
-                state[k] |= set(rows)
-            for k, rows in dels.items():
-                p.delete(k, rows)
-                state[k] -= set(rows)
-            changes = p.step()
-            want = evaluate(text, state, external)
-            for o in outputs:
-                got = as_set(p.view(o))
-                assert got == want[o], (
-                    f"step {t}: view {o}\n{text}\ninputs {state}\nmissing {want[o] - got}, extra {got - want[o]}"
-                )
-                ch = changes[o].to_dict()
-                expected = {r: 1 for r in want[o] - prev[o]} | {r: -1 for r in prev[o] - want[o]}
-                assert ch == expected, f"step {t}: change of {o} is not the difference of the oracle results"
-            prev = {o: want[o] for o in outputs}
-    finally:
-        p.close()
 
 
 def check_program(p: dbspark.Pipeline, prog: GenProgram, steps: list) -> None:

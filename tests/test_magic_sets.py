@@ -15,19 +15,19 @@ from dbspark.frontends.datalog.check import check
 from dbspark.frontends.datalog.magic import magic_sets
 from dbspark.frontends.datalog.parser import parse
 from dbspark.frontends.datalog.stratify import stratify
-from dbspark.testing.datalog import DOMAIN, GenProgram, change_streams, evaluate, program_of, programs
+from dbspark.testing.datalog import (
+    DOMAIN,
+    REACH_FROM_1,
+    GenProgram,
+    change_streams,
+    evaluate,
+    program_of,
+    programs,
+    run_against_oracle,
+)
 from dbspark.testing.engines import engine_given, pipeline_on
 
-REACH = """
-.decl edge(x: number, y: number)
-.input edge
-.decl path(x: number, y: number)
-path(x, y) :- edge(x, y).
-path(x, y) :- path(x, z), edge(z, y).
-.decl reach1(y: number)
-.output reach1
-reach1(y) :- path(1, y).
-"""
+REACH = REACH_FROM_1
 
 
 def rewritten(text: str) -> Any:
@@ -116,25 +116,7 @@ def test_random_programs_with_bound_queries(engine: Any, ps):
     prog, steps = ps
     p = pipeline_on(engine)
     p.datalog(prog.text)
-    state: dict[str, set[tuple]] = {k: set() for k in prog.inputs}
-    prev: dict[str, set[tuple]] = {q: set() for q in prog.outputs}
-    try:
-        for t, (ins, dels) in enumerate(steps):
-            for k, rows in ins.items():
-                p.insert(k, rows)
-                state[k] |= set(rows)
-            for k, rows in dels.items():
-                p.delete(k, rows)
-                state[k] -= set(rows)
-            changes = p.step()
-            want = evaluate(prog.text, state)
-            for q in prog.outputs:
-                assert set(p.view(q).to_dict()) == want[q], (t, prog.text, state)
-                exp = {r: 1 for r in want[q] - prev[q]} | {r: -1 for r in prev[q] - want[q]}
-                assert changes[q].to_dict() == exp, t
-            prev = {q: want[q] for q in prog.outputs}
-    finally:
-        p.close()
+    run_against_oracle(p, prog.text, prog.outputs, list(prog.inputs), steps)
 
 
 def test_calls_that_are_not_rewritten():

@@ -236,6 +236,16 @@ def test_all_pairs_cheapest_paths_against_scipy(engine: Any, steps):
         p.close()
 
 
+def nearest(edges: set[tuple[int, int, int]], sources: set[int]) -> set[tuple[int, int]]:
+    """(node, distance from the nearest source) by scipy, for the nodes some source reaches."""
+    d = distances(edges)
+    return {
+        (y, int(min(d[s, y] for s in sources)))
+        for y in range(N)
+        if any(np.isfinite(d[s, y]) for s in sources)
+    }
+
+
 @engine_given(weighted_changes(), st.sets(st.integers(0, N - 1), min_size=1, max_size=2), local=25, spark=3)
 def test_single_source_shortest_paths_against_scipy(engine: Any, steps, sources):
     p = pipeline_on(engine)
@@ -246,12 +256,7 @@ def test_single_source_shortest_paths_against_scipy(engine: Any, steps, sources)
         for t, (ins, dels) in enumerate(steps):
             cur = apply(p, "edge", cur, ins, dels)
             p.step()
-            d = distances(cur)
-            want = {
-                (y, int(min(d[s, y] for s in sources)))
-                for y in range(N)
-                if any(np.isfinite(d[s, y]) for s in sources)
-            }
+            want = nearest(cur, sources)
             assert facts(p, "dist") == want, (t, cur, sources)
     finally:
         p.close()
@@ -321,12 +326,7 @@ def test_sql_shortest_paths_against_scipy_and_datalog(engine: Any, steps, source
         for t, (ins, dels) in enumerate(steps):
             cur = apply(p, "edge", cur, ins, dels)
             p.step()
-            d = distances(cur)
-            want = {
-                (y, int(min(d[s, y] for s in sources)))
-                for y in range(N)
-                if any(np.isfinite(d[s, y]) for s in sources)
-            }
+            want = nearest(cur, sources)
             assert facts(p, "dist") == want == facts(p, "ddist"), (t, cur, sources)
     finally:
         p.close()

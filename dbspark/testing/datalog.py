@@ -222,6 +222,19 @@ def strata(prog: Program) -> dict[str, int]:
     raise ValueError("not stratifiable")
 
 
+# reachability from node 1 through the closure `path` (a bound call: Magic Sets' example)
+REACH_FROM_1 = """
+.decl edge(x: number, y: number)
+.input edge
+.decl path(x: number, y: number)
+path(x, y) :- edge(x, y).
+path(x, y) :- path(x, z), edge(z, y).
+.decl reach1(y: number)
+.output reach1
+reach1(y) :- path(1, y).
+"""
+
+
 def program_of(checked: Any) -> Program:
     """A checked program (`frontends.datalog.check.Checked`, e.g. rewritten by Magic Sets) as a program
     tree `evaluate` runs: its relations declared, its facts as rules without a body."""
@@ -426,3 +439,44 @@ def change_streams(
     if draw(st.booleans()):
         steps.append(({}, {k: sorted(v) for k, v in state.items() if v}))
     return steps
+
+
+# ---- running a pipeline against the evaluator ------------------------------------------------------
+def as_set(z: Any) -> set[tuple]:
+    d = z.to_dict()
+    assert all(w == 1 for w in d.values()), f"a derived relation is a set, got weights {d}"
+    return set(d)
+
+
+def run_against_oracle(
+    p: Any,
+    text: str,
+    outputs: list[str],
+    inputs: list[str],
+    steps: list[tuple[dict, dict]],
+    external: dict[str, set] | None = None,
+) -> None:
+    """Feed `steps` to the pipeline (which already holds the program) and compare with the oracle."""
+    state: dict[str, set[tuple]] = {k: set() for k in inputs}
+    prev: dict[str, set[tuple]] = {o: set() for o in outputs}
+    try:
+        for t, (ins, dels) in enumerate(steps):
+            for k, rows in ins.items():
+                p.insert(k, rows)
+                state[k] |= set(rows)
+            for k, rows in dels.items():
+                p.delete(k, rows)
+                state[k] -= set(rows)
+            changes = p.step()
+            want = evaluate(text, state, external)
+            for o in outputs:
+                got = as_set(p.view(o))
+                assert got == want[o], (
+                    f"step {t}: view {o}\n{text}\ninputs {state}\nmissing {want[o] - got}, extra {got - want[o]}"
+                )
+                ch = changes[o].to_dict()
+                expected = {r: 1 for r in want[o] - prev[o]} | {r: -1 for r in prev[o] - want[o]}
+                assert ch == expected, f"step {t}: change of {o} is not the difference of the oracle results"
+            prev = {o: want[o] for o in outputs}
+    finally:
+        p.close()

@@ -256,10 +256,14 @@ class RuleLowering:
 
 def relation_stream(parts: list[Stream]) -> Stream:
     """The set union of a relation's parts (its rules, input table, facts)."""
+    return _union(parts).stream_distinct()
+
+
+def _union(parts: list[Stream]) -> Stream:
     s = parts[0]
     for p in parts[1:]:
         s = s + p
-    return s.stream_distinct()
+    return s
 
 
 def normal_form(parts: list[Stream], index: int, better: str) -> Stream:
@@ -267,9 +271,7 @@ def normal_form(parts: list[Stream], index: int, better: str) -> Stream:
     Definition 4.6): of the facts that differ only in their cost argument (at `index`), the best
     (`better`: "min" or "max"), from the union of its parts (no distinct first: min and max ignore
     duplicates)."""
-    s = parts[0]
-    for q in parts[1:]:
-        s = s + q
+    s = _union(parts)
     return s.stream_best(s.columns[index], better)
 
 
