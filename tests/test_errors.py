@@ -372,3 +372,19 @@ def test_failed_step_leaves_integrals_and_delays_alone(engine):
         s.push("u", [(1, 13)], 1)
         s.step()
         s.step()  # an empty step
+
+
+@pytest.mark.parametrize(
+    "pred",
+    [
+        lambda: (col("x") > 0) & (col("k") != col("x")),
+        lambda: (col("k") == col("x")) | (col("x") > 0),
+        lambda: col("k") == col("x"),
+    ],
+)
+def test_python_equality_of_expressions_is_refused_in_a_predicate(pred):
+    """`==` / `!=` between expressions compare the expressions (a Python bool): used in a predicate it
+    would filter on a constant, silently; it is a TypeError that says to write `.eq()` / `.ne()`."""
+    t = dbspark.Circuit().input("t", T_SCHEMA)
+    with pytest.raises(TypeError, match=r"\.eq\(b\)` / `a\.ne\(b\)"):
+        t.filter(pred())

@@ -24,6 +24,7 @@ import contextlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -417,6 +418,56 @@ def py_count_bound(i: set[int]) -> set[int]:
     return py_fix(lambda x: {n for n in i if n <= len(x)})
 
 
+SHARE_NODES = range(6)
+OWNS = {"x": "int64", "y": "int64", "n": "decimal(10,2)", "i": "int64"}
+OWNS_ROWS = [
+    (a, b, Decimal(((3 * a + 5 * b) % 7 + 1) * 10) + Decimal("0.25"), ((3 * a + 5 * b) % 7 + 1) * 10)
+    for a in SHARE_NODES
+    for b in SHARE_NODES
+    if a != b
+]
+SHARE_ROW = {"x": "int64", "y": "int64", "s": "decimal(38,2)", "t": "int64", "c": "int64", "a": "float64"}
+
+
+def build_shares(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
+    """Company control with its shares as the recursive relation: per (x, y), the DECIMAL and integer
+    sums, the count and the average of the shares of y held by x and by the companies x controls (those
+    whose DECIMAL sum is over 50): GROUP BY-aggregates of linear calls inside the scope, kept as
+    accumulators (`nested_accumulators`)."""
+
+    def body(o: Stream, r: Stream) -> Stream:
+        controls = r.filter((col("s") > lit(Decimal(50))) & col("x").ne(col("y"))).map(x="x", z="y")
+        cv = o.map("x", "y", "n", "i") + controls.stream_join(o, left_on="z", right_on="x").map(
+            "x", "y", "n", "i"
+        )
+        return cv.stream_aggregate(by=("x", "y"), s=("sum", "n"), t=("sum", "i"), c="count", a=("avg", "i"))
+
+    return {
+        "shares": ins["o"].circuit.recursive(
+            body, [ins["o"]], schemas=[SHARE_ROW], name="shares", mode=mode, max_iterations=MAX_IT
+        )
+    }
+
+
+def py_shares(owns: Rel) -> Rel:
+    """The least fixpoint of company control, and the shares of its last iteration per (x, y)."""
+    ctrl: set[tuple[int, int]] = set()
+    while True:
+        groups: dict[tuple[int, int], list[tuple]] = {}
+        for x in SHARE_NODES:
+            for z in {x} | {z for (c, z) in ctrl if c == x}:
+                for a, y, n, i in owns:
+                    if a == z:
+                        groups.setdefault((x, y), []).append((n, i))
+        new = {g for g, v in groups.items() if sum(n for n, _ in v) > 50 and g[0] != g[1]}
+        if new == ctrl:
+            return {
+                (x, y, sum(n for n, _ in v), sum(i for _, i in v), len(v), sum(i for _, i in v) / len(v))
+                for (x, y), v in groups.items()
+            }
+        ctrl = new
+
+
 def build_envelope(ins: dict[str, Stream], mode: str) -> dict[str, Stream]:
     """p := (min(src), max(dst)) of e and p: an aggregate without GROUP BY as the scope's result (one
     row of NULLs when e is empty)."""
@@ -459,6 +510,9 @@ COUNT_BOUND = Query(
     lambda s: {"x": rows(py_count_bound(nodes_of(s["i"])))},
     {"i": NODE_ROWS},
     graph=None,
+)
+SHARES = Query(
+    "shares", {"o": OWNS}, build_shares, lambda s: {"shares": py_shares(s["o"])}, {"o": OWNS_ROWS}, graph=None
 )
 ENVELOPE = Query(
     "envelope", {"e": EDGE}, build_envelope, lambda s: {"env": py_envelope(s["e"])}, {"e": EDGES}
@@ -990,6 +1044,16 @@ def test_aggregate_without_group_by_values(engine: Any):
         Step("clear", {}, {"i": [(0,), (1,), (3,), (4,), (5,), (6,)]}),
     ]
     check_against_oracles(COUNT_BOUND, steps, engine=engine)
+
+
+@engine_given(
+    change_streams(SHARES, max_steps=6),
+    st.sampled_from(MODES),
+    local=settings(SETTINGS, max_examples=10),
+    spark=1,
+)
+def test_linear_aggregates_kept_as_accumulators(engine: Any, steps, inc_from):
+    check_against_oracles(SHARES, steps, inc_from, engine=engine)
 
 
 @engine_given(

@@ -11,6 +11,7 @@ equality, traces and outputs. An indexed Z-set is a Z-set together with the name
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,11 @@ class ZSet:
     # ---- construction -------------------------------------------------------------------------
     @classmethod
     def empty(cls, schema: Mapping[str, pl.DataType]) -> ZSet:
-        return cls(pl.DataFrame(schema=with_weight(schema)), consolidated=True)
+        try:
+            df = _empty_frame(tuple(schema.items()))
+        except TypeError:  # (a type that cannot be hashed)
+            df = pl.DataFrame(schema=with_weight(schema))
+        return cls(df, consolidated=True)
 
     @classmethod
     def from_rows(
@@ -250,3 +255,10 @@ def distinct_h(d: ZSet, found: pl.DataFrame) -> ZSet:
     w = pl.when((i > 0) & (new <= 0)).then(-1).when((i <= 0) & (new > 0)).then(1).otherwise(0)
     out = j.with_columns(w.cast(pl.Int64).alias(WEIGHT)).filter(pl.col(WEIGHT) != 0)
     return ZSet(out.select(d.df.columns), True)
+
+
+@lru_cache(maxsize=4096)
+def _empty_frame(schema: tuple[tuple[str, pl.DataType], ...]) -> pl.DataFrame:
+    """The empty frame of a schema, built once (frames are immutable): a recursive scope's operators
+    make empty values at every iteration, and building a frame costs more than the rest of their work."""
+    return pl.DataFrame(schema=with_weight(dict(schema)))

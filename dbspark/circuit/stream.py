@@ -15,7 +15,7 @@ import polars as pl
 
 from dbspark.errors import SchemaError, UnknownNameError
 from dbspark.ir.aggregate import make_spec
-from dbspark.ir.expr import Expr, Lit, as_expr
+from dbspark.ir.expr import Expr, Lit, as_expr, as_predicate
 from dbspark.ir.schema import to_schema
 from dbspark.operators.aggregate import Aggregate, StreamAggregate
 from dbspark.operators.base import Shape
@@ -63,7 +63,7 @@ class Stream:
     # ---- linear -------------------------------------------------------------------------------
     def filter(self, pred: Expr) -> Stream:
         """σ: rows where `pred` is TRUE."""
-        return self.circuit.add(Filter(pred), self)
+        return self.circuit.add(Filter(as_predicate(pred)), self)
 
     def map(self, *cols: str | tuple[str, Any], **exprs: Any) -> Stream:
         """Projection / map: `s.map("a", b=col("x") + 1)`; positional names keep a column as is."""

@@ -131,9 +131,14 @@ def accumulate(spec: AggSpec, frames: list[pl.DataFrame]) -> pl.DataFrame:
     if d.height == 0:  # (a global aggregate's one group exists without rows)
         return empty_global(spec) if not spec.by else pl.DataFrame(schema={**key_schema(spec), **sums})
     guard(spec, d)
-    acc = d.group_by(keys).agg(accumulator_exprs(spec))
+    return stored(spec, d.group_by(keys).agg(accumulator_exprs(spec)))
+
+
+def stored(spec: AggSpec, acc: pl.DataFrame) -> pl.DataFrame:
+    """Computable accumulators (`computable`) in their stored types (`accumulator_schema`); one that
+    leaves its type is a `WeightError`."""
     cols: list[pl.Series] = []
-    for c, t in sums.items():
+    for c, t in accumulator_schema(spec).items():
         s = acc[c]
         if t == pl.Int64():
             _fits_long(s)
@@ -142,7 +147,7 @@ def accumulate(spec: AggSpec, frames: list[pl.DataFrame]) -> pl.DataFrame:
             cols.append(_units_to_decimal(_wide(s, c), t.scale or 0, c))
         else:
             cols.append(s)
-    return acc.select(keys).with_columns(cols)
+    return acc.with_columns(cols)
 
 
 def accumulator_exprs(spec: AggSpec) -> list[pl.Expr]:
@@ -253,13 +258,19 @@ def old_new(spec: AggSpec, dacc: pl.DataFrame, found: pl.DataFrame) -> tuple[pl.
     )
     o = j.select(*keys, *[pl.col(f"{c}__o").alias(c) for c in sums])
     n = j.select(*keys, *[(pl.col(f"{c}__o") + pl.col(c)).alias(c) for c in sums])
-    for c, t in sums.items():
+    check_fits(spec, n)
+    return o, n
+
+
+def check_fits(spec: AggSpec, n: pl.DataFrame) -> None:
+    """Computable accumulators of groups (`computable`) that fit their stored types (else a
+    `WeightError`) and have no fewer than zero rows (else `check_group_counts`'s error)."""
+    for c, t in accumulator_schema(spec).items():
         if isinstance(t, pl.Decimal):
             _wide(n[c], c)
         elif t == pl.Int64():
             _fits_long(n[c])
     check_group_counts(spec, n)
-    return o, n
 
 
 def computable(acc: pl.DataFrame, sums: pl.Schema) -> pl.DataFrame:

@@ -41,6 +41,8 @@ class Expr:
     """Base class of scalar expressions; operators build new nodes."""
 
     def _bin(self, op: str, other: Any, swap: bool = False) -> Binary:
+        if op in ("and", "or") and isinstance(other, bool):
+            raise TypeError(BOOL_OPERAND.format(op=op))
         o = other if isinstance(other, Expr) else Lit(other)
         return Binary(op, o, self) if swap else Binary(op, self, o)
 
@@ -374,6 +376,19 @@ def col(name: str) -> Col:
 def lit(value: Any) -> Lit:
     """A constant."""
     return Lit(value)
+
+
+BOOL_OPERAND = (
+    "a Python bool as an operand of {op!r}: `==` and `!=` between dbspark expressions compare the "
+    "expressions themselves (a bool), not their values; write `a.eq(b)` / `a.ne(b)` (or lit(True))"
+)
+
+
+def as_predicate(e: Any) -> Expr:
+    """A filter's predicate: an expression (a Python bool is refused: `BOOL_OPERAND`)."""
+    if isinstance(e, bool):
+        raise TypeError(BOOL_OPERAND.format(op="filter"))
+    return as_expr(e)
 
 
 def as_expr(e: Any) -> Expr:

@@ -28,6 +28,7 @@ are empty and these reduce to the semi-naive operators of eq. 5.1.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -39,6 +40,12 @@ from dbspark.operators.aggregate import aggregate
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.distinct import positive
 from dbspark.operators.join import StreamJoin
+from dbspark.operators.nested_accumulators import (
+    AccumulatorTrace,
+    accumulates,
+    accumulator_rows,
+    nested_fold,
+)
 from dbspark.operators.nested_trace import ITER, NestedTrace, at_iterations, timed_rows
 from dbspark.operators.source import Constant
 
@@ -218,6 +225,8 @@ class NestedKeyed(Operator):
         return self.spec.by
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
+        if self.spec is not None and accumulates(self.spec):
+            return NestedState(AccumulatorTrace(kernel, self.spec))
         return NestedState(NestedTrace(kernel, in_shapes[0].schema, self.keys(in_shapes[0].schema)))
 
     def f(self, kernel: Kernel, z: Any) -> Any:
@@ -242,16 +251,18 @@ class NestedKeyed(Operator):
             for q in queued:
                 probe = k.plus(probe, q)
             probe = k.support(probe, keys)
+        acc = tr if isinstance(tr, AccumulatorTrace) else None
+        if acc is not None:  # the change's accumulators, one row per group (`nested_accumulators`)
+            x = k.cogroup([x], keys, partial(accumulator_rows, acc.spec), tr.data, consolidated=True)
         tr.add(t1, x, undo)
         cols = list(tr.data)
         distinct = self.spec is None
         found = tr.seek_cols(probe, on, exact=True)
-        if found is None:
-            before = at = k.empty(tr.data)
-        else:
+        before = at = k.empty(tr.data)  # (`nested_fold` splits what is found by iteration itself)
+        if found is not None:
             if distinct:  # (`combine` reads the key columns only: the iteration may stay)
                 before, at = timed_rows(k, found, "<", t1), timed_rows(k, found, "==", t1)
-            else:
+            elif acc is None:
                 before = at_iterations(k, found, "<", t1, cols, tr.data)
                 at = at_iterations(k, found, "==", t1, cols, tr.data)
             # x's keys become keys of interest at the later iterations where earlier steps changed them
@@ -265,6 +276,11 @@ class NestedKeyed(Operator):
         w3 = k.seek(row, probe, on, exact=True)
         if distinct:  # [d(w1+w2+w3+x) - d(w1+w3)] - [d(w1+w2) - d(w1)] per row (§2.9.11)
             return k.combine([before, at, w3, x], cols, NESTED_DISTINCT)
+        out_schema = self.shape([Shape(tr.data)]).schema
+        if acc is not None:  # the same four values of f, from sums of accumulators
+            timed = found if found is not None else k.empty(acc.timed)
+            fn = partial(nested_fold, acc.spec, t1)
+            return k.consolidate(k.cogroup([timed, w3, x], keys, fn, out_schema))
         # out = f(X[t]) - f(X[t0, t1-1]) - f(X[t0-1, t1]) + f(X[t0-1, t1-1]) on the keys of interest,
         # from the parts w1 (before), w2 (at), w3 and x
         p1 = before

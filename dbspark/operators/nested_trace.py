@@ -98,9 +98,13 @@ class NestedTrace:
             for t1, c in sorted(self.current.items()):
                 timed = k.map(c, [*[(n, col(n)) for n in self.data], (ITER, lit(t1))], self.timed)
                 change = timed if change is None else k.plus(change, timed)
-            k.trace_insert(self.cols, k.consolidate(change), undo)
+            k.trace_insert(self.cols, self.merged(change), undo)
         self._new_row()
         self.current = {}
+
+    def merged(self, change: Value) -> Value:
+        """What a step's timed change adds to the trace of earlier steps: the change, consolidated."""
+        return self.kernel.consolidate(change)
 
     # checkpoints
     def to_state(self) -> Any:
