@@ -18,12 +18,13 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import strategies as st
-from scipy.sparse.csgraph import connected_components, csgraph_from_dense, shortest_path
+from scipy.sparse.csgraph import connected_components
 
 import dbspark
 from dbspark.frontends.datalog.monotonic import Cost, MonotonicityError
 from dbspark.testing.engines import by_engine, engine_given, is_spark, pipeline_on
 from dbspark.testing.recursive_aggregates import APSP, CC, COMPANY, CP, D41, SSSP, control, figure_1
+from dbspark.testing.weighted_graphs import N, apply, distances, nearest, weighted_changes
 
 
 def facts(p: dbspark.Pipeline, view: str) -> set[tuple]:
@@ -163,54 +164,6 @@ def test_example_1_1_company_control_on_figure_1(engine: Any):
 
 
 # ---- oracles on generated graphs and change streams ----------------------------------------------------
-N = 6  # nodes 0..N-1
-
-
-def weighted_changes(
-    max_steps: int = 5, max_weight: int = 4, one_per_pair: bool = False
-) -> st.SearchStrategy:
-    """Steps of (inserted, deleted) weighted edges (x, y, w), each a change of the current set: new
-    edges, deletes, and cost changes (an edge deleted and inserted with another weight). Several
-    weights of one pair may coexist unless `one_per_pair`."""
-    edge = st.tuples(st.integers(0, N - 1), st.integers(0, N - 1), st.integers(0, max_weight))
-
-    @st.composite
-    def build(draw: Any) -> list[tuple[list, list]]:
-        cur: set[tuple] = set()
-        out = []
-        for _ in range(draw(st.integers(1, max_steps))):
-            dels = sorted(draw(st.sets(st.sampled_from(sorted(cur)), max_size=3))) if cur else []
-            rest = cur - set(dels)
-            n_changed = draw(st.integers(0, 2))
-            changed = {(x, y, draw(st.integers(0, max_weight))) for x, y, _ in dels[:n_changed]}
-            ins = (draw(st.sets(edge, max_size=8)) | changed) - cur
-            if one_per_pair:
-                pairs = {(x, y) for x, y, _ in rest}
-                kept: dict[tuple, tuple] = {}
-                for e in sorted(ins):
-                    if e[:2] not in pairs:
-                        kept.setdefault(e[:2], e)
-                ins = set(kept.values())
-            cur = rest | ins
-            out.append((sorted(ins), dels))
-        return out
-
-    return build()
-
-
-def apply(p: dbspark.Pipeline, table: str, cur: set, ins: list, dels: list) -> set:
-    p.delete(table, dels)
-    p.insert(table, ins)
-    return (cur - set(dels)) | set(ins)
-
-
-def distances(edges: set[tuple[int, int, int]]) -> np.ndarray:
-    m = np.full((N, N), np.inf)
-    for x, y, w in edges:
-        m[x, y] = min(m[x, y], w)
-    return shortest_path(csgraph_from_dense(m, null_value=np.inf), method="D")
-
-
 @engine_given(weighted_changes(), local=25, spark=3)
 def test_all_pairs_cheapest_paths_against_scipy(engine: Any, steps):
     p = pipeline_on(engine)
@@ -234,16 +187,6 @@ def test_all_pairs_cheapest_paths_against_scipy(engine: Any, steps):
                 assert c == best, (t, x, y, c, best, cur)
     finally:
         p.close()
-
-
-def nearest(edges: set[tuple[int, int, int]], sources: set[int]) -> set[tuple[int, int]]:
-    """(node, distance from the nearest source) by scipy, for the nodes some source reaches."""
-    d = distances(edges)
-    return {
-        (y, int(min(d[s, y] for s in sources)))
-        for y in range(N)
-        if any(np.isfinite(d[s, y]) for s in sources)
-    }
 
 
 @engine_given(weighted_changes(), st.sets(st.integers(0, N - 1), min_size=1, max_size=2), local=25, spark=3)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import sqlglot
 from hypothesis import strategies as st
 
 from dbspark.frontends.sql.pushdown import push_bound_columns
 from dbspark.testing.engines import engine_given, pipeline_on
 from dbspark.testing.sql_oracle import SqlOracle
+from dbspark.testing.weighted_graphs import N, apply, distances, weighted_changes
 
 TABLES = "CREATE TABLE e (src BIGINT, dst BIGINT);\n"
 LEFT = (
@@ -73,5 +75,57 @@ def test_views_equal_duckdb(engine: Any, steps):
     try:
         p.sql(DDL)
         SqlOracle(DDL).run(p, steps)
+    finally:
+        p.close()
+
+
+# a recursion through MIN (`docs/recursive-aggregation.md`): src is a group key copied from sp, so
+# `src = 1` is pushed into the base; `src + 0 = 1` is the same query, not pushed (its oracle)
+CHEAPEST = """
+CREATE TABLE edge (x BIGINT, y BIGINT, w BIGINT);
+CREATE VIEW {name} AS WITH RECURSIVE sp(src, dst, cost) AS (
+    SELECT x, y, w FROM edge
+    UNION
+    SELECT sp.src, e.y, MIN(sp.cost + e.w) FROM sp JOIN edge e ON sp.dst = e.x GROUP BY sp.src, e.y)
+SELECT dst, cost FROM sp WHERE {where};
+"""
+PUSHED = CHEAPEST.format(name="pushed", where="src = 1")
+WHOLE = CHEAPEST.format(name="whole", where="src + 0 = 1").replace(
+    "CREATE TABLE edge (x BIGINT, y BIGINT, w BIGINT);", ""
+)
+
+
+def test_a_recursion_through_min_is_pushed_at_its_group_keys():
+    view = lambda text: text.strip().split("CREATE VIEW pushed AS ", 1)[-1].rstrip(";")  # noqa: E731
+    assert pushed(view(PUSHED))
+    assert not pushed(
+        view(
+            PUSHED.replace("GROUP BY sp.src, e.y", "GROUP BY e.y").replace(
+                "sp.src, e.y, MIN", "MIN(sp.src), e.y, MIN"
+            )
+        )
+    )
+
+
+@engine_given(weighted_changes(), local=25, spark=2)
+def test_cheapest_paths_from_a_node_pushed_against_scipy(engine: Any, steps):
+    """The pushed view and the whole one after every step of inserts, deletes and cost changes: equal
+    changes, and both views the cheapest paths of one edge or more from node 1 by scipy."""
+    p = pipeline_on(engine)
+    try:
+        p.sql(PUSHED + WHOLE)
+        cur: set = set()
+        for t, (ins, dels) in enumerate(steps):
+            cur = apply(p, "edge", cur, ins, dels)
+            out = p.step()
+            assert out["pushed"].to_dict() == out["whole"].to_dict(), (t, cur)
+            d = distances(cur)
+            want = set()
+            for y in range(N):
+                best = min((w + d[z, y] for (x, z, w) in cur if x == 1), default=np.inf)
+                if np.isfinite(best):
+                    want.add((y, int(best)))
+            for v in ("pushed", "whole"):
+                assert set(p.view(v).to_dict()) == want, (v, t, cur)
     finally:
         p.close()

@@ -18,16 +18,22 @@ relations with the rest. Relations no output reads any more are dropped.
 
 What is rewritten (the rest is read whole, as before, which keeps the program stratified):
 
-- a call is a positive atom of a relation that rules derive, without facts or input rows of its own,
-  not in a component recursive through aggregation (their cost-restricted sips are not built: the
-  paper's Theorem 6.1); an argument is bound when it is a constant or a variable bound before it;
+- a call is a positive atom of a relation that rules derive, without facts or input rows of its own:
+  an atom of a body, a groupby's atom (bound at its group variables only), or an atom inside an
+  aggregate's body (bound at the variables the aggregate shares with its rule); an argument is bound
+  when it is a constant or a variable bound before it, except a cost argument of a relation recursive
+  through aggregation, which is never bound (cost-restricted sips, the paper's Theorem 6.1: a magic
+  relation of non-cost values, and the rewritten program must be monotonic itself, checked below);
 - a position is bound in an adornment only where every rule of the relation has a variable or a
   constant in its head there (an expression in the head cannot be inverted);
 - a relation computed whole anyway is read whole (`_whole`): the outputs, and what such a relation
   reads under negation, in an aggregate, with no argument bound, or within its own component;
 - one magic relation collects the bindings of every call with the same adornment, so a call's
   bindings may come to depend on a negation or an aggregate the calling relation sits under; where
-  the rewritten program is then not stratified (or not monotonic), the program is evaluated whole.
+  the rewritten program is then not stratified (or not monotonic), the program is evaluated whole;
+- a relation's own rules are rewritten as they are only where something reads it as it is, from the
+  outputs down (else its recursive rules would feed its adorned copy's magic relation from the whole
+  relation).
 """
 
 from __future__ import annotations
@@ -58,25 +64,24 @@ def magic_sets(checked: Checked, comps: list[Component]) -> Checked:
     by_head: dict[str, list[Rule]] = {}
     for r in checked.rules:
         by_head.setdefault(r.head.pred, []).append(r)
-    costly = {p for c in comps if c.costs is not None for p in c.preds}
-    callable_ = {
-        p
-        for p, rs in by_head.items()
-        if rels[p].origin == "derived" and p not in checked.facts and p not in costly
-    }
-    bindable = {
+    cost_at = {p: c.index for comp in comps if comp.costs for p, c in comp.costs.items()}
+    callable_ = {p for p in by_head if rels[p].origin == "derived" and p not in checked.facts}
+    bindable = {  # (cost-restricted sips: a cost argument is never bound, Theorem 6.1)
         p: [
-            all(isinstance(r.head.args[i], (Var, Const)) for r in by_head[p])
+            i != cost_at.get(p) and all(isinstance(r.head.args[i], (Var, Const)) for r in by_head[p])
             for i in range(len(rels[p].columns))
         ]
         for p in callable_
     }
     whole = _whole(checked, by_head, comps, bindable)
     w = _Rewriter(checked, by_head, callable_ - whole, bindable)
-    rules = [w.rule(r, None) for r in checked.rules]
+    for n, rel in rels.items():  # the relations read as they are, from the outputs down
+        if rel.output:
+            w.need(n)
+    rules: list[Rule] = []
     while w.todo:
         p, ad = w.todo.popleft()
-        for r in by_head[p]:
+        for r in by_head.get(p, []):
             rules.append(w.rule(r, ad))
     if not w.made:
         return checked
@@ -104,21 +109,35 @@ def _whole(
     while stack:
         h = stack.pop()
         for r in by_head.get(h, []):
-            reads: set[str] = set()
-            bound: set[str] = set()
-            for _, lit in plan(r.body, bound, r):
-                if isinstance(lit, Atom):
-                    if "b" not in _adornment(lit, bound, bindable) or comp_of.get(lit.pred) == comp_of.get(h):
-                        reads.add(lit.pred)
-                elif isinstance(lit, (Negation, GroupBy)):
-                    reads.add(lit.atom.pred)
-                elif isinstance(lit, Aggregate):
-                    reads |= _preds(lit.body)
-                bound |= _binds(lit, bound)
-            for q in reads - whole:
-                whole.add(q)
-                stack.append(q)
+            for q in _read_whole(r.body, set(), r, comp_of, comp_of.get(h), bindable):
+                if q not in whole:
+                    whole.add(q)
+                    stack.append(q)
     return whole
+
+
+def _read_whole(
+    body: tuple[Literal, ...],
+    bound: set[str],
+    r: Rule,
+    comp_of: dict[str, int],
+    comp: int | None,
+    bindable: dict[str, list[bool]],
+) -> set[str]:
+    """The relations a rule body of a relation computed whole reads whole: under negation, with no
+    argument bound, or within the relation's own component (`_whole`); the calls inside aggregates too."""
+    reads: set[str] = set()
+    for _, lit in plan(body, bound, r):
+        if isinstance(lit, Negation):
+            reads.add(lit.atom.pred)
+        elif isinstance(lit, (Atom, GroupBy)):
+            a, b = (lit, bound) if isinstance(lit, Atom) else (lit.atom, bound & set(lit.keys))
+            if "b" not in _adornment(a, b, bindable) or comp_of.get(a.pred) == comp:
+                reads.add(a.pred)
+        elif isinstance(lit, Aggregate):
+            reads |= _read_whole(lit.body, bound & lit.inner_vars(), r, comp_of, comp, bindable)
+        bound = bound | _binds(lit, bound)
+    return reads
 
 
 def _adornment(a: Atom, bound: set[str], bindable: dict[str, list[bool]]) -> str:
@@ -143,7 +162,8 @@ class _Rewriter:
         self.by_head = by_head
         self.callable = callable_
         self.bindable = bindable
-        self.todo: deque[tuple[str, str]] = deque()
+        self.todo: deque[tuple[str, str | None]] = deque()  # relations whose rules to rewrite (None:
+        self.needed: set[str] = set()  # as they are, `needed`; else with that adornment)
         self.made: dict[str, Relation] = {}  # the adorned and magic relations
         self.seeds: dict[str, list[tuple]] = {}  # facts of magic relations (calls with constants)
         self.magic_rules: list[Rule] = []  # the rules passing bindings to the magic relations
@@ -160,6 +180,12 @@ class _Rewriter:
             self._taken.add(n)
             self.names[key] = n
         return self.names[key]
+
+    def need(self, p: str) -> None:
+        """p is read as it is (not adorned): its rules are rewritten too (once)."""
+        if p not in self.needed:
+            self.needed.add(p)
+            self.todo.append((p, None))
 
     def adorned(self, p: str, ad: str) -> str:
         """The adorned relation of p for `ad`, made (with its magic relation) on first use."""
@@ -187,15 +213,39 @@ class _Rewriter:
             prefix.append(Atom(self.name(p, ad, True), args, head.pos))
             bound = {t.name for t in args if isinstance(t, Var)}
             head = Atom(self.name(p, ad, False), head.args, head.pos)
-        body: list[Literal] = []
-        for _, lit in plan(r.body, bound, r):
-            if isinstance(lit, Atom) and lit.pred in self.callable:
-                call = _adornment(lit, bound, self.bindable)
-                if "b" in call:
-                    lit = self._call(lit, call, prefix + body)
-            body.append(lit)
-            bound |= _binds(lit, bound)
+        body = self._body(r.body, bound, prefix, r)
         return replace(r, head=head, body=tuple(prefix + body), shown="")
+
+    def _body(
+        self, body: tuple[Literal, ...], bound: set[str], before: list[Literal], r: Rule
+    ) -> list[Literal]:
+        """A body (of rule r, or of an aggregate in it) planned, its bound calls adorned: atoms, the
+        atom of a groupby (bound at its group variables only: the others are local to it), and the
+        calls inside an aggregate (bound at the variables it shares with the rule, its group); `before`:
+        the literals evaluated before the body, whose bindings a magic rule passes on."""
+        out: list[Literal] = []
+        for _, lit in plan(body, bound, r):
+            if isinstance(lit, Atom):
+                call = _adornment(lit, bound, self.bindable)
+                if lit.pred in self.callable and "b" in call:
+                    lit = self._call(lit, call, before + out)
+                else:
+                    self.need(lit.pred)
+            elif isinstance(lit, GroupBy):
+                call = _adornment(lit.atom, bound & set(lit.keys), self.bindable)
+                if lit.atom.pred in self.callable and "b" in call:
+                    lit = replace(lit, atom=self._call(lit.atom, call, before + out))
+                else:
+                    self.need(lit.atom.pred)
+            elif isinstance(lit, Negation):
+                self.need(lit.atom.pred)
+            elif isinstance(lit, Aggregate):
+                lit = replace(
+                    lit, body=tuple(self._body(lit.body, bound & lit.inner_vars(), before + out, r))
+                )
+            out.append(lit)
+            bound = bound | _binds(lit, bound)
+        return out
 
     def _call(self, a: Atom, call: str, before: list[Literal]) -> Atom:
         """The adorned atom for a bound call, with the magic rule (or seed fact) passing its bindings."""
@@ -205,7 +255,7 @@ class _Rewriter:
         if not before:  # every bound argument is a constant: a seed
             assert all(isinstance(t, Const) for t in args)
             self.seeds.setdefault(m, []).append(tuple(t.value for t in args))  # type: ignore[union-attr]
-        elif not (len(before) == 1 and isinstance(before[0], Atom) and before[0] == Atom(m, args)):
+        elif Atom(m, args) not in before:  # (else the rule derives nothing new: m(x) :- m(x), ...)
             self.magic_rules.append(Rule(Atom(m, args, a.pos), tuple(before), a.pos))
         return Atom(name, a.args, a.pos)
 

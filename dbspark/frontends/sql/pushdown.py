@@ -15,9 +15,11 @@ reachable from node 1 only, not the whole closure (`tests/test_sql_pushdown.py`)
 
 The rewrite applies when: the query is `SELECT ... FROM cte [AS a] WHERE ...` over a self-recursive
 CTE of its own WITH RECURSIVE that nothing else reads; the recursive term is one SELECT that reads the
-CTE once, without GROUP BY, aggregates, DISTINCT ON or LIMIT, and projects the CTE's column unchanged at
-that column's position; the WHERE has a conjunct `column = constant` on it. Otherwise the query is
-compiled as written.
+CTE once, without DISTINCT ON, ORDER BY or LIMIT, and projects the CTE's column unchanged at that
+column's position (and, if it groups, groups by it: a recursion through MIN, `docs/recursive-
+aggregation.md`, keeps each group's rows within one value of the column, so cheapest paths asked
+`WHERE src = 1` are computed from node 1 only); the WHERE has a conjunct `column = constant` on it.
+Otherwise the query is compiled as written.
 """
 
 from __future__ import annotations
@@ -87,13 +89,20 @@ def _reads(node: exp.Expression, name: str, skip: exp.Expression) -> int:
 
 
 def _preserved(step: exp.Select, name: str, cols: list[str]) -> set[str]:
-    """The CTE's columns the recursive term copies unchanged from the one CTE row it reads."""
-    for key in ("group", "having", "limit", "offset", "order"):
+    """The CTE's columns the recursive term copies unchanged from the one CTE row it reads (with GROUP
+    BY: those among the group keys, each group's rows sharing the value)."""
+    for key in ("limit", "offset", "order"):
         if step.args.get(key) is not None:
             return set()
+    group = step.args.get("group")
     d = step.args.get("distinct")
-    if (isinstance(d, exp.Distinct) and d.args.get("on")) or find_aggregates(list(step.expressions)):
+    if isinstance(d, exp.Distinct) and d.args.get("on"):
         return set()
+    if group is None and (step.args.get("having") is not None or find_aggregates(list(step.expressions))):
+        return set()  # an aggregate of all the rows
+    keys = (
+        None if group is None else {(c.table, c.name) for c in group.expressions if isinstance(c, exp.Column)}
+    )
     reads = [t for t in step.find_all(exp.Table) if name_of(t.this) == name]
     if len(reads) != 1 or any(isinstance(s, exp.Select) and s is not step for s in step.find_all(exp.Select)):
         return set()  # read twice (a non-linear recursion), or inside a subquery
@@ -102,7 +111,8 @@ def _preserved(step: exp.Select, name: str, cols: list[str]) -> set[str]:
     for i, e in enumerate(step.expressions):
         e = e.this if isinstance(e, exp.Alias) else e
         if i < len(cols) and isinstance(e, exp.Column) and e.table == alias and e.name == cols[i]:
-            out.add(cols[i])
+            if keys is None or (e.table, e.name) in keys:
+                out.add(cols[i])
     return out
 
 
