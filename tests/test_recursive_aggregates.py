@@ -418,6 +418,64 @@ def test_dred_is_refused_for_a_recursion_through_aggregates(engine: Any):
     p.close()
 
 
+def test_a_negative_value_summed_in_the_recursion_is_refused(engine: Any):
+    """A sum in a recursion through aggregation must only grow: a negative share is a DataError naming
+    the rule and the value, the step is rolled back, and the pipeline goes on from the last step. The
+    same negative value summed outside the recursion is accepted."""
+    p = pipeline_on(engine)
+    p.datalog(COMPANY.format(t="number", half=50))
+    try:
+        p.insert("owns", [(0, 1, 60), (1, 2, 30), (0, 2, 30)])
+        p.step()
+        assert facts(p, "controls") == {(0, 1), (0, 2)}
+        p.insert("owns", [(1, 3, -5)])
+        with pytest.raises(dbspark.DataError) as ei:
+            p.step()
+        msg = str(ei.value)
+        assert "cv1(X, Y, S) :- groupby(cv(X, Z, Y, N), [X, Y], S = sum<N>)." in msg, msg
+        assert "sum of -5, a negative value, in a recursion through aggregation" in msg, msg
+        assert facts(p, "controls") == {(0, 1), (0, 2)}
+        p.insert("owns", [(1, 3, 55)])  # (the failed step's pushes are gone with it)
+        p.step()
+        assert facts(p, "controls") == {(0, 1), (0, 2), (0, 3), (1, 3)}
+    finally:
+        p.close()
+    q = pipeline_on(engine)
+    q.datalog(
+        ".decl e(x: number, y: number)\n.input e\n.decl s(x: number, t: number)\n.output s\n"
+        "s(X, T) :- groupby(e(X, Y), [X], T = sum<Y>).\n"
+    )
+    try:
+        q.insert("e", [(1, -3), (1, 2)])
+        q.step()
+        assert facts(q, "s") == {(1, -1)}
+    finally:
+        q.close()
+
+
+def test_sql_a_negative_value_summed_in_the_recursion_is_refused(engine: Any):
+    """The SQL form of the refusal above: SUM in a recursive term over its CTE rejects the step whose
+    data makes it sum a negative value, naming the CTE, the aggregate and the value."""
+    p = pipeline_on(engine)
+    try:
+        p.sql(  # a bill of materials: a part's weight is its own or the sum of its components'
+            "CREATE TABLE parts (p BIGINT, c BIGINT, n BIGINT);\n"
+            "CREATE VIEW total AS WITH RECURSIVE t(x, s) AS (SELECT c, n FROM parts UNION "
+            "SELECT pa.p, SUM(t.s) FROM t JOIN parts pa ON t.x = pa.c GROUP BY pa.p) SELECT * FROM t;"
+        )
+        p.insert("parts", [(1, 2, 5), (1, 3, 7), (0, 1, 1)])
+        p.step()
+        assert facts(p, "total") == {(2, 5), (3, 7), (1, 12), (0, 12)}
+        p.insert("parts", [(1, 4, -3)])
+        with pytest.raises(dbspark.DataError) as ei:
+            p.step()
+        msg = str(ei.value)
+        assert "recursive CTE t: SUM(t.s) sums -3, a negative value" in msg, msg
+        assert facts(p, "total") == {(2, 5), (3, 7), (1, 12), (0, 12)}
+    finally:
+        p.close()
+
+
 # ---- runs that do not converge --------------------------------------------------------------------------
 def test_a_negative_cycle_is_refused_not_run_to_the_iteration_limit(engine: Any):
     """Under min a cycle of negative cost improves the distances forever. The step is refused within

@@ -39,7 +39,8 @@ from dbspark.frontends.datalog.ast import (
 from dbspark.frontends.datalog.check import DTYPES, Relation, group_vars, outside_vars, plan
 from dbspark.frontends.datalog.stratify import Component
 from dbspark.frontends.datalog.types import check_types
-from dbspark.ir.expr import Binary, Cast, Col, Expr, Unary, col, lit
+from dbspark.ir.expr import Binary, Case, Cast, Col, Expr, Func, Unary, col, lit
+from dbspark.operators.checks import fail
 
 AGG_FUNCS = {"count": "count", "sum": "sum", "min": "min", "max": "max", "mean": "avg"}
 Env = dict[str, Stream]
@@ -55,11 +56,21 @@ def _and(conds: list[Expr]) -> Expr:
 class RuleLowering:
     """Lowers one rule against `env` (relation name -> stream with the relation's columns)."""
 
-    def __init__(self, rule: Rule, rels: dict[str, Relation], env: Env, unit: Callable[[], Stream]) -> None:
+    def __init__(
+        self,
+        rule: Rule,
+        rels: dict[str, Relation],
+        env: Env,
+        unit: Callable[[], Stream],
+        recursive: frozenset[str] = frozenset(),
+    ) -> None:
         self.rule = rule
         self.rels = rels
         self.env = env
         self.unit = unit
+        # the relations of the rule's component when it recurses through aggregation: a sum over them
+        # must sum non-negative values (`_nonnegative`)
+        self.recursive = recursive
         self.types = check_types(rule, rels)
         self.cols: dict[str, str] = {}
         self.n = itertools.count()
@@ -187,10 +198,27 @@ class RuleLowering:
         assert isinstance(lit_, Aggregate)
         return self.aggregate(lit_, cur)
 
-    def _agg_value(self, s: Stream, keys: list[str], func: str, e: Term | None, var: str) -> Stream:
+    def _nonnegative(self, e: Expr, reads: set[str], func: str) -> Expr:
+        """`e`, the value a sum adds, raising a DataError where it is negative if the sum reads its own
+        component recursive through aggregation: a sum is monotonic (it only grows as its group
+        grows) only over non-negative values (`docs/recursive-aggregation.md`)."""
+        if func != "sum" or not reads & self.recursive:
+            return e
+        msg = fail(
+            "DataError",
+            f"rule {self.rule} ({self.rule.pos}): sum of ",
+            Func("__repr", (e,)),
+            ", a negative value, in a recursion through aggregation (a sum there must only grow: its "
+            "values must be >= 0)",
+        )
+        return Case(((e < 0, msg),), e)
+
+    def _agg_value(
+        self, s: Stream, keys: list[str], func: str, e: Term | None, var: str, reads: set[str]
+    ) -> Stream:
         """GROUP BY `keys` of `s` computing func(e) into the column of `var`, cast to its Datalog type."""
         if e is not None:
-            s = s.map(*keys, ("a", self.expr(e)))
+            s = s.map(*keys, ("a", self._nonnegative(self.expr(e), reads, func)))
         spec: Any = "count" if func == "count" else (AGG_FUNCS[func], "a")
         agg = s.stream_aggregate(by=keys, r=spec)
         t = self.types.get(var)
@@ -206,7 +234,8 @@ class RuleLowering:
         k = self.tmp("k")
         keys = [self.col_of(v) for v in g.keys]
         s = s.map(*s.columns, (k, lit(0)))  # a constant group key: no row for an empty relation
-        return self._agg_value(s, [*keys, k], g.func, g.expr, g.var).map(*keys, self.col_of(g.var))
+        reads = {g.atom.pred}
+        return self._agg_value(s, [*keys, k], g.func, g.expr, g.var, reads).map(*keys, self.col_of(g.var))
 
     def aggregate(self, a: Aggregate, cur: Stream) -> Stream:
         gv = group_vars(a, outside_vars(self.rule, a))
@@ -226,12 +255,13 @@ class RuleLowering:
             # one GROUP BY-sum gives every group's value and one join attaches it (no anti-join branch)
             dt = DTYPES.get(self.types.get(var, "number"), pl.Int64())
             val: Expr = lit(1) if a.func == "count" or a.expr is None else self.expr(a.expr)
+            val = self._nonnegative(val, set(_reads(a.body)), a.func)
             contrib = inner.map(*on, ("a", Cast(val, dt))) + seeds.map(*on, ("a", Cast(lit(0), dt)))
             agg = contrib.stream_aggregate(by=on, r=("sum", "a")).map(
                 *on, (self.col_of(var), Cast(col("r"), dt))
             )
         else:
-            agg = self._agg_value(inner, on, a.func, a.expr, var)
+            agg = self._agg_value(inner, on, a.func, a.expr, var, set(_reads(a.body)))
         if already:
             self.cols[var] = saved
         out = keyed.stream_join(agg, on=on)
@@ -335,6 +365,8 @@ def lower_component(
         reads.append("@unit")
     imports = [env[k] for k in reads]
 
+    costly = frozenset(preds) if comp.costs is not None else frozenset()
+
     def body(*streams: Stream) -> tuple[Stream, ...]:
         inner: Env = dict(zip(reads, streams[: len(reads)], strict=True))
         inner.update(zip(preds, streams[len(reads) :], strict=True))
@@ -342,7 +374,7 @@ def lower_component(
         for p in preds:
             parts = [inner[k] for k in base.get(p, [])]
             parts += [
-                RuleLowering(r, rels, inner, lambda: inner["@unit"]).lower()
+                RuleLowering(r, rels, inner, lambda: inner["@unit"], costly).lower()
                 for r in comp.rules
                 if r.head.pred == p
             ]

@@ -129,7 +129,26 @@ def _step_form(step: exp.Select, cte: str, cols: list[str]) -> CostForm:
     for node in step.walk():
         if isinstance(node, exp.Column) and cost.is_cost(node) and id(node) not in used:
             raise _Refused(f"the cost column {node.sql(dialect='duckdb')} used outside the aggregate", node)
+    if isinstance(agg, exp.Sum):
+        _nonnegative(agg, cte)
     return CostForm(index, better, isinstance(agg, (exp.Min, exp.Max)))
+
+
+def _nonnegative(agg: exp.Sum, cte: str) -> None:
+    """SUM(x) made SUM(CASE WHEN x < 0 THEN error(...) ELSE x END): a sum is monotonic (it only grows
+    as its group grows) only over non-negative values, so a negative one is a DataError naming the CTE
+    and the value, and the step is rejected (`docs/recursive-aggregation.md`)."""
+    arg = agg.this
+    msg = exp.func(
+        "concat",
+        exp.Literal.string(f"recursive CTE {cte}: {agg.sql(dialect='duckdb')} sums "),
+        exp.cast(arg.copy(), "VARCHAR"),
+        exp.Literal.string(
+            ", a negative value, in a recursion through aggregation (its values must be >= 0)"
+        ),
+    )
+    lt = exp.LT(this=arg.copy(), expression=exp.Literal.number(0))
+    agg.set("this", exp.Case(ifs=[exp.If(this=lt, true=exp.func("error", msg))], default=arg))
 
 
 def _conjuncts(e: exp.Expression) -> Any:
