@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from dbspark.columnar.nested_extreme import extremes, nested_extreme
 from dbspark.errors import UnsupportedError
 from dbspark.ir.aggregate import AggSpec
 from dbspark.ir.expr import col
@@ -281,6 +282,10 @@ class NestedKeyed(Operator):
             timed = found if found is not None else k.empty(acc.timed)
             fn = partial(nested_fold, acc.spec, t1)
             return k.consolidate(k.cogroup([timed, w3, x], keys, fn, out_schema))
+        assert self.spec is not None
+        if extremes(self.spec):  # MIN / MAX: the four corners in one pass over the parts
+            fn = partial(nested_extreme, self.spec)
+            return k.consolidate(k.cogroup([before, at, w3, x], keys, fn, out_schema))
         # out = f(X[t]) - f(X[t0, t1-1]) - f(X[t0-1, t1]) + f(X[t0-1, t1-1]) on the keys of interest,
         # from the parts w1 (before), w2 (at), w3 and x
         p1 = before
