@@ -29,7 +29,8 @@ from dbspark.errors import RecursionLimitError
 from dbspark.ir.expr import Case, Expr, col, lit
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.distinct import H_WEIGHT, positive
-from dbspark.operators.fixpoint import Iteration, ScopeState, _total
+from dbspark.operators.fixpoint import Iteration, ScopeState
+from dbspark.operators.nested_trace import total
 from dbspark.operators.time import Delay, Integrate
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ class DRedScopeState:
             runs += self._run(removing, parts, undo, watch=self.watch)
             for s in self.distincts:
                 s.set(undo, phase=NORMAL, resync=True)
-            removed = self.removed = [k.consolidate(_total(k, ps)) for ps in parts]
+            removed = self.removed = [k.consolidate(total(k, ps)) for ps in parts]
         if over or not all(k.is_empty(v) for v in adding.values()):
             runs += self._run(adding, parts, undo)
         for s in self.distincts:
@@ -195,7 +196,7 @@ class DRedScopeState:
         self.overdeleted.append(over)
         if not parts[0]:
             return tuple(k.empty(op.inner.nodes[op.inner.outputs[r]].shape.schema) for r in op.results)
-        out = tuple(k.consolidate(_total(k, ps)) for ps in parts)
+        out = tuple(k.consolidate(total(k, ps)) for ps in parts)
         if over:
             self.put_back = _rows(k, removed) - _rows(k, out)
         return out

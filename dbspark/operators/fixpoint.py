@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from dbspark.errors import RecursionLimitError
 from dbspark.operators.base import LINEAR, NONLINEAR, Operator, Shape
 from dbspark.operators.nested import NestedState
+from dbspark.operators.nested_trace import total
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, DelayState
 
@@ -180,15 +181,6 @@ class Iteration:
         return [s for s in self.states.values() if isinstance(s, NestedState)]
 
 
-def _total(k: Kernel, parts: list[Any]) -> Any:
-    """The sum of `parts`, added as a balanced tree (a plan's depth grows with the log of their number)."""
-    while len(parts) > 1:
-        parts = [
-            k.plus(*parts[i : i + 2]) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)
-        ]
-    return parts[0]
-
-
 class ScopeState:
     """The state of an incremental (or semi-naive) scope: its child circuit's nested traces."""
 
@@ -243,7 +235,7 @@ class ScopeState:
         if op.bounded:
             self.size = None if counts is None or size is None else size + (counts[-1][1] if counts else 0)
         self.iterations.append(runs)
-        return tuple(k.consolidate(_total(k, ps)) for ps in parts)
+        return tuple(k.consolidate(total(k, ps)) for ps in parts)
 
     def _converges(self, t1: int, counts: list[tuple[int, int]]) -> None:
         """Refuse an iteration t1 that shows the scope does not converge (`Fixpoint.bounded`).

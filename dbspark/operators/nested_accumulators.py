@@ -63,8 +63,22 @@ class AccumulatorTrace(NestedTrace):
     of earlier steps, one row per (group, iteration) there."""
 
     def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
-        super().__init__(kernel, acc_schema(spec), spec.by)
         self.spec = spec
+        super().__init__(kernel, acc_schema(spec), spec.by)
+
+    def _new_row(self) -> None:
+        """This step's part is a trace that sums the accumulators by group (`Kernel.new_trace` with
+        sums): a group changed at many iterations is one entry per run of it, not one per iteration."""
+        k = self.kernel
+        with k.scratch():
+            self.row = k.new_trace(key_schema(self.spec), self.keys, accumulator_schema(self.spec))
+        self.row_snap = self.row.snapshot()
+
+    def row_change(self, change: Value) -> Value:
+        """The accumulator rows' sums by group, for the trace that sums them."""
+        fn = partial(summed_accumulators, self.spec)
+        sums = accumulator_schema(self.spec)
+        return self.kernel.cogroup([change], self.keys, fn, key_schema(self.spec), sums, True)
 
     def merged(self, change: Value) -> Value:
         """Per (group, iteration) the step changed, the trace's rows there retracted and their sum with
@@ -101,6 +115,12 @@ def _summed(spec: AggSpec, rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     return computable(rows, sums).group_by(by).agg([(pl.col(n) * w).sum() for n in sums])
 
 
+def summed_accumulators(spec: AggSpec, frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """`cogroup` function: weighted accumulator rows as one row of accumulators per group, in their
+    stored types (the rows of a trace that sums them)."""
+    return stored(spec, _summed(spec, frames[0], list(spec.by)))
+
+
 def merge_accumulators(spec: AggSpec, frames: list[pl.DataFrame]) -> pl.DataFrame:
     """`cogroup` function of `AccumulatorTrace.merged`: for each (group, iteration) of the step's
     accumulator rows `frames[0]`, the trace's rows there `frames[1]` retracted and their sum with the
@@ -118,7 +138,8 @@ def merge_accumulators(spec: AggSpec, frames: list[pl.DataFrame]) -> pl.DataFram
 def nested_fold(spec: AggSpec, t1: int, frames: list[pl.DataFrame]) -> pl.DataFrame:
     """`cogroup` function: the nested aggregate's output at iteration t1 for the groups of interest,
     from earlier steps' accumulator rows `frames[0]` (with `ITER`), this step's at earlier iterations
-    `frames[1]` (w3) and the change's `frames[2]` (x), each weighted (module docstring):
+    `frames[1]` (w3: sums of accumulators, without a weight) and the change's `frames[2]` (x), weighted
+    (module docstring):
     [F(A1 + A3 + A2 + Ax) - F(A1 + A3)] - [F(A1 + A2) - F(A1)], the four parts summed per group in
     one pass."""
     timed, w3, x = frames
@@ -128,7 +149,7 @@ def nested_fold(spec: AggSpec, t1: int, frames: list[pl.DataFrame]) -> pl.DataFr
     rows = pl.concat(
         [
             timed.filter(it <= t1).select(*cols, pl.when(it < t1).then(0).otherwise(1).alias(PART)),
-            w3.select(*cols, pl.lit(2).alias(PART)),
+            w3.with_columns(pl.lit(1, pl.Int64).alias(WEIGHT)).select(*cols, pl.lit(2).alias(PART)),
             x.select(*cols, pl.lit(3).alias(PART)),
         ],
         how="vertical_relaxed",

@@ -75,8 +75,12 @@ class NestedTrace:
         if not self.rows:
             return
         snap = self.row_snap
-        self.row_snap = k.trace_insert(self.row, change, undo)
+        self.row_snap = k.trace_insert(self.row, self.row_change(change), undo)
         undo.append(lambda: setattr(self, "row_snap", snap))
+
+    def row_change(self, change: Value) -> Value:
+        """What a change adds to this step's part `row`: the change."""
+        return change
 
     def _set_current(self, t1: int, v: Value | None) -> None:
         if v is None:
@@ -94,11 +98,11 @@ class NestedTrace:
 
         undo.append(restore)
         if self.current:
-            change: Value | None = None
-            for t1, c in sorted(self.current.items()):
-                timed = k.map(c, [*[(n, col(n)) for n in self.data], (ITER, lit(t1))], self.timed)
-                change = timed if change is None else k.plus(change, timed)
-            k.trace_insert(self.cols, self.merged(change), undo)
+            timed = [
+                k.map(c, [*[(n, col(n)) for n in self.data], (ITER, lit(t1))], self.timed)
+                for t1, c in sorted(self.current.items())
+            ]
+            k.trace_insert(self.cols, self.merged(total(k, timed)), undo)
         self._new_row()
         self.current = {}
 
@@ -112,6 +116,18 @@ class NestedTrace:
 
     def restore(self, saved: Any) -> None:
         self.cols.restore(saved)
+
+
+def total(kernel: Kernel, parts: list[Value]) -> Value:
+    """The sum of `parts`, added as a balanced tree: a chain of pluses would copy the first parts once
+    per later one (a step of many iterations ends with one part per iteration), and a plan's depth
+    grows with the log of their number."""
+    while len(parts) > 1:
+        parts = [
+            kernel.plus(*parts[i : i + 2]) if i + 1 < len(parts) else parts[i]
+            for i in range(0, len(parts), 2)
+        ]
+    return parts[0]
 
 
 def timed_rows(kernel: Kernel, v: Value, cmp: str, t1: int) -> Value:

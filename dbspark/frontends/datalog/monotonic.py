@@ -24,7 +24,8 @@ comparisons that a better cost keeps true (`c < k`, `c <= k` under `min`; `c > k
 and `sum`). A cost compared for equality, joined on, grouped by, negated, put in another head argument,
 subtracted from something or negated arithmetically is refused, as is `mean` over the component. A sum
 in the recursion is monotonic over non-negative values only (the paper's company control sums
-fractions of stock); that is a property of the data, not checked here.
+fractions of stock); that is a property of the data, checked as it arrives (`lower.py`
+`RuleLowering._nonnegative`).
 """
 
 from __future__ import annotations
