@@ -388,3 +388,19 @@ def test_python_equality_of_expressions_is_refused_in_a_predicate(pred):
     t = dbspark.Circuit().input("t", T_SCHEMA)
     with pytest.raises(TypeError, match=r"\.eq\(b\)` / `a\.ne\(b\)"):
         t.filter(pred())
+
+
+def test_a_check_failing_inside_polars_shows_dbspark_s_message_only():
+    """A check raised inside a Polars expression (a set input's delete of a fact that is not there)
+    comes out with dbspark's message only, not Polars' plan of the expression that raised it."""
+    p = dbspark.Pipeline(engine="local")
+    p.datalog(".decl e(x: number, y: number)\n.input e\n.decl r(x: number)\n.output r\nr(x) :- e(x, _).\n")
+    p.insert("e", [(1, 2)])
+    p.step()
+    p.delete("e", [(1, 3)])
+    with pytest.raises(NegativeStateError) as ei:
+        p.step()
+    msg = str(ei.value)
+    assert msg.startswith("step 2 rejected, nothing applied: ") and "(1, 3)" in msg, msg
+    assert "This error occurred" not in msg and "col(" not in msg, msg
+    p.close()

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from dbspark.engines.base import Kernel
 
 
+# what Polars appends to an error raised inside an expression's UDF (the checks of `operators.checks`):
+# its plan, not the user's
+POLARS_CONTEXT = "This error occurred in the following expression:"
+
+
 class Runtime:
     """A running circuit: push changes to inputs, `step()`, read outputs and their integrals."""
 
@@ -135,7 +140,8 @@ class Runtime:
                     f"run the step again): {e.args[0] if e.args else e}",
                 )
             elif isinstance(e, DbsparkError):
-                e.args = (f"step {self.time + 1} rejected, nothing applied: {e.args[0] if e.args else e}",)
+                msg = str(e.args[0] if e.args else e).split(POLARS_CONTEXT)[0].rstrip()
+                e.args = (f"step {self.time + 1} rejected, nothing applied: {msg}",)
             raise
         self._last = out
         self.kernel.end_step(self.time)
