@@ -53,6 +53,12 @@ class EngineError(DbsparkError):
     changes stay queued, so running the step again retries it."""
 
 
+class CheckpointError(DbsparkError):
+    """A pipeline's saved state that cannot be used: a checkpoint that is truncated, corrupted, missing a
+    file, of another format version or written by another circuit, or a directory another process is
+    running. The message names the file; nothing in the directory was changed."""
+
+
 class ParseError(DbsparkError):
     """Program text (SQL, Datalog) that does not parse; `line` and `column` locate the fault (1-based)."""
 

@@ -21,12 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dbspark.circuit.checkpoint import DirectoryLock
 from dbspark.circuit.circuit import Circuit
 from dbspark.circuit.runtime import Runtime
 from dbspark.circuit.stream import Stream
-from dbspark.errors import CircuitError, UnknownNameError
+from dbspark.errors import CheckpointError, CircuitError, UnknownNameError
 
-CHECKPOINT = "checkpoint.pkl"
+CHECKPOINT = "checkpoint.json"
+PICKLED = "checkpoint.pkl"  # the format before 2026-11-28: no longer read
 
 
 class Pipeline:
@@ -55,6 +57,7 @@ class Pipeline:
             )
         self.recursion = recursion
         self.directory = Path(directory) if directory is not None else None
+        self._lock: DirectoryLock | None = None  # held from the start to close (`DirectoryLock`)
         self._options = dict(options)
         if engine == "spark":
             self._options.update(spark=spark, master=master)
@@ -168,16 +171,32 @@ class Pipeline:
         rt.input_noun = "table"
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
-            ckpt = self.directory / CHECKPOINT
-            if ckpt.exists():
-                rt.restore(ckpt)
-            rt.kernel.sweep_uncommitted(rt.time)
+            self._lock = DirectoryLock(self.directory)
+            try:
+                self._resume(rt, self.directory)
+            except BaseException:
+                self._lock.release()
+                raise
         if rt.time == 0:  # initial loads (Datalog facts and fact files) go into the first step
             for table, rows, weights in self._pending:
                 rt.push(table, rows, weights)
         self._pending.clear()
         self.runtime = rt
         return rt
+
+    @staticmethod
+    def _resume(rt: Runtime, directory: Path) -> None:
+        """Restore the directory's last committed step, and sweep the files of steps after it."""
+        ckpt = directory / CHECKPOINT
+        if ckpt.exists():
+            rt.restore(ckpt)
+        elif (directory / PICKLED).exists():
+            raise CheckpointError(
+                f"{directory / PICKLED} is the checkpoint of an earlier version of dbspark (pickle), which "
+                "this version does not read (reading it would run code the file names); build the "
+                "pipeline again in an empty directory"
+            )
+        rt.kernel.sweep_uncommitted(rt.time)
 
     @property
     def steps(self) -> int:
@@ -235,6 +254,9 @@ class Pipeline:
         if self.runtime is not None:
             self.runtime.kernel.close()
             self.runtime = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self) -> Pipeline:
         return self

@@ -198,9 +198,9 @@ def test_checkpoint_restore_resumes_the_same_views(tmp_path, engine) -> None:
     a.insert("t", [(1, 5), (1, 7), (2, 1)])
     a.insert("u", [(1, "p"), (2, "q")])
     a.step()
-    a.checkpoint(tmp_path / "state.pkl")
+    a.checkpoint(tmp_path / "state.json")
     b = build().run(engine)
-    b.restore(tmp_path / "state.pkl")
+    b.restore(tmp_path / "state.json")
     for r in (a, b):
         r.delete("t", [(1, 5)])
         r.insert("t", [(2, 9)])

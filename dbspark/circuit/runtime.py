@@ -16,10 +16,10 @@ import numpy as np
 import polars as pl
 
 from dbspark.algebra.zset import ZSet
-from dbspark.circuit.checkpoint import FrameFiles
+from dbspark.circuit.checkpoint import FrameFiles, fingerprint
 from dbspark.circuit.circuit import Circuit
 from dbspark.circuit.schedule import advance_delays, evaluate, schedule
-from dbspark.errors import CircuitError, DbsparkError, EngineError, UnknownNameError
+from dbspark.errors import CheckpointError, DbsparkError, EngineError, UnknownNameError
 from dbspark.operators import checks, keyed
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, DelayState
@@ -210,8 +210,6 @@ class Runtime:
     def checkpoint(self, path: str | Path) -> None:
         """Write every operator's state (keyed by node id), the views and the step number."""
         data = {
-            "time": self.time,
-            "circuit": self._circuit_text(),
             "ops": {nid: self._save(nid) for nid in self.order},
             "views": {n: s.to_state() for n, s in self._views.items()},
             "inputs": {n: s.to_state() for n, s in self._input_traces.items()},
@@ -219,7 +217,8 @@ class Runtime:
         }
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        self._frame_files(p).dump(data)  # the large frames written once; the commit: one rename
+        # the large frames written once; the commit: one rename
+        self._frame_files(p).dump(data, circuit=self._fingerprint(), step=self.time)
 
     def _frame_files(self, path: Path) -> FrameFiles:
         """The frame files of checkpoints at `path` (one per path: it knows which frames are written)."""
@@ -233,23 +232,20 @@ class Runtime:
             return ("delay", self.kernel.save_value(st.value))
         return ("op", self.circuit.nodes[nid].op.checkpoint(self.kernel, st))
 
-    def _circuit_text(self) -> str:
-        """The circuit as text, computed once (a running circuit does not change; checkpoints record it)."""
-        text = getattr(self, "_text", None)
-        if text is None:
-            text = self._text = self.circuit.explain()
-        return text
+    def _fingerprint(self) -> str:
+        """The circuit's fingerprint, computed once (a running circuit does not change; checkpoints
+        record it)."""
+        fp = getattr(self, "_circuit_fingerprint", None)
+        if fp is None:
+            fp = self._circuit_fingerprint = fingerprint(self.circuit.explain())
+        return fp
 
     def restore(self, path: str | Path) -> None:
-        """Load a checkpoint written by `checkpoint` for the same circuit."""
-        data = self._frame_files(Path(path)).load()
-        # (a checkpoint written before the circuit was recorded is matched by its node ids only)
-        text = self._circuit_text()
-        if set(data["ops"]) != set(self.order) or data.get("circuit", text) != text:
-            raise CircuitError(
-                f"checkpoint {path} was written by a different circuit (other views, or a version of "
-                "dbspark that compiled them differently); start from an empty directory"
-            )
+        """Load a checkpoint written by `checkpoint` for the same circuit (a `CheckpointError` naming the
+        file if it is not one, before anything is changed)."""
+        data, time = self._frame_files(Path(path)).load(circuit=self._fingerprint())
+        if set(data["ops"]) != set(self.order):
+            raise CheckpointError(f"checkpoint {path} was written by a different circuit")
         for nid, (kind, saved) in data["ops"].items():
             if kind == "delay":
                 self.states[nid].value = self.kernel.load_value(saved)
@@ -260,7 +256,7 @@ class Runtime:
             self._views[n].restore(frames)
         for n, frames in data["inputs"].items():
             self._input_traces[n].restore(frames)
-        for n, states in data.get("unique", {}).items():  # (a checkpoint from before UNIQUE has none)
+        for n, states in data["unique"].items():
             for (_, t), st in zip(self._unique_traces[n], states, strict=True):
                 t.restore(st)
-        self.time = data["time"]
+        self.time = time

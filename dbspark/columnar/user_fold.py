@@ -5,7 +5,7 @@ A user aggregate defined by structural recursion (f, g) with an inverse `d` of g
 group, as COUNT and SUM are from their sums: a change's values are folded into the group's
 accumulator by g (inserts) and d (deletes), without reading the group's other values. The
 accumulators are kept in a trace of their own, a Z-set of one row per group: the group's keys and,
-per user call, its accumulated value (pickled) and its count of non-NULL values. A step seeks the
+per user call, its accumulated value (`codec.dumps`: JSON, no pickle) and its count of non-NULL values. A step seeks the
 changed groups' rows there and in the linear accumulators' trace, and one `cogroup` of `fold` gives
 both the output's change (`K` 0) and the accumulator trace's change (`K` 1: -old row, +new row).
 
@@ -17,11 +17,11 @@ instead (`ordered_fold`).
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import polars as pl
 
+from dbspark import codec
 from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.aggfold import (
     G,
@@ -33,7 +33,7 @@ from dbspark.columnar.aggfold import (
     old_new,
     results,
 )
-from dbspark.errors import NegativeStateError
+from dbspark.errors import NegativeStateError, UnsupportedError
 from dbspark.ir.aggregate import AggSpec, UserAggregate, result_dtype
 
 K = "__k"  # 0: a row of the output's change; 1: an entry of the accumulator trace's change
@@ -93,7 +93,7 @@ def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
     new_cols: dict[str, pl.Series] = {}
     for i, c in _user_calls(spec):
         ua: UserAggregate = c.func
-        before = [pickle.loads(b) if b is not None else None for b in old[f"__u{i}"].to_list()]
+        before = [codec.loads(b) if b is not None else None for b in old[f"__u{i}"].to_list()]
         counts = [int(m) if m is not None else 0 for m in old[f"__n{i}"].to_list()]
         after, after_n = list(before), list(counts)
         ch = (
@@ -125,9 +125,7 @@ def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
         t = result_dtype(c, spec.input_schema)
         ro[c.name] = pl.Series(c.name, [ua.final(a) if a is not None else None for a in before], dtype=t)
         rn[c.name] = pl.Series(c.name, [ua.final(a) if a is not None else None for a in after], dtype=t)
-        new_cols[f"__u{i}"] = pl.Series(
-            f"__u{i}", [pickle.dumps(a) if a is not None else None for a in after], dtype=pl.Binary()
-        )
+        new_cols[f"__u{i}"] = pl.Series(f"__u{i}", _stored(ua, after), dtype=pl.Binary())
         new_cols[f"__n{i}"] = pl.Series(f"__n{i}", after_n, dtype=pl.Int64())
     outs = spec.output_schema()
     view = emit(spec, o, n, ro, rn, was).with_columns(
@@ -143,3 +141,14 @@ def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
     made = made.select(*accs, pl.lit(1, pl.Int64).alias(WEIGHT))
     trace = pl.concat([gone, made], how="vertical").with_columns(pl.lit(1, pl.Int8).alias(K), *nulls)
     return pl.concat([view.lazy().select(list(schema)), trace.select(list(schema))], how="vertical").collect()
+
+
+def _stored(ua: UserAggregate, values: list[Any]) -> list[bytes | None]:
+    """A user aggregate's accumulated values as kept in its trace (`codec.dumps`)."""
+    try:
+        return [codec.dumps(a) if a is not None else None for a in values]
+    except codec.CodecError as e:
+        raise UnsupportedError(
+            f"user aggregate {ua.name!r}: its accumulated value cannot be kept in dbspark's state ({e}); "
+            "accumulate plain values (numbers, strings, DECIMALs, dates, tuples, lists, dicts)"
+        ) from None

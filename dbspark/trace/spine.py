@@ -50,7 +50,7 @@ class Batch:
     A seek finds a key's rows through a directory of the hashes' top bits (`starts`, built on the first
     seek: about one row per bucket), so a probe costs two lookups instead of a binary search."""
 
-    __slots__ = ("_dir", "clash", "df", "hashes", "order")
+    __slots__ = ("_dir", "clash", "df", "hashes", "keys", "order")
 
     def __init__(
         self,
@@ -60,6 +60,7 @@ class Batch:
         order: str | None = None,
     ) -> None:
         self._dir: tuple[np.ndarray, np.uint64] | None = None
+        self.keys = tuple(keys)
         self.order = order
         self.clash: np.ndarray | None = None  # with an order: the hashes two different keys share
         if hashes is not None and order is None:  # already sorted by these hashes
@@ -78,6 +79,15 @@ class Batch:
 
     def __len__(self) -> int:
         return self.df.height
+
+    # ---- in a checkpoint (`codec`): the frame alone; its hashes are computed again when read -------
+    def _stored_state(self) -> dict[str, object]:
+        return {"df": self.df, "keys": self.keys, "order": self.order}
+
+    @classmethod
+    def _from_stored(cls, state: dict) -> Batch:
+        df, keys, order = state["df"], state["keys"], state["order"]
+        return cls(df, keys, key_hash(df, keys) if order is None else None, order)
 
     def _directory(self) -> tuple[np.ndarray, np.uint64]:
         """(starts, shift): the rows whose hash has top bits t are starts[t]:starts[t + 1]."""

@@ -18,6 +18,7 @@ change is written as it arrives, `add`); each write names its runs apart. See `d
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ import pyarrow as pa
 
 from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.columnar.plans import drop_null_rows, pick
+from dbspark.errors import CheckpointError
 from dbspark.trace.bucketed import (
     BucketEntry,
     BucketLayout,
@@ -323,6 +325,10 @@ class SparkBucketTrace:
         root = saved.get("root", self.layout.root)
         if root != self.layout.root:  # a checkpoint of another runtime's state: its files stay there
             self.layout = dataclasses.replace(self.layout, root=root)
+        for r in (r for e in self.files.values() for r in e.runs()):
+            path = self.layout.path(r)
+            if "://" not in path and not os.path.exists(path):
+                raise CheckpointError(f"state {self.layout.name!r}: its file {path} is missing")
 
 
 # ---- what runs in Spark's Python workers -----------------------------------------------------------
