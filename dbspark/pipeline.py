@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dbspark import faults
 from dbspark.circuit.checkpoint import DirectoryLock
 from dbspark.circuit.circuit import Circuit
 from dbspark.circuit.runtime import Runtime
@@ -295,3 +296,4 @@ def _fault_point(step: int) -> None:
     at = os.environ.get("DBSPARK_KILL_BEFORE_COMMIT")
     if at is not None and int(at) == step:
         os.kill(os.getpid(), signal.SIGKILL)
+    faults.point("commit")

@@ -315,3 +315,12 @@ def test_delta_without_change_data_feed(tmp_path: Path) -> None:
     write_deltalake(str(tmp_path / "c"), pl.DataFrame({"k": [1]}).to_arrow(), configuration=on)
     with pytest.raises(ValueError, match="versions 5"):
         read_delta_cdf(tmp_path / "c", 5)
+
+
+def test_a_write_removes_what_a_killed_writer_of_the_same_file_left(tmp_path: Path) -> None:
+    left = tmp_path / ".step-1.parquet.0123abcd.tmp"  # a writer of step-1.parquet killed mid-write
+    left.write_bytes(b"half a file")
+    other = tmp_path / ".step-2.parquet.0123abcd.tmp"  # another target's: not ours to remove
+    other.write_bytes(b"half a file")
+    write_changes(pl.DataFrame({"x": [1], WEIGHT: [1]}), tmp_path / "step-1.parquet")
+    assert sorted(f.name for f in tmp_path.iterdir()) == [".step-2.parquet.0123abcd.tmp", "step-1.parquet"]

@@ -40,7 +40,7 @@ from typing import Any
 
 import polars as pl
 
-from dbspark import codec
+from dbspark import codec, faults
 from dbspark.errors import CheckpointError
 
 # smaller frames are inline in the manifest (`DBSPARK_CHECKPOINT_FRAME_ROWS`: the crash tests put every
@@ -64,13 +64,15 @@ def _ipc(df: pl.DataFrame) -> bytes:
     return buf.getvalue()
 
 
-def _write(path: Path, data: bytes) -> None:
+def _write(path: Path, data: bytes, fault: str | None = None) -> None:
     """`data` at `path`, durably: written under a temporary name, synced, renamed."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    if fault is not None:
+        faults.point(fault)
     tmp.replace(path)
 
 
@@ -117,7 +119,8 @@ class FrameFiles:
         tree = codec.encode(state, out)
         body = {"format": FORMAT, "version": VERSION, "circuit": circuit, "step": step}
         body |= {"frames": files, "inline": inline, "state": tree}
-        _write(self.path, _sealed(body))  # the commit: one atomic rename
+        faults.point("frames")
+        _write(self.path, _sealed(body), "manifest")  # the commit: one atomic rename
         self.written, self.files = named, files
         self._keep(set(files))
 

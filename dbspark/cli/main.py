@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from dbspark import faults
 from dbspark.errors import DbsparkError, UnknownNameError
 from dbspark.pipeline import Pipeline
 
@@ -184,6 +185,7 @@ def write_outputs(output: Path, step: int, changes: dict[str, Any]) -> None:
         d = output / view
         d.mkdir(parents=True, exist_ok=True)
         write_changes(z.to_zset().df, d / f"step-{step:08d}.parquet")
+        faults.point("output")
 
 
 @app.command()

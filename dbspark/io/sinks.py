@@ -2,11 +2,14 @@
 
 The weight column is written as `weight`, so that `read_changes` reads the batch back. Files are
 written atomically: to a hidden temporary name in the same directory (which `list_batches` skips),
-then renamed over the target; Delta tables are appended to, and created when absent.
+then renamed over the target; a temporary file of an earlier writer of the same target that was
+killed is deleted when the target is written again. Delta tables are appended to, and created when
+absent.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import uuid
 from contextlib import suppress
@@ -54,6 +57,9 @@ def _write_file(out: pl.DataFrame, p: Path, fmt: str) -> None:
                 f"{p}: CSV cannot hold the nested column(s) {nested}; use parquet, json or delta"
             )
     p.parent.mkdir(parents=True, exist_ok=True)
+    for left in p.parent.glob(f".{glob.escape(p.name)}.*.tmp"):  # of a writer of `p` that was killed
+        with suppress(OSError):
+            left.unlink()
     tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex}.tmp")
     try:
         if fmt == "parquet":

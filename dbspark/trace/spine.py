@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
+from dbspark import faults
 from dbspark.algebra.consolidate import (
     WEIGHT,
     consolidate_frame,
@@ -484,6 +485,7 @@ class Spine:
         if len(bs) == 1 and len(bs[0]) + df.height <= SMALL:  # a small trace stays one batch, rebuilt
             both = pl.concat([bs[0].df, df], how="vertical")
             cons = consolidate_frame(both, self.weight_cols, few_repeats=False)
+            faults.point("merge")
             self.batches = [Batch(cons, self.keys, order=self.order)]
             return
         bs.append(Batch(df, self.keys, hashes, order=self.order))
@@ -494,6 +496,7 @@ class Spine:
         while len(bs) >= 2 and len(bs[-2]) <= MERGE_FACTOR * len(bs[-1]):
             b = bs.pop()
             a = bs.pop()
+            faults.point("merge")
             bs.append(merge_batches(a, b, self.keys, self.weight_cols))
 
     def snapshot(self) -> TraceSnapshot:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
+from dbspark import faults
 from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.columnar.plans import drop_null_rows, pick
 from dbspark.errors import CheckpointError
@@ -237,7 +238,9 @@ class SparkBucketTrace:
         ).pending_local()
         if local is None:
             return False
-        self.adopt(self.layout.apply_shared(self.files, local, step, self.writes), undo)
+        written = self.layout.apply_shared(self.files, local, step, self.writes)
+        faults.point("merge")  # (the driver only: a point in `apply_bucket` would kill Spark's workers)
+        self.adopt(written, undo)
         return True
 
     def write_plan(self, step: int, tag: int, output: str | None) -> Any:
