@@ -59,6 +59,11 @@ class CheckpointError(DbsparkError):
     running. The message names the file; nothing in the directory was changed."""
 
 
+class MemoryLimitError(DbsparkError):
+    """A step whose state would pass the local engine's memory limit (`engines/local/memory.py`): the
+    step is rejected, nothing applied."""
+
+
 class ParseError(DbsparkError):
     """Program text (SQL, Datalog) that does not parse; `line` and `column` locate the fault (1-based)."""
 

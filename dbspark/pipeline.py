@@ -26,7 +26,7 @@ from dbspark.circuit.checkpoint import DirectoryLock
 from dbspark.circuit.circuit import Circuit
 from dbspark.circuit.runtime import Runtime
 from dbspark.circuit.stream import Stream
-from dbspark.errors import CheckpointError, CircuitError, UnknownNameError
+from dbspark.errors import CheckpointError, CircuitError, UnknownNameError, UnsupportedError
 
 CHECKPOINT = "checkpoint.json"
 PICKLED = "checkpoint.pkl"  # the format before 2026-11-28: no longer read
@@ -60,6 +60,14 @@ class Pipeline:
         self.directory = Path(directory) if directory is not None else None
         self._lock: DirectoryLock | None = None  # held from the start to close (`DirectoryLock`)
         self._options = dict(options)
+        memory_limit = self._options.pop("memory_limit", None)  # (`engines/local/memory.py`)
+        if memory_limit is not None:
+            if engine == "spark":
+                raise UnsupportedError(
+                    "memory_limit is the local engine's; on Spark, memory is Spark's to set "
+                    "(spark.driver.memory, spark.executor.memory)"
+                )
+            self._options["memory_limit"] = memory_limit
         if engine == "spark":
             self._options.update(spark=spark, master=master)
             if self.directory is not None:

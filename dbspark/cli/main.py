@@ -139,10 +139,14 @@ def run(
     show: Annotated[
         int, typer.Option(help="print up to this many changed rows per view and step (0: none)")
     ] = 10,
+    memory_limit: Annotated[
+        str | None,
+        typer.Option(help="the local engine's ceiling on its state, e.g. 8GiB (a step past it is rejected)"),
+    ] = None,
 ) -> None:
     """Run PIPELINE over the change batches in --changes, one step per sub-directory."""
     try:
-        with Pipeline(state, engine=engine, master=master) as p:
+        with Pipeline(state, engine=engine, master=master, memory_limit=memory_limit) as p:
             load_pipeline(pipeline, p)
             steps = step_dirs(changes)
             done = p.steps

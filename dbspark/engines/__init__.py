@@ -17,7 +17,7 @@ def get_kernel(engine: str | Kernel = "local", **options: object) -> Kernel:
     if engine == "local":
         from dbspark.engines.local.kernel import LocalKernel
 
-        return LocalKernel(**options)
+        return LocalKernel(**options)  # type: ignore[arg-type]
     if engine == "spark":
         from dbspark.engines.spark.kernel import SparkKernel
 

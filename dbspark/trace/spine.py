@@ -507,6 +507,11 @@ class Spine:
     def __len__(self) -> int:
         return sum(len(b) for b in self.batches) + sum(p.df.height for p in self.pending)
 
+    def nbytes(self) -> int:
+        """The bytes the trace holds, about: its frames as Polars estimates them, and their hashes."""
+        held = sum(b.df.estimated_size() + b.hashes.nbytes for b in self.batches)
+        return int(held + sum(p.df.estimated_size() for p in self.pending))
+
     # ---- checkpoint ---------------------------------------------------------------------------
     def to_state(self) -> list[pl.DataFrame]:
         self.settle()

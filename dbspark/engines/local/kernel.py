@@ -23,6 +23,7 @@ from dbspark.columnar.plans import collect, drop_null_rows, pick
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.base import GroupFn
 from dbspark.engines.local.exprs import Compiler, evaluate, to_polars
+from dbspark.engines.local.memory import MemoryGuard
 from dbspark.engines.local.sqlfuncs import raising
 from dbspark.errors import SchemaError, WeightError
 from dbspark.ir import functions as fn
@@ -47,9 +48,10 @@ class LocalKernel:
 
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, memory_limit: int | str | None = None) -> None:
         self._deferring = 0  # > 0: trace inserts are deferred (`deferring`)
         self._deferred: dict[int, Spine] = {}
+        self.memory = MemoryGuard(memory_limit)
 
     # ---- group and conversions ---------------------------------------------------------------
     def empty(self, schema: pl.Schema, keys: Sequence[str] | None = None) -> ZSet:
@@ -335,15 +337,19 @@ class LocalKernel:
         self, schema: pl.Schema, keys: Sequence[str], sums: pl.Schema | None = None, order: str | None = None
     ) -> Spine:
         if sums is None:
-            return Spine(keys, with_weight(schema), order=order)
-        data = [(c, t) for c, t in schema.items() if c != WEIGHT]
-        return Spine(keys, pl.Schema([*data, *sums.items()]), list(sums))
+            trace = Spine(keys, with_weight(schema), order=order)
+        else:
+            data = [(c, t) for c, t in schema.items() if c != WEIGHT]
+            trace = Spine(keys, pl.Schema([*data, *sums.items()]), list(sums))
+        self.memory.track(trace)
+        return trace
 
     def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
         if len(delta) == 0:  # nothing to add (an unconsolidated change with entries may still cancel)
             return trace.snapshot()
         saved = list(trace.batches), list(trace.pending)
         undo.append(lambda: trace.__dict__.update(batches=saved[0], pending=saved[1]))
+        before = trace.nbytes() if self.memory.limit is not None else 0
         defer = self._deferring > 0
         if defer:
             self._deferred[id(trace)] = trace
@@ -354,6 +360,8 @@ class LocalKernel:
             trace.insert(z.df, consolidated=True, defer=defer, hashes=getattr(z, "hashes", None))
         else:
             trace.insert(delta.to_frame(), consolidated=True, defer=defer)
+        if self.memory.limit is not None:
+            self.memory.grew(trace, before, undo)
         return trace.snapshot()
 
     @contextlib.contextmanager
@@ -421,7 +429,7 @@ class LocalKernel:
         return list(batches)
 
     def begin_step(self, t: int) -> None:
-        pass
+        self.memory.measure()
 
     def end_step(self, t: int) -> None:
         pass
