@@ -64,6 +64,11 @@ class MemoryLimitError(DbsparkError):
     step is rejected, nothing applied."""
 
 
+class ExecutorLostError(EngineError):
+    """An `EngineError` because the cluster lost an executor mid-step (with it, blocks the step had
+    computed there): a `Pipeline` runs such a step again once by itself."""
+
+
 class ParseError(DbsparkError):
     """Program text (SQL, Datalog) that does not parse; `line` and `column` locate the fault (1-based)."""
 

@@ -26,7 +26,13 @@ from dbspark.circuit.checkpoint import DirectoryLock
 from dbspark.circuit.circuit import Circuit
 from dbspark.circuit.runtime import Runtime
 from dbspark.circuit.stream import Stream
-from dbspark.errors import CheckpointError, CircuitError, UnknownNameError, UnsupportedError
+from dbspark.errors import (
+    CheckpointError,
+    CircuitError,
+    ExecutorLostError,
+    UnknownNameError,
+    UnsupportedError,
+)
 
 CHECKPOINT = "checkpoint.json"
 PICKLED = "checkpoint.pkl"  # the format before 2026-11-28: no longer read
@@ -233,7 +239,11 @@ class Pipeline:
         `sink(step, changes)` writes the changes somewhere before the step commits; it must replace what
         an earlier, uncommitted run of the same step wrote (the step is re-run after a crash). Steps are
         numbered from 1 everywhere (the CLI, errors, outputs): step n commits as the n-th, and
-        `steps` is the number of the last committed one."""
+        `steps` is the number of the last committed one.
+
+        A step that failed because the cluster lost an executor (`ExecutorLostError`: nothing applied,
+        its changes still queued) is run again once; Spark retries the lost tasks it can, but not
+        those reading blocks that only the lost executor held."""
         rt = self.start()
 
         def commit(out: dict[str, Any]) -> None:
@@ -243,7 +253,10 @@ class Pipeline:
                 _fault_point(rt.time)
                 rt.checkpoint(self.directory / CHECKPOINT)
 
-        return rt.step(commit=commit)
+        try:
+            return rt.step(commit=commit)
+        except ExecutorLostError:
+            return rt.step(commit=commit)
 
     def view(self, name: str) -> Any:
         """A view's current contents (rows with weights; on Spark, `.frame` is the DataFrame). Before

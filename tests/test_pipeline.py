@@ -297,3 +297,31 @@ def test_a_step_whose_spark_task_dies_fails_keeps_its_changes_and_runs_again(spa
     finally:
         spark_session.conf.unset("spark.dbspark.placement")
         p.close()
+
+
+@pytest.mark.parametrize("losses, applied", [(1, True), (2, False)])
+def test_a_step_that_lost_an_executor_is_run_again_once(
+    monkeypatch: pytest.MonkeyPatch, losses: int, applied: bool
+) -> None:
+    """The executor loss itself is tested on a local cluster (`test_spark_cluster.py`); here, the
+    Pipeline's answer to it: one more run of the step, then the error."""
+    from dbspark.circuit.runtime import Runtime
+    from dbspark.errors import EngineError, ExecutorLostError
+
+    p = _pipeline("local", None)
+    p.insert("t", [(1, 20)])
+    real, left = Runtime.step, [losses]
+
+    def losing(self: Runtime, *args: Any, **kw: Any) -> Any:
+        if left[0]:
+            left[0] -= 1
+            raise ExecutorLostError("Checkpoint block rdd_1_0 not found")  # nothing applied, as Runtime's
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(Runtime, "step", losing)
+    if applied:
+        assert p.step()["big"].to_dict() == {(1,): 1} and p.steps == 1
+    else:
+        with pytest.raises(EngineError, match="rdd_1_0"):
+            p.step()
+        assert p.steps == 0

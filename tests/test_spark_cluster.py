@@ -88,12 +88,15 @@ def test_pipeline_on_a_local_cluster(cluster_session, tmp_path):
         q.close()
 
 
-def test_an_executor_task_killed_mid_step_is_retried_and_the_step_is_unchanged(cluster_session, tmp_path):
+@pytest.mark.parametrize("kill", ["kill-task-once", "kill-executor-once"])
+def test_an_executor_task_killed_mid_step_is_retried_and_the_step_is_unchanged(
+    cluster_session, tmp_path, kill
+):
     """A step whose change is on Spark writes its state in executor tasks; one of them is killed after
-    writing its files and before returning them (`engines/spark/buckets.py` `_fault_point`: its Python
-    worker exits, as a crashed executor's would). Spark runs the task again, which writes the same
-    files; the step commits once and every view equals DuckDB's."""
-    from dbspark.engines.spark.buckets import KILL_TASK_ONCE
+    writing its files and before returning them (`engines/spark/buckets.py` `_fault_point`): its Python
+    worker exits, as a crashed executor's would, or its executor's JVM is SIGKILLed (the executor is
+    lost; the cluster starts another). Spark runs the task again, which writes the same files; the step
+    commits once and every view equals DuckDB's."""
 
     edge = "src long, dst long, w long"
     node = "id long, label string"
@@ -102,7 +105,7 @@ def test_an_executor_task_killed_mid_step_is_retried_and_the_step_is_unchanged(c
     p.sql(DDL)
     try:
         oracle.run(p, STEPS[:1])
-        trigger = tmp_path / "state" / "state" / "traces" / KILL_TASK_ONCE  # (the kernel's traces)
+        trigger = tmp_path / "state" / "state" / "traces" / kill  # (the kernel's traces)
         trigger.write_text("")
         cluster_session.conf.set("spark.dbspark.placement", "cluster")  # (small: it would run in the driver)
         ins, dels = STEPS[1]
@@ -114,7 +117,7 @@ def test_an_executor_task_killed_mid_step_is_retried_and_the_step_is_unchanged(c
             {"edge": cluster_session.createDataFrame(dels["edge"], edge)},
         )
         oracle.run(p, [frames])
-        assert not trigger.exists() and trigger.with_name(KILL_TASK_ONCE + ".taken").exists()
+        assert not trigger.exists() and trigger.with_name(kill + ".taken").exists()
         assert p.steps == 2
         cluster_session.conf.unset("spark.dbspark.placement")
         oracle.run(p, STEPS[2:])

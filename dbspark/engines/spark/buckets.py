@@ -400,21 +400,46 @@ def _apply(
 
 
 KILL_TASK_ONCE = "kill-task-once"
+KILL_EXECUTOR_ONCE = "kill-executor-once"
 
 
 def _fault_point(root: str) -> None:
     """Fault injection for tests: if `<state>/kill-task-once` exists, the first task to claim it (an
     atomic rename) kills its Python worker after writing its runs and before returning them, as a
-    crashed executor would; Spark retries the task, which writes the same files again."""
+    crashed executor would; Spark retries the task, which writes the same files again. With
+    `kill-executor-once` it SIGKILLs its executor's JVM too (on a cluster: the executor is lost, and
+    its tasks run again on another)."""
     import os
+    import signal
 
-    trigger = os.path.join(root, KILL_TASK_ONCE)
-    if os.path.exists(trigger):
+    for name in (KILL_TASK_ONCE, KILL_EXECUTOR_ONCE):
+        trigger = os.path.join(root, name)
+        if not os.path.exists(trigger):
+            continue
         try:
             os.rename(trigger, trigger + ".taken")
         except OSError:
             return  # another task claimed it
+        if name == KILL_EXECUTOR_ONCE:
+            executor = _executor_pid()
+            if executor is not None:
+                os.kill(executor, signal.SIGKILL)
         os._exit(1)
+
+
+def _executor_pid() -> int | None:
+    """The pid of the executor JVM this Python worker runs under (an ancestor), if it is one."""
+    pid = os.getppid()
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"CoarseGrainedExecutorBackend" in f.read():
+                    return pid
+            with open(f"/proc/{pid}/status") as f:
+                pid = next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+        except (OSError, StopIteration, ValueError):
+            return None
+    return None
 
 
 def seek_rows(

@@ -74,6 +74,10 @@ def ns_join(
     return out.drop(*[f"__r{i}" for i in range(len(rk))])
 
 
+# what Spark says when a step's work was lost with an executor (its local checkpoints, its shuffle files)
+EXECUTOR_LOST = ("CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND", "ExecutorLostFailure", "FetchFailed")
+
+
 class SparkKernel:
     """Implements `engines.base.Kernel` on Spark DataFrames."""
 
@@ -157,7 +161,10 @@ class SparkKernel:
             user_code = "PythonException" in msg and "exited unexpectedly" not in msg
             if not user_code and ("Job aborted" in msg or "SparkException" in msg):
                 lines = [ln for ln in msg.splitlines() if ln.strip()]
-                raise errors.EngineError(lines[0] if lines else type(e).__name__) from e
+                lost = any(sign in msg for sign in EXECUTOR_LOST)
+                raise (errors.ExecutorLostError if lost else errors.EngineError)(
+                    lines[0] if lines else type(e).__name__
+                ) from e
             raise
 
     def write(self, df: Any, path: str, rows: int | None = None) -> None:
