@@ -22,6 +22,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -101,7 +102,11 @@ def push_batch(p: Pipeline, step: Path) -> None:
         schema = p.circuit.nodes[p.circuit.inputs[table]].shape.schema
         rows, weights = read_changes(f, schema)
         if rows.height:
-            p.push(table, rows, weights)
+            try:
+                p.push(table, rows, weights)
+            except DbsparkError as e:  # (a row the table refuses: named with its file)
+                e.args = (f"{f}: {e.args[0] if e.args else e}", *e.args[1:])
+                raise
 
 
 def show_changes(step: int, changes: dict[str, Any], limit: int) -> None:
@@ -213,11 +218,16 @@ def fail(e: Exception) -> NoReturn:
     error Spark raised) by its type and first line; DBSPARK_DEBUG=1 shows the traceback instead."""
     if os.environ.get("DBSPARK_DEBUG"):
         raise e
+    # (soft_wrap: one line, however long; a path wrapped by rich could not be copied whole)
     if isinstance(e, DbsparkError):
-        err.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True, highlight=False)
     else:
-        first = (str(e).strip().splitlines() or [""])[0][:500]
-        err.print(f"[bold red]error:[/] {type(e).__name__}: {first} (DBSPARK_DEBUG=1 shows the traceback)")
+        first = escape((str(e).strip().splitlines() or [""])[0][:500])
+        err.print(
+            f"[bold red]error:[/] {type(e).__name__}: {first} (DBSPARK_DEBUG=1 shows the traceback)",
+            soft_wrap=True,
+            highlight=False,
+        )
     raise typer.Exit(1)
 
 

@@ -154,6 +154,9 @@ def _read_raw(p: Path, fmt: str, text: bool) -> pl.DataFrame:
         if fmt == "parquet":
             return pl.read_parquet(p)
         if fmt == "csv":
+            with open(p, "rb") as f:
+                if not f.read(4096).strip():  # an empty file, as an empty JSON lines file: no rows
+                    return pl.DataFrame()
             if text:
                 return pl.read_csv(p, infer_schema=False)
             return pl.read_csv(p, infer_schema_length=None, schema_overrides={WEIGHT_COLUMN: pl.String})
