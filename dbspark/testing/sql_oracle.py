@@ -289,6 +289,11 @@ class SqlOracle:
     def __init__(self, ddl: str, *, rtol: float = RTOL, atol: float = ATOL) -> None:
         self.con = duckdb.connect()
         self.con.execute("SET enable_progress_bar = false")
+        # DuckDB 1.5.5's expression rewriter turns `CAST(c AS VARCHAR) IS DISTINCT FROM ''` over a NATURAL
+        # FULL JOIN's merged c (a TIMESTAMPTZ) into `c IS DISTINCT FROM NULL`, pushed into both sides:
+        # rows of NULL c are lost (3 rows where the join has 4). The oracle answers unoptimized
+        # expressions; its data is small.
+        self.con.execute("SET disabled_optimizers = 'expression_rewriter'")
         self.con.execute("SET TimeZone = 'UTC'")  # dbspark's session time zone (TIMESTAMPTZ)
         self.rtol, self.atol = rtol, atol
         self.con.execute(without_distinct_from(ddl))
