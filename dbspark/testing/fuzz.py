@@ -18,6 +18,7 @@ first (a fresh one unless given), so that any run can be repeated.
 from __future__ import annotations
 
 import argparse
+import logging
 import random
 import sys
 import time
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("."), help="where a regression test is written")
     ap.add_argument("--minutes", type=float, default=0, help="stop generating after this long (0: no limit)")
     a = ap.parse_args(argv)
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # (its dialect warnings, once per case)
     s = a.seed if a.seed is not None else random.SystemRandom().randrange(10**9)
     print(f"fuzz: engine {a.engine}, {a.cases} cases, seed {s}", flush=True)
     began = time.perf_counter()
