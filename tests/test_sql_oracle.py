@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -235,3 +236,40 @@ CREATE VIEW v0 AS SELECT k, c0 FROM t0 AS x NATURAL FULL JOIN t1 AS y
     p.step()
     o.check(p)
     assert sum(p.view("v0").to_dict().values()) == 4  # no key matches (NULLs): 2 + 2 rows, none filtered
+
+
+MAX38 = Decimal("9999999999999999999999999999.9999999999")
+
+
+@pytest.mark.parametrize("engine_name", ["local", "spark"])
+@pytest.mark.parametrize(
+    "expr, rows",
+    [
+        ("d * 2", [(1, MAX38)]),  # found by the fuzzer (seed 20261128): the Int128 product wrapped
+        ("d + d", [(1, MAX38)]),
+        ("d - d * 3", [(1, -MAX38 / 2)]),
+        ("d + d", [(1, Decimal("4999999999999999999999999999.9999999999"))]),  # 38 digits: fits
+        ("d * 2", [(1, Decimal("-4999999999999999999999999999.9999999999")), (2, None)]),
+    ],
+)
+def test_decimal_38_arithmetic_that_overflows_rejects_the_step(
+    engine_name: str, request: pytest.FixtureRequest, expr: str, rows: list
+) -> None:
+    """At 38 digits an exact sum or product of unscaled values can pass Int128 and wrap: DuckDB's
+    overflow must be a rejected step, and a result that fits, exact."""
+    from dbspark.testing.sql_strategies import Column, Schema, Step, Table, View
+
+    schema = Schema(
+        (Table("t0", (Column("k", "int", "BIGINT"), Column("d", "dec", "DECIMAL(38,10)"))),), (38, 10)
+    )
+    case = Case(
+        schema,
+        (View("v0", f"SELECT k, {expr} AS x FROM t0"),),
+        (Step({}, {"t0": rows}), Step({"t0": rows}, {})),
+    )
+    make = (
+        local
+        if engine_name == "local"
+        else lambda: dbspark.Pipeline(engine="spark", spark=request.getfixturevalue("spark_session"))
+    )
+    run_case(case, make)

@@ -96,6 +96,7 @@ def fuzz(
         deadline=None,
         database=None,
         print_blob=False,
+        report_multiple_bugs=False,  # one mismatch at a time: its minimal case is the last one run
         phases=[Phase.generate, Phase.shrink],
         suppress_health_check=list(HealthCheck),
     )

@@ -208,8 +208,13 @@ def from_unscaled(u: pl.Expr, p: int, s: int) -> pl.Expr:
 
 
 def dec_fits(u: pl.Expr, p: int) -> pl.Expr:
-    """An unscaled Int128 value has at most p digits."""
-    return u.abs() < pl.lit(10**p, dtype=pl.Int128) if p < 38 else pl.lit(True)
+    """An unscaled Int128 value has at most p digits (10^38 fits Int128: p = 38 is checked too)."""
+    return u.abs() < pl.lit(10**p, dtype=pl.Int128)
+
+
+# above this an Int128 sum or product of unscaled values may have wrapped (Int128 ends at 1.7e38): it is
+# estimated in floats first, far enough from both 1e38 and 1.7e38 for their rounding not to matter
+WRAPS = 1.5e38
 
 
 class Compiler:
@@ -361,14 +366,16 @@ class Compiler:
                     u = pl.when(zero).then(None).otherwise((ua.abs() % safe.abs()) * ua.sign())
                 else:
                     u = ua + ub if op == "add" else ua - ub
+                    fa, fb = ua.cast(pl.Float64), ub.cast(pl.Float64)
+                    big = (fa + fb if op == "add" else fa - fb).abs() >= WRAPS
                     # DuckDB casts both operands to the result type first: one that does not fit it
                     # (the width kept at 18 for two DECIMAL(<=18) inputs) is an overflow
-                    big = ~dec_fits(ua, p) | ~dec_fits(ub, p)
+                    big = big | ~dec_fits(ua, p) | ~dec_fits(ub, p)
             else:  # mul: the exact product of the unscaled values, at scale sa + sb
                 ua, ub = unscaled(x[0], sa), unscaled(x[1], sb)
                 u = ua * ub
-                # a product beyond Int128 is beyond 38 digits: caught before it could wrap
-                big = (ua.cast(pl.Float64) * ub.cast(pl.Float64)).abs() >= 1e38
+                big = (ua.cast(pl.Float64) * ub.cast(pl.Float64)).abs() >= WRAPS
+            u = pl.when(big).then(None).otherwise(u)  # (a wrapped value never reaches a cast)
             return from_unscaled(u, p, s), ~dec_fits(u, p) | big
 
         return checked(
