@@ -247,6 +247,10 @@ MAX38 = Decimal("9999999999999999999999999999.9999999999")
     [
         ("d * 2", [(1, MAX38)]),  # found by the fuzzer (seed 20261128): the Int128 product wrapped
         ("d + d", [(1, MAX38)]),
+        # found by the fuzzer (seed 20261128, after the fix above): 10^38 + 1.2499999999, below the
+        # Int128 wrap but past 38 digits, reached a strict cast
+        ("d + 1.25", [(1, MAX38)]),
+        ("d - 1.25", [(1, MAX38.copy_negate())]),
         ("d - d * 3", [(1, -MAX38 / 2)]),
         ("d + d", [(1, Decimal("4999999999999999999999999999.9999999999"))]),  # 38 digits: fits
         ("d * 2", [(1, Decimal("-4999999999999999999999999999.9999999999")), (2, None)]),

@@ -375,8 +375,9 @@ class Compiler:
                 ua, ub = unscaled(x[0], sa), unscaled(x[1], sb)
                 u = ua * ub
                 big = (ua.cast(pl.Float64) * ub.cast(pl.Float64)).abs() >= WRAPS
-            u = pl.when(big).then(None).otherwise(u)  # (a wrapped value never reaches a cast)
-            return from_unscaled(u, p, s), ~dec_fits(u, p) | big
+            # a wrapped value, or one past p digits, never reaches a (strict) cast
+            over = big | ~dec_fits(u, p)
+            return from_unscaled(pl.when(over).then(None).otherwise(u), p, s), over
 
         return checked(
             [self.c(e.left, g), self.c(e.right, g)],
