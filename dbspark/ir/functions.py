@@ -549,6 +549,31 @@ def _date_add(ts, args):
     return TIMESTAMPTZ if is_tz(ts[0]) else TIMESTAMP
 
 
+# bitwise operations on integers (BIGINT): DuckDB's &, |, xor, ~, <<, >> and a logical (unsigned) right
+# shift; a shift amount is taken modulo 64, as Java and x86 do
+BITWISE = {
+    "bitwise_and": 2,
+    "bitwise_or": 2,
+    "xor": 2,
+    "bitwise_not": 1,
+    "shift_left": 2,
+    "shift_right": 2,
+    "shift_right_unsigned": 2,
+}
+for _n, _k in BITWISE.items():
+
+    @_reg(_n, _k, _k)
+    def _bitwise(ts, args, _n=_n):
+        _need(_n, ts, is_int, "integer")
+        return pl.Int64()
+
+
+@_reg("regexp_full_match", 2, 2, "the whole string matches the regular expression (DuckDB's function)")
+def _regexp_full_match(ts, args):
+    _need("regexp_full_match", ts, _str, "VARCHAR")
+    return pl.Boolean()
+
+
 for _n in ("is_distinct_from", "is_not_distinct_from"):
 
     @_reg(_n, 2, 2)

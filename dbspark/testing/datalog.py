@@ -18,10 +18,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from dbspark.errors import DataError
 from dbspark.frontends.datalog.ast import (
     Aggregate,
     Atom,
     BinOp,
+    Call,
     Const,
     Constraint,
     Decl,
@@ -38,30 +40,32 @@ from dbspark.frontends.datalog.ast import (
     term_vars,
 )
 from dbspark.frontends.datalog.parser import parse
+from dbspark.testing.functors import functor, in_range
 
 Rel = set[tuple]
 Binding = dict[str, Any]
 
 
 # ---- the evaluator -----------------------------------------------------------------------------------
-def _value(t: Term, b: Binding, floats: bool = False) -> Any:
+def _value(t: Term, b: Binding) -> Any:
     if isinstance(t, Var):
         return b[t.name]
     if isinstance(t, Const):
         return t.value
     if isinstance(t, Neg):
-        return -_value(t.arg, b)
+        return in_range(-_value(t.arg, b), t)
+    if isinstance(t, Call):
+        return in_range(functor(t, [_value(a, b) for a in t.args]), t)
     assert isinstance(t, BinOp)
     x, y = _value(t.left, b), _value(t.right, b)
-    if t.op == "+":
-        return x + y
-    if t.op == "-":
-        return x - y
-    if t.op == "*":
-        return x * y
-    if t.op == "/":
-        return x / y if isinstance(x, float) or isinstance(y, float) else x // y
-    return x % y
+    if t.op in ("+", "-", "*"):
+        return in_range(x + y if t.op == "+" else x - y if t.op == "-" else x * y, t)
+    if isinstance(x, float) or isinstance(y, float):
+        return x / y if t.op == "/" else x % y
+    if y == 0:
+        raise DataError(f"oracle: {t} by zero")
+    q = abs(x) // abs(y) * (1 if (x >= 0) == (y >= 0) else -1)  # C++: toward zero
+    return q if t.op == "/" else x - q * y
 
 
 def _bound(t: Term, b: Binding) -> bool:

@@ -440,4 +440,5 @@ def _date_add(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     return (shifted + pl.duration(days=days, microseconds=micros)).cast(comp.t(e))  # in UTC
 
 
+from dbspark.engines.local import bitfuncs as _bitfuncs  # noqa: E402, F401
 from dbspark.engines.local import timefuncs as _timefuncs  # noqa: E402, F401  (registers its functions)

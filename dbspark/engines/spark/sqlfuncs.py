@@ -403,4 +403,5 @@ def _date_add(comp: SparkCompiler, e: Func) -> Any:
     return (x + iv).cast(spark_type(comp.t(e)))  # in UTC, the session's zone
 
 
+from dbspark.engines.spark import bitfuncs as _bitfuncs  # noqa: E402, F401
 from dbspark.engines.spark import timefuncs as _timefuncs  # noqa: E402, F401  (registers its functions)

@@ -6,6 +6,7 @@ Every node keeps the (line, column) where it starts, so semantic errors can poin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,27 +76,84 @@ class Neg:
         return f"-{self.arg}"
 
 
-Term = Var | Wild | Const | BinOp | Neg
+# Soufflé's functors written between or before their operands (lowest precedence first in the grammar)
+INFIX = ("lor", "lxor", "land", "bor", "bxor", "band", "bshl", "bshr", "bshru", "^")
+PREFIX = ("bnot", "lnot")
+# the intrinsic functors called by name: name -> (least, most) arguments (None: any number)
+FUNCTORS: dict[str, tuple[int, int | None]] = {
+    "min": (2, None),
+    "max": (2, None),
+    "abs": (1, 1),
+    "cat": (1, None),
+    "strlen": (1, 1),
+    "substr": (3, 3),
+    "to_number": (1, 1),
+    "to_string": (1, 1),
+    "to_float": (1, 1),
+    "to_unsigned": (1, 1),
+    "as": (1, 1),  # as(x, T): the type is `Call.type`
+    "contains": (2, 2),  # the tests, in a body as a literal: 1 when it holds, else 0
+    "match": (2, 2),
+}
+
+
+@dataclass(frozen=True)
+class Call:
+    """A functor applied to its arguments: infix (`x band y`, `x ^ y`), prefix (`bnot x`) or called by
+    name (`cat(a, b)`, `to_float(x)`, `as(x, T)` with T in `type`, resolved to its base type by the
+    checks)."""
+
+    name: str
+    args: tuple[Term, ...]
+    pos: Pos = field(default=NOPOS, compare=False)
+    type: str = ""
+
+    def __str__(self) -> str:
+        if self.name in INFIX:
+            return f"({self.args[0]} {self.name} {self.args[1]})"
+        if self.name in PREFIX:
+            return f"{self.name} {self.args[0]}"
+        extra = f", {self.type}" if self.name == "as" else ""
+        return f"{self.name}({', '.join(map(str, self.args))}{extra})"
+
+
+Term = Var | Wild | Const | BinOp | Neg | Call
+
+
+def subterms(t: Term) -> tuple[Term, ...]:
+    if isinstance(t, BinOp):
+        return (t.left, t.right)
+    if isinstance(t, Neg):
+        return (t.arg,)
+    if isinstance(t, Call):
+        return t.args
+    return ()
 
 
 def term_vars(t: Term) -> set[str]:
     if isinstance(t, Var):
         return {t.name}
-    if isinstance(t, BinOp):
-        return term_vars(t.left) | term_vars(t.right)
-    if isinstance(t, Neg):
-        return term_vars(t.arg)
-    return set()
+    return set().union(*map(term_vars, subterms(t)))
 
 
 def has_wild(t: Term) -> bool:
-    if isinstance(t, Wild):
-        return True
+    return isinstance(t, Wild) or any(map(has_wild, subterms(t)))
+
+
+def rebuild(t: Term, f: Callable[[Term], Term]) -> Term:
+    """`t` rebuilt bottom-up, every node (its children rebuilt first) replaced by f(node)."""
     if isinstance(t, BinOp):
-        return has_wild(t.left) or has_wild(t.right)
-    if isinstance(t, Neg):
-        return has_wild(t.arg)
-    return False
+        t = BinOp(t.op, rebuild(t.left, f), rebuild(t.right, f), t.pos)
+    elif isinstance(t, Neg):
+        t = Neg(rebuild(t.arg, f), t.pos)
+    elif isinstance(t, Call):
+        t = Call(t.name, tuple(rebuild(a, f) for a in t.args), t.pos, t.type)
+    return f(t)
+
+
+def map_vars(t: Term, f: Callable[[Var], Term]) -> Term:
+    """`t` with every variable v replaced by f(v)."""
+    return rebuild(t, lambda x: f(x) if isinstance(x, Var) else x)
 
 
 # ---- literals ----------------------------------------------------------------------------------------
@@ -200,6 +258,27 @@ def outer_vars(lit: Literal) -> set[str]:
     if isinstance(lit, Aggregate):
         return {lit.var}
     return lit.vars()
+
+
+def rebuild_literal(lit: Literal, f: Callable[[Term], Term]) -> Literal:
+    """`lit` with every term in it (inside aggregates too) rebuilt by `rebuild(term, f)`."""
+
+    def atom(a: Atom) -> Atom:
+        return Atom(a.pred, tuple(rebuild(t, f) for t in a.args), a.pos)
+
+    def opt(t: Term | None) -> Term | None:
+        return None if t is None else rebuild(t, f)
+
+    if isinstance(lit, Atom):
+        return atom(lit)
+    if isinstance(lit, Negation):
+        return Negation(atom(lit.atom), lit.pos)
+    if isinstance(lit, Constraint):
+        return Constraint(lit.op, rebuild(lit.left, f), rebuild(lit.right, f), lit.pos)
+    if isinstance(lit, Aggregate):
+        body = tuple(rebuild_literal(x, f) for x in lit.body)
+        return Aggregate(lit.var, lit.func, opt(lit.expr), body, lit.pos)
+    return GroupBy(atom(lit.atom), lit.keys, lit.var, lit.func, opt(lit.expr), lit.pos)
 
 
 # ---- clauses and directives --------------------------------------------------------------------------

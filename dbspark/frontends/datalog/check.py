@@ -23,12 +23,11 @@ from dbspark.frontends.datalog.ast import (
     TYPES,
     Aggregate,
     Atom,
-    BinOp,
+    Call,
     Const,
     Constraint,
     GroupBy,
     Literal,
-    Neg,
     Negation,
     Pos,
     Program,
@@ -38,7 +37,10 @@ from dbspark.frontends.datalog.ast import (
     Wild,
     has_wild,
     literal_vars,
+    map_vars,
     outer_vars,
+    rebuild,
+    rebuild_literal,
     term_vars,
 )
 
@@ -102,8 +104,9 @@ def dtype_type(t: pl.DataType) -> str:
 
 
 # ---- declarations -----------------------------------------------------------------------------------
-def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Relation]:
-    aliases: dict[str, str] = {}
+def _aliases(prog: Program) -> dict[str, str]:
+    """Every type name's base type (the primitive types map to themselves)."""
+    aliases: dict[str, str] = {t: t for t in TYPES}
     for td in prog.types:
         base = aliases.get(td.base, td.base)
         if base not in TYPES:
@@ -113,6 +116,25 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
                 td.pos,
             )
         aliases[td.name] = base
+    return aliases
+
+
+def _resolve_as(rule: Rule, aliases: dict[str, str]) -> Rule:
+    """The rule with the type T of every `as(x, T)` resolved to its base type."""
+
+    def f(t: Term) -> Term:
+        if not (isinstance(t, Call) and t.name == "as"):
+            return t
+        if t.type not in aliases:
+            raise at(SchemaError, f"{t}: unknown type {t.type!r}; the types are {list(aliases)}", t.pos)
+        return Call(t.name, t.args, t.pos, aliases[t.type])
+
+    head = Atom(rule.head.pred, tuple(rebuild(a, f) for a in rule.head.args), rule.head.pos)
+    return Rule(head, tuple(rebuild_literal(x, f) for x in rule.body), rule.pos, rule.shown)
+
+
+def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Relation]:
+    aliases = _aliases(prog)
     rels: dict[str, Relation] = {}
     for d in prog.decls:
         if d.name in rels:
@@ -245,13 +267,7 @@ def _norm_body(body: tuple[Literal, ...], fresh: _Fresh, in_agg: bool) -> tuple[
 
 
 def _rename(t: Term, ren: dict[str, str]) -> Term:
-    if isinstance(t, Var):
-        return Var(ren.get(t.name, t.name), t.pos)
-    if isinstance(t, BinOp):
-        return BinOp(t.op, _rename(t.left, ren), _rename(t.right, ren), t.pos)
-    if isinstance(t, Neg):
-        return Neg(_rename(t.arg, ren), t.pos)
-    return t
+    return map_vars(t, lambda v: Var(ren.get(v.name, v.name), v.pos))
 
 
 def _rename_atom(a: Atom, ren: dict[str, str]) -> Atom:
@@ -405,7 +421,9 @@ def check(prog: Program, external: Mapping[str, pl.Schema] | None = None) -> Che
     rules: list[Rule] = []
     facts: dict[str, list[tuple]] = {}
     fresh = _Fresh()
+    aliases = _aliases(prog)
     for r in prog.rules:
+        r = _resolve_as(r, aliases)
         head = r.head
         if head.pred not in rels:
             raise at(

@@ -26,6 +26,7 @@ from dbspark.frontends.datalog.ast import (
     Aggregate,
     Atom,
     BinOp,
+    Call,
     Const,
     Constraint,
     GroupBy,
@@ -37,8 +38,9 @@ from dbspark.frontends.datalog.ast import (
     Var,
 )
 from dbspark.frontends.datalog.check import DTYPES, Relation, group_vars, outside_vars, plan
+from dbspark.frontends.datalog.functors import Functors
 from dbspark.frontends.datalog.stratify import Component
-from dbspark.frontends.datalog.types import check_types
+from dbspark.frontends.datalog.types import FUNCTOR_TYPES, check_types
 from dbspark.ir.expr import Binary, Case, Cast, Col, Expr, Func, Unary, col, lit
 from dbspark.operators.checks import fail
 
@@ -72,6 +74,7 @@ class RuleLowering:
         # must sum non-negative values (`_nonnegative`)
         self.recursive = recursive
         self.types = check_types(rule, rels)
+        self.functors = Functors(f"rule {rule} ({rule.pos})")
         self.cols: dict[str, str] = {}
         self.n = itertools.count()
 
@@ -91,23 +94,35 @@ class RuleLowering:
             return lit(t.value)
         if isinstance(t, Neg):
             return Unary("neg", self.expr(t.arg))
+        if isinstance(t, Call):
+            types = [self._type(a) for a in t.args]
+            return self.functors.lower(t, [self.expr(a) for a in t.args], types)
         assert isinstance(t, BinOp)
         a, b = self.expr(t.left), self.expr(t.right)
-        if t.op == "/":
-            return Binary("truediv" if self._is_float(t) else "floordiv", a, b)
-        op = {"+": "add", "-": "sub", "*": "mul", "%": "mod"}[t.op]
+        if t.op in ("/", "%"):
+            return self.functors.divide(t.op, a, b, self._type(t) == "float")
+        op = {"+": "add", "-": "sub", "*": "mul"}[t.op]
         return Binary(op, a, b)
 
-    def _is_float(self, t: Term) -> bool:
+    def _type(self, t: Term) -> str | None:
+        """The Datalog type of a term's value (None for an integer literal or an unbound term)."""
         if isinstance(t, Var):
-            return self.types.get(t.name) == "float"
+            return self.types.get(t.name)
         if isinstance(t, Const):
-            return t.type == "float"
+            return None if t.type == "number" else t.type
         if isinstance(t, Neg):
-            return self._is_float(t.arg)
+            return self._type(t.arg)
         if isinstance(t, BinOp):
-            return self._is_float(t.left) or self._is_float(t.right)
-        return False
+            return "float" if "float" in (self._type(t.left), self._type(t.right)) else self._type(t.left)
+        if isinstance(t, Call):
+            if t.name == "as":
+                return t.type
+            result = FUNCTOR_TYPES[t.name][1]
+            if result != "same":
+                return result
+            ts = [self._type(a) for a in t.args]
+            return next((x for x in ts if x is not None), None)
+        return None
 
     def _cmp(self, c: Constraint) -> Expr:
         a, b = self.expr(c.left), self.expr(c.right)

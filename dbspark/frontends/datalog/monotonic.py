@@ -37,6 +37,7 @@ from dbspark.frontends.datalog.ast import (
     Aggregate,
     Atom,
     BinOp,
+    Call,
     Const,
     Constraint,
     GroupBy,
@@ -128,6 +129,14 @@ class _Rule:
             if self.order(t.arg) is not None:
                 raise _Refused(f"-{t.arg} negates the cost {t.arg}")
             return None
+        if isinstance(t, Call):
+            orders = {o for o in map(self.order, t.args) if o is not None}
+            if not orders:
+                return None
+            if t.name in ("min", "max") and len(orders) == 1:  # increasing in every argument
+                return orders.pop()
+            cost = next(a for a in t.args if self.order(a) is not None)
+            raise _Refused(f"{t} is not increasing in the cost {cost}")
         if not isinstance(t, BinOp):
             return None
         a, b = self.order(t.left), self.order(t.right)

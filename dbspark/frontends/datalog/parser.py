@@ -8,8 +8,10 @@
     a(x), b(x) :- c(x) ; d(x).            // several heads, several bodies (disjunction)
     deg(x, n) :- node(x), n = count : { edge(x, _) }.
     total(x, s) :- groupby(q(x, _, y), [x], s = sum<y>).
+    r(x band 0xFF, cat(s, "!")) :- p(x, s), x bshr 2 > 1, !match("a.*", s), true.
 
-Comments are `//` to the end of the line and `/* ... */`. Syntax errors raise
+Expressions follow Soufflé's grammar and operator precedence; functors are `ast.Call` nodes, and
+`contains` / `match` written as body literals become comparisons of their 0 / 1 with 0. Comments are `//` to the end of the line and `/* ... */`. Syntax errors raise
 `dbspark.errors.ParseError` with the 1-based line and column of the offending token.
 """
 
@@ -23,9 +25,13 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from dbspark.errors import ParseError
 from dbspark.frontends.datalog.ast import (
+    FUNCTORS,
+    INFIX,
+    PREFIX,
     Aggregate,
     Atom,
     BinOp,
+    Call,
     Const,
     Constraint,
     Decl,
@@ -63,15 +69,31 @@ conj: literal ("," literal)*
 
 ?literal: atom
         | "!" atom                                        -> negation
-        | expr CMP expr                                   -> constraint
-        | expr CMP AGG [expr] ":" agg_body                -> aggregate
-        | "groupby" "(" atom "," "[" [NAME ("," NAME)*] "]" "," NAME CMP AGG "<" [expr] ">" ")" -> groupby
+        | expr cmp expr                                   -> constraint
+        | expr cmp AGG [expr] ":" agg_body                -> aggregate
+        | "groupby" "(" atom "," "[" [NAME ("," NAME)*] "]" "," NAME cmp AGG LT [expr] GT ")" -> groupby
+        | "true"                                          -> true_lit
+        | "false"                                         -> false_lit
+
+?cmp: CMP | LT | GT
 
 agg_body: "{" conj "}" | atom
 
 atom: NAME "(" [expr ("," expr)*] ")"
 
-?expr: sum
+// Soufflé's precedence, lowest first: lor, lxor, land, bor, bxor, band, shifts, + -, * / %, unary - bnot
+// lnot, and ^ (right-associative, above unary minus: -2^2 is -4)
+?expr: lor
+?lor: lxor | lor "lor" lxor -> lor
+?lxor: land | lxor "lxor" land -> lxor
+?land: bor | land "land" bor -> land
+?bor: bxor | bor "bor" bxor -> bor
+?bxor: band | bxor "bxor" band -> bxor
+?band: shift | band "band" shift -> band
+?shift: sum
+    | shift "bshl" sum -> bshl
+    | shift "bshr" sum -> bshr
+    | shift "bshru" sum -> bshru
 ?sum: product
     | sum "+" product -> add
     | sum "-" product -> sub
@@ -79,20 +101,30 @@ atom: NAME "(" [expr ("," expr)*] ")"
     | product "*" unary -> mul
     | product "/" unary -> div
     | product "%" unary -> mod
-?unary: primary
+?unary: power
     | "-" unary -> neg
+    | "bnot" unary -> bnot
+    | "lnot" unary -> lnot
+?power: primary
+    | primary "^" unary -> pow
 ?primary: NAME           -> var
         | INT            -> intlit
+        | UINT           -> uintlit
         | FLOAT          -> floatlit
         | STRING         -> stringlit
         | "(" expr ")"
+        | NAME "(" [expr ("," expr)*] ")"   -> call
+        | AGG "(" expr ("," expr)+ ")"      -> aggcall
 
-AGG.2: "count" | "sum" | "min" | "max" | "mean"
+AGG.2: /(count|sum|min|max|mean)\b/
 DIRECTIVE.2: ".input" | ".output" | ".printsize"
-CMP: "!=" | "<=" | ">=" | "=" | "<" | ">"
+CMP: "!=" | "<=" | ">=" | "="
+LT: "<"
+GT: ">"
 NAME: /[A-Za-z_][A-Za-z0-9_]*/
 FLOAT: /[0-9]+\.[0-9]+([eE][-+]?[0-9]+)?/
-INT: /[0-9]+/
+UINT.3: /(0x[0-9a-fA-F]+|0b[01]+|[0-9]+)u/
+INT: /0x[0-9a-fA-F]+|0b[01]+|[0-9]+/
 STRING: /"([^"\\\n]|\\.)*"/
 
 COMMENT: /\/\/[^\n]*/
@@ -113,6 +145,9 @@ _NICE.update(
         "FLOAT": "a float",
         "STRING": "a string",
         "CMP": "a comparison",
+        "LT": "'<'",
+        "GT": "'>'",
+        "UINT": "an unsigned integer",
         "AGG": "an aggregate",
         "$END": "the end of the program",
         "DIRECTIVE": "a directive",
@@ -152,7 +187,10 @@ class _Build(Transformer):
         return Wild(p) if name == "_" else Var(name, p)
 
     def intlit(self, ch: list) -> Const:
-        return Const(int(ch[0]), "number", _pos(ch[0]))
+        return Const(int(str(ch[0]), 0), "number", _pos(ch[0]))
+
+    def uintlit(self, ch: list) -> Const:
+        return Const(int(str(ch[0])[:-1], 0), "unsigned", _pos(ch[0]))
 
     def floatlit(self, ch: list) -> Const:
         return Const(float(ch[0]), "float", _pos(ch[0]))
@@ -182,6 +220,44 @@ class _Build(Transformer):
     @v_args(meta=True)
     def mod(self, meta: Any, ch: list) -> BinOp:
         return self._bin("%", meta, ch)
+
+    @v_args(meta=True)
+    def call(self, meta: Any, ch: list) -> Call:
+        name, args = str(ch[0]), [a for a in ch[1:] if a is not None]
+        if name in REFUSED:
+            raise ParseError(
+                f"Datalog: {name}(...) is not supported: {REFUSED[name]}", meta.line, meta.column
+            )
+        if name not in FUNCTORS:
+            raise ParseError(
+                f"Datalog: unknown functor {name!r} (the functors are {', '.join(FUNCTORS)}; a relation "
+                "cannot be called inside an expression)",
+                meta.line,
+                meta.column,
+            )
+        typ = ""
+        if name == "as":
+            if len(args) != 2 or not isinstance(args[1], Var):
+                raise ParseError("Datalog: as(x, T) takes a value and a type name", meta.line, meta.column)
+            typ, args = args[1].name, args[:1]
+        lo, hi = FUNCTORS[name]
+        if len(args) < lo or (hi is not None and len(args) > hi):
+            want = f"{lo}" if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
+            raise ParseError(
+                f"Datalog: {name}(...) takes {want} argument(s), got {len(args)}", meta.line, meta.column
+            )
+        return Call(name, tuple(args), Pos(meta.line, meta.column), typ)
+
+    @v_args(meta=True)
+    def aggcall(self, meta: Any, ch: list) -> Call:
+        name = str(ch[0])
+        if name not in ("min", "max"):
+            raise ParseError(
+                f"Datalog: {name}(...) is an aggregate, not a functor (write {name} x : {{ ... }})",
+                meta.line,
+                meta.column,
+            )
+        return Call(name, tuple(ch[1:]), Pos(meta.line, meta.column))
 
     @v_args(meta=True)
     def neg(self, meta: Any, ch: list) -> Any:
@@ -222,6 +298,7 @@ class _Build(Transformer):
     @v_args(meta=True)
     def groupby(self, meta: Any, ch: list) -> GroupBy:
         atom, *rest = ch
+        rest = [x for x in rest if not (isinstance(x, Token) and x.type in ("LT", "GT"))]
         expr = rest[-1]
         func = str(rest[-2])
         _need_eq(rest[-3])
@@ -229,8 +306,18 @@ class _Build(Transformer):
         keys = tuple(str(k) for k in rest[:-4] if k is not None)
         return GroupBy(atom, keys, var, func, expr, Pos(meta.line, meta.column))
 
+    @v_args(meta=True)
+    def true_lit(self, meta: Any, ch: list) -> Constraint:
+        p = Pos(meta.line, meta.column)
+        return Constraint("=", Const(1, "number", p), Const(1, "number", p), p)
+
+    @v_args(meta=True)
+    def false_lit(self, meta: Any, ch: list) -> Constraint:
+        p = Pos(meta.line, meta.column)
+        return Constraint("!=", Const(1, "number", p), Const(1, "number", p), p)
+
     def conj(self, ch: list) -> list:
-        return list(ch)
+        return [_test(x) for x in ch]
 
     def body(self, ch: list) -> list:
         return list(ch)
@@ -295,6 +382,43 @@ class _Build(Transformer):
             elif isinstance(item, list):
                 prog.rules.extend(item)
         return prog
+
+
+def _operator(name: str) -> Any:
+    @v_args(meta=True)
+    def build(self: _Build, meta: Any, ch: list) -> Call:
+        return Call(name, tuple(ch), Pos(meta.line, meta.column))
+
+    return build
+
+
+# the grammar's operator rules (named as the operators, but `pow` for ^) build functor calls
+for _op in (*INFIX, *PREFIX):
+    setattr(_Build, "pow" if _op == "^" else _op, _operator(_op))
+
+
+# functors Soufflé has that dbspark refuses, and why
+REFUSED = {
+    "ord": "Soufflé's ord is the index of a symbol in its symbol table (the order symbols were first "
+    "seen), which an incrementally maintained program cannot reproduce",
+    "range": "range(a, b) generators are not supported yet",
+    "autoinc": "autoinc() is not supported yet",
+}
+
+
+def _test(lit: Any) -> Any:
+    """`contains(a, b)` and `match(p, s)` written as body literals (and negated) are tests: comparisons
+    of the functor's 0 / 1 with 0."""
+    neg = isinstance(lit, Negation)
+    a = lit.atom if neg else lit
+    if not (isinstance(a, Atom) and a.pred in ("contains", "match")):
+        return lit
+    if len(a.args) != 2:
+        raise ParseError(
+            f"Datalog: {a.pred}(...) takes 2 argument(s), got {len(a.args)}", a.pos.line, a.pos.column
+        )
+    zero = Const(0, "number", a.pos)
+    return Constraint("=" if neg else "!=", Call(a.pred, a.args, a.pos), zero, lit.pos)
 
 
 def _expected(e: UnexpectedInput) -> str:

@@ -14,6 +14,7 @@ from dbspark.frontends.datalog.ast import (
     Aggregate,
     Atom,
     BinOp,
+    Call,
     Const,
     Constraint,
     GroupBy,
@@ -32,6 +33,34 @@ if TYPE_CHECKING:
 
 INT_LIT = "integer literal"
 NUMERIC = ("number", "unsigned", "float")
+
+
+INTEGRAL = ("number", "unsigned", INT_LIT)
+WANT = {
+    "integers": INTEGRAL,
+    "numbers": (*NUMERIC, INT_LIT),
+    "symbols": ("symbol",),
+    "numbers or symbols": (*NUMERIC, INT_LIT, "symbol"),
+    "anything": (*NUMERIC, INT_LIT, "symbol"),
+}
+# each functor: the kind of its arguments (the last one repeats) and its result ("same": the arguments')
+FUNCTOR_TYPES: dict[str, tuple[tuple[str, ...], str]] = {
+    **{op: (("integers",), "same") for op in ("band", "bor", "bxor", "bshl", "bshr", "bshru", "bnot")},
+    **{op: (("integers",), "same") for op in ("land", "lor", "lxor", "lnot")},
+    "^": (("numbers",), "same"),
+    "min": (("numbers or symbols",), "same"),
+    "max": (("numbers or symbols",), "same"),
+    "abs": (("numbers",), "same"),
+    "cat": (("symbols",), "symbol"),
+    "strlen": (("symbols",), "number"),
+    "substr": (("symbols", "integers"), "symbol"),
+    "to_number": (("anything",), "number"),
+    "to_unsigned": (("anything",), "unsigned"),
+    "to_float": (("anything",), "float"),
+    "to_string": (("anything",), "symbol"),
+    "contains": (("symbols",), "number"),
+    "match": (("symbols",), "number"),
+}
 
 
 def fits(value_type: str, want: str) -> bool:
@@ -123,6 +152,8 @@ class _Types:
             if a is not None and a not in (*NUMERIC, INT_LIT):
                 raise at(SchemaError, f"type mismatch: '-' on {a} in {t}", t.pos)
             return a
+        if isinstance(t, Call):
+            return self.call(t)
         assert isinstance(t, BinOp)
         a, b = self.expr(t.left), self.expr(t.right)
         for x in (a, b):
@@ -133,6 +164,48 @@ class _Types:
                 SchemaError, f"type mismatch: '{t.op}' on {a} and {b} in {t} (convert explicitly)", t.pos
             )
         return unify(a, b)
+
+    def call(self, t: Call) -> str | None:
+        """The type of a functor's value, checking its arguments' types (`FUNCTOR_TYPES`)."""
+        ts = [self.expr(a) for a in t.args]
+        if t.name == "as":
+            return self.cast(t, ts[0])
+        kinds, result = FUNCTOR_TYPES[t.name]
+        for i, (a, x) in enumerate(zip(t.args, ts, strict=True)):
+            want = kinds[min(i, len(kinds) - 1)]
+            ok = WANT[want]
+            if x is not None and x not in ok:
+                raise at(
+                    SchemaError,
+                    f"type mismatch: argument {i + 1} of {t} is {x} ({a}), {t.name} takes {want}",
+                    t.pos,
+                )
+        if result != "same":
+            return result
+        known = {x for x in ts if x not in (None, INT_LIT)}
+        if len(known) > 1:
+            raise at(
+                SchemaError,
+                f"type mismatch: {t} on {' and '.join(sorted(known))} (convert explicitly)",
+                t.pos,
+            )
+        return known.pop() if known else (INT_LIT if INT_LIT in ts else None)
+
+    def cast(self, t: Call, x: str | None) -> str:
+        """`as(x, T)`: the value as T, for a T of x's own kind (number and unsigned are one kind)."""
+        if x is None or x == t.type or (x == INT_LIT and t.type in NUMERIC):
+            return t.type
+        if {x, t.type} <= {"number", "unsigned", INT_LIT}:
+            return t.type
+        hint = {"float": "to_float", "symbol": "to_string"}.get(t.type, f"to_{t.type}")
+        if t.type in ("number", "unsigned") and x in ("float", "symbol"):
+            hint = "to_number" if t.type == "number" else "to_unsigned"
+        raise at(
+            SchemaError,
+            f"{t}: as(...) does not convert a {x} to {t.type} (Soufflé reinterprets the bits); "
+            f"use {hint}(...)",
+            t.pos,
+        )
 
     def literal(self, lit: Literal) -> None:
         if isinstance(lit, Atom):
