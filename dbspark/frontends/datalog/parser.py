@@ -38,7 +38,6 @@ from dbspark.frontends.datalog.ast import (
     Directive,
     GroupBy,
     Neg,
-    Negation,
     Pos,
     Program,
     Rule,
@@ -46,6 +45,7 @@ from dbspark.frontends.datalog.ast import (
     Var,
     Wild,
 )
+from dbspark.frontends.datalog.disjunction import And, Not, Or, normal_form
 
 GRAMMAR = r"""
 start: item*
@@ -62,13 +62,15 @@ param: NAME "=" pvalue
        | NAME   -> pname
        | INT    -> pint
 
-clause: heads [":-" body] "."
+clause: heads [":-" disj] "."
 heads: atom ("," atom)*
-body: conj (";" conj)*
-conj: literal ("," literal)*
+disj: conj (";" conj)*
+conj: term ("," term)*
+?term: literal
+     | "!" term                                           -> negated
+     | "(" disj ")"
 
 ?literal: atom
-        | "!" atom                                        -> negation
         | expr cmp expr                                   -> constraint
         | expr cmp AGG [expr] ":" agg_body                -> aggregate
         | "groupby" "(" atom "," "[" [NAME ("," NAME)*] "]" "," NAME cmp AGG LT [expr] GT ")" -> groupby
@@ -77,9 +79,10 @@ conj: literal ("," literal)*
 
 ?cmp: CMP | LT | GT
 
-agg_body: "{" conj "}" | atom
+agg_body: "{" disj "}" | atom
 
-atom: NAME "(" [expr ("," expr)*] ")"
+// `(a(x))` in a body is an atom, not a parenthesized functor call (the priority settles it)
+atom.2: NAME "(" [expr ("," expr)*] ")"
 
 // Soufflé's precedence, lowest first: lor, lxor, land, bor, bxor, band, shifts, + -, * / %, unary - bnot
 // lnot, and ^ (right-associative, above unary minus: -2^2 is -4)
@@ -272,16 +275,24 @@ class _Build(Transformer):
         args = tuple(a for a in ch[1:] if a is not None)
         return Atom(str(ch[0]), args, Pos(meta.line, meta.column))
 
-    @v_args(meta=True)
-    def negation(self, meta: Any, ch: list) -> Negation:
-        return Negation(ch[0], Pos(meta.line, meta.column))
+    def negated(self, ch: list) -> Not:
+        return Not(_test(ch[0]))
 
     @v_args(meta=True)
     def constraint(self, meta: Any, ch: list) -> Constraint:
         return Constraint(str(ch[1]), ch[0], ch[2], Pos(meta.line, meta.column))
 
     def agg_body(self, ch: list) -> tuple:
-        return tuple(ch[0]) if isinstance(ch[0], list) else (ch[0],)
+        bodies = normal_form(ch[0])
+        if len(bodies) != 1:
+            lit = bodies[0][0]
+            raise ParseError(
+                "Datalog: a disjunction inside an aggregate's body is not supported (aggregate a "
+                "relation derived by several rules instead)",
+                lit.pos.line,
+                lit.pos.column,
+            )
+        return tuple(bodies[0])
 
     @v_args(meta=True)
     def aggregate(self, meta: Any, ch: list) -> Aggregate:
@@ -316,11 +327,11 @@ class _Build(Transformer):
         p = Pos(meta.line, meta.column)
         return Constraint("!=", Const(1, "number", p), Const(1, "number", p), p)
 
-    def conj(self, ch: list) -> list:
-        return [_test(x) for x in ch]
+    def conj(self, ch: list) -> And:
+        return And(tuple(_test(x) for x in ch))
 
-    def body(self, ch: list) -> list:
-        return list(ch)
+    def disj(self, ch: list) -> Or:
+        return Or(tuple(ch))
 
     def heads(self, ch: list) -> list:
         return list(ch)
@@ -331,7 +342,7 @@ class _Build(Transformer):
         p = Pos(meta.line, meta.column)
         if bodies is None:
             return [Rule(h, (), p) for h in heads]
-        return [Rule(h, tuple(b), p) for h in heads for b in bodies]
+        return [Rule(h, tuple(b), p) for h in heads for b in normal_form(bodies)]
 
     # ---- declarations
     def attr(self, ch: list) -> tuple[str, str, Pos]:
@@ -407,18 +418,15 @@ REFUSED = {
 
 
 def _test(lit: Any) -> Any:
-    """`contains(a, b)` and `match(p, s)` written as body literals (and negated) are tests: comparisons
-    of the functor's 0 / 1 with 0."""
-    neg = isinstance(lit, Negation)
-    a = lit.atom if neg else lit
-    if not (isinstance(a, Atom) and a.pred in ("contains", "match")):
+    """`contains(a, b)` and `match(p, s)` written as body literals are tests: comparisons of the
+    functor's 0 / 1 with 0 (negated, the opposite comparison)."""
+    if not (isinstance(lit, Atom) and lit.pred in ("contains", "match")):
         return lit
-    if len(a.args) != 2:
+    if len(lit.args) != 2:
         raise ParseError(
-            f"Datalog: {a.pred}(...) takes 2 argument(s), got {len(a.args)}", a.pos.line, a.pos.column
+            f"Datalog: {lit.pred}(...) takes 2 argument(s), got {len(lit.args)}", lit.pos.line, lit.pos.column
         )
-    zero = Const(0, "number", a.pos)
-    return Constraint("=" if neg else "!=", Call(a.pred, a.args, a.pos), zero, lit.pos)
+    return Constraint("!=", Call(lit.pred, lit.args, lit.pos), Const(0, "number", lit.pos), lit.pos)
 
 
 def _expected(e: UnexpectedInput) -> str:
