@@ -291,10 +291,15 @@ def evaluate(
         rels[k] = set(map(tuple, v))
     level = strata(prog)
     ev = _Eval(rels)
+    eqrel = {d.name for d in prog.decls if "eqrel" in d.qualifiers}
     for stratum in sorted(set(level.values())):
         rules = [r for r in prog.rules if level[r.head.pred] == stratum]
         for _ in range(max_rounds):
             new = False
+            for name in eqrel & {r.head.pred for r in rules}:  # Soufflé's eqrel: the equivalence closure
+                closed = equivalence_closure(rels[name])
+                new |= closed != rels[name]
+                rels[name] = closed
             for r in rules:
                 for b in ev.body(r, r.body, [{}]):
                     row = tuple(
@@ -309,6 +314,23 @@ def evaluate(
         else:
             raise RuntimeError(f"oracle: stratum {stratum} did not converge")
     return rels
+
+
+def equivalence_closure(pairs: Rel) -> Rel:
+    """The least equivalence relation holding `pairs` (on the elements they mention), by union-find."""
+    parent: dict[Any, Any] = {}
+
+    def find(a: Any) -> Any:
+        while parent.setdefault(a, a) != a:
+            a = parent[a]
+        return a
+
+    for a, b in pairs:
+        parent[find(a)] = find(b)
+    classes: dict[Any, list] = {}
+    for a in list(parent):
+        classes.setdefault(find(a), []).append(a)
+    return {(a, b) for members in classes.values() for a in members for b in members}
 
 
 # ---- strategies ----------------------------------------------------------------------------------------

@@ -302,6 +302,7 @@ class Decl:
     name: str
     attrs: tuple[tuple[str, str], ...]  # (attribute, type name as written)
     pos: Pos = field(default=NOPOS, compare=False)
+    qualifiers: tuple[str, ...] = ()  # as written after the attributes: "eqrel", "brie", ...
 
 
 @dataclass(frozen=True)

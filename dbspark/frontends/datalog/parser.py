@@ -52,7 +52,7 @@ start: item*
 
 ?item: decl | type_decl | directive | clause
 
-decl: ".decl" NAME "(" [attr ("," attr)*] ")"
+decl: ".decl" NAME "(" [attr ("," attr)*] ")" QUALIFIER*
 attr: NAME ":" NAME
 type_decl: ".type" NAME ("<:" | "=") NAME
 directive: DIRECTIVE NAME ("," NAME)* [params]
@@ -121,6 +121,9 @@ atom.2: NAME "(" [expr ("," expr)*] ")"
 
 AGG.2: /(count|sum|min|max|mean)\b/
 DIRECTIVE.2: ".input" | ".output" | ".printsize"
+// Soufflé's relation qualifiers: eqrel is an equivalence relation; the others choose data structures
+// and optimisations, accepted and ignored
+QUALIFIER.2: /(brie|btree_delete|btree|eqrel|inline|no_inline|magic|no_magic|override)\b/
 CMP: "!=" | "<=" | ">=" | "="
 LT: "<"
 GT: ">"
@@ -350,8 +353,9 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def decl(self, meta: Any, ch: list) -> Decl:
-        attrs = [a for a in ch[1:] if a is not None]
-        d = Decl(str(ch[0]), tuple((a, t) for a, t, _ in attrs), Pos(meta.line, meta.column))
+        attrs = [a for a in ch[1:] if isinstance(a, tuple)]
+        quals = tuple(str(q) for q in ch[1:] if isinstance(q, Token) and q.type == "QUALIFIER")
+        d = Decl(str(ch[0]), tuple((a, t) for a, t, _ in attrs), Pos(meta.line, meta.column), quals)
         object.__setattr__(d, "_type_pos", {a: p for a, _, p in attrs})
         return d
 
