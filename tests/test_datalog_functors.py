@@ -399,3 +399,21 @@ def test_eqrel_refusals():
         pipeline_on("local").datalog(".decl s(x: number, y: symbol) eqrel\n")
     with pytest.raises(Exception, match="cannot be an input"):
         pipeline_on("local").datalog(".decl s(x: number, y: number) eqrel\n.input s\n")
+
+
+def test_plan_and_pragma_are_accepted_limitsize_and_printsize_refused():
+    text = """
+    .pragma "magic-transform" "*"
+    .decl e(x: number, y: number) .input e
+    .decl p(x: number, y: number) .output p
+    p(x, y) :- e(x, y).
+    p(x, z) :- p(x, y), e(y, z).
+    .plan 1:(2,1)
+    """
+    assert derive("local", text, {"e": [(1, 2), (2, 3)]}, "p") == {(1, 2), (2, 3), (1, 3)}
+    with pytest.raises(Exception, match="limitsize is not supported: which tuples"):
+        pipeline_on("local").datalog(text + ".limitsize p(n=5)\n")
+    with pytest.raises(Exception, match="printsize is not supported"):
+        pipeline_on("local").datalog(text + ".printsize p\n")
+    with pytest.raises(ParseError, match=r"unknown directive .functorx \(the directives are .decl"):
+        pipeline_on("local").datalog(text + ".functorx f(x: number): number\n")

@@ -165,9 +165,12 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
     seen: set[tuple[str, str]] = set()
     for dr in prog.directives:
         if dr.kind not in ("input", "output"):
-            raise at(
-                UnsupportedError, f".{dr.kind} is not supported (only .decl, .type, .input, .output)", dr.pos
-            )
+            why = {
+                "limitsize": "which tuples a limit keeps depends on evaluation order, so it cannot be "
+                "maintained incrementally",
+                "printsize": "read a relation's size with a count aggregate into an output relation",
+            }.get(dr.kind, "")
+            raise at(UnsupportedError, f".{dr.kind} is not supported: {why}", dr.pos)
         if dr.name not in rels:
             raise at(UnknownNameError, f".{dr.kind} {dr.name}: relation {dr.name!r} is not declared", dr.pos)
         if (dr.kind, dr.name) in seen:

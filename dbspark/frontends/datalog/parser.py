@@ -50,7 +50,12 @@ from dbspark.frontends.datalog.disjunction import And, Not, Or, normal_form
 GRAMMAR = r"""
 start: item*
 
-?item: decl | type_decl | directive | clause
+?item: decl | type_decl | directive | clause | plan | pragma
+
+// a rule's join orders and Soufflé's options: accepted and ignored (dbspark plans its own joins)
+plan: ".plan" plan_entry ("," plan_entry)*
+plan_entry: INT ":" "(" [INT ("," INT)*] ")"
+pragma: ".pragma" STRING [STRING]
 
 decl: ".decl" NAME "(" [attr ("," attr)*] ")" QUALIFIER*
 attr: NAME ":" NAME
@@ -120,7 +125,7 @@ atom.2: NAME "(" [expr ("," expr)*] ")"
         | AGG "(" expr ("," expr)+ ")"      -> aggcall
 
 AGG.2: /(count|sum|min|max|mean)\b/
-DIRECTIVE.2: ".input" | ".output" | ".printsize"
+DIRECTIVE.2: ".input" | ".output" | ".printsize" | ".limitsize"
 // Soufflé's relation qualifiers: eqrel is an equivalence relation; the others choose data structures
 // and optimisations, accepted and ignored
 QUALIFIER.2: /(brie|btree_delete|btree|eqrel|inline|no_inline|magic|no_magic|override)\b/
@@ -385,6 +390,12 @@ class _Build(Transformer):
         names = [str(n) for n in ch[1:] if isinstance(n, Token)]
         return [Directive(kind, n, params or (), Pos(meta.line, meta.column)) for n in names]
 
+    def plan(self, ch: list) -> None:
+        return None
+
+    def pragma(self, ch: list) -> None:
+        return None
+
     def start(self, ch: list) -> Program:
         prog = Program()
         for item in ch:
@@ -469,10 +480,11 @@ def parse(text: str) -> Program:
             ) from None
         if str(tok) == "." and tok.start_pos is not None:
             m = re.match(r"\.(\w+)", text[tok.start_pos :])
-            if m and m.group(1) not in ("decl", "type", "input", "output", "printsize"):
+            known = ("decl", "type", "input", "output", "printsize", "limitsize", "plan", "pragma")
+            if m and m.group(1) not in known:
                 raise ParseError(
-                    f"Datalog syntax error: unknown directive .{m.group(1)} (the directives are .decl, "
-                    ".type, .input, .output)",
+                    f"Datalog syntax error: unknown directive .{m.group(1)} (the directives are "
+                    f"{', '.join('.' + k for k in known)})",
                     e.line,
                     e.column,
                 ) from None
