@@ -22,7 +22,7 @@ from dbspark.operators.base import Shape
 from dbspark.operators.closure import Closure, StreamClosure
 from dbspark.operators.distinct import DistinctH, StreamDistinct
 from dbspark.operators.join import StreamJoin, StreamProduct, right_columns
-from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus, Weigh
+from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus, Ranges, Weigh
 from dbspark.operators.time import Delay, Differentiate, Integrate
 
 if TYPE_CHECKING:
@@ -83,6 +83,11 @@ class Stream:
     def flat_map(self, fn: Callable[[dict], Any], schema: Mapping[str, Any]) -> Stream:
         """Each row (as a dict) becomes the rows `fn` yields (tuples in `schema` order, or dicts)."""
         return self.circuit.add(FlatMap(fn, to_schema(schema)), self)
+
+    def ranges(self, lo: str, hi: str, step: str, column: str) -> Stream:
+        """Each row once per value of the integer range its columns `lo`, `hi`, `step` give (Soufflé's
+        range), in `column`, which replaces the three."""
+        return self.circuit.add(Ranges(lo, hi, step, column), self)
 
     def weigh(self, column: str) -> Stream:
         """Multiply each row's weight by its (integer) value in `column`, dropping the column."""

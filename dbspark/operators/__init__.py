@@ -4,7 +4,7 @@ from dbspark.operators.aggregate import Aggregate, StreamAggregate
 from dbspark.operators.base import BILINEAR, LINEAR, NONLINEAR, SOURCE, Operator
 from dbspark.operators.distinct import DistinctH, StreamDistinct
 from dbspark.operators.join import StreamJoin, StreamProduct
-from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus
+from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus, Ranges
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, Differentiate, Integrate
 
@@ -19,6 +19,7 @@ __all__ = [
     "DistinctH",
     "Filter",
     "FlatMap",
+    "Ranges",
     "Index",
     "Input",
     "Integrate",

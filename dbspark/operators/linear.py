@@ -70,6 +70,38 @@ class Map(Operator):
         return kernel.map(inputs[0], self.exprs, state)
 
 
+@dataclass(frozen=True)
+class Ranges(Operator):
+    """Each row once per value of the integer range in its columns `lo`, `hi`, `step` (Soufflé's
+    `range(lo, hi, step)`: `engines.base.ZSetKernel.ranges`), in `column`, which replaces the three.
+    Linear: each row's values depend on that row alone, and its weight carries over."""
+
+    lo: str
+    hi: str
+    step: str
+    column: str
+    name = "ranges"
+    kind = LINEAR
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        s = ins[0].schema
+        for c in (self.lo, self.hi, self.step):
+            if c not in s:
+                raise UnknownNameError(f"ranges: unknown column {c!r}; the stream has {list(s)}")
+            if not s[c].is_integer():
+                raise SchemaError(f"ranges: column {c!r} is {s[c]}, not an integer")
+        keep = [(c, t) for c, t in s.items() if c not in (self.lo, self.hi, self.step)]
+        if self.column in dict(keep):
+            raise SchemaError(f"ranges: column {self.column!r} is already in the stream")
+        return Shape(pl.Schema([*keep, (self.column, pl.Int64())]))
+
+    def label(self) -> str:
+        return f"ranges[{self.column} in {self.lo}..{self.hi} by {self.step}]"
+
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
+        return kernel.ranges(inputs[0], self.lo, self.hi, self.step, self.column)
+
+
 @dataclass(frozen=True, eq=False)
 class FlatMap(Operator):
     """flat_map(f): each row becomes any number of rows (f: row dict -> iterable of tuples or dicts).

@@ -40,7 +40,7 @@ from dbspark.frontends.datalog.ast import (
     term_vars,
 )
 from dbspark.frontends.datalog.parser import parse
-from dbspark.testing.functors import functor, in_range
+from dbspark.testing.functors import functor, in_range, souffle_range
 
 Rel = set[tuple]
 Binding = dict[str, Any]
@@ -68,6 +68,14 @@ def _value(t: Term, b: Binding) -> Any:
     return q if t.op == "/" else x - q * y
 
 
+def _is_range(t: Term) -> bool:
+    return isinstance(t, Call) and t.name == "range"
+
+
+def _values(gen: Call, b: Binding) -> list[int]:
+    return souffle_range(*[_value(a, b) for a in gen.args])
+
+
 def _bound(t: Term, b: Binding) -> bool:
     return term_vars(t) <= set(b)
 
@@ -79,6 +87,9 @@ def _match(a: Atom, row: tuple, b: Binding) -> Binding | None:
             continue
         if isinstance(t, Var) and t.name not in out:
             out[t.name] = v
+        elif _is_range(t):  # a generator as an argument: the row's value is one of its values
+            if v not in _values(t, out):  # type: ignore[arg-type]
+                return None
         elif _value(t, out) != v:
             return None
     return out
@@ -124,6 +135,16 @@ class _Eval:
         if not bs:
             return bs
         known = set(bs[0])
+        if isinstance(lit, Constraint) and lit.op == "=" and _is_range(lit.left) != _is_range(lit.right):
+            gen, other = (lit.left, lit.right) if _is_range(lit.left) else (lit.right, lit.left)
+            assert isinstance(gen, Call)
+            if not term_vars(gen) <= known:
+                return None
+            if term_vars(other) <= known:
+                return [b for b in bs if _value(other, b) in _values(gen, b)]
+            if isinstance(other, Var):
+                return [{**b, other.name: x} for b in bs for x in _values(gen, b)]
+            return None
         if isinstance(lit, Constraint):
             if lit.vars() <= known:
                 return [b for b in bs if CMP[lit.op](_value(lit.left, b), _value(lit.right, b))]

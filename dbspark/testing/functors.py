@@ -69,6 +69,8 @@ def functor(t: Call, v: list[Any]) -> Any:
     }
     if n in simple:
         return simple[n]()
+    if n == "range":
+        raise AssertionError("oracle: range is a generator, not a value")
     if n == "^":
         try:
             p = math.pow(v[0], v[1])
@@ -92,3 +94,16 @@ def functor(t: Call, v: list[Any]) -> Any:
     else:
         out = _int(x, t) if isinstance(x, float) else x
     return _unsigned(out, t) if n == "to_unsigned" else out
+
+
+def souffle_range(lo: int, hi: int, step: int | None = None) -> list[int]:
+    """The values of Soufflé's generator `range(lo, hi[, step])` (its `runRange`, written again)."""
+    if step is None:
+        step = 1 if lo <= hi else -1
+    if step == 0:
+        return [lo] if lo != hi else []
+    out, x = [], lo
+    while (x < hi) if step > 0 else (x > hi):
+        out.append(x)
+        x += step
+    return out

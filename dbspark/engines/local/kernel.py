@@ -20,6 +20,7 @@ from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
 from dbspark.columnar.aggfold import Accumulators
 from dbspark.columnar.plans import collect, drop_null_rows, pick
+from dbspark.columnar.ranges import range_counts
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.base import GroupFn
 from dbspark.engines.local.exprs import Compiler, evaluate, to_polars
@@ -142,6 +143,15 @@ class LocalKernel:
                 out_rows.append(t)
                 ws.append(w)
         return ZSet.from_rows(out_rows, schema, ws)
+
+    def ranges(self, a: Value, lo: str, hi: str, step: str, column: str) -> ZSet:
+        z = self.as_zset(a)
+        keep = [c for c in z.columns if c not in (lo, hi, step)]
+        n, k = range_counts(pl.col(lo), pl.col(hi), pl.col(step))
+        df = z.df.with_columns(n.alias("__n"), k.alias("__k")).filter(pl.col("__n") > 0)
+        df = df.with_columns(pl.int_ranges(0, pl.col("__n"), dtype=pl.Int64).alias("__i")).explode("__i")
+        value = pl.col(lo) + pl.col("__i") * pl.col("__k")
+        return ZSet(df.select(*keep, value.alias(column), WEIGHT))
 
     def index(self, a: Value, keys: Sequence[str]) -> IndexedZSet:
         z = self.as_zset(a)

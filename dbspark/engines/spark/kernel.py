@@ -941,6 +941,28 @@ class SparkKernel:
         trace.add(z, undo)
         return out
 
+    def ranges(self, a: Value, lo: str, hi: str, step: str, column: str) -> SparkZSet:
+        """As the local kernel (`columnar/ranges.py`): n values lo + i * k, i < n, exploded in Spark."""
+        z = self.as_zset(a)
+        keep = [c for c in z.schema if c not in (lo, hi, step)]
+        schema = pl.Schema([*[(c, z.schema[c]) for c in keep], (column, pl.Int64())])
+        if z.known_empty:
+            return self.empty(schema)
+        if _local(z):
+            return self._in_driver(z, lambda k, v: k.ranges(v, lo, hi, step, column))
+        f = F()
+        a_, b_, s_ = (f"CAST(`{c}` AS BIGINT)" for c in (lo, hi, step))
+        n = f.expr(
+            f"CASE WHEN {s_} > 0 THEN IF({b_} > {a_}, ({b_} - {a_} - 1) div {s_} + 1, 0) "
+            f"WHEN {s_} < 0 THEN IF({a_} > {b_}, ({a_} - {b_} - 1) div (0 - {s_}) + 1, 0) "
+            f"ELSE IF({a_} != {b_}, 1, 0) END"
+        )
+        k = f.expr(f"IF({s_} = 0, CAST(1 AS BIGINT), {s_})")
+        df = z.frame.select("*", n.alias("__n"), k.alias("__k")).filter(col("__n") > 0)
+        df = df.select("*", f.explode(f.sequence(f.lit(0).cast("long"), col("__n") - 1)).alias("__i"))
+        value = (col(lo).cast("long") + col("__i") * col("__k")).alias(column)
+        return self._z(schema, df.select(*col_list(keep), value, col(WEIGHT)), lineage=z.lineage)
+
     def weigh(self, a: Value, column: str) -> SparkZSet:
         """Each row's weight times its value in `column` (dropped); ANSI: overflow is an error."""
         z = self.as_zset(a)

@@ -94,6 +94,7 @@ FUNCTORS: dict[str, tuple[int, int | None]] = {
     "as": (1, 1),  # as(x, T): the type is `Call.type`
     "contains": (2, 2),  # the tests, in a body as a literal: 1 when it holds, else 0
     "match": (2, 2),
+    "range": (2, 3),  # a generator: `x = range(lo, hi[, step])` binds x to each value
 }
 
 

@@ -41,6 +41,7 @@ from dbspark.frontends.datalog.ast import (
     outer_vars,
     rebuild,
     rebuild_literal,
+    subterms,
     term_vars,
 )
 
@@ -266,7 +267,38 @@ def _norm_body(body: tuple[Literal, ...], fresh: _Fresh, in_agg: bool) -> tuple[
             if has_wild(lit.left) or has_wild(lit.right):
                 raise at(UnsafeRuleError, f"a wildcard '_' cannot occur in the comparison {lit}", lit.pos)
             out.append(lit)
-    return tuple(out)
+    return tuple(_generators(out, fresh))
+
+
+def _is_range(t: Term) -> bool:
+    return isinstance(t, Call) and t.name == "range"
+
+
+def _has_range(t: Term) -> bool:
+    return _is_range(t) or any(map(_has_range, subterms(t)))
+
+
+def _generators(body: list[Literal], fresh: _Fresh) -> list[Literal]:
+    """`x = range(a, b)` (either side) becomes `g = range(a, b), g = x` with g fresh, so that a range
+    is always an assignment to a variable of its own (a bound x then filters); a range anywhere else
+    is refused."""
+    out: list[Literal] = []
+    for lit in body:
+        if isinstance(lit, Constraint) and lit.op == "=" and (_is_range(lit.left) or _is_range(lit.right)):
+            gen, other = (lit.left, lit.right) if _is_range(lit.left) else (lit.right, lit.left)
+            if not _has_range(other) and not any(map(_has_range, subterms(gen))):
+                g = Var(fresh("range"), lit.pos)
+                out += [Constraint("=", g, gen, lit.pos), Constraint("=", g, other, lit.pos)]
+                continue
+        if isinstance(lit, Constraint) and (_has_range(lit.left) or _has_range(lit.right)):
+            raise at(
+                UnsupportedError,
+                f"{lit}: range(...) generates values only bound to a variable (x = range(a, b)) or as "
+                "an argument of a body atom",
+                lit.pos,
+            )
+        out.append(lit)
+    return out
 
 
 def _rename(t: Term, ren: dict[str, str]) -> Term:
@@ -443,6 +475,12 @@ def check(prog: Program, external: Mapping[str, pl.Schema] | None = None) -> Che
                 head.pos,
             )
         _arity(head, hr)
+        if any(map(_has_range, head.args)):
+            raise at(
+                UnsupportedError,
+                f"{head}: range(...) in a rule's head; bind it in the body (r(x) :- x = range(a, b).)",
+                head.pos,
+            )
         body = _norm_body(r.body, fresh, False)
         rule = Rule(head, body, r.pos, str(r))
         _check_preds(rule, body, rels)

@@ -13,6 +13,7 @@ or a crash.
   rejected: Soufflé aborts); of a float, truncated toward zero; `to_string` writes a number's digits.
 - `as(x, T)` changes only the type, between number and unsigned (a negative value as unsigned rejects
   the step: dbspark's unsigned values are 64-bit integers >= 0).
+- `x = range(lo, hi[, step])` is a generator, lowered by `Lowering.generate` to the `ranges` operator.
 - `contains(a, b)` holds when b contains a; `match(p, s)` when the whole of s matches the regular
   expression p (Polars' / Java's regular expressions, not C++'s ECMAScript ones: the common subset
   agrees).
@@ -113,6 +114,8 @@ class Functors:
             a, b = args
             test = Func("contains", (b, a)) if n == "contains" else Func("regexp_full_match", (b, a))
             return _bit(test)
+        if n == "range":  # (the checks leave a range only as an assignment: `Lowering.generate`)
+            raise AssertionError(f"range outside an assignment: {t}")
         if n == "as":
             return self.unsigned(args[0], str(t)) if t.type == "unsigned" else args[0]
         return self.convert(t, args[0], types[0])

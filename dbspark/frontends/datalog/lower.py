@@ -104,6 +104,14 @@ class RuleLowering:
         op = {"+": "add", "-": "sub", "*": "mul"}[t.op]
         return Binary(op, a, b)
 
+    def generate(self, cur: Stream, e: Call, column: str) -> Stream:
+        """`column = range(lo, hi[, step])`: each row once per value (the step is 1 upward, -1
+        downward when not given, as Soufflé's)."""
+        lo, hi, *rest = (self.expr(a) for a in e.args)
+        step = rest[0] if rest else Case(((lo <= hi, lit(1)),), lit(-1))
+        a, b, k = self.tmp("lo"), self.tmp("hi"), self.tmp("step")
+        return cur.map(*cur.columns, (a, lo), (b, hi), (k, step)).ranges(a, b, k, column)
+
     def _type(self, t: Term) -> str | None:
         """The Datalog type of a term's value (None for an integer literal or an unbound term)."""
         if isinstance(t, Var):
@@ -201,6 +209,8 @@ class RuleLowering:
                 else (lit_.right, lit_.left)
             )
             assert isinstance(target, Var)
+            if isinstance(e, Call) and e.name == "range":  # a generator: a row per value
+                return self.generate(cur, e, self.col_of(target.name))
             return cur.map(*cur.columns, (self.col_of(target.name), self.expr(e)))
         if step == "negation":
             assert isinstance(lit_, Negation)

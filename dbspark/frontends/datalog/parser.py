@@ -427,7 +427,6 @@ for _op in (*INFIX, *PREFIX):
 REFUSED = {
     "ord": "Soufflé's ord is the index of a symbol in its symbol table (the order symbols were first "
     "seen), which an incrementally maintained program cannot reproduce",
-    "range": "range(a, b) generators are not supported yet",
     "autoinc": "autoinc() is not supported yet",
 }
 

@@ -60,6 +60,7 @@ FUNCTOR_TYPES: dict[str, tuple[tuple[str, ...], str]] = {
     "to_string": (("anything",), "symbol"),
     "contains": (("symbols",), "number"),
     "match": (("symbols",), "number"),
+    "range": (("integers",), "same"),
 }
 
 
