@@ -470,3 +470,26 @@ def test_range_as_the_manual_writes_it():
         pipeline_on("local").datalog(".decl A(x: number)\nA(range(1, 3)).\n")
     with pytest.raises(UnsupportedError, match="generates values only bound to a variable"):
         pipeline_on("local").datalog(".decl A(x: number)\nA(x) :- x = range(1, 3) + 1.\n")
+
+
+@pytest.mark.spark
+def test_ranges_in_a_spark_plan(spark_session):
+    """With the changes placed on the cluster the ranges run in the step's Spark plan (sequence and
+    explode), not in the driver; bounds 2^64 apart do not wrap."""
+    import dbspark
+
+    rows = [(1, 5, 1), (5, 1, -1), (3, 3, 0), (3, 7, 0), (0, 10, 3), (10, 0, -4), (0, 5, -1)]
+    rows.append((-(2**63), 2**63 - 1, 2**62))
+    text = RANGES.split(".decl d(")[0]  # b and r only (g would count up from -2^63)
+    spark_session.conf.set("spark.dbspark.placement", "cluster")  # (small: it would run in the driver)
+    p = dbspark.Pipeline(engine="spark", spark=spark_session)
+    try:
+        p.datalog(text)
+        p.insert("b", spark_session.createDataFrame(rows, "lo long, hi long, s long"))
+        p.step()
+        want = evaluate(text, {"b": set(rows)})
+        assert set(p.view("r").to_dict()) == want["r"]
+        assert (-(2**63), 2**62) in want["r"]
+    finally:
+        p.close()
+        spark_session.conf.unset("spark.dbspark.placement")

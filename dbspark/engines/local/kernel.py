@@ -150,7 +150,7 @@ class LocalKernel:
         n, k = range_counts(pl.col(lo), pl.col(hi), pl.col(step))
         df = z.df.with_columns(n.alias("__n"), k.alias("__k")).filter(pl.col("__n") > 0)
         df = df.with_columns(pl.int_ranges(0, pl.col("__n"), dtype=pl.Int64).alias("__i")).explode("__i")
-        value = pl.col(lo) + pl.col("__i") * pl.col("__k")
+        value = (pl.col(lo).cast(pl.Int128) + pl.col("__i") * pl.col("__k").cast(pl.Int128)).cast(pl.Int64)
         return ZSet(df.select(*keep, value.alias(column), WEIGHT))
 
     def index(self, a: Value, keys: Sequence[str]) -> IndexedZSet:

@@ -951,16 +951,18 @@ class SparkKernel:
         if _local(z):
             return self._in_driver(z, lambda k, v: k.ranges(v, lo, hi, step, column))
         f = F()
-        a_, b_, s_ = (f"CAST(`{c}` AS BIGINT)" for c in (lo, hi, step))
+        # (the span in DECIMAL(20, 0): bounds 2^64 apart do not overflow a BIGINT subtraction)
+        a_, b_, s_ = (f"CAST(`{c}` AS DECIMAL(20, 0))" for c in (lo, hi, step))
         n = f.expr(
             f"CASE WHEN {s_} > 0 THEN IF({b_} > {a_}, ({b_} - {a_} - 1) div {s_} + 1, 0) "
             f"WHEN {s_} < 0 THEN IF({a_} > {b_}, ({a_} - {b_} - 1) div (0 - {s_}) + 1, 0) "
             f"ELSE IF({a_} != {b_}, 1, 0) END"
-        )
-        k = f.expr(f"IF({s_} = 0, CAST(1 AS BIGINT), {s_})")
+        ).cast("long")
+        k = f.expr(f"CAST(IF({s_} = 0, 1, {s_}) AS BIGINT)")
         df = z.frame.select("*", n.alias("__n"), k.alias("__k")).filter(col("__n") > 0)
         df = df.select("*", f.explode(f.sequence(f.lit(0).cast("long"), col("__n") - 1)).alias("__i"))
-        value = (col(lo).cast("long") + col("__i") * col("__k")).alias(column)
+        d = "decimal(38, 0)"  # (i * k may pass a BIGINT where lo + i * k does not)
+        value = (col(lo).cast(d) + col("__i").cast(d) * col("__k").cast(d)).cast("long").alias(column)
         return self._z(schema, df.select(*col_list(keep), value, col(WEIGHT)), lineage=z.lineage)
 
     def weigh(self, a: Value, column: str) -> SparkZSet:
