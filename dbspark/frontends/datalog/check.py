@@ -51,7 +51,7 @@ DTYPES: dict[str, pl.DataType] = {
     "float": pl.Float64(),
     "symbol": pl.String(),
 }
-INPUT_PARAMS = {"IO", "filename", "delimiter", "headers", "format"}
+INPUT_PARAMS = {"IO", "filename", "delimiter", "headers", "format", "rfc4180", "columns"}
 
 
 class UnsafeRuleError(ParseError):

@@ -1,6 +1,7 @@
-"""Fact files of `.input` relations: Soufflé's `<name>.facts` (tab-separated, no header) next to the
-program, or `.input p(IO=file, filename="...", delimiter=",", headers=true)`; `.csv` files default to
-commas, `.parquet` / `.pq` files are read as Parquet (columns taken positionally)."""
+"""Fact files of `.input` relations: Soufflé's `<name>.facts` (tab-separated, no header, no quoting)
+next to the program, or `.input p(IO=file, filename="...", delimiter=",", headers=true, rfc4180=true,
+columns="0:2")`; `.csv` files default to commas and RFC 4180 quoting, `.gz` files are decompressed,
+`.parquet` / `.pq` files are read as Parquet (columns taken positionally)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,49 @@ def fact_file(rel: Relation, base_dir: Path | None) -> Path | None:
     return p
 
 
+def _columns(spec: object, where: str) -> list[int] | None:
+    """Soufflé's `columns="4:7"`: the zero-based file columns the relation's attributes read."""
+    if spec is None:
+        return None
+    try:
+        return [int(c) for c in str(spec).split(":")]
+    except ValueError:
+        raise SchemaError(f'{where}: columns="{spec}" is not a list of column numbers like "4:7"') from None
+
+
+def _read_text(path: Path, rel: Relation, where: str) -> pl.DataFrame:
+    """A delimited fact file as strings, one column per attribute (Soufflé's `ReadStreamCSV`): no
+    quoting unless `rfc4180=true` (`.csv` files default to it), an empty field an empty symbol."""
+    params = rel.params
+    csv = path.suffix.lower() == ".csv" or path.name.lower().endswith(".csv.gz")
+    sep = str(params.get("delimiter", "," if csv else "\t"))
+    if len(sep.encode()) != 1:
+        raise SchemaError(f"{where}: delimiter {sep!r} is longer than one byte (dbspark reads one-byte ones)")
+    rfc = str(params.get("rfc4180", "true" if csv else "false")).lower() == "true"
+    df = pl.read_csv(
+        path,
+        separator=sep,
+        has_header=str(params.get("headers", "false")).lower() == "true",
+        infer_schema=False,
+        quote_char='"' if rfc else None,
+        empty_string_is_null=False,
+        raise_if_empty=False,
+    )
+    picked = _columns(params.get("columns"), where)
+    if picked is not None:
+        if max(picked) >= df.width:
+            raise SchemaError(f"{where}: columns {picked}, but the file has {df.width} columns")
+        df = df.select(pl.nth(picked))
+    if df.width != len(rel.columns) and df.height:
+        raise SchemaError(f"{where}: {df.width} columns, the relation has {len(rel.columns)}")
+    if not df.height:
+        return pl.DataFrame(schema={c: pl.String() for c in rel.columns})
+    return df.rename(dict(zip(df.columns, rel.columns, strict=True)))
+
+
 def read_facts(path: Path, rel: Relation) -> pl.DataFrame:
-    """The distinct rows of a fact file, typed like the relation (unsigned columns checked >= 0)."""
+    """The distinct rows of a fact file (gzip-compressed too), typed like the relation (unsigned
+    columns checked >= 0)."""
     schema = {c: DTYPES[t] for c, t in zip(rel.columns, rel.types, strict=True)}
     where = f".input {rel.name} ({path})"
     try:
@@ -43,15 +85,10 @@ def read_facts(path: Path, rel: Relation) -> pl.DataFrame:
                 raise SchemaError(f"{where}: {df.width} columns, the relation has {len(schema)}")
             df = df.rename(dict(zip(df.columns, schema, strict=True))).cast(schema)  # type: ignore[arg-type]
         else:
-            sep = rel.params.get("delimiter", "," if path.suffix.lower() == ".csv" else "\t")
-            headers = str(rel.params.get("headers", "false")).lower() == "true"
-            df = pl.read_csv(
-                path,
-                separator=sep,
-                has_header=headers,
-                new_columns=list(schema),
-                schema=schema,
-                quote_char='"' if sep == "," else None,
+            text = _read_text(path, rel, where)
+            df = text.select(
+                pl.col(c) if t == pl.String() else pl.col(c).str.strip_chars().cast(t, strict=True)
+                for c, t in schema.items()
             )
     except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError, pl.exceptions.ShapeError) as e:
         raise DataError(
