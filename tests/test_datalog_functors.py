@@ -565,3 +565,33 @@ def test_bad_fact_file_options(tmp_path, change, message):
     with pytest.raises((SchemaError, DataError, UnsupportedError), match=message):
         load(p, FILES.replace(*change), base_dir=tmp_path)
     p.close()
+
+
+def test_type_unions_subtypes_and_equivalences(engine):
+    """Soufflé's `.type` forms: subtypes, equivalences and unions all take their primitive type's values;
+    records and ADTs are not supported yet (clear errors)."""
+    text = """
+    .type Dog <: symbol
+    .type Cat <: symbol
+    .type Pet = Dog | Cat
+    .type Id = number
+    .type Small <: Id
+    .decl dog(d: Dog) .input dog
+    .decl cat(c: Cat) .input cat
+    .decl pet(p: Pet, n: Small) .output pet
+    pet(d, strlen(d)) :- dog(d).
+    pet(c, 0 - strlen(c)) :- cat(c), !dog(c).
+    """
+    assert derive(engine, text, {"dog": [("rex",), ("tom",)], "cat": [("tom",), ("kit",)]}, "pet") == {
+        ("rex", 3),
+        ("tom", 3),
+        ("kit", -3),
+    }
+    with pytest.raises(SchemaError, match="a union of different base types: A \\(number\\), B \\(symbol\\)"):
+        pipeline_on("local").datalog(".type A <: number\n.type B <: symbol\n.type C = A | B\n")
+    with pytest.raises(SchemaError, match="unknown type 'Nope'"):
+        pipeline_on("local").datalog(".type C = number | Nope\n")
+    with pytest.raises(ParseError, match="record types are not supported yet"):
+        pipeline_on("local").datalog(".type P = [x: number, y: number]\n")
+    with pytest.raises(ParseError, match="algebraic data types are not supported yet"):
+        pipeline_on("local").datalog(".type T = Leaf {} | Node {l: T, r: T}\n")

@@ -316,9 +316,12 @@ class Directive:
 
 @dataclass(frozen=True)
 class TypeDecl:
+    """`.type T <: base`, `.type T = base` or the union `.type T = A | B` (`more`: the others)."""
+
     name: str
     base: str
     pos: Pos = field(default=NOPOS, compare=False)
+    more: tuple[str, ...] = ()
 
 
 @dataclass

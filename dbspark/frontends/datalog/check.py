@@ -109,14 +109,21 @@ def _aliases(prog: Program) -> dict[str, str]:
     """Every type name's base type (the primitive types map to themselves)."""
     aliases: dict[str, str] = {t: t for t in TYPES}
     for td in prog.types:
-        base = aliases.get(td.base, td.base)
-        if base not in TYPES:
-            raise at(
-                SchemaError,
-                f".type {td.name}: unknown base type {td.base!r}; the types are {list(TYPES)}",
-                td.pos,
-            )
-        aliases[td.name] = base
+        bases = []
+        for t in (td.base, *td.more):
+            base = aliases.get(t, t)
+            if base not in TYPES:
+                raise at(
+                    SchemaError,
+                    f".type {td.name}: unknown type {t!r}; the types are {list(aliases)} (a type is "
+                    "declared before it is used)",
+                    td.pos,
+                )
+            bases.append(base)
+        if len(set(bases)) > 1:  # a union's members share one primitive type (Soufflé's rule)
+            members = ", ".join(f"{t} ({b})" for t, b in zip((td.base, *td.more), bases, strict=True))
+            raise at(SchemaError, f".type {td.name}: a union of different base types: {members}", td.pos)
+        aliases[td.name] = bases[0]
     return aliases
 
 

@@ -59,7 +59,9 @@ pragma: ".pragma" STRING [STRING]
 
 decl: ".decl" NAME "(" [attr ("," attr)*] ")" QUALIFIER*
 attr: NAME ":" NAME
-type_decl: ".type" NAME ("<:" | "=") NAME
+type_decl: ".type" NAME ("<:" | "=") NAME ("|" NAME)*
+        | ".type" NAME "=" "[" [attr ("," attr)*] "]"                  -> record_type
+        | ".type" NAME "=" NAME "{" [attr ("," attr)*] "}" ("|" NAME "{" [attr ("," attr)*] "}")* -> adt_type
 directive: DIRECTIVE NAME ("," NAME)* [params]
 params: "(" [param ("," param)*] ")"
 param: NAME "=" pvalue
@@ -366,7 +368,19 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def type_decl(self, meta: Any, ch: list) -> TypeDecl:
-        return TypeDecl(str(ch[0]), str(ch[1]), Pos(meta.line, meta.column))
+        return TypeDecl(str(ch[0]), str(ch[1]), Pos(meta.line, meta.column), tuple(str(x) for x in ch[2:]))
+
+    @v_args(meta=True)
+    def record_type(self, meta: Any, ch: list) -> TypeDecl:
+        raise ParseError(
+            f"Datalog: .type {ch[0]}: record types are not supported yet", meta.line, meta.column
+        )
+
+    @v_args(meta=True)
+    def adt_type(self, meta: Any, ch: list) -> TypeDecl:
+        raise ParseError(
+            f"Datalog: .type {ch[0]}: algebraic data types are not supported yet", meta.line, meta.column
+        )
 
     def pstring(self, ch: list) -> str:
         return _unescape(str(ch[0]))
