@@ -34,6 +34,7 @@ import polars as pl
 
 from dbspark.errors import CircuitError, SchemaError, UnsupportedError
 from dbspark.frontends.datalog.check import Checked, check, dtype_type
+from dbspark.frontends.datalog.components import expand_components
 from dbspark.frontends.datalog.eqrel import expand_eqrel
 from dbspark.frontends.datalog.files import fact_file, read_facts
 from dbspark.frontends.datalog.lower import _reads, lower_component
@@ -70,7 +71,7 @@ def load(
         max_iterations = getattr(pipeline, "recursion_limit", 10_000)
     base = Path(base_dir) if base_dir is not None else None
     external = {n: s.schema for n, s in pipeline.relations.items()}
-    prog = expand_eqrel(parse(text))
+    prog = expand_eqrel(expand_components(parse(text)))
     declared_here = {d.name for d in prog.decls}
     checked = check(prog, {n: s for n, s in external.items() if n not in declared_here})
     comps = stratify(sorted(checked.relations), checked.rules)

@@ -324,9 +324,44 @@ class TypeDecl:
     more: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class CompRef:
+    """A component named with its type arguments: `Graph<number>`."""
+
+    name: str
+    args: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.name}<{', '.join(self.args)}>" if self.args else self.name
+
+
+@dataclass(frozen=True)
+class Init:
+    """`.init g = Graph<number>`: an instance of a component."""
+
+    instance: str
+    comp: CompRef
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
 @dataclass
 class Program:
     decls: list[Decl] = field(default_factory=list)
     types: list[TypeDecl] = field(default_factory=list)
     directives: list[Directive] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
+    comps: list[Component] = field(default_factory=list)
+    inits: list[Init] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)  # (in a component's body) `.override r`
+
+
+@dataclass(frozen=True)
+class Component:
+    """`.comp Name<T, ...> : Base<...>, ... { body }`: a template of declarations and rules that `.init`
+    instantiates (`components.py`)."""
+
+    name: str
+    params: tuple[str, ...]
+    bases: tuple[CompRef, ...]
+    body: Program
+    pos: Pos = field(default=NOPOS, compare=False)

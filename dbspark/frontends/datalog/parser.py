@@ -32,11 +32,14 @@ from dbspark.frontends.datalog.ast import (
     Atom,
     BinOp,
     Call,
+    Component,
+    CompRef,
     Const,
     Constraint,
     Decl,
     Directive,
     GroupBy,
+    Init,
     Neg,
     Pos,
     Program,
@@ -50,19 +53,26 @@ from dbspark.frontends.datalog.disjunction import And, Not, Or, normal_form
 GRAMMAR = r"""
 start: item*
 
-?item: decl | type_decl | directive | clause | plan | pragma
+?item: decl | type_decl | directive | clause | plan | pragma | comp | init | override
+
+// components: templates of declarations and rules, instantiated with `.init`
+comp: ".comp" NAME [LT NAME ("," NAME)* GT] [":" comp_ref ("," comp_ref)*] "{" item* "}"
+comp_ref: NAME [LT NAME ("," NAME)* GT]
+init: ".init" NAME "=" comp_ref
+override: ".override" NAME
 
 // a rule's join orders and Soufflé's options: accepted and ignored (dbspark plans its own joins)
 plan: ".plan" plan_entry ("," plan_entry)*
 plan_entry: INT ":" "(" [INT ("," INT)*] ")"
 pragma: ".pragma" STRING [STRING]
 
-decl: ".decl" NAME "(" [attr ("," attr)*] ")" QUALIFIER*
+decl: ".decl" (NAME | QNAME) "(" [attr ("," attr)*] ")" QUALIFIER*
 attr: NAME ":" NAME
 type_decl: ".type" NAME ("<:" | "=") NAME ("|" NAME)*
         | ".type" NAME "=" "[" [attr ("," attr)*] "]"                  -> record_type
         | ".type" NAME "=" NAME "{" [attr ("," attr)*] "}" ("|" NAME "{" [attr ("," attr)*] "}")* -> adt_type
-directive: DIRECTIVE NAME ("," NAME)* [params]
+directive: DIRECTIVE relname ("," relname)* [params]
+?relname: NAME | QNAME
 params: "(" [param ("," param)*] ")"
 param: NAME "=" pvalue
 ?pvalue: STRING -> pstring
@@ -89,7 +99,7 @@ conj: term ("," term)*
 agg_body: "{" disj "}" | atom
 
 // `(a(x))` in a body is an atom, not a parenthesized functor call (the priority settles it)
-atom.2: NAME "(" [expr ("," expr)*] ")"
+atom.2: (NAME | QNAME) "(" [expr ("," expr)*] ")"
 
 // Soufflé's precedence, lowest first: lor, lxor, land, bor, bxor, band, shifts, + -, * / %, unary - bnot
 // lnot, and ^ (right-associative, above unary minus: -2^2 is -4)
@@ -130,11 +140,13 @@ AGG.2: /(count|sum|min|max|mean)\b/
 DIRECTIVE.2: ".input" | ".output" | ".printsize" | ".limitsize"
 // Soufflé's relation qualifiers: eqrel is an equivalence relation; the others choose data structures
 // and optimisations, accepted and ignored
-QUALIFIER.2: /(brie|btree_delete|btree|eqrel|inline|no_inline|magic|no_magic|override)\b/
+QUALIFIER.2: /(brie|btree_delete|btree|eqrel|inline|no_inline|magic|no_magic|overridable)\b/
 CMP: "!=" | "<=" | ">=" | "="
 LT: "<"
 GT: ">"
 NAME: /[A-Za-z_][A-Za-z0-9_]*/
+// a relation of a component's instance: `g.edge`
+QNAME.3: /[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+/
 FLOAT: /[0-9]+\.[0-9]+([eE][-+]?[0-9]+)?/
 UINT.3: /(0x[0-9a-fA-F]+|0b[01]+|[0-9]+)u/
 INT: /0x[0-9a-fA-F]+|0b[01]+|[0-9]+/
@@ -417,11 +429,35 @@ class _Build(Transformer):
                 prog.decls.append(item)
             elif isinstance(item, TypeDecl):
                 prog.types.append(item)
+            elif isinstance(item, Component):
+                prog.comps.append(item)
+            elif isinstance(item, Init):
+                prog.inits.append(item)
+            elif isinstance(item, tuple) and item[0] == "@override":
+                prog.overrides.append(item[1])
             elif isinstance(item, list) and item and isinstance(item[0], Directive):
                 prog.directives.extend(item)
             elif isinstance(item, list):
                 prog.rules.extend(item)
         return prog
+
+    def comp_ref(self, ch: list) -> CompRef:
+        return CompRef(str(ch[0]), tuple(str(x) for x in ch[1:] if isinstance(x, Token) and x.type == "NAME"))
+
+    @v_args(meta=True)
+    def comp(self, meta: Any, ch: list) -> Component:
+        name = str(ch[0])
+        params = tuple(str(x) for x in ch[1:] if isinstance(x, Token) and x.type == "NAME")
+        bases = tuple(x for x in ch[1:] if isinstance(x, CompRef))
+        items = [x for x in ch[1:] if not isinstance(x, (Token, CompRef)) and x is not None]
+        return Component(name, params, bases, self.start(items), Pos(meta.line, meta.column))
+
+    @v_args(meta=True)
+    def init(self, meta: Any, ch: list) -> Init:
+        return Init(str(ch[0]), ch[1], Pos(meta.line, meta.column))
+
+    def override(self, ch: list) -> tuple[str, str]:
+        return ("@override", str(ch[0]))
 
 
 def _operator(name: str) -> Any:
@@ -493,7 +529,9 @@ def parse(text: str) -> Program:
             ) from None
         if str(tok) == "." and tok.start_pos is not None:
             m = re.match(r"\.(\w+)", text[tok.start_pos :])
-            known = ("decl", "type", "input", "output", "printsize", "limitsize", "plan", "pragma")
+            known: tuple[str, ...] = ("decl", "type", "input", "output", "printsize", "limitsize", "plan")
+            known += ("pragma", "comp")
+            known += ("init", "override")
             if m and m.group(1) not in known:
                 raise ParseError(
                     f"Datalog syntax error: unknown directive .{m.group(1)} (the directives are "
