@@ -26,6 +26,7 @@ from dbspark.errors import (
     UnsupportedError,
     WeightError,
 )
+from dbspark.functors import register_functor
 from dbspark.ir.aggregate import UserAggregate
 from dbspark.ir.expr import Cast, col, lit
 from dbspark.pipeline import Pipeline
@@ -55,4 +56,5 @@ __all__ = [
     "ZSet",
     "col",
     "lit",
+    "register_functor",
 ]

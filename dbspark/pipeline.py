@@ -141,13 +141,20 @@ class Pipeline:
         self._not_started("declare SQL tables and views")
         return load(self, text)
 
-    def datalog(self, text: str, closure_operator: bool = True, magic_sets: bool = True) -> list[str]:
+    def datalog(
+        self,
+        text: str,
+        closure_operator: bool = True,
+        magic_sets: bool = True,
+        functors: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> list[str]:
         """Add a Datalog program: its input relations become tables, its output relations views;
         returns the names declared. See `dbspark.frontends.datalog`. With `closure_operator`, a
         component that is the transitive closure of one relation is maintained by the transitive
         closure operator instead of a recursive scope (same result). With `magic_sets`, a call with
         bound arguments (`reach1(y) :- path(1, y).`) derives only the facts it needs
-        (`frontends/datalog/magic.py`; same result)."""
+        (`frontends/datalog/magic.py`; same result). `functors` binds the program's user-defined
+        functors (`.functor f(...)`, called `@f(...)`) to Python functions (`dbspark.functors`)."""
         from dbspark.frontends.datalog import load
 
         self._not_started("add a Datalog program")
@@ -157,6 +164,7 @@ class Pipeline:
             max_iterations=self.recursion_limit,
             closure_operator=closure_operator,
             magic_sets=magic_sets,
+            functors=functors,
         )
 
     @property

@@ -41,7 +41,7 @@ def err(text: str, cls: type[Exception] = Exception) -> Exception:
         ("p(x, y) :- e(x, y), c < count : { e(x, _) }.", 1, 23, "bound with '='"),
         ("p(x, y) :- e(x, y), /* unterminated", 1, 21, "unexpected"),
         ('p(x, "a) :- e(x, y).', 1, 6, "unexpected character"),
-        (".decl q(x: number)\n.functor f(x: number): number", 2, 1, "unknown directive .functor"),
+        (".decl q(x: number)\n.bogus q", 2, 1, "unknown directive .bogus"),
     ],
 )
 def test_syntax_errors_have_line_and_column(text, line, col, needle):

@@ -8,6 +8,8 @@ every step, on both engines.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import strategies as st
 
@@ -415,8 +417,8 @@ def test_plan_and_pragma_are_accepted_limitsize_and_printsize_refused():
         pipeline_on("local").datalog(text + ".limitsize p(n=5)\n")
     with pytest.raises(Exception, match="printsize is not supported"):
         pipeline_on("local").datalog(text + ".printsize p\n")
-    with pytest.raises(ParseError, match=r"unknown directive .functorx \(the directives are .decl"):
-        pipeline_on("local").datalog(text + ".functorx f(x: number): number\n")
+    with pytest.raises(ParseError, match=r"unknown directive .bogus \(the directives are .decl"):
+        pipeline_on("local").datalog(text + ".bogus f(x: number): number\n")
 
 
 # ---- range(...) generators -------------------------------------------------------------------------------
@@ -683,3 +685,83 @@ def test_components_expand_as_the_manual_says(engine, links, drop):
 def test_component_errors(text, message):
     with pytest.raises((SchemaError, UnknownNameError), match=message):
         pipeline_on("local").datalog(text)
+
+
+# ---- user-defined functors (`dbspark.functors`) -------------------------------------------------------------
+USER_FUNCTORS = """
+.functor gcd(a: number, b: number): number
+.functor up(s: symbol): symbol
+.functor hyp(a: float, b: float): float
+.functor half(n: number): float
+.decl p(x: number, y: number, s: symbol) .input p
+.decl r(g: number, u: symbol, h: float) .output r
+r(@gcd(x, y), @up(s), @hyp(to_float(x), @half(y))) :- p(x, y, s), @gcd(x, y) > 1.
+"""
+FUNCS = {"gcd": math.gcd, "up": str.upper, "hyp": math.hypot, "half": lambda n: n / 2}
+
+
+@engine_given(
+    st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30), SYMBOLS), min_size=1, max_size=8),
+    st.lists(st.integers(0, 7), max_size=3),
+    local=30,
+    spark=2,
+)
+def test_user_functors_under_inserts_and_deletes(engine, rows, drop):
+    rows = sorted(set(rows))
+    gone = [r for i, r in enumerate(rows) if i in drop]
+    steps = [({"p": rows[::2]}, {}), ({"p": rows[1::2]}, {}), ({}, {"p": gone})]
+    p = pipeline_on(engine)
+    p.datalog(USER_FUNCTORS, functors=FUNCS)
+    run_against_oracle(p, USER_FUNCTORS, ["r"], ["p"], steps)
+
+
+@pytest.mark.spark
+def test_user_functors_as_spark_udfs(spark_session):
+    """On the cluster path a functor runs as a Python UDF on the executors."""
+    import dbspark
+
+    rows = [(12, 18, "ab"), (7, 5, "c"), (9, 6, "")]
+    spark_session.conf.set("spark.dbspark.placement", "cluster")
+    p = dbspark.Pipeline(engine="spark", spark=spark_session)
+    try:
+        p.datalog(USER_FUNCTORS, functors=FUNCS)
+        p.insert("p", spark_session.createDataFrame(rows, "x long, y long, s string"))
+        p.step()
+        assert set(p.view("r").to_dict()) == evaluate(USER_FUNCTORS, {"p": set(rows)})["r"]
+    finally:
+        p.close()
+        spark_session.conf.unset("spark.dbspark.placement")
+
+
+def _boom(x: int) -> int:
+    raise ValueError(f"no {x}")
+
+
+@pytest.mark.parametrize(
+    "text, functors, error, message",
+    [
+        (".functor f(x: number): number\nr(@f(x)) :- e(x).", {}, UnknownNameError, "no Python function"),
+        ("r(@g(x)) :- e(x).", {}, UnknownNameError, "functor @g is not declared"),
+        (".functor f(x: number): number\nr(@f(x, x)) :- e(x).", {"f": abs}, SchemaError, "takes 1 argument"),
+        (".functor f(x: symbol): number\nr(@f(x)) :- e(x).", {"f": len}, SchemaError, "@f takes symbol"),
+        (".functor f(x: number): number stateful\n", {}, ParseError, "stateful functors"),
+    ],
+)
+def test_user_functor_errors(text, functors, error, message):
+    with pytest.raises(error, match=message):
+        pipeline_on("local").datalog(
+            f".decl e(x: number) .input e\n.decl r(x: number) .output r\n{text}\n", functors=functors
+        )
+
+
+@pytest.mark.parametrize("fn, message", [(_boom, r"@f\(3,\) raised ValueError: no 3"), (str, "returned '3'")])
+def test_a_failing_user_functor_rejects_the_step(engine, fn, message):
+    text = ".functor f(x: number): number\n.decl e(x: number) .input e\n.decl r(x: number) .output r\n"
+    p = pipeline_on(engine)
+    try:
+        p.datalog(text + "r(@f(x)) :- e(x).\n", functors={"f": fn})
+        p.insert("e", [(3,)])
+        with pytest.raises(DataError, match=message):
+            p.step()
+    finally:
+        p.close()

@@ -549,6 +549,20 @@ def _date_add(ts, args):
     return TIMESTAMPTZ if is_tz(ts[0]) else TIMESTAMP
 
 
+DATALOG_DTYPES = {"number": pl.Int64(), "unsigned": pl.Int64(), "float": pl.Float64(), "symbol": pl.String()}
+
+
+@_reg(
+    "__functor",
+    2,
+    None,
+    "internal, not SQL: a Datalog program's user-defined functor `@name` (`dbspark.functors`), called with "
+    "the arguments after its name and its Datalog result type (both constants)",
+)
+def _functor(ts, args):
+    return DATALOG_DTYPES[str(literal_value("__functor", args[1], "the result type"))]
+
+
 # bitwise operations on integers (BIGINT): DuckDB's &, |, xor, ~, <<, >> and a logical (unsigned) right
 # shift; a shift amount is taken modulo 64, as Java and x86 do
 BITWISE = {

@@ -12,6 +12,7 @@ from typing import Any
 from dbspark.errors import DataError
 from dbspark.frontends.datalog.ast import Call
 from dbspark.frontends.datalog.functors import FLOAT_PATTERN, INT_PATTERN
+from dbspark.functors import REGISTRY
 
 
 def wrap(v: int) -> int:
@@ -47,6 +48,8 @@ def _number(s: str, pattern: str, t: Call) -> str:
 def functor(t: Call, v: list[Any]) -> Any:
     """The value of the functor `t` on the argument values `v`."""
     n = t.name
+    if n.startswith("@"):  # user-defined: its Python function, called on the tuple's values
+        return REGISTRY[n[1:]](*v)
     simple = {
         "band": lambda: v[0] & v[1],
         "bor": lambda: v[0] | v[1],

@@ -1,4 +1,4 @@
-"""Bitwise operations and `regexp_full_match` on the local engine (Polars).
+"""Bitwise operations, `regexp_full_match` and user-defined Datalog functors on the local engine (Polars).
 
 And, or, xor and not are Polars' own integer kernels; the shifts run on NumPy over whole batches (Polars
 has none). A shift amount is taken modulo 64 (Java's and x86's rule), so both engines agree on every
@@ -13,6 +13,8 @@ import numpy as np
 import polars as pl
 
 from dbspark.engines.local.sqlfuncs import _args, _impl
+from dbspark.functors import REGISTRY, call_functor
+from dbspark.ir import functions as fn
 from dbspark.ir.expr import Func
 
 if TYPE_CHECKING:
@@ -54,3 +56,19 @@ def _shift(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
 def _regexp_full_match(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     s, p = _args(comp, e, g)
     return s.str.contains(pl.concat_str(pl.lit("^(?:"), p, pl.lit(r")\z")))
+
+
+@_impl("__functor")
+def _functor(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    """A Datalog program's user-defined functor, called per row in Python (`dbspark.functors`)."""
+    name, result = (str(fn.literal_value("__functor", a, "argument")) for a in e.args[:2])
+    f = REGISTRY[name]
+    args = [comp.c(a, g) for a in e.args[2:]]
+    dtype = comp.t(e)
+
+    def run(s: pl.Series) -> pl.Series:
+        rows = s.struct.unnest().rows() if args else [()] * len(s)
+        return pl.Series(s.name, [call_functor(f, name, result, r) for r in rows], dtype=dtype)
+
+    packed = pl.struct([a.alias(f"a{i}") for i, a in enumerate(args)]) if args else pl.lit(0)
+    return packed.map_batches(run, return_dtype=dtype)

@@ -1,4 +1,4 @@
-"""Bitwise operations and `regexp_full_match` on the Spark engine, as on the local engine
+"""Bitwise operations, `regexp_full_match` and user-defined Datalog functors on the Spark engine, as on the local engine
 (`engines/local/bitfuncs.py`): Java's shifts take the amount modulo 64, and a left shift wraps."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from dbspark.engines.spark.exprs import _F
 from dbspark.engines.spark.sqlfuncs import _args, _impl
+from dbspark.functors import REGISTRY, call_functor
+from dbspark.ir import functions as fn
 from dbspark.ir.expr import Func
 
 if TYPE_CHECKING:
@@ -36,3 +38,12 @@ def _regexp_full_match(comp: SparkCompiler, e: Func) -> Any:
     F = _F()
     s, p = _args(comp, e)
     return F.regexp_like(s, F.concat(F.lit("^(?:"), p, F.lit(r")\z")))
+
+
+@_impl("__functor")
+def _functor(comp: SparkCompiler, e: Func) -> Any:
+    """A Datalog program's user-defined functor as a Python UDF on the executors (`dbspark.functors`)."""
+    name, result = (str(fn.literal_value("__functor", a, "argument")) for a in e.args[:2])
+    f = REGISTRY[name]
+    rt = {"symbol": "string", "float": "double"}.get(result, "long")
+    return _F().udf(lambda *xs: call_functor(f, name, result, xs), rt)(*[comp.c(a) for a in e.args[2:]])

@@ -27,12 +27,13 @@ stratifies (`stratify`) and lowers (`lower`) the program into the pipeline's cir
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from dbspark.errors import CircuitError, SchemaError, UnsupportedError
+from dbspark.errors import CircuitError, SchemaError, UnknownNameError, UnsupportedError
 from dbspark.frontends.datalog.check import Checked, check, dtype_type
 from dbspark.frontends.datalog.components import expand_components
 from dbspark.frontends.datalog.eqrel import expand_eqrel
@@ -41,6 +42,8 @@ from dbspark.frontends.datalog.lower import _reads, lower_component
 from dbspark.frontends.datalog.magic import magic_sets as rewrite_magic
 from dbspark.frontends.datalog.parser import parse
 from dbspark.frontends.datalog.stratify import stratify
+from dbspark.functors import REGISTRY as FUNCTOR_REGISTRY
+from dbspark.functors import register_functor
 
 __all__ = ["load", "parse", "check", "compile_program"]
 
@@ -61,6 +64,7 @@ def load(
     max_iterations: int | None = None,
     closure_operator: bool = True,
     magic_sets: bool = True,
+    functors: Mapping[str, Callable[..., Any]] | None = None,
 ) -> list[str]:
     """Add the Datalog program `text` to `pipeline`; returns the names it declared (its input tables,
     then its output views). `base_dir`: where fact files are looked up (default: none for `.input p`,
@@ -72,6 +76,15 @@ def load(
     base = Path(base_dir) if base_dir is not None else None
     external = {n: s.schema for n, s in pipeline.relations.items()}
     prog = expand_eqrel(expand_components(parse(text)))
+    for name, fn in (functors or {}).items():
+        register_functor(name, fn)
+    for d in prog.functors:
+        if d.name not in FUNCTOR_REGISTRY:
+            raise UnknownNameError(
+                f".functor {d.name} (line {d.pos.line}, column {d.pos.column}): no Python function is "
+                f"registered for it: p.datalog(text, functors={{{d.name!r}: fn}}) or "
+                f"dbspark.register_functor({d.name!r}, fn)"
+            )
     declared_here = {d.name for d in prog.decls}
     checked = check(prog, {n: s for n, s in external.items() if n not in declared_here})
     comps = stratify(sorted(checked.relations), checked.rules)

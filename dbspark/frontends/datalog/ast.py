@@ -325,6 +325,17 @@ class TypeDecl:
 
 
 @dataclass(frozen=True)
+class FunctorDecl:
+    """`.functor f(x: number, s: symbol): float`: a user-defined functor `@f`, bound to a Python function
+    (`dbspark.functors`)."""
+
+    name: str
+    args: tuple[tuple[str, str], ...]
+    result: str
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass(frozen=True)
 class CompRef:
     """A component named with its type arguments: `Graph<number>`."""
 
@@ -353,6 +364,7 @@ class Program:
     comps: list[Component] = field(default_factory=list)
     inits: list[Init] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)  # (in a component's body) `.override r`
+    functors: list[FunctorDecl] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

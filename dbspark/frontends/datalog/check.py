@@ -127,10 +127,36 @@ def _aliases(prog: Program) -> dict[str, str]:
     return aliases
 
 
-def _resolve_as(rule: Rule, aliases: dict[str, str]) -> Rule:
-    """The rule with the type T of every `as(x, T)` resolved to its base type."""
+def _functor_types(prog: Program, aliases: dict[str, str]) -> dict[str, str]:
+    """Each declared functor's signature as `Call.type` carries it: "result:arg,arg" in base types."""
+    out: dict[str, str] = {}
+    for d in prog.functors:
+        for t in (d.result, *(t for _, t in d.args)):
+            if t not in aliases:
+                raise at(SchemaError, f".functor {d.name}: unknown type {t!r}", d.pos)
+        out[d.name] = aliases[d.result] + ":" + ",".join(aliases[t] for _, t in d.args)
+    return out
+
+
+def _resolve_as(rule: Rule, aliases: dict[str, str], functors: dict[str, str]) -> Rule:
+    """The rule with the type T of every `as(x, T)` resolved to its base type, and every user-defined
+    functor's call given its declared signature."""
 
     def f(t: Term) -> Term:
+        if isinstance(t, Call) and t.name.startswith("@"):
+            sig = functors.get(t.name[1:])
+            if sig is None:
+                raise at(
+                    UnknownNameError,
+                    f"{t}: functor {t.name} is not declared (.functor {t.name[1:]}(x: T, ...): T)",
+                    t.pos,
+                )
+            n = len(sig.split(":")[1].split(",")) if sig.split(":")[1] else 0
+            if n != len(t.args):
+                raise at(
+                    SchemaError, f"{t}: functor {t.name} takes {n} argument(s), got {len(t.args)}", t.pos
+                )
+            return Call(t.name, t.args, t.pos, sig)
         if not (isinstance(t, Call) and t.name == "as"):
             return t
         if t.type not in aliases:
@@ -464,8 +490,9 @@ def check(prog: Program, external: Mapping[str, pl.Schema] | None = None) -> Che
     facts: dict[str, list[tuple]] = {}
     fresh = _Fresh()
     aliases = _aliases(prog)
+    functors = _functor_types(prog, aliases)
     for r in prog.rules:
-        r = _resolve_as(r, aliases)
+        r = _resolve_as(r, aliases, functors)
         head = r.head
         if head.pred not in rels:
             raise at(

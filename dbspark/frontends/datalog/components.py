@@ -49,6 +49,7 @@ def expand_components(prog: Program) -> Program:
     if not prog.comps and not prog.inits:
         return prog
     out = Program(list(prog.decls), list(prog.types), list(prog.directives), list(prog.rules))
+    out.functors = list(prog.functors)
     templates = {c.name: c for c in prog.comps}
     for init in prog.inits:
         _instantiate(init, templates, "", out, ())

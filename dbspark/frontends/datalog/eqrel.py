@@ -41,7 +41,7 @@ def expand_eqrel(prog: Program) -> Program:
                 f"{dr.name} from it",
                 dr.pos,
             )
-    out = Program(types=list(prog.types), directives=list(prog.directives))
+    out = Program(types=list(prog.types), directives=list(prog.directives), functors=list(prog.functors))
     for d in prog.decls:
         if d.name not in eq:
             out.decls.append(d)

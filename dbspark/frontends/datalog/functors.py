@@ -87,6 +87,8 @@ class Functors:
     def lower(self, t: Call, args: list[Expr], types: list[str | None]) -> Expr:
         """The expression of `t` over its lowered arguments, whose Datalog types are `types`."""
         n = t.name
+        if n.startswith("@"):  # user-defined (`dbspark.functors`)
+            return Func("__functor", (lit(n[1:]), lit(t.type.split(":")[0]), *args))
         if n in BITWISE:
             return Func(BITWISE[n], tuple(args))
         if n == "bnot":

@@ -125,6 +125,8 @@ class RuleLowering:
         if isinstance(t, Call):
             if t.name == "as":
                 return t.type
+            if t.name.startswith("@"):
+                return t.type.split(":")[0]
             result = FUNCTOR_TYPES[t.name][1]
             if result != "same":
                 return result

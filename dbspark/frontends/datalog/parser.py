@@ -38,6 +38,7 @@ from dbspark.frontends.datalog.ast import (
     Constraint,
     Decl,
     Directive,
+    FunctorDecl,
     GroupBy,
     Init,
     Neg,
@@ -53,7 +54,10 @@ from dbspark.frontends.datalog.disjunction import And, Not, Or, normal_form
 GRAMMAR = r"""
 start: item*
 
-?item: decl | type_decl | directive | clause | plan | pragma | comp | init | override
+?item: decl | type_decl | directive | clause | plan | pragma | comp | init | override | functor_decl
+
+functor_decl: ".functor" NAME "(" [attr ("," attr)*] ")" ":" NAME [STATEFUL]
+STATEFUL.2: /stateful\b/
 
 // components: templates of declarations and rules, instantiated with `.init`
 comp: ".comp" NAME [LT NAME ("," NAME)* GT] [":" comp_ref ("," comp_ref)*] "{" item* "}"
@@ -135,6 +139,7 @@ atom.2: (NAME | QNAME) "(" [expr ("," expr)*] ")"
         | "(" expr ")"
         | NAME "(" [expr ("," expr)*] ")"   -> call
         | AGG "(" expr ("," expr)+ ")"      -> aggcall
+        | "@" NAME "(" [expr ("," expr)*] ")"   -> user_call
 
 AGG.2: /(count|sum|min|max|mean)\b/
 DIRECTIVE.2: ".input" | ".output" | ".printsize" | ".limitsize"
@@ -433,6 +438,8 @@ class _Build(Transformer):
                 prog.comps.append(item)
             elif isinstance(item, Init):
                 prog.inits.append(item)
+            elif isinstance(item, FunctorDecl):
+                prog.functors.append(item)
             elif isinstance(item, tuple) and item[0] == "@override":
                 prog.overrides.append(item[1])
             elif isinstance(item, list) and item and isinstance(item[0], Directive):
@@ -440,6 +447,22 @@ class _Build(Transformer):
             elif isinstance(item, list):
                 prog.rules.extend(item)
         return prog
+
+    @v_args(meta=True)
+    def functor_decl(self, meta: Any, ch: list) -> FunctorDecl:
+        if ch[-1] is not None:
+            raise ParseError(
+                f"Datalog: .functor {ch[0]}: stateful functors are not supported (they read Soufflé's "
+                "symbol and record tables)",
+                meta.line,
+                meta.column,
+            )
+        attrs = tuple((a[0], a[1]) for a in ch[1:-2] if a is not None)
+        return FunctorDecl(str(ch[0]), attrs, str(ch[-2]), Pos(meta.line, meta.column))
+
+    @v_args(meta=True)
+    def user_call(self, meta: Any, ch: list) -> Call:
+        return Call("@" + str(ch[0]), tuple(a for a in ch[1:] if a is not None), Pos(meta.line, meta.column))
 
     def comp_ref(self, ch: list) -> CompRef:
         return CompRef(str(ch[0]), tuple(str(x) for x in ch[1:] if isinstance(x, Token) and x.type == "NAME"))
@@ -531,7 +554,7 @@ def parse(text: str) -> Program:
             m = re.match(r"\.(\w+)", text[tok.start_pos :])
             known: tuple[str, ...] = ("decl", "type", "input", "output", "printsize", "limitsize", "plan")
             known += ("pragma", "comp")
-            known += ("init", "override")
+            known += ("init", "override", "functor")
             if m and m.group(1) not in known:
                 raise ParseError(
                     f"Datalog syntax error: unknown directive .{m.group(1)} (the directives are "

@@ -171,6 +171,16 @@ class _Types:
         ts = [self.expr(a) for a in t.args]
         if t.name == "as":
             return self.cast(t, ts[0])
+        if t.name.startswith("@"):  # a user-defined functor: its declared signature
+            result, args = t.type.split(":")
+            for i, (a, x, want) in enumerate(zip(t.args, ts, args.split(","), strict=False)):
+                if x is not None and not fits(x, want):
+                    raise at(
+                        SchemaError,
+                        f"type mismatch: argument {i + 1} of {t} is {x} ({a}), {t.name} takes {want}",
+                        t.pos,
+                    )
+            return result
         kinds, result = FUNCTOR_TYPES[t.name]
         for i, (a, x) in enumerate(zip(t.args, ts, strict=True)):
             want = kinds[min(i, len(kinds) - 1)]
