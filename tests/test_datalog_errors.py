@@ -38,7 +38,7 @@ def err(text: str, cls: type[Exception] = Exception) -> Exception:
         (".decl q(x number)", 1, 11, "expected ':'"),
         ("p(x, y) :- e(x y).", 1, 16, "unexpected 'y'"),
         ("\n\n  p(x, y) <- e(x, y).", 3, 11, "unexpected '<'"),
-        ("p(x, y) :- e(x, y), c < count : { e(x, _) }.", 1, 23, "bound with '='"),
+        ("p(x, y) :- e(x, y), c < count { e(x, _) }.", 1, 31, "unexpected '{'"),
         ("p(x, y) :- e(x, y), /* unterminated", 1, 21, "unexpected"),
         ('p(x, "a) :- e(x, y).', 1, 6, "unexpected character"),
         (".decl q(x: number)\n.bogus q", 2, 1, "unknown directive .bogus"),

@@ -218,7 +218,7 @@ class Aggregate:
 
     def __str__(self) -> str:
         e = f" {self.expr}" if self.expr is not None else ""
-        return f"{self.var} = {self.func}{e} : {{ {', '.join(map(str, self.body))} }}"
+        return f"{Var(self.var)} = {self.func}{e} : {{ {', '.join(map(str, self.body))} }}"
 
 
 @dataclass(frozen=True)

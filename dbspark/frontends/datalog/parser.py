@@ -17,6 +17,7 @@ Expressions follow Soufflé's grammar and operator precedence; functors are `ast
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -24,11 +25,11 @@ from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from dbspark.errors import ParseError
+from dbspark.frontends.datalog.aggterms import AggTerm, lift
 from dbspark.frontends.datalog.ast import (
     FUNCTORS,
     INFIX,
     PREFIX,
-    Aggregate,
     Atom,
     BinOp,
     Call,
@@ -93,7 +94,6 @@ conj: term ("," term)*
 
 ?literal: atom
         | expr cmp expr                                   -> constraint
-        | expr cmp AGG [expr] ":" agg_body                -> aggregate
         | "groupby" "(" atom "," "[" [NAME ("," NAME)*] "]" "," NAME cmp AGG LT [expr] GT ")" -> groupby
         | "true"                                          -> true_lit
         | "false"                                         -> false_lit
@@ -139,6 +139,7 @@ atom.2: (NAME | QNAME) "(" [expr ("," expr)*] ")"
         | "(" expr ")"
         | NAME "(" [expr ("," expr)*] ")"   -> call
         | AGG "(" expr ("," expr)+ ")"      -> aggcall
+        | AGG [expr] ":" agg_body           -> agg_term
         | "@" NAME "(" [expr ("," expr)*] ")"   -> user_call
 
 AGG.2: /(count|sum|min|max|mean)\b/
@@ -208,6 +209,10 @@ def _need_eq(tok: Token) -> None:
 
 class _Build(Transformer):
     """Tree -> ast. Methods get the children; `v_args(meta=True)` gives the position."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fresh = itertools.count()  # the variables that aggregate terms become (`aggterms.lift`)
 
     # ---- terms
     @v_args(meta=True)
@@ -322,16 +327,9 @@ class _Build(Transformer):
         return tuple(bodies[0])
 
     @v_args(meta=True)
-    def aggregate(self, meta: Any, ch: list) -> Aggregate:
-        var, eq, func, expr, body = ch
-        _need_eq(eq)
-        if not isinstance(var, Var):
-            raise ParseError(
-                f"Datalog syntax error: an aggregate's result must be bound to a variable, not {var}",
-                meta.line,
-                meta.column,
-            )
-        return Aggregate(var.name, str(func), expr, body, Pos(meta.line, meta.column))
+    def agg_term(self, meta: Any, ch: list) -> AggTerm:
+        func, expr, body = ch
+        return AggTerm(str(func), expr, body, Pos(meta.line, meta.column))
 
     @v_args(meta=True)
     def groupby(self, meta: Any, ch: list) -> GroupBy:
@@ -368,8 +366,13 @@ class _Build(Transformer):
         heads, bodies = ch[0], ch[1]
         p = Pos(meta.line, meta.column)
         if bodies is None:
-            return [Rule(h, (), p) for h in heads]
-        return [Rule(h, tuple(b), p) for h in heads for b in normal_form(bodies)]
+            return [Rule(*lift(h, [], self.fresh), p) for h in heads]
+        rules = []
+        for h in heads:
+            for b in normal_form(bodies):
+                head, body = lift(h, b, self.fresh)
+                rules.append(Rule(head, body, p))
+        return rules
 
     # ---- declarations
     def attr(self, ch: list) -> tuple[str, str, Pos]:
