@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dbspark.errors import ParseError
+
 TYPES = ("number", "unsigned", "float", "symbol")
 AGGREGATES = ("count", "sum", "min", "max", "mean")
 CMP_OPS = ("=", "!=", "<", "<=", ">", ">=")
@@ -26,6 +28,15 @@ class Pos:
 
 
 NOPOS = Pos(0, 0)
+
+
+def at(cls: type[Exception], msg: str, pos: Pos) -> Exception:
+    """An error of class `cls` whose message ends with the position; ParseError subclasses keep it too."""
+    if issubclass(cls, ParseError):
+        return cls(msg, pos.line, pos.column)
+    e = cls(f"{msg} (line {pos.line}, column {pos.column})")
+    e.line, e.column = pos.line, pos.column  # type: ignore[attr-defined]
+    return e
 
 
 # ---- terms -------------------------------------------------------------------------------------------

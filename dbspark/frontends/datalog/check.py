@@ -23,7 +23,6 @@ from dbspark.frontends.datalog.ast import (
     TYPES,
     Aggregate,
     Atom,
-    Call,
     Const,
     Constraint,
     GroupBy,
@@ -35,14 +34,19 @@ from dbspark.frontends.datalog.ast import (
     Term,
     Var,
     Wild,
+    at,
     has_wild,
     literal_vars,
     map_vars,
     outer_vars,
-    rebuild,
-    rebuild_literal,
-    subterms,
     term_vars,
+)
+from dbspark.frontends.datalog.resolve import (
+    functor_signatures,
+    generators,
+    has_range,
+    resolve_calls,
+    type_bases,
 )
 
 DTYPES: dict[str, pl.DataType] = {
@@ -60,15 +64,6 @@ class UnsafeRuleError(ParseError):
 
 class StratificationError(ParseError):
     """A program whose recursion goes through negation or aggregation."""
-
-
-def at(cls: type[Exception], msg: str, pos: Pos) -> Exception:
-    """An error of class `cls` whose message ends with the position; ParseError subclasses keep it too."""
-    if issubclass(cls, ParseError):
-        return cls(msg, pos.line, pos.column)
-    e = cls(f"{msg} (line {pos.line}, column {pos.column})")
-    e.line, e.column = pos.line, pos.column  # type: ignore[attr-defined]
-    return e
 
 
 @dataclass
@@ -105,70 +100,8 @@ def dtype_type(t: pl.DataType) -> str:
 
 
 # ---- declarations -----------------------------------------------------------------------------------
-def _aliases(prog: Program) -> dict[str, str]:
-    """Every type name's base type (the primitive types map to themselves)."""
-    aliases: dict[str, str] = {t: t for t in TYPES}
-    for td in prog.types:
-        bases = []
-        for t in (td.base, *td.more):
-            base = aliases.get(t, t)
-            if base not in TYPES:
-                raise at(
-                    SchemaError,
-                    f".type {td.name}: unknown type {t!r}; the types are {list(aliases)} (a type is "
-                    "declared before it is used)",
-                    td.pos,
-                )
-            bases.append(base)
-        if len(set(bases)) > 1:  # a union's members share one primitive type (Soufflé's rule)
-            members = ", ".join(f"{t} ({b})" for t, b in zip((td.base, *td.more), bases, strict=True))
-            raise at(SchemaError, f".type {td.name}: a union of different base types: {members}", td.pos)
-        aliases[td.name] = bases[0]
-    return aliases
-
-
-def _functor_types(prog: Program, aliases: dict[str, str]) -> dict[str, str]:
-    """Each declared functor's signature as `Call.type` carries it: "result:arg,arg" in base types."""
-    out: dict[str, str] = {}
-    for d in prog.functors:
-        for t in (d.result, *(t for _, t in d.args)):
-            if t not in aliases:
-                raise at(SchemaError, f".functor {d.name}: unknown type {t!r}", d.pos)
-        out[d.name] = aliases[d.result] + ":" + ",".join(aliases[t] for _, t in d.args)
-    return out
-
-
-def _resolve_as(rule: Rule, aliases: dict[str, str], functors: dict[str, str]) -> Rule:
-    """The rule with the type T of every `as(x, T)` resolved to its base type, and every user-defined
-    functor's call given its declared signature."""
-
-    def f(t: Term) -> Term:
-        if isinstance(t, Call) and t.name.startswith("@"):
-            sig = functors.get(t.name[1:])
-            if sig is None:
-                raise at(
-                    UnknownNameError,
-                    f"{t}: functor {t.name} is not declared (.functor {t.name[1:]}(x: T, ...): T)",
-                    t.pos,
-                )
-            n = len(sig.split(":")[1].split(",")) if sig.split(":")[1] else 0
-            if n != len(t.args):
-                raise at(
-                    SchemaError, f"{t}: functor {t.name} takes {n} argument(s), got {len(t.args)}", t.pos
-                )
-            return Call(t.name, t.args, t.pos, sig)
-        if not (isinstance(t, Call) and t.name == "as"):
-            return t
-        if t.type not in aliases:
-            raise at(SchemaError, f"{t}: unknown type {t.type!r}; the types are {list(aliases)}", t.pos)
-        return Call(t.name, t.args, t.pos, aliases[t.type])
-
-    head = Atom(rule.head.pred, tuple(rebuild(a, f) for a in rule.head.args), rule.head.pos)
-    return Rule(head, tuple(rebuild_literal(x, f) for x in rule.body), rule.pos, rule.shown)
-
-
 def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Relation]:
-    aliases = _aliases(prog)
+    aliases = type_bases(prog)
     rels: dict[str, Relation] = {}
     for d in prog.decls:
         if d.name in rels:
@@ -300,38 +233,7 @@ def _norm_body(body: tuple[Literal, ...], fresh: _Fresh, in_agg: bool) -> tuple[
             if has_wild(lit.left) or has_wild(lit.right):
                 raise at(UnsafeRuleError, f"a wildcard '_' cannot occur in the comparison {lit}", lit.pos)
             out.append(lit)
-    return tuple(_generators(out, fresh))
-
-
-def _is_range(t: Term) -> bool:
-    return isinstance(t, Call) and t.name == "range"
-
-
-def _has_range(t: Term) -> bool:
-    return _is_range(t) or any(map(_has_range, subterms(t)))
-
-
-def _generators(body: list[Literal], fresh: _Fresh) -> list[Literal]:
-    """`x = range(a, b)` (either side) becomes `g = range(a, b), g = x` with g fresh, so that a range
-    is always an assignment to a variable of its own (a bound x then filters); a range anywhere else
-    is refused."""
-    out: list[Literal] = []
-    for lit in body:
-        if isinstance(lit, Constraint) and lit.op == "=" and (_is_range(lit.left) or _is_range(lit.right)):
-            gen, other = (lit.left, lit.right) if _is_range(lit.left) else (lit.right, lit.left)
-            if not _has_range(other) and not any(map(_has_range, subterms(gen))):
-                g = Var(fresh("range"), lit.pos)
-                out += [Constraint("=", g, gen, lit.pos), Constraint("=", g, other, lit.pos)]
-                continue
-        if isinstance(lit, Constraint) and (_has_range(lit.left) or _has_range(lit.right)):
-            raise at(
-                UnsupportedError,
-                f"{lit}: range(...) generates values only bound to a variable (x = range(a, b)) or as "
-                "an argument of a body atom",
-                lit.pos,
-            )
-        out.append(lit)
-    return out
+    return tuple(generators(out, fresh))
 
 
 def _rename(t: Term, ren: dict[str, str]) -> Term:
@@ -489,10 +391,10 @@ def check(prog: Program, external: Mapping[str, pl.Schema] | None = None) -> Che
     rules: list[Rule] = []
     facts: dict[str, list[tuple]] = {}
     fresh = _Fresh()
-    aliases = _aliases(prog)
-    functors = _functor_types(prog, aliases)
+    aliases = type_bases(prog)
+    functors = functor_signatures(prog, aliases)
     for r in prog.rules:
-        r = _resolve_as(r, aliases, functors)
+        r = resolve_calls(r, aliases, functors)
         head = r.head
         if head.pred not in rels:
             raise at(
@@ -509,7 +411,7 @@ def check(prog: Program, external: Mapping[str, pl.Schema] | None = None) -> Che
                 head.pos,
             )
         _arity(head, hr)
-        if any(map(_has_range, head.args)):
+        if any(map(has_range, head.args)):
             raise at(
                 UnsupportedError,
                 f"{head}: range(...) in a rule's head; bind it in the body (r(x) :- x = range(a, b).)",
