@@ -231,15 +231,16 @@ def _reads(body: Iterable[Literal], negative: bool) -> list[tuple[str, bool]]:
     return out
 
 
-def strata(prog: Program) -> dict[str, int]:
-    """Stratum numbers by relaxation; raises ValueError if the program is not stratifiable."""
+def strata(prog: Program, filtered: frozenset[str] = frozenset()) -> dict[str, int]:
+    """Stratum numbers by relaxation; raises ValueError if the program is not stratifiable. A relation
+    in `filtered` (subsumption, choice) is read only from a higher stratum, as a negation is."""
     preds = {d.name for d in prog.decls} | {r.head.pred for r in prog.rules}
     s = dict.fromkeys(preds, 0)
     for _ in range(len(preds) + 2):
         changed = False
         for r in prog.rules:
             for q, neg in _reads(r.body, False):
-                need = s.get(q, 0) + (1 if neg else 0)
+                need = s.get(q, 0) + (1 if neg or q in filtered else 0)
                 if s[r.head.pred] < need:
                     s[r.head.pred] = need
                     changed = True
@@ -310,7 +311,10 @@ def evaluate(
     rels: dict[str, Rel] = {d.name: set() for d in prog.decls}
     for k, v in {**(external or {}), **inputs}.items():
         rels[k] = set(map(tuple, v))
-    level = strata(prog)
+    filtered = frozenset(
+        {x.dominated.pred for x in prog.subsumptions} | {d.name for d in prog.decls if d.choice}
+    )
+    level = strata(prog, filtered)
     ev = _Eval(rels)
     eqrel = {d.name for d in prog.decls if "eqrel" in d.qualifiers}
     for stratum in sorted(set(level.values())):
@@ -334,7 +338,37 @@ def evaluate(
                 break
         else:
             raise RuntimeError(f"oracle: stratum {stratum} did not converge")
+        for name in filtered:
+            if level[name] == stratum:
+                rels[name] = _kept(prog, name, rels[name], ev)
     return rels
+
+
+def _kept(prog: Program, name: str, every: Rel, ev: _Eval) -> Rel:
+    """The tuples of a relation no subsumptive clause drops and that each choice domain keeps (the
+    least of the tuples agreeing on it, in the order of the other columns)."""
+    keep = set(every)
+    for x in (x for x in prog.subsumptions if x.dominated.pred == name):
+        rule = Rule(x.dominated, x.body, x.pos)
+        for t1 in every:
+            b1 = _match(x.dominated, t1, {})
+            for t2 in every:
+                b2 = _match(x.dominating, t2, b1) if b1 is not None and t2 != t1 else None
+                if b2 is not None and ev.body(rule, x.body, [b2]):
+                    keep.discard(t1)
+                    break
+    decl = next(d for d in prog.decls if d.name == name)
+    cols = [a for a, _ in decl.attrs]
+    for domain in decl.choice:
+        key = [cols.index(c) for c in domain]
+        rest = [i for i in range(len(cols)) if i not in key]
+        least: dict[tuple, tuple] = {}
+        for t in every:
+            k = tuple(t[i] for i in key)
+            if k not in least or [t[i] for i in rest] < [least[k][i] for i in rest]:
+                least[k] = t
+        keep &= set(least.values())
+    return keep
 
 
 def equivalence_closure(pairs: Rel) -> Rel:

@@ -42,6 +42,7 @@ from dbspark.frontends.datalog.lower import _reads, lower_component
 from dbspark.frontends.datalog.magic import magic_sets as rewrite_magic
 from dbspark.frontends.datalog.parser import parse
 from dbspark.frontends.datalog.stratify import stratify
+from dbspark.frontends.datalog.subsume import expand_subsumption
 from dbspark.functors import REGISTRY as FUNCTOR_REGISTRY
 from dbspark.functors import register_functor
 
@@ -75,7 +76,7 @@ def load(
         max_iterations = getattr(pipeline, "recursion_limit", 10_000)
     base = Path(base_dir) if base_dir is not None else None
     external = {n: s.schema for n, s in pipeline.relations.items()}
-    prog = expand_eqrel(expand_components(parse(text)))
+    prog = expand_eqrel(expand_subsumption(expand_components(parse(text))))
     for name, fn in (functors or {}).items():
         register_functor(name, fn)
     for d in prog.functors:

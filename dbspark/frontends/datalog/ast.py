@@ -315,6 +315,7 @@ class Decl:
     attrs: tuple[tuple[str, str], ...]  # (attribute, type name as written)
     pos: Pos = field(default=NOPOS, compare=False)
     qualifiers: tuple[str, ...] = ()  # as written after the attributes: "eqrel", "brie", ...
+    choice: tuple[tuple[str, ...], ...] = ()  # `choice-domain x, (y, z)`: each domain's attributes
 
 
 @dataclass(frozen=True)
@@ -333,6 +334,17 @@ class TypeDecl:
     base: str
     pos: Pos = field(default=NOPOS, compare=False)
     more: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Subsumption:
+    """`r(a, d1) <= r(a, d2) :- d1 >= d2.`: a tuple of r matching `dominated` is dropped when a tuple
+    matching `dominating` and the body hold (Soufflé's subsumptive clause)."""
+
+    dominated: Atom
+    dominating: Atom
+    body: tuple[Literal, ...]
+    pos: Pos = field(default=NOPOS, compare=False)
 
 
 @dataclass(frozen=True)
@@ -376,6 +388,7 @@ class Program:
     inits: list[Init] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)  # (in a component's body) `.override r`
     functors: list[FunctorDecl] = field(default_factory=list)
+    subsumptions: list[Subsumption] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from dbspark.frontends.datalog.ast import (
     Pos,
     Program,
     Rule,
+    Subsumption,
     TypeDecl,
 )
 from dbspark.frontends.datalog.check import at
@@ -49,7 +50,7 @@ def expand_components(prog: Program) -> Program:
     if not prog.comps and not prog.inits:
         return prog
     out = Program(list(prog.decls), list(prog.types), list(prog.directives), list(prog.rules))
-    out.functors = list(prog.functors)
+    out.functors, out.subsumptions = list(prog.functors), list(prog.subsumptions)
     templates = {c.name: c for c in prog.comps}
     for init in prog.inits:
         _instantiate(init, templates, "", out, ())
@@ -83,6 +84,7 @@ def _body(ref: CompRef, templates: Templates, pos: Pos, chain: tuple[str, ...]) 
         body.types += b.types
         body.directives += b.directives
         body.rules += [r for r in b.rules if r.head.pred not in dropped]
+        body.subsumptions += [x for x in b.subsumptions if x.dominated.pred not in dropped]
         body.inits += b.inits
     own = c.body
     body.decls += [
@@ -94,6 +96,7 @@ def _body(ref: CompRef, templates: Templates, pos: Pos, chain: tuple[str, ...]) 
     ]
     body.directives += own.directives
     body.rules += own.rules
+    body.subsumptions += own.subsumptions
     body.inits += [
         Init(i.instance, CompRef(i.comp.name, tuple(subst.get(a, a) for a in i.comp.args)), i.pos)
         for i in own.inits
@@ -122,6 +125,10 @@ def _instantiate(init: Init, templates: Templates, outer: str, out: Program, cha
     for r in body.rules:
         head = Atom(rel(r.head.pred), r.head.args, r.head.pos)
         out.rules.append(Rule(head, tuple(_renamed(x, rel) for x in r.body), r.pos))
+    for x in body.subsumptions:
+        a, b = x.dominated, x.dominating
+        ra, rb = Atom(rel(a.pred), a.args, a.pos), Atom(rel(b.pred), b.args, b.pos)
+        out.subsumptions.append(Subsumption(ra, rb, tuple(_renamed(y, rel) for y in x.body), x.pos))
     for nested in body.inits:
         _instantiate(nested, seen, prefix, out, (*chain, init.comp.name))
 

@@ -46,6 +46,7 @@ from dbspark.frontends.datalog.ast import (
     Pos,
     Program,
     Rule,
+    Subsumption,
     TypeDecl,
     Var,
     Wild,
@@ -71,7 +72,9 @@ plan: ".plan" plan_entry ("," plan_entry)*
 plan_entry: INT ":" "(" [INT ("," INT)*] ")"
 pragma: ".pragma" STRING [STRING]
 
-decl: ".decl" (NAME | QNAME) "(" [attr ("," attr)*] ")" QUALIFIER*
+decl: ".decl" (NAME | QNAME) "(" [attr ("," attr)*] ")" QUALIFIER* [CHOICE choice ("," choice)*]
+choice: NAME | "(" NAME ("," NAME)* ")"
+CHOICE.2: "choice-domain"
 attr: NAME ":" NAME
 type_decl: ".type" NAME ("<:" | "=") NAME ("|" NAME)*
         | ".type" NAME "=" "[" [attr ("," attr)*] "]"                  -> record_type
@@ -85,6 +88,7 @@ param: NAME "=" pvalue
        | INT    -> pint
 
 clause: heads [":-" disj] "."
+      | atom CMP atom ":-" disj "."                       -> subsume
 heads: atom ("," atom)*
 disj: conj (";" conj)*
 conj: term ("," term)*
@@ -374,6 +378,29 @@ class _Build(Transformer):
                 rules.append(Rule(head, body, p))
         return rules
 
+    @v_args(meta=True)
+    def subsume(self, meta: Any, ch: list) -> list[Subsumption]:
+        dominated, op, dominating, bodies = ch
+        if str(op) != "<=":
+            raise ParseError(
+                f"Datalog syntax error: a subsumptive clause is written {dominated} <= {dominating} :- ..., "
+                f"not with {str(op)!r}",
+                meta.line,
+                meta.column,
+            )
+        if dominated.pred != dominating.pred:
+            raise ParseError(
+                f"Datalog: a subsumptive clause relates two tuples of one relation, not {dominated.pred} "
+                f"and {dominating.pred}",
+                meta.line,
+                meta.column,
+            )
+        p = Pos(meta.line, meta.column)
+        return [Subsumption(dominated, dominating, tuple(b), p) for b in normal_form(bodies)]
+
+    def choice(self, ch: list) -> list[str]:
+        return [str(x) for x in ch]
+
     # ---- declarations
     def attr(self, ch: list) -> tuple[str, str, Pos]:
         return (str(ch[0]), str(ch[1]), _pos(ch[1]))
@@ -382,7 +409,8 @@ class _Build(Transformer):
     def decl(self, meta: Any, ch: list) -> Decl:
         attrs = [a for a in ch[1:] if isinstance(a, tuple)]
         quals = tuple(str(q) for q in ch[1:] if isinstance(q, Token) and q.type == "QUALIFIER")
-        d = Decl(str(ch[0]), tuple((a, t) for a, t, _ in attrs), Pos(meta.line, meta.column), quals)
+        choice = tuple(tuple(c) for c in ch[1:] if isinstance(c, list))
+        d = Decl(str(ch[0]), tuple((a, t) for a, t, _ in attrs), Pos(meta.line, meta.column), quals, choice)
         object.__setattr__(d, "_type_pos", {a: p for a, _, p in attrs})
         return d
 
@@ -445,6 +473,8 @@ class _Build(Transformer):
                 prog.functors.append(item)
             elif isinstance(item, tuple) and item[0] == "@override":
                 prog.overrides.append(item[1])
+            elif isinstance(item, list) and item and isinstance(item[0], Subsumption):
+                prog.subsumptions.extend(item)
             elif isinstance(item, list) and item and isinstance(item[0], Directive):
                 prog.directives.extend(item)
             elif isinstance(item, list):
