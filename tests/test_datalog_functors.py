@@ -871,3 +871,57 @@ def test_subsumption_errors(text, error, message):
     head = ".decl e(x: number, d: number) .input e\n.decl r(x: number, d: number) .output r\nr(x, d) :- e(x, d).\n"
     with pytest.raises(error, match=message):
         pipeline_on("local").datalog(head + text + "\n")
+
+
+# ---- witnesses of min / max -----------------------------------------------------------------------------
+WITNESSES = """
+.decl family(name: symbol, age: number) .input family
+.decl youngest(name: symbol, age: number) .output youngest
+youngest(p, n) :- n = min x : family(p, x).
+.decl e(g: number, w: symbol, c: number) .input e
+.decl cheapest(g: number, w: symbol) .output cheapest
+cheapest(g, w) :- e(g, _, _), _ = min c : { e(g, w, c) }.
+.decl dearest(g: number, w: symbol, c: number) .output dearest
+dearest(g, w, c + 1) :- e(g, _, _), c = max d : { e(g, w, d), w != "z" }.
+"""
+# as Soufflé's GroundWitnesses transform writes them (its documentation's example, by hand)
+GROUNDED = """
+.decl family(name: symbol, age: number) .input family
+.decl youngest(name: symbol, age: number) .output youngest
+youngest(p, n) :- n = min x : family(q, x), family(p, n).
+.decl e(g: number, w: symbol, c: number) .input e
+.decl cheapest(g: number, w: symbol) .output cheapest
+cheapest(g, w) :- e(g, _, _), m = min c : { e(g, v, c) }, e(g, w, m).
+.decl dearest(g: number, w: symbol, c: number) .output dearest
+dearest(g, w, c + 1) :- e(g, _, _), c = max d : { e(g, v, d), v != "z" }, e(g, w, c), w != "z".
+"""
+
+
+def test_witnesses_as_the_manual_shows(engine):
+    fam = [("Alissa", 10), ("Maria", 46), ("Mark", 50), ("John", 10)]
+    p = pipeline_on(engine)
+    try:
+        p.datalog(WITNESSES.split(".decl e(")[0])
+        p.insert("family", fam)
+        p.step()
+        assert set(p.view("youngest").to_dict()) == {("Alissa", 10), ("John", 10)}  # both tied witnesses
+    finally:
+        p.close()
+
+
+@engine_given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.sampled_from("abz"), st.integers(0, 5)), min_size=1, max_size=10
+    ),
+    st.lists(st.tuples(st.sampled_from(["Ann", "Bo", "Cy"]), st.integers(1, 4)), max_size=5),
+    st.lists(st.integers(0, 9), max_size=4),
+    local=30,
+    spark=2,
+)
+def test_witnesses_under_inserts_and_deletes(engine, es, fam, drop):
+    es, fam = sorted(set(es)), sorted(set(fam))
+    gone = [r for i, r in enumerate(es) if i in drop]
+    steps = [({"e": es[::2], "family": fam}, {}), ({"e": es[1::2]}, {}), ({}, {"e": gone, "family": fam[:1]})]
+    p = pipeline_on(engine)
+    p.datalog(WITNESSES)
+    run_against_oracle(p, GROUNDED, ["youngest", "cheapest", "dearest"], ["family", "e"], steps)

@@ -18,6 +18,7 @@ from dbspark.frontends.datalog.ast import (
     Pos,
     Term,
     Var,
+    Wild,
     rebuild,
     rebuild_literal,
 )
@@ -52,8 +53,9 @@ def lift(head: Atom, body: list[Literal], counter: itertools.count) -> tuple[Ato
     for lit in body:
         if isinstance(lit, Constraint) and lit.op == "=":
             for v, a in ((lit.left, lit.right), (lit.right, lit.left)):
-                if isinstance(v, Var) and isinstance(a, AggTerm):  # x = count : { ... }
-                    out.append(Aggregate(v.name, a.func, a.expr, a.body, lit.pos))
+                if isinstance(v, (Var, Wild)) and isinstance(a, AggTerm):  # x = count : { ... }
+                    name = v.name if isinstance(v, Var) else f"@agg#{next(counter)}?"  # (_ = min ...)
+                    out.append(Aggregate(name, a.func, a.expr, a.body, lit.pos))
                     break
             else:
                 out.append(rebuild_literal(lit, fresh))

@@ -44,6 +44,7 @@ from dbspark.frontends.datalog.ast import (
 from dbspark.frontends.datalog.resolve import (
     functor_signatures,
     generators,
+    ground_witnesses,
     has_range,
     resolve_calls,
     type_bases,
@@ -417,7 +418,7 @@ def check(prog: Program, external: Mapping[str, pl.Schema] | None = None) -> Che
                 f"{head}: range(...) in a rule's head; bind it in the body (r(x) :- x = range(a, b).)",
                 head.pos,
             )
-        body = _norm_body(r.body, fresh, False)
+        body = ground_witnesses(head, _norm_body(r.body, fresh, False), fresh)
         rule = Rule(head, body, r.pos, str(r))
         _check_preds(rule, body, rels)
         if not body and all(isinstance(a, Const) for a in head.args):

@@ -1,6 +1,6 @@
 """Names resolved before the checks of each rule: every type name's primitive type (`.type` subtypes,
 equivalences, unions), user-defined functors' signatures, `as(x, T)`'s type, and `range` generators
-made assignments of variables of their own."""
+made assignments of variables of their own, and the witnesses of min / max aggregates grounded."""
 
 from __future__ import annotations
 
@@ -9,18 +9,24 @@ from collections.abc import Callable
 from dbspark.errors import SchemaError, UnknownNameError, UnsupportedError
 from dbspark.frontends.datalog.ast import (
     TYPES,
+    Aggregate,
     Atom,
     Call,
     Constraint,
+    GroupBy,
     Literal,
     Program,
     Rule,
     Term,
     Var,
     at,
+    literal_vars,
+    map_vars,
+    outer_vars,
     rebuild,
     rebuild_literal,
     subterms,
+    term_vars,
 )
 
 
@@ -115,3 +121,55 @@ def generators(body: list[Literal], fresh: Callable[[str], str]) -> list[Literal
             )
         out.append(lit)
     return out
+
+
+def ground_witnesses(
+    head: Atom, body: tuple[Literal, ...], fresh: Callable[[str], str]
+) -> tuple[Literal, ...]:
+    """Soufflé's witnesses of min / max (its GroundWitnesses transform): a variable of the aggregate's
+    body that the rest of the rule uses but nothing else binds takes the values of the tuples that
+    attain the extreme. `youngest(p, n) :- n = min x : { family(p, x) }.` becomes
+    `n = min x : { family(p', x) }, family(p, x'), x' = n` (every tied tuple a witness)."""
+    grounded: set[str] = set()
+    for lit in body:
+        if isinstance(lit, (Atom, GroupBy)):
+            grounded |= outer_vars(lit)
+        elif isinstance(lit, Aggregate):
+            grounded.add(lit.var)
+    for _ in body:  # assignments from what is grounded (in any order)
+        for lit in body:
+            if isinstance(lit, Constraint) and lit.op == "=":
+                for v, e in ((lit.left, lit.right), (lit.right, lit.left)):
+                    if isinstance(v, Var) and term_vars(e) <= grounded:
+                        grounded.add(v.name)
+    out: list[Literal] = []
+    extra: list[Literal] = []
+    for lit in body:
+        if not (isinstance(lit, Aggregate) and lit.func in ("min", "max") and lit.expr is not None):
+            out.append(lit)
+            continue
+        outside = head.vars() | set().union(*[literal_vars(x) for x in body if x is not lit])
+        witnesses = (lit.inner_vars() - {lit.var}) & outside - grounded
+        if not witnesses:
+            out.append(lit)
+            continue
+        inside = {w: fresh(w) for w in witnesses}
+        out.append(
+            Aggregate(lit.var, lit.func, lit.expr, tuple(_renamed(x, inside) for x in lit.body), lit.pos)
+        )
+        local = {v: fresh(v) for v in lit.inner_vars() - outside}  # the copy's own variables
+        copy = tuple(_renamed(x, local) for x in lit.body)
+        value = _renamed_term(lit.expr, local)
+        extra += [*copy, Constraint("=", value, Var(lit.var, lit.pos), lit.pos)]
+    return (*out, *extra)
+
+
+def _renamed_term(t: Term, names: dict[str, str]) -> Term:
+    return map_vars(t, lambda v: Var(names.get(v.name, v.name), v.pos))
+
+
+def _renamed(lit: Literal, names: dict[str, str]) -> Literal:
+    def f(t: Term) -> Term:
+        return Var(names[t.name], t.pos) if isinstance(t, Var) and t.name in names else t
+
+    return rebuild_literal(lit, f)
