@@ -84,6 +84,8 @@ class Pipeline:
         ] = {}  # the catalog: tables and views by name (SQL and Datalog share it)
         self.runtime: Runtime | None = None
         self._pending: list[tuple[str, Any, Any]] = []
+        # the .output directives' parameters of Datalog programs, per view (`dbspark.io.souffle_outputs`)
+        self.datalog_outputs: dict[str, dict[str, Any]] = {}
 
     # ---- declaring ----------------------------------------------------------------------------
     def table(

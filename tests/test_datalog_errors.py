@@ -130,11 +130,8 @@ def test_unstratifiable_programs_name_the_cycle(rules, cycle, kind):
         (".decl q(x: number)\n.printsize q", UnsupportedError, ".printsize is not supported"),
         (".decl q(x: number)\n.input q(IO=sqlite)", UnsupportedError, "IO=sqlite"),
         (".decl q(x: number)\n.input q(foo=1)", UnsupportedError, "unknown parameter"),
-        (
-            '.decl q(x: number)\n.output q(IO=file, filename="q.csv")',
-            UnsupportedError,
-            "dbspark run --output",
-        ),
+        (".decl q(x: number)\n.output q(IO=sqlite)", UnsupportedError, "IO=sqlite"),
+        (".decl q(x: number)\n.output q(foo=1)", UnsupportedError, r"unknown parameter\(s\) \['foo'\]"),
         (".decl q(x: number)\n.output q\n.output q", SchemaError, "given twice"),
         (".type T <: float\n.decl q(x: T)\n.decl r(x: number)\nq(x) :- r(x).", SchemaError, "type mismatch"),
     ],

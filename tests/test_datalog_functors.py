@@ -925,3 +925,43 @@ def test_witnesses_under_inserts_and_deletes(engine, es, fam, drop):
     p = pipeline_on(engine)
     p.datalog(WITNESSES)
     run_against_oracle(p, GROUNDED, ["youngest", "cheapest", "dearest"], ["family", "e"], steps)
+
+
+def test_output_files_as_souffle_writes_them(tmp_path):
+    """`dbspark run prog.dl --output DIR` writes each `.output` relation after its last step as Soufflé
+    does (its parameters: filename, delimiter, headers, compress, IO=stdout), the contents the
+    relation has then; other parameters and IO kinds are refused."""
+    import gzip
+
+    from typer.testing import CliRunner
+
+    from dbspark.cli.main import app
+
+    prog = tmp_path / "p.dl"
+    prog.write_text(
+        """
+        .decl e(x: number, s: symbol) .input e
+        .decl r(x: number, s: symbol) .output r(IO=file, filename="sub/r.tsv", headers=true)
+        r(x, s) :- e(x, s), x > 1.
+        .decl c(n: number) .output c
+        c(n) :- n = count : { e(_, _) }.
+        .decl z(s: symbol) .output z(compress=true, filename="z.csv.gz")
+        z(s) :- e(_, s).
+        .decl t(x: number) .output t(IO=stdout)
+        t(x) :- e(x, _), x < 2.
+        """
+    )
+    changes = tmp_path / "changes"
+    for name, body in (("1", "x,s,weight\n1,a,1\n2,b,1\n3,c,1\n"), ("2", "x,s,weight\n3,c,-1\n")):
+        (changes / name).mkdir(parents=True)
+        (changes / name / "e.csv").write_text(body)
+    out = tmp_path / "out"
+    args = ["run", str(prog), "--changes", str(changes), "--engine", "local", "--output", str(out)]
+    r = CliRunner().invoke(app, args, terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert (out / "sub" / "r.tsv").read_text() == "x\ts\n2\tb\n"
+    assert (out / "c.csv").read_text() == "2\n"
+    assert gzip.decompress((out / "z.csv.gz").read_bytes()).decode() == "a\nb\n"
+    assert "t\n===============\n1\n===============" in r.output
+    with pytest.raises(UnsupportedError, match="IO=sqlite is not supported"):
+        pipeline_on("local").datalog(".decl q(x: number)\n.output q(IO=sqlite)\n")

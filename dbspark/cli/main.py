@@ -137,7 +137,10 @@ def run(
     state: Annotated[
         Path | None, typer.Option(help="directory for durable state (resume after a crash)")
     ] = None,
-    output: Annotated[Path | None, typer.Option(help="write each view's changes here, per step")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(help="write each view's changes here, per step (and a Datalog program's .output files)"),
+    ] = None,
     master: Annotated[
         str | None, typer.Option(help="Spark master URL (default: active session or local[*])")
     ] = None,
@@ -174,6 +177,12 @@ def run(
                     if show:
                         show_changes(i + 1, out, show)
                     bar.advance(task)
+            if p.datalog_outputs:  # a Datalog program's .output files, as Soufflé writes them
+                from dbspark.io.souffle import write_souffle_outputs
+
+                views = {v: p.view(v) for v in p.datalog_outputs}
+                for line in write_souffle_outputs(p.datalog_outputs, views, output):
+                    err.print(f"wrote {line}", soft_wrap=True, highlight=False)
             summary = Table(title=f"views after {p.steps} steps", title_justify="left")
             summary.add_column("view")
             summary.add_column("rows", justify="right")

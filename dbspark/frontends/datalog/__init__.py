@@ -166,6 +166,7 @@ def load(
         if r.output:
             pipeline.create_view(name, env[name])
             declared.append(name)
+            pipeline.datalog_outputs[name] = dict(r.out_params)
     pipeline._pending.extend((t, rows, 1) for t, rows in pending)
     return declared
 

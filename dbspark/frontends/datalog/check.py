@@ -57,6 +57,7 @@ DTYPES: dict[str, pl.DataType] = {
     "symbol": pl.String(),
 }
 INPUT_PARAMS = {"IO", "filename", "delimiter", "headers", "format", "rfc4180", "columns"}
+OUTPUT_PARAMS = {"IO", "filename", "delimiter", "headers", "compress"}
 
 
 class UnsafeRuleError(ParseError):
@@ -76,6 +77,7 @@ class Relation:
     pos: Pos
     params: dict[str, Any] = field(default_factory=dict)  # of its .input directive
     output: bool = False
+    out_params: dict[str, Any] = field(default_factory=dict)  # of its .output directive
 
     @property
     def schema(self) -> dict[str, pl.DataType]:
@@ -163,14 +165,16 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
                 )
             r.origin, r.params = "input", params
         else:
-            if params:
+            unknown = set(params) - OUTPUT_PARAMS
+            if unknown or params.get("IO", "file") not in ("file", "stdout"):
+                what = f"unknown parameter(s) {sorted(unknown)}" if unknown else f"IO={params['IO']}"
                 raise at(
                     UnsupportedError,
-                    f".output {dr.name}: parameters {sorted(params)} are not supported; the "
-                    "output is a view of the pipeline (write its changes with `dbspark run --output DIR`)",
+                    f".output {dr.name}: {what} is not supported (IO=file or stdout, with "
+                    f"{sorted(OUTPUT_PARAMS - {'IO'})})",
                     dr.pos,
                 )
-            r.output = True
+            r.output, r.out_params = True, params
     for name, schema in external.items():
         if name not in rels:
             rels[name] = Relation(
