@@ -1,7 +1,7 @@
 """Soufflé's output files of a Datalog program's `.output` relations, written by `dbspark run` after
 its last step: `<name>.csv` (or `filename=`) under the run's `--output` directory, tab-separated (or
 `delimiter=`), a header line with `headers=true`, gzip-compressed with `compress=true`; `IO=stdout`
-prints the relation instead. Each holds the relation's current contents, one line per tuple, sorted, as
+prints the relation instead, and `.printsize` prints its size (`name<TAB>n`). Each holds the relation's current contents, one line per tuple, sorted, as
 Soufflé writes them after a run."""
 
 from __future__ import annotations
@@ -38,7 +38,13 @@ def write_souffle_outputs(
     Files go under `directory` (none written without one)."""
     done = []
     for name, params in outputs.items():
-        text = souffle_text(souffle_frame(views[name]), params)
+        frame = souffle_frame(views[name])
+        if params.get("printsize") == "true":
+            print(f"{name}\t{frame.height}", flush=True)
+            done.append(f"{name}: its size")
+        if params.get("IO", "file") == "none":  # (.printsize alone)
+            continue
+        text = souffle_text(frame, params)
         if params.get("IO", "file") == "stdout":
             print(f"---------------\n{name}\n===============\n{text}===============", flush=True)
             done.append(f"{name}: stdout")

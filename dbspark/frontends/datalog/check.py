@@ -134,11 +134,10 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
         rels[d.name] = Relation(d.name, cols, types, "derived", d.pos)
     seen: set[tuple[str, str]] = set()
     for dr in prog.directives:
-        if dr.kind not in ("input", "output"):
+        if dr.kind not in ("input", "output", "printsize"):
             why = {
                 "limitsize": "which tuples a limit keeps depends on evaluation order, so it cannot be "
                 "maintained incrementally",
-                "printsize": "read a relation's size with a count aggregate into an output relation",
             }.get(dr.kind, "")
             raise at(UnsupportedError, f".{dr.kind} is not supported: {why}", dr.pos)
         if dr.name not in rels:
@@ -148,6 +147,13 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
         seen.add((dr.kind, dr.name))
         r = rels[dr.name]
         params = dict(dr.params)
+        if dr.kind == "printsize":  # a view whose size `dbspark run` prints (`io/souffle.py`)
+            if params:
+                raise at(UnsupportedError, f".printsize {dr.name}: it takes no parameters", dr.pos)
+            r.output, r.out_params = True, {**r.out_params, "printsize": "true"}
+            if dr.name not in {d.name for d in prog.directives if d.kind == "output"}:
+                r.out_params["IO"] = "none"
+            continue
         if dr.kind == "input":
             unknown = set(params) - INPUT_PARAMS
             if unknown:
@@ -174,7 +180,7 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
                     f"{sorted(OUTPUT_PARAMS - {'IO'})})",
                     dr.pos,
                 )
-            r.output, r.out_params = True, params
+            r.output, r.out_params = True, {**params, **r.out_params}
     for name, schema in external.items():
         if name not in rels:
             rels[name] = Relation(
