@@ -122,6 +122,18 @@ class Pipeline:
         self.circuit.output(name, stream)
         self.relations[name] = stream
 
+    def output_table(self, name: str, stream: Stream) -> None:
+        """A Datalog input relation that is also an `.output`: view `name`, named like its table, holds
+        the relation (the table's facts and any the rules derive into it). The catalog then gives
+        `stream` for `name`, so what reads it later reads the whole relation; `insert` / `delete` still
+        go to the table. (Inputs and outputs are apart in the circuit; only here do they share a name.)"""
+        self._not_started("declare a view")
+        if name not in self.circuit.inputs or name in self.circuit.outputs:
+            raise CircuitError(f"output_table {name!r}: no table of that name, or it is already a view")
+        _check_snapshot_operators(name, stream)
+        self.circuit.output(name, stream)
+        self.relations[name] = stream
+
     def relation(self, name: str) -> Stream:
         """The stream of a table or view (to build further views on it)."""
         if name not in self.relations:

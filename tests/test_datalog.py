@@ -416,6 +416,30 @@ def test_corner_cases(request, engine):
     run_against_oracle(p, CORNERS, ["out", "flag", "k", "same", "cnt"], ["e", "n"], steps)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_input_relation_that_is_also_an_output(request, engine, tmp_path):
+    """`.input n` and `.output n`: the view named like the table holds the table's facts and those the
+    rules derive into it; inserts and deletes still go to the table; a durable pipeline resumes it."""
+    text = CORNERS + ".output e\n.output n\n"
+    opts = {"spark": request.getfixturevalue("spark_session")} if engine == "spark" else {}
+    p = dbspark.Pipeline(tmp_path / "state", engine=engine, **opts)
+    assert p.datalog(text) == ["e", "n", "out", "flag", "k", "same", "cnt"]
+    assert p.tables[:2] == ["e", "n"] and p.views[:2] == ["e", "n"]
+    steps = [
+        ({"n": [(1,)], "e": [(1, 2), (2, 3)]}, {}),
+        ({"e": [(3, 1)]}, {"e": [(1, 2)]}),
+    ]
+    run_against_oracle(p, text, ["e", "n", "out"], ["e", "n"], steps)
+    p.close()
+    q = dbspark.Pipeline(tmp_path / "state", engine=engine, **opts)
+    q.datalog(text)
+    q.delete("n", [(1,)])
+    q.step()
+    want = evaluate(text, {"e": {(2, 3), (3, 1)}, "n": set()})
+    assert as_set(q.view("n")) == want["n"] == set() and as_set(q.view("e")) == want["e"]
+    q.close()
+
+
 def test_durable_pipeline_resumes_without_reloading_facts(tmp_path):
     """Facts and fact files are the first step's inserts: a pipeline reopened on its directory resumes
     after its last step and does not insert them again."""

@@ -162,10 +162,8 @@ def test_rejected_program_declares_nothing():
     assert p.tables == ["e", "s"] and p.views == ["p"]
 
 
-def test_input_output_of_the_same_relation_and_redeclaring_a_table():
+def test_redeclaring_a_table():
     p = dbspark.Pipeline(engine="local")
-    with pytest.raises(UnsupportedError, match="'e' is an input table"):
-        p.datalog(".decl e(x: number)\n.input e\n.output e")
     p.table("t", {"a": "int64"})
     with pytest.raises(Exception, match="'t' is already declared"):
         p.datalog(".decl t(a: number)\n.input t")

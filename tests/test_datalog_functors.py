@@ -938,7 +938,7 @@ def test_output_files_as_souffle_writes_them(tmp_path):
     prog = tmp_path / "p.dl"
     prog.write_text(
         """
-        .decl e(x: number, s: symbol) .input e
+        .decl e(x: number, s: symbol) .input e .output e
         .decl r(x: number, s: symbol) .output r(IO=file, filename="sub/r.tsv", headers=true)
         r(x, s) :- e(x, s), x > 1.
         .decl c(n: number) .output c
@@ -962,6 +962,7 @@ def test_output_files_as_souffle_writes_them(tmp_path):
     assert r.exit_code == 0, r.output
     assert (out / "sub" / "r.tsv").read_text() == "x\ts\n2\tb\n"
     assert (out / "c.csv").read_text() == "2\n"
+    assert (out / "e.csv").read_text() == "1\ta\n2\tb\n"  # an input relation, output too
     assert gzip.decompress((out / "z.csv.gz").read_bytes()).decode() == "a\nb\n"
     assert "t\n===============\n1\n===============" in r.output
     assert "big\t1\n" in r.output and "c\t1\n" in r.output  # .printsize: the sizes after the run

@@ -18,7 +18,8 @@ stratifies (`stratify`) and lowers (`lower`) the program into the pipeline's cir
   that is already there and `p.delete` of a fact that is not are rejected with an error naming the
   fact (the step is rolled back); a fact file (`<name>.facts` next to the program, or `filename=`)
   and the program's own facts are the table's first insert;
-- an `.output` relation is a view (`p.view`, `p.step()` changes; SQL can read it);
+- an `.output` relation is a view (`p.view`, `p.step()` changes; SQL can read it); an `.input` relation
+  that is also an `.output` is both a table and a view of the same name (`Pipeline.output_table`);
 - other relations are internal streams; facts of relations that are not inputs go to a hidden table
   `_facts_<name>`, and bodies without a positive atom start from a hidden one-row table `_unit`;
 - a predicate not declared in the program but known to the pipeline (a table or view declared before,
@@ -33,7 +34,7 @@ from typing import Any
 
 import polars as pl
 
-from dbspark.errors import CircuitError, SchemaError, UnknownNameError, UnsupportedError
+from dbspark.errors import CircuitError, SchemaError, UnknownNameError
 from dbspark.frontends.datalog.check import Checked, check, dtype_type
 from dbspark.frontends.datalog.components import expand_components
 from dbspark.frontends.datalog.eqrel import expand_eqrel
@@ -93,12 +94,6 @@ def load(
         checked = rewrite_magic(checked, comps)
         comps = stratify(sorted(checked.relations), checked.rules)
     rels = checked.relations
-    for r in rels.values():
-        if r.origin == "input" and r.output:
-            raise UnsupportedError(
-                f".output {r.name}: {r.name!r} is an input table (read it with the table itself, "
-                "or output a relation derived from it)"
-            )
     # declared in the program but defined elsewhere: a relation with no rules, facts or .input that the
     # pipeline already has is read from the pipeline
     defined = {r.head.pred for r in checked.rules} | set(checked.facts)
@@ -163,7 +158,10 @@ def load(
             continue
         env.update(lower_component(comp, rels, env, base_parts, unit, max_iterations, closure_operator))
     for name, r in rels.items():
-        if r.output:
+        if r.output and r.origin == "input":  # the table, and what rules derive into it
+            pipeline.output_table(name, env[name])
+            pipeline.datalog_outputs[name] = dict(r.out_params)
+        elif r.output:
             pipeline.create_view(name, env[name])
             declared.append(name)
             pipeline.datalog_outputs[name] = dict(r.out_params)
