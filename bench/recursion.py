@@ -3,6 +3,7 @@ per batch of 100 inserts + 100 deletes, against recomputation.
 
     python -m bench recursion                      # all workloads (about 10 minutes)
     python -m bench.recursion --workloads reach,sg --batches 5
+    python -m bench.recursion --workloads pointsto,sg_forest --size 1000000   # at 1M input facts
 
 Workloads (Datalog programs through `Pipeline(engine="local", recursion=...)`; TC with the closure
 operator switched off, so that every one runs through a recursive scope):
@@ -12,16 +13,25 @@ operator switched off, so that every one runs through a recursive scope):
 - `reach`: reachability from 10 roots on a random graph of 100,000 edges (50,000 nodes);
 - `sg`: same generation, `sg(x, y) :- par(p, x), par(p, y), x != y. sg(x, y) :- par(a, x), sg(a, b),
   par(b, y).`, on a random tree (node i's parent drawn from the 200 nodes before it; 20,000 nodes);
+- `sg_forest`: same generation on a forest of random trees of 16 nodes (node i's parent drawn from
+  the nodes before it in its tree; 1,000,000 parent facts make about 3.2M sg pairs, where `sg`'s tree
+  would make 100M); batches delete random parent facts and add new leaves;
 - `pointsto`: Andersen's points-to analysis of a generated program (assignments `p = &a`, `p = q`,
   `p = *q`, `*p = q`; 100,000 statements over 50,000 variables).
+
+`--size N` runs the chosen workloads at N input facts (Soufflé programs at the scale of issue 19:
+`--workloads pointsto,sg_forest --size 1000000`).
 
 Systems, each in a subprocess (its peak RSS its own): dbspark with `recursion="nested"`, `"dred"` and
 `"auto"` (one pipeline: the from-scratch step, then one step per batch); dbspark's recompute (a fresh
 pipeline on the whole input after batch 1 and after the last batch: semi-naive from scratch, the
-`dred` strategy's first step); DuckDB's `WITH RECURSIVE ... UNION` (tc, reach, sg: its recursive
-reference is the last iteration's new rows, so a non-linear rule such as points-to's cannot be
-written); a plain-Python semi-naive evaluation (pointsto). Every system's final relation is checked
-equal (size and digest) to the recompute's.
+`dred` strategy's first step); DuckDB's `WITH RECURSIVE ... UNION` (tc, reach, sg, sg_forest: its
+recursive reference is the last iteration's new rows), and for points-to, whose rules are non-linear,
+`WITH RECURSIVE ... USING KEY` (DuckDB >= 1.3), where `recurring.pt` is every row so far: each
+non-linear rule is written twice (new rows joined with all rows, all rows with new rows) and rows
+already there are filtered out, which is semi-naive evaluation; DuckDB runs from scratch at the start
+and after the last batch; a plain-Python semi-naive evaluation (pointsto). Every system's final
+relation is checked equal (size and digest) to the recompute's.
 
 Memory: the worker's RSS growth over the run (its peak minus its RSS once dbspark is imported, before
 the input is built; the input's Python lists count too) against the fixpoint's size as int64 columns
@@ -71,11 +81,24 @@ DUCK = {
     "ON v.x = edge.x) SELECT x FROM v",
     "sg": "WITH RECURSIVE v(x, y) AS (SELECT a.c, b.c FROM par a JOIN par b ON a.p = b.p WHERE a.c <> b.c "
     "UNION SELECT a.c, b.c FROM par a JOIN v ON a.p = v.x JOIN par b ON v.y = b.p) SELECT x, y FROM v",
+    "pointsto": """WITH RECURSIVE pt(p, a) USING KEY (p, a) AS (
+  SELECT p, a FROM addr
+  UNION
+  SELECT DISTINCT n.p, n.a FROM (
+    SELECT s.p, d.a FROM assign s JOIN pt d ON d.p = s.q
+    UNION ALL SELECT l.p, r.a FROM load l JOIN pt d ON d.p = l.q JOIN recurring.pt r ON r.p = d.a
+    UNION ALL SELECT l.p, r.a FROM load l JOIN recurring.pt d ON d.p = l.q JOIN pt r ON r.p = d.a
+    UNION ALL SELECT d.a, r.a FROM store s JOIN pt d ON d.p = s.p JOIN recurring.pt r ON r.p = s.q
+    UNION ALL SELECT d.a, r.a FROM store s JOIN recurring.pt d ON d.p = s.p JOIN pt r ON r.p = s.q
+  ) n WHERE NOT EXISTS (SELECT 1 FROM recurring.pt o WHERE o.p = n.p AND o.a = n.a))
+SELECT p, a FROM pt""",
 }
-FULL = {"tc": 1000, "reach": 100_000, "sg": 20_000, "pointsto": 100_000}
-QUICK = {"tc": 300, "reach": 20_000, "sg": 5_000, "pointsto": 20_000}
-SMOKE = {"tc": 60, "reach": 2_000, "sg": 500, "pointsto": 2_000}
-VIEW = {"tc": "path", "reach": "reach", "sg": "sg", "pointsto": "pt"}
+DUCK["sg_forest"] = DUCK["sg"]
+FULL = {"tc": 1000, "reach": 100_000, "sg": 20_000, "pointsto": 100_000, "sg_forest": 100_000}
+QUICK = {"tc": 300, "reach": 20_000, "sg": 5_000, "pointsto": 20_000, "sg_forest": 20_000}
+SMOKE = {"tc": 60, "reach": 2_000, "sg": 500, "pointsto": 2_000, "sg_forest": 2_000}
+VIEW = {"tc": "path", "reach": "reach", "sg": "sg", "pointsto": "pt", "sg_forest": "sg"}
+TREE = 16  # sg_forest's trees' nodes
 STRATEGIES = ("nested", "dred", "auto")
 
 
@@ -88,6 +111,27 @@ def _tree(n: int, nb: int) -> tuple[dict, list]:
         pool = sorted(cur)
         dels = [pool[i] for i in sorted(rng.choice(len(pool), CHANGE, replace=False).tolist())]
         ins = [(int(rng.integers(0, nxt)), nxt + j) for j in range(CHANGE)]  # new leaves
+        nxt += CHANGE
+        cur.difference_update(dels)
+        cur.update(ins)
+        batches.append(({"par": ins}, {"par": dels}))
+    return {"par": par}, batches
+
+
+def _forest(n: int, nb: int) -> tuple[dict, list]:
+    """n parent facts: trees of TREE nodes, each node's parent drawn from the nodes before it in its
+    tree; a batch deletes CHANGE random parent facts and adds CHANGE new leaves under random nodes."""
+    rng = np.random.default_rng(17)
+    trees = -(-n // (TREE - 1))
+    k = np.arange(1, TREE)
+    parent = (np.arange(trees) * TREE)[:, None] + (rng.random((trees, TREE - 1)) * k).astype(np.int64)
+    child = np.arange(trees * TREE).reshape(trees, TREE)[:, 1:]
+    par = sorted(zip(parent.ravel().tolist()[:n], child.ravel().tolist()[:n], strict=True))
+    cur, nxt, batches = set(par), trees * TREE, []
+    for _ in range(nb):
+        pool = sorted(cur)
+        dels = [pool[i] for i in sorted(rng.choice(len(pool), CHANGE, replace=False).tolist())]
+        ins = [(int(rng.integers(0, nxt)), nxt + j) for j in range(CHANGE)]
         nxt += CHANGE
         cur.difference_update(dels)
         cur.update(ins)
@@ -153,6 +197,8 @@ def inputs(w: str, size: int, nb: int) -> tuple[str, dict, list]:
         return REACH, {"edge": init, "root": roots}, [({"edge": i}, {"edge": d}) for i, d in bs]
     if w == "sg":
         return (SG, *_tree(size, nb))
+    if w == "sg_forest":
+        return (SG, *_forest(size, nb))
     return (POINTSTO, *_program(size, nb))
 
 
@@ -260,8 +306,9 @@ def worker_duckdb(w: str, size: int, nb: int) -> dict:
     text, start, batches = inputs(w, size, nb)
     con = duckdb.connect()
     out: dict[str, Any] = {"batches": []}
-    cols = {"edge": ("x", "y"), "root": ("x",), "par": ("p", "c")}
-    for b in [0, *sorted({1, nb})]:
+    cols = {"edge": ("x", "y"), "root": ("x",), "par": ("p", "c"), "addr": ("p", "a")}
+    cols |= {k: ("p", "q") for k in ("assign", "load", "store")}
+    for b in [0, nb] if w == "pointsto" else [0, *sorted({1, nb})]:  # (points-to: minutes a run)
         for k, rows in at_batch(start, batches, b).items():
             df = _frame(rows).rename(dict(zip([f"c{i}" for i in range(len(cols[k]))], cols[k], strict=True)))  # noqa: F841
             con.execute(f"CREATE OR REPLACE TABLE {k} AS SELECT * FROM df")
@@ -360,9 +407,17 @@ def _med(r: dict, k: str = "wall") -> float | None:
     return statistics.median(b[k] for b in bs) if bs else None
 
 
-def run(quick: bool, workloads: list[str] | None = None, nb: int | None = None, timeout: float = 900) -> dict:
+def run(
+    quick: bool,
+    workloads: list[str] | None = None,
+    nb: int | None = None,
+    timeout: float = 1800,
+    size: int | None = None,
+) -> dict:
     nb = nb or h.sized(5, 3, quick, smoke=2)
-    sizes = h.sized(FULL, QUICK, quick, smoke=SMOKE)
+    sizes = dict(h.sized(FULL, QUICK, quick, smoke=SMOKE))
+    if size is not None:
+        sizes = {w: size for w in sizes}
     res: dict[str, Any] = {"params": {"batches": nb, "change": CHANGE, "sizes": sizes}, "workloads": {}}
     for w in workloads or list(FULL):
         size = sizes[w]
@@ -452,8 +507,9 @@ if __name__ == "__main__":
         ap.add_argument("--quick", action="store_true")
         ap.add_argument("--workloads", help=f"comma-separated, of {','.join(FULL)}")
         ap.add_argument("--batches", type=int)
+        ap.add_argument("--size", type=int, help="the chosen workloads' input facts (nodes for tc)")
         a = ap.parse_args()
-        out = run(a.quick, a.workloads.split(",") if a.workloads else None, a.batches)
+        out = run(a.quick, a.workloads.split(",") if a.workloads else None, a.batches, size=a.size)
         del out["plot"], out["plot_title"]  # `python -m bench recursion` draws them
         print(out["table"])
         print("written:", h.write_json("recursion", a.quick, out))
