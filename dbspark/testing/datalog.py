@@ -40,6 +40,7 @@ from dbspark.frontends.datalog.ast import (
     term_vars,
 )
 from dbspark.frontends.datalog.parser import parse
+from dbspark.frontends.datalog.subsume import recursive_relations
 from dbspark.testing.functors import functor, in_range, souffle_range
 
 Rel = set[tuple]
@@ -314,12 +315,15 @@ def evaluate(
     filtered = frozenset(
         {x.dominated.pred for x in prog.subsumptions} | {d.name for d in prog.decls if d.choice}
     )
-    level = strata(prog, filtered)
+    looped = filtered & recursive_relations(prog)  # filtered while the recursion runs, as Soufflé does
+    level = strata(prog, filtered - looped)
     ev = _Eval(rels)
     eqrel = {d.name for d in prog.decls if "eqrel" in d.qualifiers}
     for stratum in sorted(set(level.values())):
         rules = [r for r in prog.rules if level[r.head.pred] == stratum]
+        here = {r.head.pred for r in rules}
         for _ in range(max_rounds):
+            before = {n: frozenset(rels[n]) for n in here}
             new = False
             for name in eqrel & {r.head.pred for r in rules}:  # Soufflé's eqrel: the equivalence closure
                 closed = equivalence_closure(rels[name])
@@ -334,11 +338,15 @@ def evaluate(
                     if row not in rels[r.head.pred]:
                         rels[r.head.pred].add(row)
                         new = True
+            if looped & here:  # a round's dominated tuples dropped: done when a round changes nothing
+                for name in looped & here:
+                    rels[name] = _kept(prog, name, rels[name], ev)
+                new = any(frozenset(rels[n]) != before[n] for n in here)
             if not new:
                 break
         else:
             raise RuntimeError(f"oracle: stratum {stratum} did not converge")
-        for name in filtered:
+        for name in filtered - looped:
             if level[name] == stratum:
                 rels[name] = _kept(prog, name, rels[name], ev)
     return rels

@@ -34,7 +34,7 @@ from typing import Any
 
 import polars as pl
 
-from dbspark.errors import CircuitError, SchemaError, UnknownNameError
+from dbspark.errors import CircuitError, DbsparkError, SchemaError, UnknownNameError
 from dbspark.frontends.datalog.check import Checked, check, dtype_type
 from dbspark.frontends.datalog.components import expand_components
 from dbspark.frontends.datalog.eqrel import expand_eqrel
@@ -43,7 +43,7 @@ from dbspark.frontends.datalog.lower import _reads, lower_component
 from dbspark.frontends.datalog.magic import magic_sets as rewrite_magic
 from dbspark.frontends.datalog.parser import parse
 from dbspark.frontends.datalog.stratify import stratify
-from dbspark.frontends.datalog.subsume import expand_subsumption
+from dbspark.frontends.datalog.subsume import expand_subsumption, own_names
 from dbspark.functors import REGISTRY as FUNCTOR_REGISTRY
 from dbspark.functors import register_functor
 
@@ -88,8 +88,13 @@ def load(
                 f"dbspark.register_functor({d.name!r}, fn)"
             )
     declared_here = {d.name for d in prog.decls}
-    checked = check(prog, {n: s for n, s in external.items() if n not in declared_here})
-    comps = stratify(sorted(checked.relations), checked.rules)
+    try:
+        checked = check(prog, {n: s for n, s in external.items() if n not in declared_here})
+        comps = stratify(sorted(checked.relations), checked.rules)
+    except DbsparkError as e:  # (a subsumed relation's rules derive `r__all`)
+        if e.args and isinstance(e.args[0], str):
+            e.args = (own_names(e.args[0]), *e.args[1:])
+        raise
     if magic_sets:  # the outputs' bound calls evaluated goal-directed (`magic.py`)
         checked = rewrite_magic(checked, comps)
         comps = stratify(sorted(checked.relations), checked.rules)

@@ -15,23 +15,38 @@ the same whatever the order of the changes, and stays maintained under deletes):
 
     r__out(x...) :- r__all(x...), r__all(y...), y_D = x_D, y_j = x_j (j < k), y_k < x_k.   (one per k)
 
-A relation read by its own rules through these is a recursion through negation, refused as
-unstratifiable (Soufflé applies them while evaluating the recursion; dbspark does not).
+A relation that reaches itself through its rules (Soufflé applies subsumption while it evaluates the
+recursion) is rewritten when its one subsumptive clause orders one column and keeps the others equal,
+`r(x, d1) <= r(x, d2) :- d1 >= d2.` (or `>`, or `d2 <= d1`; `<=` / `<` keep the largest): the tuples
+no other dominates are then, per x, the least d, a recursion through `min`
+
+    r(x, d) :- r__all(x, _), d = min c : { r__all(x, c) }.
+
+which is maintained under the monotonic semantics of recursive aggregation
+(`docs/recursive-aggregation.md`; a rule making d smaller as its inputs grow is refused there, naming
+it). Shortest paths written the Soufflé way, `dist(y, d + w) :- dist(x, d), edge(x, y, w).` with that
+clause, are this case. Other clauses on a recursive relation, and choice domains in a recursion, are
+a recursion through negation, refused as unstratifiable.
 """
 
 from __future__ import annotations
 
+import re
+
 from dbspark.errors import SchemaError, UnsupportedError
 from dbspark.frontends.datalog.ast import (
+    Aggregate,
     Atom,
     Constraint,
     Decl,
+    GroupBy,
     Literal,
     Negation,
     Program,
     Rule,
     Term,
     Var,
+    Wild,
     at,
 )
 
@@ -45,23 +60,59 @@ def expand_subsumption(prog: Program) -> Program:
     for s in prog.subsumptions:
         if s.dominated.pred not in decls:
             raise at(SchemaError, f"subsumptive clause on {s.dominated.pred!r}, which is not declared", s.pos)
+    ordered = {}
+    for name in sorted(targets & recursive_relations(prog)):
+        order = _one_ordered_column(prog, decls[name])
+        if order is not None:
+            ordered[name] = order
+            continue
+        d = decls[name]
+        if d.choice:
+            raise at(
+                UnsupportedError,
+                f".decl {name}: a choice domain on a relation that reaches itself through its rules is "
+                "not supported (Soufflé chooses while it evaluates the recursion, so which tuple it "
+                "keeps depends on its evaluation order)",
+                d.pos,
+            )
+        clause = next(x for x in prog.subsumptions if x.dominated.pred == name)
+        raise at(
+            UnsupportedError,
+            f"subsumptive clause on {name!r}: {name} reaches itself through its rules, and in a "
+            "recursion dbspark applies one subsumptive clause that orders one column and keeps the "
+            f"others equal ({name}(x, d1) <= {name}(x, d2) :- d1 >= d2., a recursion through min or "
+            "max); not this one, or several",
+            clause.pos,
+        )
     out = Program(types=list(prog.types), directives=list(prog.directives), functors=list(prog.functors))
     for d in prog.decls:
         out.decls.append(Decl(d.name, d.attrs, d.pos, d.qualifiers))
         if d.name in targets:
-            for suffix in ("__all", "__out"):
+            for suffix in ("__all",) if d.name in ordered else ("__all", "__out"):
                 out.decls.append(Decl(d.name + suffix, d.attrs, d.pos))
     for r in prog.rules:
         if r.head.pred in targets:
-            r = Rule(Atom(r.head.pred + "__all", r.head.args, r.head.pos), r.body, r.pos, r.shown)
+            r = Rule(Atom(r.head.pred + "__all", r.head.args, r.head.pos), r.body, r.pos, r.shown or str(r))
         out.rules.append(r)
     for name in sorted(targets):
         d = decls[name]
         vs: tuple[Term, ...] = tuple(Var(f"v{i}") for i in range(len(d.attrs)))
+        if name in ordered:  # r(.., d) :- r__all(.., _), d = min c : { r__all(.., c) }.
+            k, func = ordered[name]
+            any_k = tuple(Wild() if i == k else v for i, v in enumerate(vs))
+            each = tuple(Var("c__") if i == k else v for i, v in enumerate(vs))
+            agg = Aggregate(f"v{k}", func, Var("c__"), (Atom(name + "__all", each, d.pos),), d.pos)
+            clause = next(x for x in prog.subsumptions if x.dominated.pred == name)
+            shown = f"{clause.dominated} <= {clause.dominating} :- {', '.join(map(str, clause.body))}."
+            body = (Atom(name + "__all", any_k, d.pos), agg)
+            out.rules.append(Rule(Atom(name, vs, d.pos), body, clause.pos, shown))
+            continue
         every, dropped = Atom(name + "__all", vs, d.pos), Atom(name + "__out", vs, d.pos)
         out.rules.append(Rule(Atom(name, vs, d.pos), (every, Negation(dropped, d.pos)), d.pos))
         out.rules += _choices(d)
     for s in prog.subsumptions:
+        if s.dominated.pred in ordered:
+            continue
         a, b = s.dominated, s.dominating
         both: tuple[Literal, ...] = (
             Atom(a.pred + "__all", a.args, a.pos),
@@ -71,6 +122,73 @@ def expand_subsumption(prog: Program) -> Program:
             differ = Constraint("!=", x, y, s.pos)
             out.rules.append(Rule(Atom(a.pred + "__out", a.args, a.pos), (*both, *s.body, differ), s.pos))
     return out
+
+
+def recursive_relations(prog: Program) -> set[str]:
+    """The relations that reach themselves through the rules (through any literal of a body)."""
+    reads: dict[str, set[str]] = {}
+    for r in prog.rules:
+        reads.setdefault(r.head.pred, set()).update(_preds(r.body))
+    out = set()
+    for start in reads:
+        seen, todo = set(), list(reads[start])
+        while todo:
+            q = todo.pop()
+            if q == start:
+                out.add(start)
+                break
+            if q not in seen:
+                seen.add(q)
+                todo.extend(reads.get(q, ()))
+    return out
+
+
+def _preds(body: tuple[Literal, ...]) -> set[str]:
+    out: set[str] = set()
+    for lit in body:
+        if isinstance(lit, Atom):
+            out.add(lit.pred)
+        elif isinstance(lit, Negation):
+            out.add(lit.atom.pred)
+        elif isinstance(lit, Aggregate):
+            out |= _preds(lit.body)
+        elif isinstance(lit, GroupBy):
+            out.add(lit.atom.pred)
+    return out
+
+
+def own_names(message: str) -> str:
+    """An error's message about the rewritten program in the names of the program as written."""
+    message = re.sub(r"aggregate of (\w+)__all\b", r"the subsumptive clause of \1", message)
+    return re.sub(r"\b(\w+)__all\b", r"\1", message)
+
+
+def _one_ordered_column(prog: Program, d: Decl) -> tuple[int, str] | None:
+    """(k, "min" | "max") when `d`'s one subsumptive clause (and no choice domain) drops a tuple for
+    one that agrees on every column but k and is less (min) or greater (max) in column k."""
+    clauses = [s for s in prog.subsumptions if s.dominated.pred == d.name]
+    if d.choice or len(clauses) != 1 or len(clauses[0].body) != 1:
+        return None
+    s, (c,) = clauses[0], clauses[0].body
+    a, b = s.dominated.args, s.dominating.args
+    if not all(isinstance(t, Var) for t in (*a, *b)) or not isinstance(c, Constraint):
+        return None
+    differ = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+    names = [t.name for t in a if isinstance(t, Var)]
+    if len(differ) != 1 or len(set(names)) != len(names) or b[differ[0]] in a:
+        return None
+    k = differ[0]
+    lo, hi = a[k], b[k]  # dominated, dominating
+    flipped = {">=": "<=", ">": "<", "<=": ">=", "<": ">"}
+    op = (
+        c.op
+        if (c.left, c.right) == (lo, hi)
+        else flipped.get(c.op)
+        if (c.left, c.right) == (hi, lo)
+        else None
+    )
+    # op relates the dominated value to the dominating one: `lo >= hi` drops larger ones (min)
+    return (k, "min") if op in (">=", ">") else (k, "max") if op in ("<=", "<") else None
 
 
 def _choices(d: Decl) -> list[Rule]:
