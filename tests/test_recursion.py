@@ -969,7 +969,7 @@ def test_auto_weighs_its_switch_against_the_fixpoint(engine, edges, drops):
         (scope,) = [s for s in p.runtime.states.values() if hasattr(s, "switched_at")]
         for n, drop in enumerate(drops):
             gone = sorted({edges[i] for i in drop if i < len(edges)} & have)
-            back = [e for e in gone[::2]]  # some come back in the next step
+            back = gone[::2]  # some come back in the next step
             if gone:
                 p.delete("edge", gone)
             p.step()

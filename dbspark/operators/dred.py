@@ -301,16 +301,16 @@ class AutoScopeState:
         # the fixpoint's rows: counted the first time a switch is weighed, then kept up by each step's
         # change (counting reads every fact: 0.3 s a step for points-to's 3.3M)
         self._size: int | None = None
-        self._weighed: int | None = None  # this step's estimate of the fixpoint's rows (if it weighed one)
+        self._estimate: int | None = None  # this step's estimate of the fixpoint's rows (if it weighed one)
 
     def _runs_away(self, removed: int | None, kept: int | None) -> bool:
         if not _runaway(removed, kept) or removed is None or kept is None:
             return False
         # the results at the last step: kept up since counted, or an estimate made once in this step
         # (what is left of them, and the removals, which count a fact once per result it leaves)
-        if self._size is None and self._weighed is None:
-            self._weighed = self._fixpoint_rows() + removed
-        size = self._size if self._size is not None else self._weighed
+        if self._size is None and self._estimate is None:
+            self._estimate = self._fixpoint_rows() + removed
+        size = self._size if self._size is not None else self._estimate
         return kept >= SWITCH_SHARE * (size or 0)
 
     def _fixpoint_rows(self) -> int:
@@ -349,7 +349,7 @@ class AutoScopeState:
             return self._switch(undo, self._fixpoint(), here=False)
         for name, v in imports.items():
             k.trace_insert(self.inputs[name], v, undo)
-        self._weighed = None
+        self._estimate = None
         sub: list = []  # the delete-and-rederive step's own undo: a runaway over-delete is undone
         self.dred.watch = self.runaway
         try:
@@ -370,7 +370,7 @@ class AutoScopeState:
             net = [k.to_local(v) for v in out if k.is_local(v)]
             self._size = size + sum(int(z.weights().sum()) for z in net) if len(net) == len(out) else None
         over = self.dred.overdeleted[-1] and back >= SWITCH_MIN
-        if self._size is None and (self._weighed is not None or over):
+        if self._size is None and (self._estimate is not None or over):
             self._size = self._fixpoint_rows()  # (exact, once: later steps keep it up)
         if over and back >= SWITCH_RATIO * _rows(k, out) and back >= SWITCH_SHARE * (self._size or 0):
             self._switch(undo, None)  # (the step's change is dred's)

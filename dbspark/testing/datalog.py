@@ -40,7 +40,7 @@ from dbspark.frontends.datalog.ast import (
     term_vars,
 )
 from dbspark.frontends.datalog.parser import parse
-from dbspark.frontends.datalog.subsume import recursive_relations
+from dbspark.frontends.datalog.stratify import recursive_relations
 from dbspark.testing.functors import functor, in_range, souffle_range
 
 Rel = set[tuple]
@@ -315,7 +315,7 @@ def evaluate(
     filtered = frozenset(
         {x.dominated.pred for x in prog.subsumptions} | {d.name for d in prog.decls if d.choice}
     )
-    looped = filtered & recursive_relations(prog)  # filtered while the recursion runs, as Soufflé does
+    looped = filtered & recursive_relations(prog.rules)  # filtered while the recursion runs, as Soufflé does
     level = strata(prog, filtered - looped)
     ev = _Eval(rels)
     eqrel = {d.name for d in prog.decls if "eqrel" in d.qualifiers}
@@ -323,7 +323,7 @@ def evaluate(
         rules = [r for r in prog.rules if level[r.head.pred] == stratum]
         here = {r.head.pred for r in rules}
         for _ in range(max_rounds):
-            before = {n: frozenset(rels[n]) for n in here}
+            before = {n: frozenset(rels[n]) for n in here} if looped & here else {}
             new = False
             for name in eqrel & {r.head.pred for r in rules}:  # Soufflé's eqrel: the equivalence closure
                 closed = equivalence_closure(rels[name])

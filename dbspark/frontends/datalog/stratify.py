@@ -54,6 +54,16 @@ def edges(rules: list[Rule]) -> list[Edge]:
     return out
 
 
+def recursive_relations(rules: list[Rule]) -> set[str]:
+    """The relations that reach themselves through the rules (through any literal of a body)."""
+    succ: dict[str, list[str]] = {}
+    for e in edges(rules):
+        succ.setdefault(e.src, []).append(e.dst)
+    nodes = sorted(set(succ) | {r.head.pred for r in rules})
+    out = {p for p, ds in succ.items() if p in ds}
+    return out | {p for comp in sccs(nodes, succ) if len(comp) > 1 for p in comp}
+
+
 def sccs(nodes: list[str], succ: dict[str, list[str]]) -> list[list[str]]:
     """Tarjan's algorithm (iterative); components come out in reverse topological order."""
     index: dict[str, int] = {}

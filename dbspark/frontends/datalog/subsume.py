@@ -26,7 +26,7 @@ which is maintained under the monotonic semantics of recursive aggregation
 (`docs/recursive-aggregation.md`; a rule making d smaller as its inputs grow is refused there, naming
 it). Shortest paths written the Soufflé way, `dist(y, d + w) :- dist(x, d), edge(x, y, w).` with that
 clause, are this case. Other clauses on a recursive relation, and choice domains in a recursion, are
-a recursion through negation, refused as unstratifiable.
+refused naming the clause or the declaration.
 """
 
 from __future__ import annotations
@@ -39,16 +39,17 @@ from dbspark.frontends.datalog.ast import (
     Atom,
     Constraint,
     Decl,
-    GroupBy,
     Literal,
     Negation,
     Program,
     Rule,
+    Subsumption,
     Term,
     Var,
     Wild,
     at,
 )
+from dbspark.frontends.datalog.stratify import recursive_relations
 
 
 def expand_subsumption(prog: Program) -> Program:
@@ -60,8 +61,8 @@ def expand_subsumption(prog: Program) -> Program:
     for s in prog.subsumptions:
         if s.dominated.pred not in decls:
             raise at(SchemaError, f"subsumptive clause on {s.dominated.pred!r}, which is not declared", s.pos)
-    ordered = {}
-    for name in sorted(targets & recursive_relations(prog)):
+    ordered: dict[str, tuple[int, str, Subsumption]] = {}  # name: (column, min | max, its clause)
+    for name in sorted(targets & recursive_relations(prog.rules)):
         order = _one_ordered_column(prog, decls[name])
         if order is not None:
             ordered[name] = order
@@ -98,11 +99,10 @@ def expand_subsumption(prog: Program) -> Program:
         d = decls[name]
         vs: tuple[Term, ...] = tuple(Var(f"v{i}") for i in range(len(d.attrs)))
         if name in ordered:  # r(.., d) :- r__all(.., _), d = min c : { r__all(.., c) }.
-            k, func = ordered[name]
+            k, func, clause = ordered[name]
             any_k = tuple(Wild() if i == k else v for i, v in enumerate(vs))
             each = tuple(Var("c__") if i == k else v for i, v in enumerate(vs))
             agg = Aggregate(f"v{k}", func, Var("c__"), (Atom(name + "__all", each, d.pos),), d.pos)
-            clause = next(x for x in prog.subsumptions if x.dominated.pred == name)
             shown = f"{clause.dominated} <= {clause.dominating} :- {', '.join(map(str, clause.body))}."
             body = (Atom(name + "__all", any_k, d.pos), agg)
             out.rules.append(Rule(Atom(name, vs, d.pos), body, clause.pos, shown))
@@ -124,47 +124,14 @@ def expand_subsumption(prog: Program) -> Program:
     return out
 
 
-def recursive_relations(prog: Program) -> set[str]:
-    """The relations that reach themselves through the rules (through any literal of a body)."""
-    reads: dict[str, set[str]] = {}
-    for r in prog.rules:
-        reads.setdefault(r.head.pred, set()).update(_preds(r.body))
-    out = set()
-    for start in reads:
-        seen, todo = set(), list(reads[start])
-        while todo:
-            q = todo.pop()
-            if q == start:
-                out.add(start)
-                break
-            if q not in seen:
-                seen.add(q)
-                todo.extend(reads.get(q, ()))
-    return out
-
-
-def _preds(body: tuple[Literal, ...]) -> set[str]:
-    out: set[str] = set()
-    for lit in body:
-        if isinstance(lit, Atom):
-            out.add(lit.pred)
-        elif isinstance(lit, Negation):
-            out.add(lit.atom.pred)
-        elif isinstance(lit, Aggregate):
-            out |= _preds(lit.body)
-        elif isinstance(lit, GroupBy):
-            out.add(lit.atom.pred)
-    return out
-
-
 def own_names(message: str) -> str:
     """An error's message about the rewritten program in the names of the program as written."""
     message = re.sub(r"aggregate of (\w+)__all\b", r"the subsumptive clause of \1", message)
     return re.sub(r"\b(\w+)__all\b", r"\1", message)
 
 
-def _one_ordered_column(prog: Program, d: Decl) -> tuple[int, str] | None:
-    """(k, "min" | "max") when `d`'s one subsumptive clause (and no choice domain) drops a tuple for
+def _one_ordered_column(prog: Program, d: Decl) -> tuple[int, str, Subsumption] | None:
+    """(k, "min" | "max", the clause) when `d`'s one subsumptive clause (and no choice domain) drops a tuple for
     one that agrees on every column but k and is less (min) or greater (max) in column k."""
     clauses = [s for s in prog.subsumptions if s.dominated.pred == d.name]
     if d.choice or len(clauses) != 1 or len(clauses[0].body) != 1:
@@ -188,7 +155,8 @@ def _one_ordered_column(prog: Program, d: Decl) -> tuple[int, str] | None:
         else None
     )
     # op relates the dominated value to the dominating one: `lo >= hi` drops larger ones (min)
-    return (k, "min") if op in (">=", ">") else (k, "max") if op in ("<=", "<") else None
+    func = "min" if op in (">=", ">") else "max" if op in ("<=", "<") else None
+    return (k, func, s) if func is not None else None
 
 
 def _choices(d: Decl) -> list[Rule]:
