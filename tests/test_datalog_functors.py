@@ -569,8 +569,8 @@ def test_bad_fact_file_options(tmp_path, change, message):
 
 
 def test_type_unions_subtypes_and_equivalences(engine):
-    """Soufflé's `.type` forms: subtypes, equivalences and unions all take their primitive type's values;
-    records and ADTs are not supported yet (clear errors)."""
+    """Soufflé's `.type` forms: subtypes, equivalences and unions all take their primitive type's values
+    (records and ADTs: `test_datalog_records.py`)."""
     text = """
     .type Dog <: symbol
     .type Cat <: symbol
@@ -592,10 +592,8 @@ def test_type_unions_subtypes_and_equivalences(engine):
         pipeline_on("local").datalog(".type A <: number\n.type B <: symbol\n.type C = A | B\n")
     with pytest.raises(SchemaError, match="unknown type 'Nope'"):
         pipeline_on("local").datalog(".type C = number | Nope\n")
-    with pytest.raises(ParseError, match="record types are not supported yet"):
-        pipeline_on("local").datalog(".type P = [x: number, y: number]\n")
-    with pytest.raises(ParseError, match="algebraic data types are not supported yet"):
-        pipeline_on("local").datalog(".type T = Leaf {} | Node {l: T, r: T}\n")
+    with pytest.raises(SchemaError, match="a union of different base types: P \\(P\\), Q \\(number\\)"):
+        pipeline_on("local").datalog(".type P = [x: number]\n.type Q <: number\n.type C = P | Q\n")
 
 
 # ---- components ------------------------------------------------------------------------------------------

@@ -130,9 +130,14 @@ def show_changes(step: int, changes: dict[str, Any], limit: int) -> None:
 def run(
     pipeline: Annotated[Path, typer.Argument(help=PIPELINE_HELP, exists=True, dir_okay=False)],
     changes: Annotated[
-        Path,
-        typer.Option("--changes", help="directory of steps of change batches", exists=True, file_okay=False),
-    ],
+        Path | None,
+        typer.Option(
+            "--changes",
+            help="directory of steps of change batches (none: one step over the program's own facts)",
+            exists=True,
+            file_okay=False,
+        ),
+    ] = None,
     engine: Annotated[str, typer.Option(help="spark (default) or local")] = "spark",
     state: Annotated[
         Path | None, typer.Option(help="directory for durable state (resume after a crash)")
@@ -152,11 +157,12 @@ def run(
         typer.Option(help="the local engine's ceiling on its state, e.g. 8GiB (a step past it is rejected)"),
     ] = None,
 ) -> None:
-    """Run PIPELINE over the change batches in --changes, one step per sub-directory."""
+    """Run PIPELINE over the change batches in --changes, one step per sub-directory (without
+    --changes: one step, over the facts the pipeline itself loads, as `souffle prog.dl` runs)."""
     try:
         with Pipeline(state, engine=engine, master=master, memory_limit=memory_limit) as p:
             load_pipeline(pipeline, p)
-            steps = step_dirs(changes)
+            steps = step_dirs(changes) if changes is not None else []
             done = p.steps
             if done:
                 console.print(f"resuming after step {done} (committed in {state})")
@@ -177,11 +183,18 @@ def run(
                     if show:
                         show_changes(i + 1, out, show)
                     bar.advance(task)
+            if not steps and not done:  # no change batches: a step over the facts the pipeline holds
+                out = p.step(
+                    sink=(lambda n, ch: write_outputs(output, n, ch)) if output is not None else None
+                )
+                if show:
+                    show_changes(1, out, show)
             if p.datalog_outputs:  # a Datalog program's .output files, as Soufflé writes them
+                from dbspark.frontends.datalog.records import render
                 from dbspark.io.souffle import write_souffle_outputs
 
                 views = {v: p.view(v) for v in p.datalog_outputs}
-                for line in write_souffle_outputs(p.datalog_outputs, views, output):
+                for line in write_souffle_outputs(p.datalog_outputs, views, output, render):
                     err.print(f"wrote {line}", soft_wrap=True, highlight=False)
             summary = Table(title=f"views after {p.steps} steps", title_justify="left")
             summary.add_column("view")

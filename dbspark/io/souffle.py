@@ -7,10 +7,13 @@ Soufflé writes them after a run."""
 from __future__ import annotations
 
 import gzip
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+
+Render = Callable[[str, str], str]  # a record's encoding and its type -> Soufflé's text of it
 
 
 def souffle_frame(view: Any) -> pl.DataFrame:
@@ -20,10 +23,18 @@ def souffle_frame(view: Any) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=z.schema, orient="row") if rows else pl.DataFrame(schema=z.schema)
 
 
-def souffle_text(frame: pl.DataFrame, params: dict[str, Any]) -> str:
+def souffle_text(frame: pl.DataFrame, params: dict[str, Any], render: Render | None = None) -> str:
+    """The lines of an output file; a record or ADT column (`@records`: column -> type) in Soufflé's
+    form (`[1, [2, nil]]`, `$Leaf(1)`) by `render(value, type)` (`frontends.datalog.records.render`)."""
     sep = str(params.get("delimiter", "\t"))
     lines = [sep.join(frame.columns)] if str(params.get("headers", "false")).lower() == "true" else []
-    lines += [sep.join(_text(v) for v in row) for row in frame.iter_rows()]
+    types = [params.get("@records", {}).get(c) for c in frame.columns]
+    lines += [
+        sep.join(
+            _text(v) if t is None or render is None else render(v, t) for v, t in zip(row, types, strict=True)
+        )
+        for row in frame.iter_rows()
+    ]
     return "".join(line + "\n" for line in lines)
 
 
@@ -32,7 +43,10 @@ def _text(v: Any) -> str:
 
 
 def write_souffle_outputs(
-    outputs: dict[str, dict[str, Any]], views: dict[str, Any], directory: Path | None
+    outputs: dict[str, dict[str, Any]],
+    views: dict[str, Any],
+    directory: Path | None,
+    render: Render | None = None,
 ) -> list[str]:
     """Write (or print, for IO=stdout) each `.output` relation; returns what was written, for the log.
     Files go under `directory` (none written without one)."""
@@ -44,7 +58,7 @@ def write_souffle_outputs(
             done.append(f"{name}: its size")
         if params.get("IO", "file") == "none":  # (.printsize alone)
             continue
-        text = souffle_text(frame, params)
+        text = souffle_text(frame, params, render)
         if params.get("IO", "file") == "stdout":
             print(f"---------------\n{name}\n===============\n{text}===============", flush=True)
             done.append(f"{name}: stdout")

@@ -36,10 +36,13 @@ from dbspark.frontends.datalog.ast import (
     Term,
     Var,
     Wild,
+    has_wild,
     outer_vars,
     term_vars,
 )
 from dbspark.frontends.datalog.parser import parse
+from dbspark.frontends.datalog.records import decode, encode, is_record_term, is_structured
+from dbspark.frontends.datalog.resolve import type_bases
 from dbspark.frontends.datalog.stratify import recursive_relations
 from dbspark.testing.functors import functor, in_range, souffle_range
 
@@ -53,6 +56,10 @@ def _value(t: Term, b: Binding) -> Any:
         return b[t.name]
     if isinstance(t, Const):
         return t.value
+    if is_record_term(t):  # a record a tuple, nil None, a branch (name, tuple) (`records.decode`)
+        assert isinstance(t, Call)
+        args = tuple(_value(a, b) for a in t.args)
+        return args if t.name == "[]" else None if t.name == "nil" else (t.name[1:], args)
     if isinstance(t, Neg):
         return in_range(-_value(t.arg, b), t)
     if isinstance(t, Call):
@@ -81,10 +88,39 @@ def _bound(t: Term, b: Binding) -> bool:
     return term_vars(t) <= set(b)
 
 
+def _unify(t: Term, v: Any, b: Binding) -> Binding | None:
+    """`b` extended so that the pattern `t` (a record's, nil, a branch's, or any term) is the value v."""
+    if isinstance(t, Wild):
+        return b
+    if isinstance(t, Var) and t.name not in b:
+        return {**b, t.name: v}
+    if not is_record_term(t) or (term_vars(t) <= set(b) and not has_wild(t)):
+        return b if _value(t, b) == v else None
+    assert isinstance(t, Call)
+    if t.name == "[]":
+        args = v
+    elif t.name.startswith("$") and v is not None and v[0] == t.name[1:]:
+        args = v[1]
+    else:
+        return None
+    if args is None or len(args) != len(t.args):
+        return None
+    out: Binding | None = b
+    for x, y in zip(t.args, args, strict=True):
+        out = _unify(x, y, out) if out is not None else None
+    return out
+
+
 def _match(a: Atom, row: tuple, b: Binding) -> Binding | None:
     out = dict(b)
     for t, v in zip(a.args, row, strict=True):
         if isinstance(t, Wild):
+            continue
+        if is_record_term(t):
+            m = _unify(t, v, out)
+            if m is None:
+                return None
+            out = m
             continue
         if isinstance(t, Var) and t.name not in out:
             out[t.name] = v
@@ -153,6 +189,8 @@ class _Eval:
                 for v, e in ((lit.left, lit.right), (lit.right, lit.left)):
                     if isinstance(v, Var) and v.name not in known and term_vars(e) <= known:
                         return [{**b, v.name: _value(e, b)} for b in bs]
+                    if is_record_term(v) and term_vars(e) <= known:
+                        return [m for b in bs if (m := _unify(v, _value(e, b), b)) is not None]
             return None
         if isinstance(lit, Negation):
             if not lit.vars() <= known:
@@ -308,10 +346,13 @@ def evaluate(
     """Every relation of the program, from scratch: `inputs` are the `.input` relations' facts,
     `external` the relations of the pipeline the program reads."""
     prog = parse(text) if isinstance(text, str) else text
-    types = {d.name: [t for _, t in d.attrs] for d in prog.decls}
+    keys = type_bases(prog) if prog.records else {}
+    types = {d.name: [keys.get(t, t) for _, t in d.attrs] for d in prog.decls}
     rels: dict[str, Rel] = {d.name: set() for d in prog.decls}
     for k, v in {**(external or {}), **inputs}.items():
         rels[k] = set(map(tuple, v))
+        if k in types and any(map(is_structured, types[k])):  # records as Python values, here
+            rels[k] = {_coded(row, types[k], decode) for row in rels[k]}
     filtered = frozenset(
         {x.dominated.pred for x in prog.subsumptions} | {d.name for d in prog.decls if d.choice}
     )
@@ -349,7 +390,14 @@ def evaluate(
         for name in filtered - looped:
             if level[name] == stratum:
                 rels[name] = _kept(prog, name, rels[name], ev)
+    for k, ts in types.items():
+        if any(map(is_structured, ts)):
+            rels[k] = {_coded(row, ts, encode) for row in rels[k]}
     return rels
+
+
+def _coded(row: tuple, types: list[str], f: Any) -> tuple:
+    return tuple(f(v, t) if is_structured(t) else v for v, t in zip(row, types, strict=True))
 
 
 def _kept(prog: Program, name: str, every: Rel, ev: _Eval) -> Rel:

@@ -35,6 +35,7 @@ from typing import Any
 import polars as pl
 
 from dbspark.errors import CircuitError, DbsparkError, SchemaError, UnknownNameError
+from dbspark.frontends.datalog import records
 from dbspark.frontends.datalog.check import Checked, check, dtype_type
 from dbspark.frontends.datalog.components import expand_components
 from dbspark.frontends.datalog.eqrel import expand_eqrel
@@ -165,13 +166,20 @@ def load(
     for name, r in rels.items():
         if r.output and r.origin == "input":  # the table, and what rules derive into it
             pipeline.output_table(name, env[name])
-            pipeline.datalog_outputs[name] = dict(r.out_params)
+            pipeline.datalog_outputs[name] = _output_params(r)
         elif r.output:
             pipeline.create_view(name, env[name])
             declared.append(name)
-            pipeline.datalog_outputs[name] = dict(r.out_params)
+            pipeline.datalog_outputs[name] = _output_params(r)
     pipeline._pending.extend((t, rows, 1) for t, rows in pending)
     return declared
+
+
+def _output_params(r: Any) -> dict[str, Any]:
+    """An `.output` relation's parameters, and the types of its record columns (written as Soufflé
+    writes records: `io/souffle.py`)."""
+    structured = {c: t for c, t in zip(r.columns, r.types, strict=True) if records.is_structured(t)}
+    return {**r.out_params, **({"@records": structured} if structured else {})}
 
 
 def _initial_rows(r: Any, base: Path | None, facts: list[tuple]) -> pl.DataFrame | None:

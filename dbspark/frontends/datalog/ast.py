@@ -121,6 +121,10 @@ class Call:
     type: str = ""
 
     def __str__(self) -> str:
+        if self.name == "[]":  # a record (`records.py`)
+            return f"[{', '.join(map(str, self.args))}]"
+        if self.name == "nil" or (self.name.startswith("$") and not self.args):
+            return self.name
         if self.name in INFIX:
             return f"({self.args[0]} {self.name} {self.args[1]})"
         if self.name in PREFIX:
@@ -272,23 +276,27 @@ def outer_vars(lit: Literal) -> set[str]:
     return lit.vars()
 
 
-def rebuild_literal(lit: Literal, f: Callable[[Term], Term]) -> Literal:
-    """`lit` with every term in it (inside aggregates too) rebuilt by `rebuild(term, f)`."""
+def rebuild_literal(lit: Literal, f: Callable[[Term], Term], top_down: bool = False) -> Literal:
+    """`lit` with every term in it (inside aggregates too) rebuilt by `rebuild(term, f)`, or with
+    `top_down` by f(term) (f rebuilds what is under the term itself)."""
+
+    def rb(t: Term) -> Term:
+        return f(t) if top_down else rebuild(t, f)
 
     def atom(a: Atom) -> Atom:
-        return Atom(a.pred, tuple(rebuild(t, f) for t in a.args), a.pos)
+        return Atom(a.pred, tuple(rb(t) for t in a.args), a.pos)
 
     def opt(t: Term | None) -> Term | None:
-        return None if t is None else rebuild(t, f)
+        return None if t is None else rb(t)
 
     if isinstance(lit, Atom):
         return atom(lit)
     if isinstance(lit, Negation):
         return Negation(atom(lit.atom), lit.pos)
     if isinstance(lit, Constraint):
-        return Constraint(lit.op, rebuild(lit.left, f), rebuild(lit.right, f), lit.pos)
+        return Constraint(lit.op, rb(lit.left), rb(lit.right), lit.pos)
     if isinstance(lit, Aggregate):
-        body = tuple(rebuild_literal(x, f) for x in lit.body)
+        body = tuple(rebuild_literal(x, f, top_down) for x in lit.body)
         return Aggregate(lit.var, lit.func, opt(lit.expr), body, lit.pos)
     return GroupBy(atom(lit.atom), lit.keys, lit.var, lit.func, opt(lit.expr), lit.pos)
 
@@ -334,6 +342,24 @@ class TypeDecl:
     base: str
     pos: Pos = field(default=NOPOS, compare=False)
     more: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RecordDecl:
+    """`.type Pair = [a: number, b: symbol]` (`records.py`)."""
+
+    name: str
+    fields: tuple[tuple[str, str, Pos], ...]  # (field, type as written, where the type is)
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass(frozen=True)
+class AdtDecl:
+    """`.type Tree = Leaf {x: number} | Node {l: Tree, r: Tree}` (`records.py`)."""
+
+    name: str
+    branches: tuple[tuple[str, tuple[tuple[str, str, Pos], ...]], ...]
+    pos: Pos = field(default=NOPOS, compare=False)
 
 
 @dataclass(frozen=True)
@@ -389,6 +415,7 @@ class Program:
     overrides: list[str] = field(default_factory=list)  # (in a component's body) `.override r`
     functors: list[FunctorDecl] = field(default_factory=list)
     subsumptions: list[Subsumption] = field(default_factory=list)
+    records: list[RecordDecl | AdtDecl] = field(default_factory=list)  # record and ADT types
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,13 @@ from typing import Any
 import polars as pl
 
 from dbspark.errors import ParseError, SchemaError, UnknownNameError, UnsupportedError
+from dbspark.frontends.datalog import records
 from dbspark.frontends.datalog.ast import (
     AGGREGATES,
     TYPES,
     Aggregate,
     Atom,
+    Call,
     Const,
     Constraint,
     GroupBy,
@@ -50,12 +52,24 @@ from dbspark.frontends.datalog.resolve import (
     type_bases,
 )
 
-DTYPES: dict[str, pl.DataType] = {
-    "number": pl.Int64(),
-    "unsigned": pl.Int64(),
-    "float": pl.Float64(),
-    "symbol": pl.String(),
-}
+
+class _Dtypes(dict[str, pl.DataType]):
+    """A Datalog type's column type: a record's or ADT's is a string (its encoding, `records.py`)."""
+
+    def __missing__(self, t: str) -> pl.DataType:
+        if records.is_structured(t):
+            return pl.String()
+        raise KeyError(t)
+
+
+DTYPES = _Dtypes(
+    {
+        "number": pl.Int64(),
+        "unsigned": pl.Int64(),
+        "float": pl.Float64(),
+        "symbol": pl.String(),
+    }
+)
 INPUT_PARAMS = {"IO", "filename", "delimiter", "headers", "format", "rfc4180", "columns"}
 OUTPUT_PARAMS = {"IO", "filename", "delimiter", "headers", "compress"}
 
@@ -123,7 +137,7 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
         types = []
         for a, t in d.attrs:
             base = aliases.get(t, t)
-            if base not in TYPES:
+            if base not in TYPES and not records.is_structured(base):
                 raise at(
                     SchemaError,
                     f"attribute {d.name}.{a}: unknown type {t!r}; the types are {list(TYPES)} "
@@ -204,6 +218,10 @@ def _norm_atom(a: Atom, fresh: _Fresh, wild_to_var: bool) -> tuple[Atom, list[Co
     for t in a.args:
         if isinstance(t, (Var, Const)) or (isinstance(t, Wild) and not wild_to_var):
             args.append(t)
+        elif records.is_record_term(t):  # a pattern: its wildcards match anything
+            v = Var(fresh("e"), t.pos)
+            args.append(v)
+            extra.append(Constraint("=", v, _unwild(t, fresh), t.pos))
         elif isinstance(t, Wild):
             args.append(Var(fresh("_"), t.pos))
         else:
@@ -213,6 +231,15 @@ def _norm_atom(a: Atom, fresh: _Fresh, wild_to_var: bool) -> tuple[Atom, list[Co
             args.append(v)
             extra.append(Constraint("=", v, t, t.pos))
     return Atom(a.pred, tuple(args), a.pos), extra
+
+
+def _unwild(t: Term, fresh: _Fresh) -> Term:
+    """A record pattern with each wildcard a fresh variable (a bare wildcard elsewhere is refused)."""
+    if not records.is_record_term(t):
+        return t
+    assert isinstance(t, Call)
+    args = tuple(Var(fresh("_"), a.pos) if isinstance(a, Wild) else _unwild(a, fresh) for a in t.args)
+    return Call(t.name, args, t.pos, t.type)
 
 
 def _norm_body(body: tuple[Literal, ...], fresh: _Fresh, in_agg: bool) -> tuple[Literal, ...]:
@@ -240,6 +267,8 @@ def _norm_body(body: tuple[Literal, ...], fresh: _Fresh, in_agg: bool) -> tuple[
                 )
             expr = _rename(lit.expr, ren) if lit.expr is not None else None
             out.append(GroupBy(a, lit.keys, lit.var, lit.func, expr, lit.pos))
+        elif lit.op == "=" and (records.is_record_term(lit.left) or records.is_record_term(lit.right)):
+            out.append(Constraint("=", _unwild(lit.left, fresh), _unwild(lit.right, fresh), lit.pos))
         else:
             if has_wild(lit.left) or has_wild(lit.right):
                 raise at(UnsafeRuleError, f"a wildcard '_' cannot occur in the comparison {lit}", lit.pos)
@@ -351,6 +380,8 @@ def _ready(lit: Literal, bound: set[str], rule: Rule) -> str | None:
             for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
                 if isinstance(a, Var) and a.name in free and term_vars(b) <= bound:
                     return "assign"
+                if records.is_record_term(a) and term_vars(b) <= bound:
+                    return "unpack"  # a record pattern matched against a value (`records.py`)
         return None
     if isinstance(lit, Negation):
         return "negation" if lit.vars() <= bound else None
@@ -396,7 +427,7 @@ def check_safety(rule: Rule) -> None:
 # ---- the whole program -------------------------------------------------------------------------------
 def check(prog: Program, external: Mapping[str, pl.Schema] | None = None) -> Checked:
     """Resolve and check `prog`; `external` are the pipeline's relations a rule may read."""
-    from dbspark.frontends.datalog.types import check_types, fact_values
+    from dbspark.frontends.datalog.types import fact_values, typed_records
 
     rels = _declare(prog, external or {})
     rules: list[Rule] = []
@@ -435,8 +466,7 @@ def check(prog: Program, external: Mapping[str, pl.Schema] | None = None) -> Che
             facts.setdefault(head.pred, []).append(fact_values(head, hr))
             continue
         check_safety(rule)
-        check_types(rule, rels)
-        rules.append(rule)
+        rules.append(typed_records(rule, rels))
     return Checked(rels, rules, facts)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from dbspark.errors import DataError, SchemaError, UnknownNameError
+from dbspark.frontends.datalog import records
 from dbspark.frontends.datalog.check import DTYPES, Relation
 
 
@@ -90,6 +91,10 @@ def read_facts(path: Path, rel: Relation) -> pl.DataFrame:
                 pl.col(c) if t == pl.String() else pl.col(c).str.strip_chars().cast(t, strict=True)
                 for c, t in schema.items()
             )
+            for c, t in zip(rel.columns, rel.types, strict=True):
+                if records.is_structured(t):  # Soufflé's text of a record, read row by row
+                    vals = [records.parse(v, t, f"{where}, column {c}") for v in df[c].to_list()]
+                    df = df.with_columns(pl.Series(c, vals, dtype=pl.String()))
     except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError, pl.exceptions.ShapeError) as e:
         raise DataError(
             f"{where}: cannot read the facts as {rel.columns} of types {rel.types}: {e}"

@@ -22,6 +22,7 @@ import polars as pl
 
 from dbspark.circuit.stream import Stream
 from dbspark.errors import UnsupportedError
+from dbspark.frontends.datalog import records
 from dbspark.frontends.datalog.ast import (
     Aggregate,
     Atom,
@@ -36,6 +37,7 @@ from dbspark.frontends.datalog.ast import (
     Rule,
     Term,
     Var,
+    term_vars,
 )
 from dbspark.frontends.datalog.check import DTYPES, Relation, group_vars, outside_vars, plan
 from dbspark.frontends.datalog.functors import Functors
@@ -94,6 +96,8 @@ class RuleLowering:
             return lit(t.value)
         if isinstance(t, Neg):
             return Unary("neg", self.expr(t.arg))
+        if isinstance(t, Call) and records.is_record_term(t):
+            return records.construct(t, [self.expr(a) for a in t.args], [self._type(a) for a in t.args])
         if isinstance(t, Call):
             types = [self._type(a) for a in t.args]
             return self.functors.lower(t, [self.expr(a) for a in t.args], types)
@@ -122,6 +126,8 @@ class RuleLowering:
             return self._type(t.arg)
         if isinstance(t, BinOp):
             return "float" if "float" in (self._type(t.left), self._type(t.right)) else self._type(t.left)
+        if isinstance(t, Call) and records.is_record_term(t):
+            return t.type or None
         if isinstance(t, Call):
             if t.name == "as":
                 return t.type
@@ -214,6 +220,19 @@ class RuleLowering:
             if isinstance(e, Call) and e.name == "range":  # a generator: a row per value
                 return self.generate(cur, e, self.col_of(target.name))
             return cur.map(*cur.columns, (self.col_of(target.name), self.expr(e)))
+        if step == "unpack":
+            assert isinstance(lit_, Constraint)
+            bound = self.bound(cur)
+            pat, value = (
+                (lit_.left, lit_.right)
+                if records.is_record_term(lit_.left) and term_vars(lit_.right) <= bound
+                else (lit_.right, lit_.left)
+            )
+            assert isinstance(pat, Call)
+            v = self.tmp("rec")
+            keep = cur.columns
+            cur = self.match(cur.map(*keep, (v, self.expr(value))), pat, v)
+            return cur.map(*[c for c in cur.columns if c in keep or c in self.cols.values()])
         if step == "negation":
             assert isinstance(lit_, Negation)
             neg = self.atom(lit_.atom)
@@ -224,6 +243,34 @@ class RuleLowering:
             return cur.stream_antijoin(neg, on=keys)
         assert isinstance(lit_, Aggregate)
         return self.aggregate(lit_, cur)
+
+    def bound(self, cur: Stream) -> set[str]:
+        return {v for v, c in self.cols.items() if c in cur.schema}
+
+    def match(self, cur: Stream, pat: Call, column: str) -> Stream:
+        """The rows whose `column` (a record's or ADT's encoding) matches the pattern `pat`: of its
+        shape, each field read (`records.field_steps`) and bound to the pattern's variable there,
+        matched against a nested pattern, or compared with a bound value."""
+        cur = cur.filter(records.is_shape(col(column), pat))
+        if not pat.args:
+            return cur
+        rest = self.tmp("rest")
+        cur = cur.map(*cur.columns, (rest, records.after_prefix(col(column), pat)))
+        for arg, ft in zip(pat.args, records.field_types(pat.type, pat), strict=True):
+            w, f = self.tmp("w"), self.tmp("f")
+            first, second = records.field_steps(rest, w, f)
+            cur = cur.map(*cur.columns, *first)
+            cur = cur.map(*[c for c in cur.columns if c not in (rest, w)], *second)
+            value = records.typed(col(f), ft)
+            bound = self.bound(cur)
+            if isinstance(arg, Var) and arg.name not in bound:
+                cur = cur.map(*cur.columns, (self.col_of(arg.name), value))
+            elif records.is_record_term(arg) and not term_vars(arg) <= bound:
+                assert isinstance(arg, Call)
+                cur = self.match(cur, arg, f)
+            else:
+                cur = cur.filter(value.eq(self.expr(arg)))
+        return cur
 
     def _nonnegative(self, e: Expr, reads: set[str], func: str) -> Expr:
         """`e`, the value a sum adds, raising a DataError where it is negative if the sum reads its own
@@ -249,7 +296,7 @@ class RuleLowering:
         spec: Any = "count" if func == "count" else (AGG_FUNCS[func], "a")
         agg = s.stream_aggregate(by=keys, r=spec)
         t = self.types.get(var)
-        out: Expr = Cast(col("r"), DTYPES[t]) if t in DTYPES else col("r")
+        out: Expr = Cast(col("r"), DTYPES[t]) if t is not None and t in DTYPES else col("r")
         return agg.map(*keys, (self.col_of(var), out))
 
     def groupby(self, g: GroupBy) -> Stream:

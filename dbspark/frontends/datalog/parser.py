@@ -30,6 +30,7 @@ from dbspark.frontends.datalog.ast import (
     FUNCTORS,
     INFIX,
     PREFIX,
+    AdtDecl,
     Atom,
     BinOp,
     Call,
@@ -45,6 +46,7 @@ from dbspark.frontends.datalog.ast import (
     Neg,
     Pos,
     Program,
+    RecordDecl,
     Rule,
     Subsumption,
     TypeDecl,
@@ -145,8 +147,13 @@ atom.2: (NAME | QNAME) "(" [expr ("," expr)*] ")"
         | AGG "(" expr ("," expr)+ ")"      -> aggcall
         | AGG [expr] ":" agg_body           -> agg_term
         | "@" NAME "(" [expr ("," expr)*] ")"   -> user_call
+        | "[" [expr ("," expr)*] "]"        -> record_lit
+        | NIL                               -> nil_lit
+        | BRANCH ["(" [expr ("," expr)*] ")"] -> branch_lit
 
 AGG.2: /(count|sum|min|max|mean)\b/
+NIL.2: /nil\b/
+BRANCH: /\$[A-Za-z_][A-Za-z0-9_]*/
 DIRECTIVE.2: ".input" | ".output" | ".printsize" | ".limitsize"
 // Soufflé's relation qualifiers: eqrel is an equivalence relation; the others choose data structures
 // and optimisations, accepted and ignored
@@ -236,6 +243,16 @@ class _Build(Transformer):
 
     def stringlit(self, ch: list) -> Const:
         return Const(_unescape(str(ch[0])), "symbol", _pos(ch[0]))
+
+    @v_args(meta=True)
+    def record_lit(self, meta: Any, ch: list) -> Call:
+        return Call("[]", tuple(a for a in ch if a is not None), Pos(meta.line, meta.column))
+
+    def nil_lit(self, ch: list) -> Call:
+        return Call("nil", (), _pos(ch[0]))
+
+    def branch_lit(self, ch: list) -> Call:
+        return Call(str(ch[0]), tuple(a for a in ch[1:] if a is not None), _pos(ch[0]))
 
     def _bin(self, op: str, meta: Any, ch: list) -> BinOp:
         return BinOp(op, ch[0], ch[1], Pos(meta.line, meta.column))
@@ -419,16 +436,18 @@ class _Build(Transformer):
         return TypeDecl(str(ch[0]), str(ch[1]), Pos(meta.line, meta.column), tuple(str(x) for x in ch[2:]))
 
     @v_args(meta=True)
-    def record_type(self, meta: Any, ch: list) -> TypeDecl:
-        raise ParseError(
-            f"Datalog: .type {ch[0]}: record types are not supported yet", meta.line, meta.column
-        )
+    def record_type(self, meta: Any, ch: list) -> RecordDecl:
+        return RecordDecl(str(ch[0]), tuple(a for a in ch[1:] if a is not None), Pos(meta.line, meta.column))
 
     @v_args(meta=True)
-    def adt_type(self, meta: Any, ch: list) -> TypeDecl:
-        raise ParseError(
-            f"Datalog: .type {ch[0]}: algebraic data types are not supported yet", meta.line, meta.column
-        )
+    def adt_type(self, meta: Any, ch: list) -> AdtDecl:
+        branches: list[tuple[str, list]] = []
+        for x in ch[1:]:
+            if isinstance(x, Token):
+                branches.append((str(x), []))
+            elif x is not None:
+                branches[-1][1].append(x)
+        return AdtDecl(str(ch[0]), tuple((b, tuple(fs)) for b, fs in branches), Pos(meta.line, meta.column))
 
     def pstring(self, ch: list) -> str:
         return _unescape(str(ch[0]))
@@ -465,6 +484,8 @@ class _Build(Transformer):
                 prog.decls.append(item)
             elif isinstance(item, TypeDecl):
                 prog.types.append(item)
+            elif isinstance(item, (RecordDecl, AdtDecl)):
+                prog.records.append(item)
             elif isinstance(item, Component):
                 prog.comps.append(item)
             elif isinstance(item, Init):

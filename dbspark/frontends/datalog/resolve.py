@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dbspark.errors import SchemaError, UnknownNameError, UnsupportedError
+from dbspark.frontends.datalog import records
 from dbspark.frontends.datalog.ast import (
     TYPES,
     Aggregate,
@@ -31,25 +32,38 @@ from dbspark.frontends.datalog.ast import (
 
 
 def type_bases(prog: Program) -> dict[str, str]:
-    """Every type name's base type (the primitive types map to themselves)."""
+    """Every type name's base type (the primitive types map to themselves, a record or ADT type to its
+    key in `records.REGISTRY`), and every ADT branch "$B" its ADT's key."""
     aliases: dict[str, str] = {t: t for t in TYPES}
+    _subtypes(prog, aliases, lenient=True)  # (a record's fields may be of a subtype)
+    aliases.update(records.declare(prog.records, aliases))
+    _subtypes(prog, aliases, lenient=False)  # (a subtype may name a record type)
+    return aliases
+
+
+def _subtypes(prog: Program, aliases: dict[str, str], lenient: bool) -> None:
     for td in prog.types:
         bases = []
         for t in (td.base, *td.more):
             base = aliases.get(t, t)
-            if base not in TYPES:
+            if base not in TYPES and not records.is_structured(base):
+                if lenient:
+                    break
+                known = [n for n in aliases if not n.startswith("$")]
                 raise at(
                     SchemaError,
-                    f".type {td.name}: unknown type {t!r}; the types are {list(aliases)} (a type is "
+                    f".type {td.name}: unknown type {t!r}; the types are {known} (a type is "
                     "declared before it is used)",
                     td.pos,
                 )
             bases.append(base)
-        if len(set(bases)) > 1:  # a union's members share one primitive type (Soufflé's rule)
-            members = ", ".join(f"{t} ({b})" for t, b in zip((td.base, *td.more), bases, strict=True))
-            raise at(SchemaError, f".type {td.name}: a union of different base types: {members}", td.pos)
-        aliases[td.name] = bases[0]
-    return aliases
+        else:
+            if len(set(bases)) > 1:  # a union's members share one primitive type (Soufflé's rule)
+                members = ", ".join(
+                    f"{t} ({records.shown(b)})" for t, b in zip((td.base, *td.more), bases, strict=True)
+                )
+                raise at(SchemaError, f".type {td.name}: a union of different base types: {members}", td.pos)
+            aliases[td.name] = bases[0]
 
 
 def functor_signatures(prog: Program, aliases: dict[str, str]) -> dict[str, str]:
@@ -68,6 +82,19 @@ def resolve_calls(rule: Rule, aliases: dict[str, str], functors: dict[str, str])
     functor's call given its declared signature."""
 
     def f(t: Term) -> Term:
+        if isinstance(t, Call) and t.name.startswith("$"):  # an ADT's branch: typed by its ADT
+            key = aliases.get(t.name)
+            if key is None:
+                raise at(UnknownNameError, f"{t}: no .type declares the branch {t.name[1:]}", t.pos)
+            fields = records.field_types(key, t)
+            if len(fields) != len(t.args):
+                raise at(
+                    SchemaError,
+                    f"{t}: branch {t.name[1:]} of {records.shown(key)} has {len(fields)} field(s), "
+                    f"got {len(t.args)}",
+                    t.pos,
+                )
+            return Call(t.name, t.args, t.pos, key)
         if isinstance(t, Call) and t.name.startswith("@"):
             sig = functors.get(t.name[1:])
             if sig is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dbspark.errors import SchemaError
+from dbspark.frontends.datalog import records
 from dbspark.frontends.datalog.ast import (
     Aggregate,
     Atom,
@@ -21,10 +22,12 @@ from dbspark.frontends.datalog.ast import (
     Literal,
     Neg,
     Negation,
+    Pos,
     Rule,
     Term,
     Var,
     Wild,
+    rebuild_literal,
 )
 from dbspark.frontends.datalog.check import at
 
@@ -103,6 +106,8 @@ class _Types:
         self.rels = rels
         self.env: dict[str, str] = {}
         self.where: dict[str, str] = {}
+        self.typed: dict[Call, str] = {}  # each record, nil and branch term: its type
+        self.final = False  # the last pass: what is still unknown is an error
 
     def bind(self, v: str, t: str, where: str, lit: object) -> None:
         old = self.env.get(v)
@@ -153,6 +158,8 @@ class _Types:
             if a is not None and a not in (*NUMERIC, INT_LIT):
                 raise at(SchemaError, f"type mismatch: '-' on {a} in {t}", t.pos)
             return a
+        if isinstance(t, Call) and records.is_record_term(t):
+            return t.type or None  # a branch is typed by its ADT; a record or nil by where it is
         if isinstance(t, Call):
             return self.call(t)
         assert isinstance(t, BinOp)
@@ -232,6 +239,13 @@ class _Types:
             self.bind(lit.var, self.agg_type(lit.func, lit.expr, lit), f"the result of {lit}", lit)
         elif isinstance(lit, Constraint):
             a, b = self.expr(lit.left), self.expr(lit.right)
+            if (
+                records.is_record_term(lit.left)
+                or records.is_record_term(lit.right)
+                or any(map(records.is_structured, (a, b)))
+            ):
+                self.record_constraint(lit, a, b)
+                return
             if lit.op == "=" and isinstance(lit.left, Var) and a is None and b is not None:
                 self.bind(lit.left.name, b, f"assigned {lit.right}", lit)
             elif lit.op == "=" and isinstance(lit.right, Var) and b is None and a is not None:
@@ -240,6 +254,92 @@ class _Types:
                 raise at(SchemaError, f"type mismatch: {lit} compares {a} with {b}", lit.pos)
             elif lit.op not in ("=", "!=") and any(t is not None and t.startswith("other:") for t in (a, b)):
                 raise at(SchemaError, f"{lit}: '{lit.op}' on values of type {a or b}", lit.pos)
+
+    def record_constraint(self, lit: Constraint, a: str | None, b: str | None) -> None:
+        """`x = [a, b]`, `[a, b] = [c, d]`, `x != nil`, `x = $B(y)`: records are compared for equality
+        only; a record or nil takes its type from the other side."""
+        if lit.op not in ("=", "!="):
+            shown = records.shown(a or b or "record")
+            raise at(
+                SchemaError,
+                f"{lit}: '{lit.op}' on records ({shown}); records compare with = and != only",
+                lit.pos,
+            )
+        for side, other, t in ((lit.left, lit.right, b), (lit.right, lit.left, a)):
+            if records.is_record_term(side) and t is not None:
+                self.against(side, t, f"{lit}", lit)
+                if isinstance(other, Var):
+                    self.bind(other.name, t, f"compared with {side}", lit)
+                return
+        if lit.op == "=" and isinstance(lit.left, Var) and a is None and b is not None:
+            self.bind(lit.left.name, b, f"assigned {lit.right}", lit)
+            return
+        if lit.op == "=" and isinstance(lit.right, Var) and b is None and a is not None:
+            self.bind(lit.right.name, a, f"assigned {lit.left}", lit)
+            return
+        if not self.final:
+            return
+        if a is not None and b is not None:
+            if a != b:
+                raise at(
+                    SchemaError,
+                    f"type mismatch: {lit} compares {records.shown(a)} with {records.shown(b)}",
+                    lit.pos,
+                )
+            return
+        raise at(
+            SchemaError,
+            f"{lit}: cannot tell which record type this is; compare it with a variable of a known "
+            "record type, or put it where a relation's column says",
+            lit.pos,
+        )
+
+    def against(self, t: Term, want: str, where: str, lit: object) -> None:
+        """Check that the term `t` is a `want`; a record, nil or branch is checked field by field
+        (binding its variables' types) and noted with its type (`typed_records`)."""
+        pos: Pos = getattr(t, "pos", None) or getattr(lit, "pos", None) or self.rule.pos
+        if isinstance(t, Var):
+            if t.name in self.env and self.env[t.name] != want and not fits(self.env[t.name], want):
+                raise at(
+                    SchemaError,
+                    f"type mismatch in rule {self.rule}: variable {t.name} is "
+                    f"{records.shown(self.env[t.name])} ({self.where[t.name]}), {where} is {records.shown(want)}",
+                    pos,
+                )
+            self.bind(t.name, want, where, lit)
+            return
+        if not records.is_record_term(t):
+            got = self.expr(t)
+            if got is not None and not fits(got, want):
+                raise at(
+                    SchemaError,
+                    f"type mismatch: {t} is {records.shown(got)}, {where} is {records.shown(want)}",
+                    pos,
+                )
+            return
+        assert isinstance(t, Call)
+        r = records.REGISTRY.get(want)
+        if t.name.startswith("$"):
+            if t.type != want:
+                raise at(
+                    SchemaError,
+                    f"type mismatch: {t} is {records.shown(t.type)}, {where} is {records.shown(want)}",
+                    pos,
+                )
+        elif not isinstance(r, records.RecordType):
+            what = "nil" if t.name == "nil" else f"the record {t}"
+            raise at(SchemaError, f"type mismatch: {where} is {records.shown(want)}, not {what}", pos)
+        elif t.name == records.RECORD and len(t.args) != len(r.fields):
+            raise at(
+                SchemaError,
+                f"{t}: a record of {len(t.args)} field(s), {r.name} has {len(r.fields)} "
+                f"({', '.join(f for f, _ in r.fields)})",
+                pos,
+            )
+        self.typed[t] = want
+        if t.name != "nil":
+            for k, (a, ft) in enumerate(zip(t.args, records.field_types(want, t), strict=True)):
+                self.against(a, ft, f"field {k + 1} of {t}", lit)
 
     def agg_type(self, func: str, expr: Term | None, lit: object) -> str:
         if func == "count":
@@ -253,6 +353,12 @@ class _Types:
             return "number"
         if t == INT_LIT:
             t = "number"
+        if records.is_structured(t) and func != "count":
+            raise at(
+                SchemaError,
+                f"{func} of the record type {records.shown(t)} in {lit} (records are not ordered)",
+                getattr(lit, "pos", self.rule.pos),
+            )
         if func in ("sum", "mean") and t not in NUMERIC:
             raise at(
                 SchemaError, f"type mismatch: {func} of {t} in {lit}", getattr(lit, "pos", self.rule.pos)
@@ -262,8 +368,28 @@ class _Types:
 
 def check_types(rule: Rule, rels: dict[str, Relation]) -> dict[str, str]:
     """Check a (safe, normalised) rule's types; returns each variable's type."""
+    return _checked(rule, rels).env
+
+
+def typed_records(rule: Rule, rels: dict[str, Relation]) -> Rule:
+    """The (checked) rule with the type of each record, nil and branch term in its `Call.type`."""
+    ts = _checked(rule, rels)
+    if not ts.typed:
+        return rule
+
+    def down(t: Term) -> Term:
+        if isinstance(t, Call) and t in ts.typed:
+            return Call(t.name, tuple(down(a) for a in t.args), t.pos, ts.typed[t])
+        return t
+
+    head = Atom(rule.head.pred, tuple(down(a) for a in rule.head.args), rule.head.pos)
+    return Rule(head, tuple(rebuild_literal(x, down, top_down=True) for x in rule.body), rule.pos, rule.shown)
+
+
+def _checked(rule: Rule, rels: dict[str, Relation]) -> _Types:
     ts = _Types(rule, rels)
-    for _ in range(2):  # assignments may depend on each other's order; two passes settle them
+    for final in (False, True):  # assignments may depend on each other's order; two passes settle them
+        ts.final = final
         for lit in rule.body:
             if isinstance(lit, (Atom, GroupBy)):
                 ts.literal(lit)
@@ -272,12 +398,16 @@ def check_types(rule: Rule, rels: dict[str, Relation]) -> dict[str, str]:
                 ts.literal(lit)
     head = rels[rule.head.pred]
     for i, (a, ct) in enumerate(zip(rule.head.args, head.types, strict=True)):
+        where = f"argument {i + 1} of the head {rule.head} (column {head.name}.{head.columns[i]})"
+        if records.is_record_term(a) or records.is_structured(ct):
+            ts.against(a, ct, where, rule.head)
+            continue
         t = ts.expr(a)
         if t is not None and not fits(t, ct):
             raise at(
                 SchemaError,
-                f"type mismatch: argument {i + 1} of the head {rule.head} is {t}, column "
+                f"type mismatch: argument {i + 1} of the head {rule.head} is {records.shown(t)}, column "
                 f"{head.name}.{head.columns[i]} is {ct}",
                 rule.head.pos,
             )
-    return ts.env
+    return ts
