@@ -23,6 +23,7 @@ from dbspark.operators.closure import Closure, StreamClosure
 from dbspark.operators.distinct import DistinctH, StreamDistinct
 from dbspark.operators.join import StreamJoin, StreamProduct, right_columns
 from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus, Ranges, Weigh
+from dbspark.operators.numbering import StreamNumber
 from dbspark.operators.time import Delay, Differentiate, Integrate
 
 if TYPE_CHECKING:
@@ -88,6 +89,12 @@ class Stream:
         """Each row once per value of the integer range its columns `lo`, `hi`, `step` give (Soufflé's
         range), in `column`, which replaces the three."""
         return self.circuit.add(Ranges(lo, hi, step, column), self)
+
+    def stream_number(self, order: Sequence[str], column: str) -> Stream:
+        """↑number: every unit of each step's Z-set a row of weight 1 with its place 0, 1, ... in the
+        order of `order`, then the other columns, in the new `column` (`operators/numbering.py`;
+        maintained by recomputing it over the integral)."""
+        return self.circuit.add(StreamNumber(tuple(order), column), self)
 
     def weigh(self, column: str) -> Stream:
         """Multiply each row's weight by its (integer) value in `column`, dropping the column."""

@@ -40,6 +40,7 @@ from dbspark.frontends.datalog.ast import (
     outer_vars,
     term_vars,
 )
+from dbspark.frontends.datalog.autoinc import in_head, place
 from dbspark.frontends.datalog.parser import parse
 from dbspark.frontends.datalog.records import decode, encode, is_record_term, is_structured
 from dbspark.frontends.datalog.resolve import type_bases
@@ -56,6 +57,9 @@ def _value(t: Term, b: Binding) -> Any:
         return b[t.name]
     if isinstance(t, Const):
         return t.value
+    if isinstance(t, Call) and t.name == "autoinc":  # the binding's number (`autoinc.py`)
+        k, n = place(t)
+        return b["#rank"] * n + k
     if is_record_term(t):  # a record a tuple, nil None, a branch (name, tuple) (`records.decode`)
         assert isinstance(t, Call)
         args = tuple(_value(a, b) for a in t.args)
@@ -278,8 +282,8 @@ def strata(prog: Program, filtered: frozenset[str] = frozenset()) -> dict[str, i
     for _ in range(len(preds) + 2):
         changed = False
         for r in prog.rules:
-            for q, neg in _reads(r.body, False):
-                need = s.get(q, 0) + (1 if neg or q in filtered else 0)
+            for q, neg in _reads(r.body, False):  # (autoinc numbers a rule's complete bindings)
+                need = s.get(q, 0) + (1 if neg or q in filtered or in_head(r) else 0)
                 if s[r.head.pred] < need:
                     s[r.head.pred] = need
                     changed = True
@@ -371,7 +375,7 @@ def evaluate(
                 new |= closed != rels[name]
                 rels[name] = closed
             for r in rules:
-                for b in ev.body(r, r.body, [{}]):
+                for b in _numbered(r, ev.body(r, r.body, [{}])):
                     row = tuple(
                         float(x) if t == "float" else x
                         for x, t in zip((_value(a, b) for a in r.head.args), types[r.head.pred], strict=True)
@@ -394,6 +398,16 @@ def evaluate(
         if any(map(is_structured, ts)):
             rels[k] = {_coded(row, ts, encode) for row in rels[k]}
     return rels
+
+
+def _numbered(rule: Rule, bs: list[Binding]) -> list[Binding]:
+    """With autoinc() in the head: each binding with its number, in the order of the rule's variables
+    by name (those written first)."""
+    if not in_head(rule):
+        return bs
+    names = sorted({v for b in bs for v in b}, key=lambda v: ("#" in v, v))
+    ordered = sorted(bs, key=lambda b: tuple(b[v] for v in names))
+    return [{**b, "#rank": i} for i, b in enumerate(ordered)]
 
 
 def _coded(row: tuple, types: list[str], f: Any) -> tuple:

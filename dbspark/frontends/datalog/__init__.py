@@ -36,6 +36,7 @@ import polars as pl
 
 from dbspark.errors import CircuitError, DbsparkError, SchemaError, UnknownNameError
 from dbspark.frontends.datalog import records
+from dbspark.frontends.datalog.autoinc import in_head, number_calls
 from dbspark.frontends.datalog.check import Checked, check, dtype_type
 from dbspark.frontends.datalog.components import expand_components
 from dbspark.frontends.datalog.eqrel import expand_eqrel
@@ -78,7 +79,7 @@ def load(
         max_iterations = getattr(pipeline, "recursion_limit", 10_000)
     base = Path(base_dir) if base_dir is not None else None
     external = {n: s.schema for n, s in pipeline.relations.items()}
-    prog = expand_eqrel(expand_subsumption(expand_components(parse(text))))
+    prog = expand_eqrel(expand_subsumption(number_calls(expand_components(parse(text)))))
     for name, fn in (functors or {}).items():
         register_functor(name, fn)
     for d in prog.functors:
@@ -96,7 +97,8 @@ def load(
         if e.args and isinstance(e.args[0], str):
             e.args = (own_names(e.args[0]), *e.args[1:])
         raise
-    if magic_sets:  # the outputs' bound calls evaluated goal-directed (`magic.py`)
+    if magic_sets and not any(map(in_head, checked.rules)):  # (autoinc numbers whole relations)
+        # the outputs' bound calls evaluated goal-directed (`magic.py`)
         checked = rewrite_magic(checked, comps)
         comps = stratify(sorted(checked.relations), checked.rules)
     rels = checked.relations

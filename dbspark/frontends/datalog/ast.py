@@ -106,6 +106,7 @@ FUNCTORS: dict[str, tuple[int, int | None]] = {
     "contains": (2, 2),  # the tests, in a body as a literal: 1 when it holds, else 0
     "match": (2, 2),
     "range": (2, 3),  # a generator: `x = range(lo, hi[, step])` binds x to each value
+    "autoinc": (0, 0),  # a number per binding of a rule's body (`autoinc.py`)
 }
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from dbspark.errors import ParseError, SchemaError, UnknownNameError, UnsupportedError
-from dbspark.frontends.datalog import records
+from dbspark.frontends.datalog import autoinc, records
 from dbspark.frontends.datalog.ast import (
     AGGREGATES,
     TYPES,
@@ -436,6 +436,7 @@ def check(prog: Program, external: Mapping[str, pl.Schema] | None = None) -> Che
     aliases = type_bases(prog)
     functors = functor_signatures(prog, aliases)
     for r in prog.rules:
+        autoinc.check_rule(r)
         r = resolve_calls(r, aliases, functors)
         head = r.head
         if head.pred not in rels:

@@ -22,7 +22,7 @@ import polars as pl
 
 from dbspark.circuit.stream import Stream
 from dbspark.errors import UnsupportedError
-from dbspark.frontends.datalog import records
+from dbspark.frontends.datalog import autoinc, records
 from dbspark.frontends.datalog.ast import (
     Aggregate,
     Atom,
@@ -79,6 +79,7 @@ class RuleLowering:
         self.functors = Functors(f"rule {rule} ({rule.pos})")
         self.cols: dict[str, str] = {}
         self.n = itertools.count()
+        self.rank = ""  # the column of the bindings' numbers, when the head has autoinc()
 
     def col_of(self, v: str) -> str:
         if v not in self.cols:
@@ -96,6 +97,9 @@ class RuleLowering:
             return lit(t.value)
         if isinstance(t, Neg):
             return Unary("neg", self.expr(t.arg))
+        if isinstance(t, Call) and t.name == autoinc.AUTOINC:
+            k, n = autoinc.place(t)
+            return col(self.rank) * lit(n) + lit(k) if n > 1 else col(self.rank)
         if isinstance(t, Call) and records.is_record_term(t):
             return records.construct(t, [self.expr(a) for a in t.args], [self._type(a) for a in t.args])
         if isinstance(t, Call):
@@ -355,7 +359,17 @@ class RuleLowering:
         return s.map(*items)
 
     def lower(self) -> Stream:
-        return self.head(self.body(self.rule.body, None, set()))
+        s = self.body(self.rule.body, None, set())
+        return self.head(self.numbered(s) if autoinc.in_head(self.rule) else s)
+
+    def numbered(self, s: Stream) -> Stream:
+        """The body's bindings on the rule's variables, each unit numbered in the order of the
+        variables written in the rule (by name), then the others (`autoinc.py`)."""
+        bound = sorted((v for v, c in self.cols.items() if c in s.schema), key=lambda v: ("#" in v, v))
+        cols = [self.cols[v] for v in bound] or [self.tmp("u")]
+        keep = s.map(*cols) if bound else s.map((cols[0], lit(0)))
+        self.rank = self.tmp("n")
+        return keep.stream_number(cols, self.rank)
 
 
 def relation_stream(parts: list[Stream]) -> Stream:
@@ -417,6 +431,8 @@ def lower_component(
         (a, b), (x, y) = list(rels[e].schema), list(rels[p].schema)
         edges = env[e] if (a, b) == (x, y) else env[e].map((x, col(a)), (y, col(b)))
         return {p: edges.stream_transitive_closure(x, y)}
+    for rule in comp.rules:
+        autoinc.check_rule(rule, comp.recursive)
     if not comp.recursive:
         (p,) = comp.preds
         parts = [env[k] for k in base.get(p, [])]

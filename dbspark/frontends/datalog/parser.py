@@ -53,6 +53,7 @@ from dbspark.frontends.datalog.ast import (
     Var,
     Wild,
 )
+from dbspark.frontends.datalog.autoinc import number_calls
 from dbspark.frontends.datalog.disjunction import And, Not, Or, normal_form
 
 GRAMMAR = r"""
@@ -554,7 +555,6 @@ for _op in (*INFIX, *PREFIX):
 REFUSED = {
     "ord": "Soufflé's ord is the index of a symbol in its symbol table (the order symbols were first "
     "seen), which an incrementally maintained program cannot reproduce",
-    "autoinc": "autoinc() is not supported yet",
 }
 
 
@@ -620,6 +620,6 @@ def parse(text: str) -> Program:
             f"Datalog syntax error: unexpected {str(tok)!r}{_expected(e)}", e.line, e.column
         ) from None
     try:
-        return _Build().transform(tree)
+        return number_calls(_Build().transform(tree))
     except VisitError as e:
         raise e.orig_exc from None

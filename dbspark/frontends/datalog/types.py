@@ -64,6 +64,7 @@ FUNCTOR_TYPES: dict[str, tuple[tuple[str, ...], str]] = {
     "contains": (("symbols",), "number"),
     "match": (("symbols",), "number"),
     "range": (("integers",), "same"),
+    "autoinc": (("integers",), "number"),
 }
 
 
