@@ -358,7 +358,9 @@ def evaluate(
         if k in types and any(map(is_structured, types[k])):  # records as Python values, here
             rels[k] = {_coded(row, types[k], decode) for row in rels[k]}
     filtered = frozenset(
-        {x.dominated.pred for x in prog.subsumptions} | {d.name for d in prog.decls if d.choice}
+        {x.dominated.pred for x in prog.subsumptions}
+        | {d.name for d in prog.decls if d.choice}
+        | {d.name for d in prog.directives if d.kind == "limitsize"}
     )
     looped = filtered & recursive_relations(prog.rules)  # filtered while the recursion runs, as Soufflé does
     level = strata(prog, filtered - looped)
@@ -416,7 +418,8 @@ def _coded(row: tuple, types: list[str], f: Any) -> tuple:
 
 def _kept(prog: Program, name: str, every: Rel, ev: _Eval) -> Rel:
     """The tuples of a relation no subsumptive clause drops and that each choice domain keeps (the
-    least of the tuples agreeing on it, in the order of the other columns)."""
+    least of the tuples agreeing on it, in the order of the other columns), at most a `.limitsize`'s
+    number of them (the least)."""
     keep = set(every)
     for x in (x for x in prog.subsumptions if x.dominated.pred == name):
         rule = Rule(x.dominated, x.body, x.pos)
@@ -438,6 +441,9 @@ def _kept(prog: Program, name: str, every: Rel, ev: _Eval) -> Rel:
             if k not in least or [t[i] for i in rest] < [least[k][i] for i in rest]:
                 least[k] = t
         keep &= set(least.values())
+    for d in prog.directives:  # .limitsize r(n=N): the N least tuples
+        if d.kind == "limitsize" and d.name == name:
+            keep = set(sorted(keep)[: dict(d.params)["n"]])
     return keep
 
 

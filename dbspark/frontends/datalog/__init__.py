@@ -97,7 +97,8 @@ def load(
         if e.args and isinstance(e.args[0], str):
             e.args = (own_names(e.args[0]), *e.args[1:])
         raise
-    if magic_sets and not any(map(in_head, checked.rules)):  # (autoinc numbers whole relations)
+    whole = any(map(in_head, checked.rules)) or any(r.limit is not None for r in checked.relations.values())
+    if magic_sets and not whole:  # (autoinc numbers, and a limit keeps, from whole relations)
         # the outputs' bound calls evaluated goal-directed (`magic.py`)
         checked = rewrite_magic(checked, comps)
         comps = stratify(sorted(checked.relations), checked.rules)

@@ -92,6 +92,7 @@ class Relation:
     params: dict[str, Any] = field(default_factory=dict)  # of its .input directive
     output: bool = False
     out_params: dict[str, Any] = field(default_factory=dict)  # of its .output directive
+    limit: int | None = None  # .limitsize r(n=N): its N least tuples
 
     @property
     def schema(self) -> dict[str, pl.DataType]:
@@ -148,12 +149,8 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
         rels[d.name] = Relation(d.name, cols, types, "derived", d.pos)
     seen: set[tuple[str, str]] = set()
     for dr in prog.directives:
-        if dr.kind not in ("input", "output", "printsize"):
-            why = {
-                "limitsize": "which tuples a limit keeps depends on evaluation order, so it cannot be "
-                "maintained incrementally",
-            }.get(dr.kind, "")
-            raise at(UnsupportedError, f".{dr.kind} is not supported: {why}", dr.pos)
+        if dr.kind not in ("input", "output", "printsize", "limitsize"):
+            raise at(UnsupportedError, f".{dr.kind} is not supported", dr.pos)
         if dr.name not in rels:
             raise at(UnknownNameError, f".{dr.kind} {dr.name}: relation {dr.name!r} is not declared", dr.pos)
         if (dr.kind, dr.name) in seen:
@@ -161,6 +158,14 @@ def _declare(prog: Program, external: Mapping[str, pl.Schema]) -> dict[str, Rela
         seen.add((dr.kind, dr.name))
         r = rels[dr.name]
         params = dict(dr.params)
+        if dr.kind == "limitsize":  # the n least tuples (`lower.limited`)
+            n = params.get("n")
+            if set(params) != {"n"} or not isinstance(n, int) or n < 0:
+                raise at(
+                    SchemaError, f".limitsize {dr.name}: write .limitsize {dr.name}(n=N), N >= 0", dr.pos
+                )
+            r.limit = n
+            continue
         if dr.kind == "printsize":  # a view whose size `dbspark run` prints (`io/souffle.py`)
             if params:
                 raise at(UnsupportedError, f".printsize {dr.name}: it takes no parameters", dr.pos)

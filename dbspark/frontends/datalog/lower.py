@@ -45,6 +45,7 @@ from dbspark.frontends.datalog.stratify import Component
 from dbspark.frontends.datalog.types import FUNCTOR_TYPES, check_types
 from dbspark.ir.expr import Binary, Case, Cast, Col, Expr, Func, Unary, col, lit
 from dbspark.operators.checks import fail
+from dbspark.operators.topk import SortKey, StreamTopK
 
 AGG_FUNCS = {"count": "count", "sum": "sum", "min": "min", "max": "max", "mean": "avg"}
 Env = dict[str, Stream]
@@ -377,6 +378,15 @@ def relation_stream(parts: list[Stream]) -> Stream:
     return _union(parts).stream_distinct()
 
 
+def limited(s: Stream, n: int | None) -> Stream:
+    """`.limitsize r(n=N)`: r's N least tuples in the order of its columns. Soufflé keeps the first N it
+    derives; the least N are the same whatever the order of changes, and maintained by top-k
+    (`operators/topk.py`)."""
+    if n is None:
+        return s
+    return s.circuit.add(StreamTopK(tuple(SortKey(c) for c in s.columns), n), s)
+
+
 def _union(parts: list[Stream]) -> Stream:
     s = parts[0]
     for p in parts[1:]:
@@ -425,6 +435,12 @@ def lower_component(
     """The streams of one component's relations. `env` has the streams of earlier components and of
     the hidden tables (keys in `base[pred]`: an input table, a facts table). A component that is the
     transitive closure of one relation becomes the closure operator when `closure_operator` is set."""
+    for p in comp.preds if comp.recursive else ():
+        if rels[p].limit is not None:
+            raise UnsupportedError(
+                f".limitsize {p}: {p} is recursive ({', '.join(comp.preds)}); a limit inside a recursion "
+                "would depend on the order tuples are derived in (Soufflé's first N)"
+            )
     tc = closure_pattern(comp, rels, base) if closure_operator else None
     if tc is not None:
         p, e = tc
@@ -436,10 +452,10 @@ def lower_component(
     if not comp.recursive:
         (p,) = comp.preds
         parts = [env[k] for k in base.get(p, [])]
-        if len(parts) == 1 and not comp.rules and rels[p].origin == "input":
+        if len(parts) == 1 and not comp.rules and rels[p].origin == "input" and rels[p].limit is None:
             return {p: parts[0]}  # an input table is a set already
         parts += [RuleLowering(r, rels, env, unit).lower() for r in comp.rules]
-        return {p: relation_stream(parts)}
+        return {p: limited(relation_stream(parts), rels[p].limit)}
 
     preds = comp.preds
     reads: list[str] = []
