@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dbspark.errors import SchemaError, UnknownNameError
+from dbspark.errors import SchemaError, UnknownNameError, UnsupportedError
 from dbspark.frontends.datalog.ast import (
     Aggregate,
     Atom,
@@ -50,7 +50,11 @@ def expand_components(prog: Program) -> Program:
     if not prog.comps and not prog.inits:
         return prog
     out = Program(list(prog.decls), list(prog.types), list(prog.directives), list(prog.rules))
-    out.functors, out.subsumptions = list(prog.functors), list(prog.subsumptions)
+    out.functors, out.subsumptions, out.records = (
+        list(prog.functors),
+        list(prog.subsumptions),
+        list(prog.records),
+    )
     templates = {c.name: c for c in prog.comps}
     for init in prog.inits:
         _instantiate(init, templates, "", out, ())
@@ -87,6 +91,13 @@ def _body(ref: CompRef, templates: Templates, pos: Pos, chain: tuple[str, ...]) 
         body.subsumptions += [x for x in b.subsumptions if x.dominated.pred not in dropped]
         body.inits += b.inits
     own = c.body
+    if own.records:
+        raise at(
+            UnsupportedError,
+            f".type {own.records[0].name} in component {c.name}: record and ADT types are declared at the "
+            "top level of a program (a component's relations may use them)",
+            own.records[0].pos,
+        )
     body.decls += [
         Decl(d.name, tuple((a, subst.get(t, t)) for a, t in d.attrs), d.pos, d.qualifiers) for d in own.decls
     ]

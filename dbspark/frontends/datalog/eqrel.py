@@ -41,7 +41,12 @@ def expand_eqrel(prog: Program) -> Program:
                 f"{dr.name} from it",
                 dr.pos,
             )
-    out = Program(types=list(prog.types), directives=list(prog.directives), functors=list(prog.functors))
+    out = Program(
+        types=list(prog.types),
+        directives=list(prog.directives),
+        functors=list(prog.functors),
+        records=list(prog.records),
+    )
     for d in prog.decls:
         if d.name not in eq:
             out.decls.append(d)

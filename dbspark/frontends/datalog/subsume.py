@@ -85,7 +85,12 @@ def expand_subsumption(prog: Program) -> Program:
             "max); not this one, or several",
             clause.pos,
         )
-    out = Program(types=list(prog.types), directives=list(prog.directives), functors=list(prog.functors))
+    out = Program(
+        types=list(prog.types),
+        directives=list(prog.directives),
+        functors=list(prog.functors),
+        records=list(prog.records),
+    )
     for d in prog.decls:
         out.decls.append(Decl(d.name, d.attrs, d.pos, d.qualifiers))
         if d.name in targets:
