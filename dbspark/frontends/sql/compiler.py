@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 from sqlglot import exp
 
+from dbspark.frontends.sql import grouping_sets
 from dbspark.frontends.sql.aggregates import aggregate
 from dbspark.frontends.sql.exprs import ExprCompiler
 from dbspark.frontends.sql.joins import FromPlanner, conjuncts, factor_common, has_subquery
@@ -101,6 +102,8 @@ class Compiler:
     # ---- queries ------------------------------------------------------------------------------
     def query(self, node: exp.Expression, outer: Scope | None = None) -> Rel:
         """A query expression (SELECT, set operation, parenthesized query) as a relation."""
+        if isinstance(node, exp.Select) and grouping_sets.present(node):  # a UNION ALL of plain GROUP BYs
+            return self.query(grouping_sets.expand(node, self.src), outer)
         if isinstance(node, exp.Select):
             node = push_bound_columns(node)  # (`WHERE src = 1` over a recursion: into its base)
         with_ = node.args.get("with_")

@@ -1,0 +1,163 @@
+"""GROUP BY ROLLUP / CUBE / GROUPING SETS and GROUPING() / GROUPING_ID(), as DuckDB evaluates them: a
+query with grouping sets is the UNION ALL of one plain GROUP BY query per set.
+
+    SELECT a, b, SUM(x), GROUPING(b) FROM t GROUP BY ROLLUP (a, b)
+    =  SELECT a, b, SUM(x), 0 FROM t GROUP BY a, b
+       UNION ALL SELECT a, NULL AS b, SUM(x), 1 FROM t GROUP BY a
+       UNION ALL SELECT NULL AS a, NULL AS b, SUM(x), 1 FROM t GROUP BY ()
+
+In the branch of a set, a grouping key the set leaves out is NULL wherever the SELECT list and HAVING
+use it outside an aggregate's argument, and GROUPING(k1, ..., kn) is the bitmask of the keys left out
+(k1 the most significant bit). The empty set is a GROUP BY (): one row even over an empty table. The
+sets of a GROUP BY are the product of its elements' (`a, ROLLUP (b, c)` is (a, b, c), (a, b), (a)); a
+CUBE of n keys has 2^n sets. ORDER BY, LIMIT, OFFSET, DISTINCT and WITH apply to the whole union. Each
+branch is maintained as any grouped query is, so a change costs what it costs in each set's grouping.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from sqlglot import exp
+
+from dbspark.frontends.sql.aggregates import AGGREGATES
+from dbspark.frontends.sql.parse import Source, name_of
+
+MAX_CUBE = 8  # keys in one CUBE: 2^8 = 256 branches
+
+
+def present(node: exp.Select) -> bool:
+    group = node.args.get("group")
+    if group is None:
+        return False
+    return any(isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)) for g in group.expressions) or any(
+        isinstance(n, (exp.Grouping, exp.GroupingId)) for n in node.find_all(exp.Grouping, exp.GroupingId)
+    )
+
+
+def expand(node: exp.Select, src: Source) -> exp.Expression:
+    """The UNION ALL (UNION for SELECT DISTINCT) of the query's grouping sets' plain queries."""
+    group = node.args["group"]
+    sets = _product([_element_sets(g, src) for g in group.expressions])
+    every: list[exp.Expression] = []
+    for s in sets:
+        for k in s:
+            if not any(_same(k, e) for e in every):
+                every.append(k)
+    names = [_output_name(item) for item in node.expressions]
+    distinct = bool(node.args.get("distinct"))
+    branches = [_branch(node, s, every, names, src, distinct and len(sets) == 1) for s in sets]
+    out: exp.Expression = branches[0]
+    for b in branches[1:]:
+        out = exp.Union(this=out, expression=b, distinct=distinct)
+    for key in ("order", "limit", "offset", "with_"):
+        if node.args.get(key) is not None:
+            out.set(key, node.args[key].copy())
+    return out
+
+
+def _element_sets(g: exp.Expression, src: Source) -> list[list[exp.Expression]]:
+    """The grouping sets of one GROUP BY element."""
+    if isinstance(g, exp.Rollup):
+        keys = list(g.expressions)
+        return [keys[:i] for i in range(len(keys), -1, -1)]
+    if isinstance(g, exp.Cube):
+        keys = list(g.expressions)
+        if len(keys) > MAX_CUBE:
+            src.unsupported(f"CUBE of {len(keys)} keys (at most {MAX_CUBE}: 2^n grouping sets)", g)
+        return [
+            [k for k, on in zip(keys, bits, strict=True) if on]
+            for bits in itertools.product((1, 0), repeat=len(keys))
+        ]
+    if isinstance(g, exp.GroupingSets):
+        out: list[list[exp.Expression]] = []
+        for item in g.expressions:
+            if isinstance(item, exp.Tuple):
+                out += (
+                    _product([_element_sets(x, src) for x in item.expressions]) if item.expressions else [[]]
+                )
+            elif isinstance(item, exp.Paren):
+                out += _element_sets(item.this, src)
+            else:
+                out += _element_sets(item, src)
+        return out
+    return [[g]]
+
+
+def _product(parts: list[list[list[exp.Expression]]]) -> list[list[exp.Expression]]:
+    return [[k for s in combo for k in s] for combo in itertools.product(*parts)]
+
+
+def _same(a: exp.Expression, b: exp.Expression) -> bool:
+    """One grouping key written twice (`a` and `t.a` when either is unqualified)."""
+    if isinstance(a, exp.Column) and isinstance(b, exp.Column):
+        ta, tb = a.args.get("table"), b.args.get("table")
+        return name_of(a.this) == name_of(b.this) and (ta is None or tb is None or name_of(ta) == name_of(tb))
+    return a == b
+
+
+def _output_name(item: exp.Expression) -> str:
+    """The name the compiler gives a SELECT item (`Compiler.select_items`)."""
+    if isinstance(item, exp.Alias):
+        return name_of(item.args["alias"])
+    if isinstance(item, exp.Column) and not isinstance(item.this, exp.Star):
+        return name_of(item.this)
+    return item.sql(dialect="duckdb").lower()
+
+
+def _branch(
+    node: exp.Select,
+    keys: list[exp.Expression],
+    every: list[exp.Expression],
+    names: list[str],
+    src: Source,
+    distinct: bool,
+) -> exp.Select:
+    """The plain query of one grouping set (SELECT DISTINCT if `distinct`)."""
+    out = node.copy()
+    for key in ("order", "limit", "offset", "with_", *(() if distinct else ("distinct",))):
+        out.set(key, None)
+    out.set("group", exp.Group(expressions=[k.copy() for k in keys]))
+    left_out = [k for k in every if not any(_same(k, s) for s in keys)]
+    items = []
+    for item, name in zip(out.expressions, names, strict=True):
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            src.unsupported("* in a query with grouping sets", item)
+        new = _rewrite(item.this if isinstance(item, exp.Alias) else item, keys, every, left_out, src)
+        items.append(exp.alias_(new, exp.to_identifier(name, quoted=True)))
+    out.set("expressions", items)
+    having = out.args.get("having")
+    if having is not None:
+        out.set("having", exp.Having(this=_rewrite(having.this, keys, every, left_out, src)))
+    return out
+
+
+def _rewrite(
+    e: exp.Expression,
+    keys: list[exp.Expression],
+    every: list[exp.Expression],
+    left_out: list[exp.Expression],
+    src: Source,
+) -> exp.Expression:
+    """`e` with GROUPING(...) the set's bitmask and the keys it leaves out NULL, outside aggregates."""
+    if isinstance(e, (exp.Grouping, exp.GroupingId)):
+        mask = 0
+        for arg in e.expressions:
+            if not any(_same(arg, k) for k in every):
+                src.schema_error(f"GROUPING argument {arg.sql(dialect='duckdb')} is not a grouping key", arg)
+            mask = mask * 2 + (0 if any(_same(arg, k) for k in keys) else 1)
+        return exp.Literal.number(mask)
+    if any(_same(e, k) for k in left_out):
+        return exp.Null()
+    if isinstance(e, AGGREGATES) or isinstance(e, (exp.Subquery, exp.Select, exp.Exists)):
+        return e.copy()
+    new = e.copy()
+    for k, v in list(new.args.items()):
+        if isinstance(v, exp.Expression):
+            new.set(k, _rewrite(v, keys, every, left_out, src))
+        elif isinstance(v, list):
+            new.set(
+                k,
+                [_rewrite(x, keys, every, left_out, src) if isinstance(x, exp.Expression) else x for x in v],
+            )
+    return new
