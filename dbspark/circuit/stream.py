@@ -25,6 +25,7 @@ from dbspark.operators.join import StreamJoin, StreamProduct, right_columns
 from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus, Ranges, Weigh
 from dbspark.operators.numbering import StreamNumber
 from dbspark.operators.time import Delay, Differentiate, Integrate
+from dbspark.operators.window import StreamWindow
 
 if TYPE_CHECKING:
     from dbspark.circuit.circuit import Circuit
@@ -95,6 +96,11 @@ class Stream:
         order of `order`, then the other columns, in the new `column` (`operators/numbering.py`;
         maintained by recomputing it over the integral)."""
         return self.circuit.add(StreamNumber(tuple(order), column), self)
+
+    def stream_window(self, spec: Any) -> Stream:
+        """↑window: every row (one per unit) with the window calls of `spec` (a
+        `columnar.window_fold.WindowSpec`; `operators/window.py`)."""
+        return self.circuit.add(StreamWindow(spec), self)
 
     def weigh(self, column: str) -> Stream:
         """Multiply each row's weight by its (integer) value in `column`, dropping the column."""

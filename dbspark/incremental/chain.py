@@ -19,6 +19,7 @@ from dbspark.incremental import (
     fixpoint,
     linear,
     topk,
+    window,
 )
 from dbspark.incremental.rewrite import copy_circuit
 
@@ -32,6 +33,7 @@ NODE_RULES: tuple[ModuleType, ...] = (
     closure,
     fixpoint,
     topk,
+    window,
     definition,
 )
 

@@ -46,6 +46,17 @@ def find_aggregates(exprs: list[exp.Expression]) -> list[exp.Expression]:
         n = stack.pop()
         if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
             continue
+        if isinstance(n, exp.Window):  # a window call is not an aggregate; what it reads may be
+            stack.extend(
+                reversed(
+                    [
+                        *n.this.iter_expressions(),
+                        *(e for k, e in n.args.items() if k != "this" and isinstance(e, exp.Expression)),
+                        *(n.args.get("partition_by") or []),
+                    ]
+                )
+            )
+            continue
         if isinstance(n, AGGREGATES):
             out.setdefault(canonical(n), n)
             continue

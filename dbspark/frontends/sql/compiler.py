@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 from sqlglot import exp
 
-from dbspark.frontends.sql import grouping_sets
+from dbspark.frontends.sql import grouping_sets, windows
 from dbspark.frontends.sql.aggregates import aggregate
 from dbspark.frontends.sql.exprs import ExprCompiler
 from dbspark.frontends.sql.joins import FromPlanner, conjuncts, factor_common, has_subquery
@@ -171,8 +171,6 @@ class Compiler:
                 self.src.unsupported(
                     key.upper(), node.args[key] if isinstance(node.args[key], exp.Expression) else node
                 )
-        if _has_window(node):
-            self.src.unsupported("window functions (OVER)", next(node.find_all(exp.Window)))
         if isinstance(node.args.get("distinct"), exp.Distinct) and node.args["distinct"].args.get("on"):
             self.src.unsupported("DISTINCT ON", node.args["distinct"])
         where = factor_common(conjuncts(node.args["where"].this)) if node.args.get("where") else []
@@ -200,6 +198,7 @@ class Compiler:
                         rel = Rel(rel.stream.filter(ExprCompiler(scope)(c, rel.stream.schema)), rel.fields)
         elif node.args.get("having") is not None:
             self.src.schema_error("HAVING without GROUP BY or aggregates", node.args["having"])
+        rel, scope = windows.lower(self, rel, scope, items)  # after WHERE, GROUP BY, HAVING (as DuckDB)
         # scalar subqueries in the SELECT list
         for _, e in items:
             rel, scope = sub.scalars(rel, e, scope)
@@ -400,10 +399,6 @@ def null_items(node: exp.Expression) -> set[int]:
         if isinstance(e, exp.Null):
             out.add(i)
     return out
-
-
-def _has_window(node: exp.Select) -> bool:
-    return any(True for _ in node.find_all(exp.Window))
 
 
 def _aliases(node: exp.Select) -> dict[str, exp.Expression]:

@@ -1,0 +1,204 @@
+"""SQL window functions over whole partitions, in Polars: the fold `operators/window.py` runs per partition
+(`Kernel.cogroup`), for a whole Z-set and for a change (the changed partitions before and after it).
+
+A partition's rows (a row of weight w counted w times) are sorted by the window's ORDER BY, then by every
+other column so that ties are broken the same way every time (DuckDB leaves the order of ties to its
+plan: ROW_NUMBER, LAG, LEAD, FIRST_VALUE and LAST_VALUE of tied rows may differ from it). Every call
+reads the frame of each row as an interval [a, b] of the partition's positions:
+
+- the default frame: with ORDER BY, RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW (up to the last
+  peer: the rows that tie with the current one); without, the whole partition;
+- ROWS BETWEEN x AND y, each bound UNBOUNDED, n PRECEDING / FOLLOWING or CURRENT ROW.
+
+SUM / COUNT / AVG are differences of prefix sums at the interval's ends, MIN / MAX running extremes at
+its end (their frames start at the partition's first row), FIRST_VALUE / LAST_VALUE the values at its
+ends; ROW_NUMBER, RANK, DENSE_RANK, PERCENT_RANK, CUME_DIST, NTILE, LAG and LEAD ignore the frame, as SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from dbspark.algebra.zset import WEIGHT
+from dbspark.errors import NegativeStateError
+
+RANKING = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile")
+SHIFTS = ("lag", "lead")
+VALUES = ("first_value", "last_value")
+AGGREGATES = ("sum", "count", "count_star", "avg", "min", "max")
+FUNCS = (*RANKING, *SHIFTS, *VALUES, *AGGREGATES)
+
+
+@dataclass(frozen=True)
+class OrderKey:
+    column: str
+    descending: bool = False
+    nulls_first: bool = False
+
+
+@dataclass(frozen=True)
+class WindowCall:
+    """One call: `out` = func(arg) over the window. `n`: LAG / LEAD's offset, NTILE's buckets; `default`:
+    the column of LAG / LEAD's default; `start` / `end`: a ROWS frame's bounds as offsets from the
+    current row (None: unbounded), or `rows` False for the default frame."""
+
+    out: str
+    func: str
+    dtype: pl.DataType
+    arg: str | None = None
+    n: int = 1
+    default: str | None = None
+    rows: bool = False
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    partition: tuple[str, ...]
+    order: tuple[OrderKey, ...]
+    calls: tuple[WindowCall, ...]
+    columns: tuple[str, ...]  # the input's columns, in order (the output adds the calls')
+
+
+IX, N, S, PEER, RN = "__wi", "__wn", "__ws", "__wpeer", "__wrn"
+
+
+def compute(spec: WindowSpec, df: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `df` (whole partitions; its columns and weight), one per unit, each with the calls'
+    values; weight 1."""
+    df = df.group_by(list(spec.columns)).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
+    if df.height and df[WEIGHT].min() < 0:  # type: ignore[operator]
+        raise NegativeStateError(f"a window over a negative weight: {df.filter(pl.col(WEIGHT) < 0).row(0)}")
+    if df.height:
+        df = df.select(pl.all().repeat_by(pl.col(WEIGHT))).explode(df.columns)
+    df = df.drop(WEIGHT)
+    part = list(spec.partition)
+    order = [k.column for k in spec.order]
+    rest = [c for c in spec.columns if c not in part and c not in order]
+    df = df.sort(
+        [*part, *order, *rest],
+        descending=[False] * len(part) + [k.descending for k in spec.order] + [False] * len(rest),
+        nulls_last=[True] * len(part) + [not k.nulls_first for k in spec.order] + [True] * len(rest),
+        maintain_order=True,
+    ).with_row_index(IX)
+    over = part or None
+    first = pl.col(IX).min().over(over) if over else pl.lit(0, pl.UInt32)
+    size = pl.len().over(over) if over else pl.len()
+    new_peer = pl.col(IX) == first
+    for c in order:
+        new_peer = new_peer | ~pl.col(c).eq_missing(pl.col(c).shift(1))
+    df = df.with_columns(
+        first.cast(pl.Int64).alias(S), size.cast(pl.Int64).alias(N), new_peer.cum_sum().alias(PEER)
+    )
+    df = df.with_columns((pl.col(IX).cast(pl.Int64) - pl.col(S)).alias(RN))  # 0-based place in the partition
+    last_peer = pl.col(RN).max().over(PEER)
+    out = [_call(c, spec, last_peer, df) for c in spec.calls]
+    return df.select(*spec.columns, *out, pl.lit(1, pl.Int64).alias(WEIGHT))
+
+
+def _call(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFrame) -> pl.Expr:
+    rn, n = pl.col(RN), pl.col(N)
+    over = list(spec.partition) or None
+    if c.func == "row_number":
+        e = rn + 1
+    elif c.func == "rank":
+        e = rn.min().over(PEER) + 1
+    elif c.func == "dense_rank":
+        e = (
+            pl.col(PEER) - pl.col(PEER).min().over(over) + 1
+            if over
+            else pl.col(PEER) - pl.col(PEER).min() + 1
+        )
+    elif c.func == "percent_rank":
+        e = pl.when(n > 1).then((rn.min().over(PEER)).cast(pl.Float64) / (n - 1)).otherwise(0.0)
+    elif c.func == "cume_dist":
+        e = (last_peer + 1).cast(pl.Float64) / n
+    elif c.func == "ntile":
+        q, r = n // c.n, n % c.n
+        big = r * (q + 1)
+        e = (
+            pl.when(q == 0)
+            .then(rn + 1)
+            .when(rn < big)
+            .then(rn // (q + 1) + 1)
+            .otherwise((rn - big) // q.clip(1) + r + 1)
+        )
+    elif c.func in SHIFTS:
+        k = c.n if c.func == "lag" else -c.n
+        assert c.arg is not None
+        shifted = pl.col(c.arg).shift(k).over(over) if over else pl.col(c.arg).shift(k)
+        inside = (rn - k >= 0) & (rn - k < n)
+        e = pl.when(inside).then(shifted).otherwise(pl.col(c.default) if c.default else None)
+    else:
+        e = _framed(c, spec, last_peer, df)
+    return e.cast(c.dtype).alias(c.out)
+
+
+def _framed(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFrame) -> pl.Expr:
+    """A frame's aggregate or end value: over positions [a, b] of the partition (global rows S+a..S+b)."""
+    rn, n, s = pl.col(RN), pl.col(N), pl.col(S)
+    if c.rows:
+        a = pl.lit(0, pl.Int64) if c.start is None else (rn + c.start).clip(0)
+        b = n - 1 if c.end is None else (rn + c.end).clip(upper_bound=n - 1)
+    else:
+        a = pl.lit(0, pl.Int64)
+        b = last_peer if spec.order else n - 1
+    empty = (a > b) | (a >= n) | (b < 0)
+    lo, hi = s + a, s + b
+    over = list(spec.partition) or None
+    if c.func in ("first_value", "last_value"):
+        assert c.arg is not None
+        at = lo if c.func == "first_value" else hi
+        return pl.when(empty).then(None).otherwise(pl.col(c.arg).gather(at.clip(0, df.height - 1)))
+    if c.func in ("min", "max"):
+        assert c.arg is not None
+        x = pl.col(c.arg)
+        run = x.cum_min() if c.func == "min" else x.cum_max()
+        run = run.over(over).forward_fill().over(over) if over else run.forward_fill()
+        return pl.when(empty).then(None).otherwise(run.gather(hi.clip(0, df.height - 1)))
+    ones = pl.col(c.arg or IX).is_not_null().cast(pl.Int64)  # COUNT(*): every row
+    count = _between(ones, lo, hi, df.height)
+    if c.func in ("count", "count_star"):
+        return pl.when(empty).then(0).otherwise(count)
+    assert c.arg is not None
+    x = pl.col(c.arg)
+    vals = x.cast(pl.Float64) if c.func == "avg" else x.cast(c.dtype)
+    total = _between(vals.fill_null(0), lo, hi, df.height)
+    if c.func == "avg":
+        total = total / count
+    return pl.when(empty | (count == 0)).then(None).otherwise(total)
+
+
+def _between(x: pl.Expr, lo: pl.Expr, hi: pl.Expr, height: int) -> pl.Expr:
+    """The sum of x over the rows lo..hi (global positions), by prefix sums."""
+    run = x.cum_sum()
+    top = max(height - 1, 0)
+    below = pl.when(lo > 0).then(run.gather((lo - 1).clip(0, top))).otherwise(0)
+    return run.gather(hi.clip(0, top)) - below
+
+
+def expected_schema(spec: WindowSpec, schema: pl.Schema) -> pl.Schema:
+    return pl.Schema([*((c, schema[c]) for c in spec.columns), *((c.out, c.dtype) for c in spec.calls)])
+
+
+def whole(spec: WindowSpec, frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """`cogroup` function: the window over whole partitions."""
+    (df,) = frames
+    return compute(spec, df)
+
+
+def change(spec: WindowSpec, frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """`cogroup` function: -old +new rows of the partitions of the change `frames[0]`, whose rows before it
+    are `frames[1]`."""
+    d, found = frames
+    cols = list(spec.columns)
+    old = compute(spec, found.select(*cols, WEIGHT))
+    new = compute(
+        spec, pl.concat([found.select(*cols, WEIGHT), d.select(*cols, WEIGHT)], how="vertical_relaxed")
+    )
+    both = pl.concat([new, old.with_columns(-pl.col(WEIGHT))], how="vertical_relaxed")
+    keys = [c for c in both.columns if c != WEIGHT]
+    return both.group_by(keys).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)

@@ -1,0 +1,195 @@
+"""Window functions in a SELECT list: `f(...) OVER (PARTITION BY ... ORDER BY ... [ROWS BETWEEN ...])`.
+
+They are evaluated after WHERE, GROUP BY and HAVING, as in DuckDB: the windows of one PARTITION BY /
+ORDER BY share one window operator (`operators/window.py`), whose output columns stand for the window
+expressions wherever the SELECT list uses them. Functions: ROW_NUMBER, RANK, DENSE_RANK, PERCENT_RANK,
+CUME_DIST, NTILE(n), LAG / LEAD(x[, n[, default]]), FIRST_VALUE, LAST_VALUE, and SUM, COUNT, AVG, MIN,
+MAX over the default frame or a ROWS frame (MIN / MAX from UNBOUNDED PRECEDING). Refused, naming them:
+other frames (RANGE with an offset, GROUPS, EXCLUDE), named windows, IGNORE NULLS, FILTER, DISTINCT
+inside a window call, and window functions outside the SELECT list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import polars as pl
+from sqlglot import exp
+
+from dbspark.columnar.window_fold import OrderKey, WindowCall, WindowSpec
+from dbspark.frontends.sql.exprs import ExprCompiler
+from dbspark.frontends.sql.scope import Rel, Scope, canonical
+from dbspark.ir.aggregate import AggCall, result_dtype
+
+if TYPE_CHECKING:
+    from dbspark.frontends.sql.compiler import Compiler
+
+NAMES: dict[type, str] = {
+    exp.RowNumber: "row_number",
+    exp.Rank: "rank",
+    exp.DenseRank: "dense_rank",
+    exp.PercentRank: "percent_rank",
+    exp.CumeDist: "cume_dist",
+    exp.Ntile: "ntile",
+    exp.Lag: "lag",
+    exp.Lead: "lead",
+    exp.FirstValue: "first_value",
+    exp.LastValue: "last_value",
+    exp.Sum: "sum",
+    exp.Count: "count",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+}
+
+
+def windows_in(exprs: list[exp.Expression]) -> list[exp.Window]:
+    """The window calls of expressions (outside subqueries), without repeats."""
+    out: dict[str, exp.Window] = {}
+    stack = list(exprs)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
+            continue
+        if isinstance(n, exp.Window):
+            out.setdefault(canonical(n), n)
+            continue
+        stack.extend(n.iter_expressions())
+    return list(out.values())
+
+
+def lower(c: Compiler, rel: Rel, scope: Scope, items: list[tuple[str, exp.Expression]]) -> tuple[Rel, Scope]:
+    """`rel` with a column per window call of the SELECT list, and `scope` naming them."""
+    wins = windows_in([e for _, e in items])
+    if not wins:
+        return rel, scope
+    groups: dict[tuple[str, str], list[exp.Window]] = {}
+    for w in wins:
+        _check(c, w)
+        key = (
+            "|".join(canonical(p) for p in w.args.get("partition_by") or []),
+            canonical(w.args["order"]) if w.args.get("order") else "",
+        )
+        groups.setdefault(key, []).append(w)
+    computed = dict(scope.computed)
+    for ws in groups.values():
+        comp = ExprCompiler(scope)
+        s = rel.stream
+        pre: list[tuple[str, object]] = []
+        part: list[str] = []
+        for p in ws[0].args.get("partition_by") or []:
+            part.append(c.names.fresh("wp"))
+            pre.append((part[-1], comp(p, s.schema)))
+        order: list[OrderKey] = []
+        for o in ws[0].args["order"].expressions if ws[0].args.get("order") else []:
+            col = c.names.fresh("wo")
+            pre.append((col, comp(o.this, s.schema)))
+            order.append(OrderKey(col, bool(o.args.get("desc")), bool(o.args.get("nulls_first"))))
+        calls = []
+        for w in ws:
+            call, more = _call(c, w, comp, s.schema)
+            pre += more
+            calls.append(call)
+            computed[canonical(w)] = call.out
+        s = s.map(*s.columns, *pre) if pre else s
+        s = s.stream_window(WindowSpec(tuple(part), tuple(order), tuple(calls), tuple(s.columns)))
+        rel = Rel(s, rel.fields)
+    return rel, replace(scope, computed=computed)
+
+
+def _check(c: Compiler, w: exp.Window) -> None:
+    f = w.this
+    if isinstance(f, (exp.IgnoreNulls, exp.RespectNulls)):
+        c.src.unsupported("IGNORE / RESPECT NULLS in a window", w)
+    if w.args.get("alias"):
+        c.src.unsupported(f"the named window {w.args['alias'].sql(dialect='duckdb')}", w)
+    if isinstance(f, exp.Filter) or w.find(exp.Filter):
+        c.src.unsupported("FILTER in a window call", w)
+    if type(f) not in NAMES:
+        c.src.unsupported(f"the window function {f.sql(dialect='duckdb')[:60]}", w)
+    if isinstance(f.this, exp.Distinct):
+        c.src.unsupported("DISTINCT in a window call", w)
+
+
+def _call(
+    c: Compiler, w: exp.Window, comp: ExprCompiler, schema: pl.Schema
+) -> tuple[WindowCall, list[tuple[str, object]]]:
+    f = w.this
+    func = NAMES[type(f)]
+    out = c.names.fresh("w")
+    pre: list[tuple[str, object]] = []
+    arg: str | None = None
+    arg_expr = (
+        f.this if func not in ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist") else None
+    )
+    if func == "count" and (arg_expr is None or isinstance(arg_expr, exp.Star)):
+        func, arg_expr = "count_star", None
+    t: pl.DataType = pl.Int64()
+    n = 1
+    if func == "ntile":
+        n = c.constant_int(f.this, "NTILE's number of buckets")
+        if n <= 0:
+            c.src.schema_error("NTILE's number of buckets must be positive", f)
+        arg_expr = None
+    if arg_expr is not None:
+        arg = c.names.fresh("wx")
+        e = comp(arg_expr, schema)
+        pre.append((arg, e))
+        t = e.dtype(schema)
+    default = None
+    if func in ("lag", "lead"):
+        if f.args.get("offset") is not None:
+            n = c.constant_int(f.args["offset"], f"{func.upper()}'s offset")
+        if f.args.get("default") is not None:
+            default = c.names.fresh("wd")
+            pre.append((default, comp(f.args["default"], schema)))
+    dtype = {
+        "percent_rank": pl.Float64(),
+        "cume_dist": pl.Float64(),
+        "avg": pl.Float64(),
+        "lag": t,
+        "lead": t,
+        "first_value": t,
+        "last_value": t,
+        "min": t,
+        "max": t,
+        "sum": result_dtype(AggCall(out, "sum", "x"), pl.Schema({"x": t})),
+    }.get(func, pl.Int64())
+    rows, start, end = _frame(c, w, func)
+    return WindowCall(out, func, dtype, arg, n, default, rows, start, end), pre
+
+
+def _frame(c: Compiler, w: exp.Window, func: str) -> tuple[bool, int | None, int | None]:
+    """(ROWS frame?, start, end) as offsets from the current row (None: unbounded)."""
+    spec = w.args.get("spec")
+    if spec is None:
+        return False, None, None
+    kind = str(spec.args.get("kind") or "").upper()
+    start = _bound(c, spec, "start", "start_side", w)
+    end = _bound(c, spec, "end", "end_side", w) if spec.args.get("end") is not None else 0
+    if kind == "RANGE" and start is None and end == 0:
+        return False, None, None  # the default frame, written out
+    if kind == "RANGE" and start is None and end is None and not w.args.get("order"):
+        return False, None, None
+    if kind != "ROWS" or spec.args.get("exclude"):
+        c.src.unsupported(
+            f"the window frame {spec.sql(dialect='duckdb')} (ROWS frames and the default are)", w
+        )
+    if func in ("min", "max") and start is not None:
+        c.src.unsupported(f"{func.upper()} over a frame that does not start at UNBOUNDED PRECEDING", w)
+    return True, start, end
+
+
+def _bound(c: Compiler, spec: exp.WindowSpec, key: str, side: str, w: exp.Window) -> int | None:
+    v = spec.args.get(key)
+    s = str(spec.args.get(side) or "").upper()
+    text = v if isinstance(v, str) else None
+    if text is not None and text.upper() == "UNBOUNDED":
+        return None
+    if text is not None and text.upper() == "CURRENT ROW":
+        return 0
+    if not isinstance(v, exp.Expression):
+        c.src.unsupported(f"the window frame {spec.sql(dialect='duckdb')}", w)
+    k = c.constant_int(v, "a window frame's offset")
+    return -k if s == "PRECEDING" else k
