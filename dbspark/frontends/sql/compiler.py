@@ -166,7 +166,7 @@ class Compiler:
 
     # ---- SELECT -------------------------------------------------------------------------------
     def select(self, node: exp.Select, outer: Scope | None) -> Rel:
-        for key in ("qualify", "windows", "laterals", "pivots", "connect", "sample", "distribute", "cluster"):
+        for key in ("windows", "laterals", "pivots", "connect", "sample", "distribute", "cluster"):
             if node.args.get(key):
                 self.src.unsupported(
                     key.upper(), node.args[key] if isinstance(node.args[key], exp.Expression) else node
@@ -198,7 +198,12 @@ class Compiler:
                         rel = Rel(rel.stream.filter(ExprCompiler(scope)(c, rel.stream.schema)), rel.fields)
         elif node.args.get("having") is not None:
             self.src.schema_error("HAVING without GROUP BY or aggregates", node.args["having"])
-        rel, scope = windows.lower(self, rel, scope, items)  # after WHERE, GROUP BY, HAVING (as DuckDB)
+        qualify = node.args.get("qualify")
+        extra = [("", qualify.this)] if qualify is not None else []
+        # window functions: after WHERE, GROUP BY and HAVING (as DuckDB)
+        rel, scope = windows.lower(self, rel, scope, items + extra)
+        if qualify is not None:  # QUALIFY: a filter on the windows' values
+            rel = Rel(rel.stream.filter(ExprCompiler(scope)(qualify.this, rel.stream.schema)), rel.fields)
         # scalar subqueries in the SELECT list
         for _, e in items:
             rel, scope = sub.scalars(rel, e, scope)
