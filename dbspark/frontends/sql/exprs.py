@@ -113,10 +113,12 @@ class ExprCompiler:
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
         self.src: Source = scope.src
+        self.schema: pl.Schema | None = None  # of the relation the expression runs on, when known
 
     def __call__(self, node: exp.Expression, schema: pl.Schema | None = None) -> ir.Expr:
         """The IR of `node`; with the schema of the relation it runs on, also type-checked, so that a
         type error names the expression's line and column."""
+        self.schema = schema
         e = self.compile(node)
         if schema is not None:
             e = coerce_literals(e, schema, lambda text, t: self.bad_literal(node, text, t))

@@ -114,7 +114,84 @@ def named(c: ExprCompiler, name: str, args: list[exp.Expression], node: exp.Expr
     return None
 
 
+DAY_US = 86_400_000_000
+EPOCH_2000_01_03_US = 946_857_600_000_000  # DuckDB's default origin of buckets of days and time (a Monday)
+
+
+def time_bucket(c: ExprCompiler, node: exp.DateBin) -> ir.Expr:
+    """DuckDB's `time_bucket(width, ts[, origin | offset])`: the start of the tumbling window of `width`
+    holding ts. Buckets of months (and years) count months from 2000-01 (or the origin's month); others
+    count the width in microseconds from 2000-01-03 (or the origin), shifted by an offset; a DATE gives a
+    DATE, a TIMESTAMP a TIMESTAMP, NULL a NULL."""
+    import datetime as dt
+
+    import polars as pl
+
+    from dbspark.frontends.sql.exprs import interval
+
+    width, third = node.this, node.args.get("unit")
+    if not isinstance(width, exp.Interval):
+        c.src.unsupported("time_bucket whose width is not a constant INTERVAL", node)
+    months, days, micros = interval(width, c.src)
+    if months and (days or micros):
+        c.src.unsupported("time_bucket of an interval of months with days or time in it", node)
+    if months < 0 or days * DAY_US + micros < 0 or not (months or days or micros):
+        c.src.schema_error("time_bucket: the width must be positive", width)
+    x = c.compile(node.expression)
+    if c.schema is None:
+        c.src.unsupported("time_bucket here (its type is not known in this position)", node)
+    is_date = x.dtype(c.schema) == pl.Date()
+    ts = ir.Cast(x, pl.Datetime("us")) if is_date else x
+    shift_us, origin = 0, None
+    if isinstance(third, exp.Interval):
+        m, d, u = interval(third, c.src)
+        if m:
+            c.src.unsupported("time_bucket with an offset of months", third)
+        shift_us = d * DAY_US + u
+    elif third is not None:
+        origin = c.compile(third)
+    if months:
+        base = dt.datetime(2000, 1, 1)
+        month_of = (
+            (ir.Func("extract", (ir.Lit("year"), ts)) - ir.Lit(2000)) * ir.Lit(12)
+            + ir.Func("extract", (ir.Lit("month"), ts))
+            - ir.Lit(1)
+        )
+        if origin is not None:
+            month_of = month_of - (
+                (ir.Func("extract", (ir.Lit("year"), origin)) - ir.Lit(2000)) * ir.Lit(12)
+                + ir.Func("extract", (ir.Lit("month"), origin))
+                - ir.Lit(1)
+            )
+        start: ir.Expr = ir.Func(
+            "date_add",
+            (_origin(origin, base), _floor(month_of, months) * ir.Lit(months), ir.Lit(0), ir.Lit(0)),
+        )
+        if origin is not None:  # (the origin's month, from its first day)
+            start = ir.Func("date_trunc", (ir.Lit("month"), start))
+    else:
+        w = days * DAY_US + micros
+        base_us = EPOCH_2000_01_03_US + shift_us
+        since = ir.Func("epoch_us", (ts,)) - (
+            ir.Func("epoch_us", (origin,)) if origin is not None else ir.Lit(base_us)
+        )
+        anchor = _origin(origin, dt.datetime(2000, 1, 3) + dt.timedelta(microseconds=shift_us))
+        start = ir.Func("date_add", (anchor, ir.Lit(0), ir.Lit(0), _floor(since, w) * ir.Lit(w)))
+    return ir.Cast(start, pl.Date()) if is_date else start
+
+
+def _origin(origin: ir.Expr | None, default: Any) -> ir.Expr:
+    return origin if origin is not None else ir.Lit(default)
+
+
+def _floor(x: ir.Expr, w: int) -> ir.Expr:
+    """x // w rounded toward minus infinity (`int_div` truncates toward zero)."""
+    q = ir.Binary("int_div", x, ir.Lit(w))
+    return ir.Case(((ir.Binary("lt", ir.Binary("sql_mod", x, ir.Lit(w)), ir.Lit(0)), q - ir.Lit(1)),), q)
+
+
 HANDLERS: dict[type, Any] = {
+    exp.DateBin: time_bucket,
     exp.Extract: extract,
     exp.TimestampTrunc: trunc,
     exp.DateTrunc: trunc,
