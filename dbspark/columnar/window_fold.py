@@ -27,8 +27,9 @@ from dbspark.errors import NegativeStateError
 RANKING = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile")
 SHIFTS = ("lag", "lead")
 VALUES = ("first_value", "last_value")
+ASOF = "asof"  # an ASOF join's match: `arg` of the last row at or before this one whose `default` column is 0
 AGGREGATES = ("sum", "count", "count_star", "avg", "min", "max")
-FUNCS = (*RANKING, *SHIFTS, *VALUES, *AGGREGATES)
+FUNCS = (*RANKING, *SHIFTS, *VALUES, *AGGREGATES, ASOF)
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,13 @@ def _call(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFrame)
             .when(rn < big)
             .then(rn // (q + 1) + 1)
             .otherwise((rn - big) // q.clip(1) + r + 1)
+        )
+    elif c.func == ASOF:  # (`frontends/sql/asof.py`): the last right-side row so far in the order
+        assert c.arg is not None and c.default is not None
+        at = pl.when(pl.col(c.default) == 0).then(pl.col(IX).cast(pl.Int64))
+        last = at.forward_fill().over(over) if over else at.forward_fill()
+        e = pl.when(last.is_not_null()).then(
+            pl.col(c.arg).gather(last.fill_null(0).clip(0, max(df.height - 1, 0)))
         )
     elif c.func in SHIFTS:
         k = c.n if c.func == "lag" else -c.n

@@ -210,13 +210,20 @@ class FromPlanner:
         for i, j in enumerate(joins):
             side = sides[i]
             kind = (j.args.get("kind") or "").upper()
-            if kind in ("SEMI", "ANTI", "ASOF") or j.args.get("method") not in (None, "", "NATURAL"):
+            method = str(j.args.get("method") or "").upper()
+            if kind in ("SEMI", "ANTI") or method not in ("", "NATURAL", "ASOF"):
                 self.src.unsupported(f"{kind or j.args.get('method')} JOIN", j)
             cols = taken + [c for r in pool.rels for c in r.stream.schema]
             right = self.c.disjoint(cols, self.item(j.this))  # before USING refers to its fields
             on = j.args.get("on")
             using = [name_of(u) for u in j.args.get("using") or []]
-            if str(j.args.get("method") or "").upper() == "NATURAL":
+            if method == "ASOF":  # (`asof.py`): the left side is everything joined so far
+                from dbspark.frontends.sql.asof import asof_join
+
+                left = self.collapse(pool, [], consume=False)
+                pool = Pool([asof_join(self, left[0], right, side, on, j)])
+                continue
+            if method == "NATURAL":
                 left_names = {f.name for r in pool.rels for f in r.visible()}
                 using = [f.name for f in right.visible() if f.name in left_names]
             if side in ("LEFT", "RIGHT", "FULL"):
