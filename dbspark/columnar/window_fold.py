@@ -27,9 +27,10 @@ from dbspark.errors import NegativeStateError
 RANKING = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile")
 SHIFTS = ("lag", "lead")
 VALUES = ("first_value", "last_value")
+SESSIONS = ("session_start", "session_end")  # a session window's bounds: gap `n`, times `arg` (Int64)
 ASOF = "asof"  # an ASOF join's match: `arg` of the last row at or before this one whose `default` column is 0
 AGGREGATES = ("sum", "count", "count_star", "avg", "min", "max")
-FUNCS = (*RANKING, *SHIFTS, *VALUES, *AGGREGATES, ASOF)
+FUNCS = (*RANKING, *SHIFTS, *VALUES, *AGGREGATES, ASOF, *SESSIONS)
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,13 @@ def _call(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFrame)
             .then(rn // (q + 1) + 1)
             .otherwise((rn - big) // q.clip(1) + r + 1)
         )
+    elif c.func in SESSIONS:  # (`frontends/sql/timewindows.py`): rows closer than the gap, chained
+        assert c.arg is not None
+        t = pl.col(c.arg)
+        prev = t.shift(1).over(over) if over else t.shift(1)
+        new = (rn == 0) | prev.is_null() | ((t - prev) > c.n)
+        sid = new.cast(pl.Int64).cum_sum()
+        e = t.min().over(sid) if c.func == "session_start" else t.max().over(sid) + c.n
     elif c.func == ASOF:  # (`frontends/sql/asof.py`): the last right-side row so far in the order
         assert c.arg is not None and c.default is not None
         at = pl.when(pl.col(c.default) == 0).then(pl.col(IX).cast(pl.Int64))

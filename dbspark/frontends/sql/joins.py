@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlglot import exp
 
+from dbspark.frontends.sql import timewindows
 from dbspark.frontends.sql.exprs import SUBQUERIES, ExprCompiler
 from dbspark.frontends.sql.parse import name_of
 from dbspark.frontends.sql.relops import add_columns, cast_to, drop_to, pad_nulls, semi_rows
@@ -139,7 +140,10 @@ class FromPlanner:
         alias_node = node.args.get("alias")
         alias = name_of(alias_node.this) if alias_node is not None and alias_node.this is not None else None
         cols = [name_of(c) for c in alias_node.args.get("columns") or []] if alias_node is not None else []
-        if isinstance(node, exp.Table):
+        if timewindows.is_time_window(node):  # tumble / hop / session(table, ts, ...)
+            assert isinstance(node, exp.Table)
+            rel = timewindows.lower(self, node, alias)
+        elif isinstance(node, exp.Table):
             if node.args.get("db") or node.args.get("catalog"):
                 self.src.unsupported(f"qualified table name {node.sql(dialect='duckdb')}", node)
             name = name_of(node.this)

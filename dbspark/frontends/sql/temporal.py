@@ -165,7 +165,7 @@ def time_bucket(c: ExprCompiler, node: exp.DateBin) -> ir.Expr:
             )
         start: ir.Expr = ir.Func(
             "date_add",
-            (_origin(origin, base), _floor(month_of, months) * ir.Lit(months), ir.Lit(0), ir.Lit(0)),
+            (_origin(origin, base), floor_div(month_of, months) * ir.Lit(months), ir.Lit(0), ir.Lit(0)),
         )
         if origin is not None:  # (the origin's month, from its first day)
             start = ir.Func("date_trunc", (ir.Lit("month"), start))
@@ -176,7 +176,7 @@ def time_bucket(c: ExprCompiler, node: exp.DateBin) -> ir.Expr:
             ir.Func("epoch_us", (origin,)) if origin is not None else ir.Lit(base_us)
         )
         anchor = _origin(origin, dt.datetime(2000, 1, 3) + dt.timedelta(microseconds=shift_us))
-        start = ir.Func("date_add", (anchor, ir.Lit(0), ir.Lit(0), _floor(since, w) * ir.Lit(w)))
+        start = ir.Func("date_add", (anchor, ir.Lit(0), ir.Lit(0), floor_div(since, w) * ir.Lit(w)))
     return ir.Cast(start, pl.Date()) if is_date else start
 
 
@@ -184,7 +184,7 @@ def _origin(origin: ir.Expr | None, default: Any) -> ir.Expr:
     return origin if origin is not None else ir.Lit(default)
 
 
-def _floor(x: ir.Expr, w: int) -> ir.Expr:
+def floor_div(x: ir.Expr, w: int) -> ir.Expr:
     """x // w rounded toward minus infinity (`int_div` truncates toward zero)."""
     q = ir.Binary("int_div", x, ir.Lit(w))
     return ir.Case(((ir.Binary("lt", ir.Binary("sql_mod", x, ir.Lit(w)), ir.Lit(0)), q - ir.Lit(1)),), q)
