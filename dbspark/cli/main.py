@@ -1,6 +1,6 @@
 """The `dbspark` command: run a pipeline over a directory of change batches, explain its circuits.
 
-    dbspark run PIPELINE --changes DIR [--engine spark|local] [--state DIR] [--output DIR]
+    dbspark run PIPELINE --changes DIR [--engine spark|local] [--state DIR] [--output DIR] [--follow]
 
 PIPELINE is a Python file with a function `define(p)` declaring tables and views on the pipeline `p`
 (SQL and Datalog files come with their front ends). DIR holds one sub-directory per step, in natural
@@ -8,7 +8,8 @@ order (`1/`, `2/`, ..., `10/`); each holds one change batch per table, named aft
 (`orders.parquet`, `orders.csv`, `orders.json`, or a Delta table `orders/`), with a `weight` or an
 `op` (insert/delete) column. With `--state` the run is durable: rerun after a crash, it skips the
 committed steps and goes on. With `--output` every view's change of step N is written to
-`OUTPUT/<view>/step-N.parquet` (a rerun replaces, never duplicates).
+`OUTPUT/<view>/step-N.parquet` (a rerun replaces, never duplicates). With `--follow` the run goes on
+as new step directories appear (`cli/follow.py`), until Ctrl-C stops it at a step boundary.
 """
 
 from __future__ import annotations
@@ -89,10 +90,11 @@ def step_dirs(changes: Path) -> list[Path]:
     return sorted(dirs, key=key)
 
 
-def push_batch(p: Pipeline, step: Path) -> None:
-    """Queue every table's change batch found in the step directory `step`."""
+def push_batch(p: Pipeline, step: Path) -> int:
+    """Queue every table's change batch found in the step directory `step`; returns their rows."""
     from dbspark.io import list_batches, read_changes
 
+    n = 0
     for f in list_batches(step):
         table = f.stem if f.is_file() else f.name
         if table not in p.tables:
@@ -101,12 +103,14 @@ def push_batch(p: Pipeline, step: Path) -> None:
             )
         schema = p.circuit.nodes[p.circuit.inputs[table]].shape.schema
         rows, weights = read_changes(f, schema)
+        n += rows.height
         if rows.height:
             try:
                 p.push(table, rows, weights)
             except DbsparkError as e:  # (a row the table refuses: named with its file)
                 e.args = (f"{f}: {e.args[0] if e.args else e}", *e.args[1:])
                 raise
+    return n
 
 
 def show_changes(step: int, changes: dict[str, Any], limit: int) -> None:
@@ -156,9 +160,18 @@ def run(
         str | None,
         typer.Option(help="the local engine's ceiling on its state, e.g. 8GiB (a step past it is rejected)"),
     ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            help="keep stepping as new step directories appear in --changes; Ctrl-C stops at a step boundary"
+        ),
+    ] = False,
+    poll: Annotated[float, typer.Option(help="with --follow: seconds between looks for a new step")] = 1.0,
 ) -> None:
     """Run PIPELINE over the change batches in --changes, one step per sub-directory (without
     --changes: one step, over the facts the pipeline itself loads, as `souffle prog.dl` runs)."""
+    if follow and changes is None:
+        fail(DbsparkError("--follow needs --changes: the directory new step directories appear in"))
     try:
         with Pipeline(state, engine=engine, master=master, memory_limit=memory_limit) as p:
             load_pipeline(pipeline, p)
@@ -183,7 +196,21 @@ def run(
                     if show:
                         show_changes(i + 1, out, show)
                     bar.advance(task)
-            if not steps and not done:  # no change batches: a step over the facts the pipeline holds
+            if follow:
+                from dbspark.cli.follow import follow as follow_changes
+
+                def run_step(d: Path) -> int:
+                    rows = push_batch(p, d)
+                    out = p.step(
+                        sink=(lambda n, ch: write_outputs(output, n, ch)) if output is not None else None
+                    )
+                    if show:
+                        show_changes(p.steps, out, show)
+                    return rows
+
+                assert changes is not None
+                follow_changes(p, changes, step_dirs, run_step, err, poll)
+            elif not steps and not done:  # no change batches: a step over the facts the pipeline holds
                 out = p.step(
                     sink=(lambda n, ch: write_outputs(output, n, ch)) if output is not None else None
                 )
