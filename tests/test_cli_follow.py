@@ -46,8 +46,11 @@ def _start(tmp_path: Path, *extra: str) -> subprocess.Popen:
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
     end = time.monotonic() + timeout
     while not path.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < end, f"{path} did not appear"
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate())
+        if time.monotonic() > end:
+            proc.kill()  # (no run left behind)
+            raise AssertionError(f"{path} did not appear: {proc.communicate()}")
         time.sleep(0.1)
 
 

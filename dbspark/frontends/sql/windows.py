@@ -170,8 +170,8 @@ def _frame(c: Compiler, w: exp.Window, func: str) -> tuple[bool, int | None, int
     end = _bound(c, spec, "end", "end_side", w) if spec.args.get("end") is not None else 0
     if kind == "RANGE" and start is None and end == 0:
         return False, None, None  # the default frame, written out
-    if kind == "RANGE" and start is None and end is None and not w.args.get("order"):
-        return False, None, None
+    if kind in ("RANGE", "ROWS") and start is None and end is None and not spec.args.get("exclude"):
+        return True, None, None  # the whole partition
     if kind != "ROWS" or spec.args.get("exclude"):
         c.src.unsupported(
             f"the window frame {spec.sql(dialect='duckdb')} (ROWS frames and the default are)", w
