@@ -13,57 +13,17 @@ reads the frame of each row as an interval [a, b] of the partition's positions:
 SUM / COUNT / AVG are differences of prefix sums at the interval's ends, MIN / MAX running extremes at
 its end (their frames start at the partition's first row), FIRST_VALUE / LAST_VALUE the values at its
 ends; ROW_NUMBER, RANK, DENSE_RANK, PERCENT_RANK, CUME_DIST, NTILE, LAG and LEAD ignore the frame, as SQL.
+Two calls serve other operators: `asof` (the last right-side row so far: ASOF joins) and
+`session_start` / `session_end` (session windows). The calls are described in `ir/window.py`.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT
 from dbspark.errors import NegativeStateError
-
-RANKING = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile")
-SHIFTS = ("lag", "lead")
-VALUES = ("first_value", "last_value")
-SESSIONS = ("session_start", "session_end")  # a session window's bounds: gap `n`, times `arg` (Int64)
-ASOF = "asof"  # an ASOF join's match: `arg` of the last row at or before this one whose `default` column is 0
-AGGREGATES = ("sum", "count", "count_star", "avg", "min", "max")
-FUNCS = (*RANKING, *SHIFTS, *VALUES, *AGGREGATES, ASOF, *SESSIONS)
-
-
-@dataclass(frozen=True)
-class OrderKey:
-    column: str
-    descending: bool = False
-    nulls_first: bool = False
-
-
-@dataclass(frozen=True)
-class WindowCall:
-    """One call: `out` = func(arg) over the window. `n`: LAG / LEAD's offset, NTILE's buckets; `default`:
-    the column of LAG / LEAD's default; `start` / `end`: a ROWS frame's bounds as offsets from the
-    current row (None: unbounded), or `rows` False for the default frame."""
-
-    out: str
-    func: str
-    dtype: pl.DataType
-    arg: str | None = None
-    n: int = 1
-    default: str | None = None
-    rows: bool = False
-    start: int | None = None
-    end: int | None = None
-
-
-@dataclass(frozen=True)
-class WindowSpec:
-    partition: tuple[str, ...]
-    order: tuple[OrderKey, ...]
-    calls: tuple[WindowCall, ...]
-    columns: tuple[str, ...]  # the input's columns, in order (the output adds the calls')
-
+from dbspark.ir.window import ASOF, SESSIONS, SHIFTS, WindowCall, WindowSpec
 
 IX, N, S, PEER, RN = "__wi", "__wn", "__ws", "__wpeer", "__wrn"
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dbspark.columnar import window_fold
-from dbspark.columnar.window_fold import WindowSpec
 from dbspark.ir.expr import Cast, col, lit
+from dbspark.ir.window import WindowSpec
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 
 if TYPE_CHECKING:

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 from sqlglot import exp
 
-from dbspark.columnar.window_fold import OrderKey, WindowCall, WindowSpec
 from dbspark.frontends.sql.exprs import ExprCompiler
 from dbspark.frontends.sql.scope import Rel, Scope
 from dbspark.frontends.sql.types import common_type
 from dbspark.ir import expr as ir
+from dbspark.ir.window import OrderKey, WindowCall, WindowSpec
 
 if TYPE_CHECKING:
     from dbspark.frontends.sql.joins import FromPlanner

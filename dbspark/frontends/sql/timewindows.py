@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 import polars as pl
 from sqlglot import exp
 
-from dbspark.columnar.window_fold import OrderKey, WindowCall, WindowSpec
 from dbspark.frontends.sql.exprs import ExprCompiler, interval
 from dbspark.frontends.sql.parse import name_of
 from dbspark.frontends.sql.scope import Field, Rel, Scope
 from dbspark.frontends.sql.temporal import DAY_US, EPOCH_2000_01_03_US, floor_div
 from dbspark.ir import expr as ir
+from dbspark.ir.window import OrderKey, WindowCall, WindowSpec
 
 if TYPE_CHECKING:
     from dbspark.frontends.sql.joins import FromPlanner

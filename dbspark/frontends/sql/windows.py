@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 import polars as pl
 from sqlglot import exp
 
-from dbspark.columnar.window_fold import OrderKey, WindowCall, WindowSpec
 from dbspark.frontends.sql.exprs import ExprCompiler
 from dbspark.frontends.sql.scope import Rel, Scope, canonical
 from dbspark.ir.aggregate import AggCall, result_dtype
+from dbspark.ir.window import OrderKey, WindowCall, WindowSpec
 
 if TYPE_CHECKING:
     from dbspark.frontends.sql.compiler import Compiler

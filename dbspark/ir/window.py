@@ -1,0 +1,50 @@
+"""Window calls as the IR describes them (what a window computes, above any engine): the partition and
+order of a window and its calls. The fold that computes them is `columnar/window_fold.py`; the operators
+`operators/window.py`; the front ends build them (`frontends/sql/windows.py`, `asof.py`, `timewindows.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+RANKING = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile")
+SHIFTS = ("lag", "lead")
+VALUES = ("first_value", "last_value")
+SESSIONS = ("session_start", "session_end")  # a session window's bounds: gap `n`, times `arg` (Int64)
+ASOF = "asof"  # an ASOF join's match: `arg` of the last row at or before this one whose `default` column is 0
+AGGREGATES = ("sum", "count", "count_star", "avg", "min", "max")
+FUNCS = (*RANKING, *SHIFTS, *VALUES, *AGGREGATES, ASOF, *SESSIONS)
+
+
+@dataclass(frozen=True)
+class OrderKey:
+    column: str
+    descending: bool = False
+    nulls_first: bool = False
+
+
+@dataclass(frozen=True)
+class WindowCall:
+    """One call: `out` = func(arg) over the window. `n`: LAG / LEAD's offset, NTILE's buckets; `default`:
+    the column of LAG / LEAD's default; `start` / `end`: a ROWS frame's bounds as offsets from the
+    current row (None: unbounded), or `rows` False for the default frame."""
+
+    out: str
+    func: str
+    dtype: pl.DataType
+    arg: str | None = None
+    n: int = 1
+    default: str | None = None
+    rows: bool = False
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    partition: tuple[str, ...]
+    order: tuple[OrderKey, ...]
+    calls: tuple[WindowCall, ...]
+    columns: tuple[str, ...]  # the input's columns, in order (the output adds the calls')
