@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # (the checkout's dbspark)
 PIPELINE = """
 CREATE TABLE e (k VARCHAR, v INTEGER);
 CREATE VIEW totals AS SELECT k, SUM(v) AS s, COUNT(*) AS n FROM e GROUP BY k;
@@ -29,7 +30,6 @@ def _batch(changes: Path, name: str, rows: list[tuple[str, int, int]]) -> None:
 
 
 def _start(tmp_path: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     args = [
         sys.executable,
         "-m",
@@ -40,7 +40,7 @@ def _start(tmp_path: Path, *extra: str) -> subprocess.Popen:
         str(tmp_path / "c"),
     ]
     args += ["--engine", "local", "--state", str(tmp_path / "st"), "--show", "0", "--poll", "0.1", *extra]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
@@ -102,7 +102,7 @@ def test_follow_steps_stops_at_a_boundary_and_resumes(tmp_path):
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        env=ENV,
     )
     assert r.returncode == 0, r.stderr
     for n in (1, 2, 3):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import dbspark
 from dbspark.errors import SchemaError, UnsupportedError
 from dbspark.testing.engines import engine_given, pipeline_on
-from dbspark.testing.sql_oracle import SqlOracle
+from dbspark.testing.sql_oracle import SqlOracle, fifo_steps
 
 DDL = """
 CREATE TABLE t (a INTEGER, b VARCHAR, x INTEGER);
@@ -48,17 +48,9 @@ def test_grouping_sets_match_duckdb(engine, steps):
     try:
         p.sql(DDL)
         o = SqlOracle(DDL)
-        present: list[tuple] = []
         p.step()
         o.check(p, what="over the empty table")
-        for ins, ndel in steps:
-            dels, present = present[:ndel], present[ndel:] + ins
-            for fn, rows in (("insert", ins), ("delete", dels)):
-                if rows:
-                    getattr(o, fn)("t", rows)
-                    getattr(p, fn)("t", rows)
-            p.step()
-            o.check(p)
+        o.run(p, fifo_steps("t", steps))
     finally:
         p.close()
 

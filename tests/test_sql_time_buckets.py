@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from dbspark.errors import SchemaError, UnsupportedError
 from dbspark.testing.engines import engine_given, pipeline_on
-from dbspark.testing.sql_oracle import SqlOracle
+from dbspark.testing.sql_oracle import SqlOracle, fifo_steps
 
 DDL = """
 CREATE TABLE e (ts TIMESTAMP, d DATE, v INTEGER);
@@ -54,15 +54,7 @@ def test_time_buckets_match_duckdb(engine, steps):
     try:
         p.sql(DDL)
         o = SqlOracle(DDL)
-        present: list[tuple] = []
-        for ins, ndel in steps:
-            dels, present = present[:ndel], present[ndel:] + ins
-            for fn, rows in (("insert", ins), ("delete", dels)):
-                if rows:
-                    getattr(o, fn)("e", rows)
-                    getattr(p, fn)("e", rows)
-            p.step()
-            o.check(p)
+        o.run(p, fifo_steps("e", steps))
     finally:
         p.close()
 

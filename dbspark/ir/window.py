@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from dbspark.ir.order import SortKey
+
 RANKING = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile")
 SHIFTS = ("lag", "lead")
 VALUES = ("first_value", "last_value")
@@ -16,13 +18,6 @@ SESSIONS = ("session_start", "session_end")  # a session window's bounds: gap `n
 ASOF = "asof"  # an ASOF join's match: `arg` of the last row at or before this one whose `default` column is 0
 AGGREGATES = ("sum", "count", "count_star", "avg", "min", "max")
 FUNCS = (*RANKING, *SHIFTS, *VALUES, *AGGREGATES, ASOF, *SESSIONS)
-
-
-@dataclass(frozen=True)
-class OrderKey:
-    column: str
-    descending: bool = False
-    nulls_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,6 +40,6 @@ class WindowCall:
 @dataclass(frozen=True)
 class WindowSpec:
     partition: tuple[str, ...]
-    order: tuple[OrderKey, ...]
+    order: tuple[SortKey, ...]
     calls: tuple[WindowCall, ...]
     columns: tuple[str, ...]  # the input's columns, in order (the output adds the calls')

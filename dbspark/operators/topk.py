@@ -22,19 +22,11 @@ import polars as pl
 
 from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.errors import SchemaError
+from dbspark.ir.order import SortKey
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 
 if TYPE_CHECKING:
     from dbspark.engines.base import Kernel
-
-
-@dataclass(frozen=True)
-class SortKey:
-    """One ORDER BY key: a column, descending or not, NULLs first or last."""
-
-    column: str
-    descending: bool = False
-    nulls_first: bool = False
 
 
 @dataclass(frozen=True)

@@ -543,3 +543,14 @@ class SqlOracle:
                 return False
             used[hit[0]] = True
         return True
+
+
+def fifo_steps(table: str, steps: Iterable[tuple[list[tuple], int]]) -> list[tuple[dict, dict]]:
+    """`SqlOracle.run`'s steps from (rows inserted, n): each step also deletes the n rows inserted
+    earliest of those still there (duplicates one copy at a time)."""
+    present: list[tuple] = []
+    out: list[tuple[dict, dict]] = []
+    for ins, n in steps:
+        dels, present = present[:n], present[n:] + list(ins)
+        out.append(({table: ins} if ins else {}, {table: dels} if dels else {}))
+    return out

@@ -17,15 +17,13 @@ reach a fixpoint).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from dbspark.errors import UnsupportedError
 from dbspark.frontends.datalog.ast import (
-    Aggregate,
+    Atom,
     Call,
-    Constraint,
-    GroupBy,
     Literal,
-    Negation,
     Program,
     Rule,
     Term,
@@ -48,39 +46,29 @@ def in_head(rule: Rule) -> bool:
 
 def number_calls(prog: Program) -> Program:
     """The program with each `autoinc()` call's place "k/n" in its `Call.type` (k-th of n)."""
-    calls = sum(_count(a) for r in prog.rules for a in r.head.args)
-    calls += sum(_count_literal(x) for r in prog.rules for x in r.body)
-    if not calls:
-        return prog
     k = itertools.count()
-
-    def f(t: Term) -> Term:
-        if isinstance(t, Call) and t.name == AUTOINC:
-            return Call(t.name, t.args, t.pos, f"{next(k)}/{calls}")
-        return t
-
-    rules = []
-    for r in prog.rules:
-        head = type(r.head)(r.head.pred, tuple(rebuild(a, f) for a in r.head.args), r.head.pos)
-        rules.append(Rule(head, tuple(rebuild_literal(x, f) for x in r.body), r.pos, r.shown))
-    prog.rules = rules
+    placed = _rebuilt(prog.rules, lambda t: Call(t.name, t.args, t.pos, str(next(k))))
+    n = next(k)  # (the calls placed)
+    if n:
+        prog.rules = _rebuilt(placed, lambda t: Call(t.name, t.args, t.pos, f"{t.type}/{n}"))
     return prog
 
 
-def _count(t: Term) -> int:
-    return int(isinstance(t, Call) and t.name == AUTOINC) + sum(map(_count, subterms(t)))
+def _rebuilt(rules: list[Rule], f: Callable[[Call], Term]) -> list[Rule]:
+    """The rules with every autoinc() call (heads and bodies) replaced by f(call)."""
 
+    def g(t: Term) -> Term:
+        return f(t) if isinstance(t, Call) and t.name == AUTOINC else t
 
-def _count_literal(lit: Literal) -> int:
-    seen: list[Term] = []
-
-    def f(t: Term) -> Term:
-        if isinstance(t, Call) and t.name == AUTOINC:
-            seen.append(t)
-        return t
-
-    rebuild_literal(lit, f)
-    return len(seen)
+    return [
+        Rule(
+            Atom(r.head.pred, tuple(rebuild(a, g) for a in r.head.args), r.head.pos),
+            tuple(rebuild_literal(x, g) for x in r.body),
+            r.pos,
+            r.shown,
+        )
+        for r in rules
+    ]
 
 
 def place(call: Call) -> tuple[int, int]:
@@ -109,12 +97,13 @@ def check_rule(rule: Rule, recursive: bool = False) -> None:
 
 
 def _in_literal(lit: Literal) -> bool:
-    if isinstance(lit, Constraint):
-        return has_autoinc(lit.left) or has_autoinc(lit.right)
-    if isinstance(lit, Negation):
-        return any(map(has_autoinc, lit.atom.args))
-    if isinstance(lit, Aggregate):
-        return (lit.expr is not None and has_autoinc(lit.expr)) or any(map(_in_literal, lit.body))
-    if isinstance(lit, GroupBy):
-        return any(map(has_autoinc, lit.atom.args)) or (lit.expr is not None and has_autoinc(lit.expr))
-    return any(map(has_autoinc, lit.args))
+    """Whether an autoinc() call is anywhere in the literal (an aggregate's body too)."""
+    seen: list[Call] = []
+
+    def note(t: Term) -> Term:
+        if isinstance(t, Call) and t.name == AUTOINC:
+            seen.append(t)
+        return t
+
+    rebuild_literal(lit, note)
+    return bool(seen)

@@ -44,8 +44,9 @@ from dbspark.frontends.datalog.functors import Functors
 from dbspark.frontends.datalog.stratify import Component
 from dbspark.frontends.datalog.types import FUNCTOR_TYPES, check_types
 from dbspark.ir.expr import Binary, Case, Cast, Col, Expr, Func, Unary, col, lit
+from dbspark.ir.order import SortKey
 from dbspark.operators.checks import fail
-from dbspark.operators.topk import SortKey, StreamTopK
+from dbspark.operators.topk import StreamTopK
 
 AGG_FUNCS = {"count": "count", "sum": "sum", "min": "min", "max": "max", "mean": "avg"}
 Env = dict[str, Stream]

@@ -21,7 +21,8 @@ from dbspark.frontends.sql.exprs import ExprCompiler
 from dbspark.frontends.sql.scope import Rel, Scope
 from dbspark.frontends.sql.types import common_type
 from dbspark.ir import expr as ir
-from dbspark.ir.window import OrderKey, WindowCall, WindowSpec
+from dbspark.ir.order import SortKey
+from dbspark.ir.window import WindowCall, WindowSpec
 
 if TYPE_CHECKING:
     from dbspark.frontends.sql.joins import FromPlanner
@@ -92,7 +93,7 @@ def asof_join(p: FromPlanner, left: Rel, right: Rel, side: str, on: Any, node: A
     both = lefts + rights
     desc = op in (exp.LTE, exp.LT)
     right_first = op in (exp.GTE, exp.LTE)
-    order = (OrderKey(tcol, desc, False), OrderKey(side_col, not right_first, False))
+    order = (SortKey(tcol, desc, False), SortKey(side_col, not right_first, False))
     outs = {q: names.fresh("aq") for q in [*rcols, found]}
     calls = tuple(
         WindowCall(outs[q], "asof", pl.Int64() if q == found else rs[q], q, default=side_col) for q in outs

@@ -24,7 +24,8 @@ from dbspark.frontends.sql.scope import Field, Names, Rel, Scope, canonical
 from dbspark.frontends.sql.subqueries import SubqueryLowering
 from dbspark.frontends.sql.types import common_type
 from dbspark.ir import expr as ir
-from dbspark.operators.topk import SortKey, StreamTopK
+from dbspark.ir.order import SortKey
+from dbspark.operators.topk import StreamTopK
 
 if TYPE_CHECKING:
     from dbspark.circuit.circuit import Circuit

@@ -30,9 +30,8 @@ def present(node: exp.Select) -> bool:
     group = node.args.get("group")
     if group is None:
         return False
-    return any(isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)) for g in group.expressions) or any(
-        isinstance(n, (exp.Grouping, exp.GroupingId)) for n in node.find_all(exp.Grouping, exp.GroupingId)
-    )
+    sets = any(isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)) for g in group.expressions)
+    return sets or node.find(exp.Grouping, exp.GroupingId) is not None
 
 
 def expand(node: exp.Select, src: Source) -> exp.Expression:

@@ -8,8 +8,10 @@ one name per part. `hour(ts)`, `year(ts)`, ... and `date_part('hour', ts)` are `
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 from sqlglot import exp
 
 from dbspark.ir import expr as ir
@@ -123,11 +125,7 @@ def time_bucket(c: ExprCompiler, node: exp.DateBin) -> ir.Expr:
     holding ts. Buckets of months (and years) count months from 2000-01 (or the origin's month); others
     count the width in microseconds from 2000-01-03 (or the origin), shifted by an offset; a DATE gives a
     DATE, a TIMESTAMP a TIMESTAMP, NULL a NULL."""
-    import datetime as dt
-
-    import polars as pl
-
-    from dbspark.frontends.sql.exprs import interval
+    from dbspark.frontends.sql.exprs import interval  # (exprs imports this module)
 
     width, third = node.this, node.args.get("unit")
     if not isinstance(width, exp.Interval):

@@ -30,7 +30,8 @@ from dbspark.frontends.sql.parse import name_of
 from dbspark.frontends.sql.scope import Field, Rel, Scope
 from dbspark.frontends.sql.temporal import DAY_US, EPOCH_2000_01_03_US, floor_div
 from dbspark.ir import expr as ir
-from dbspark.ir.window import OrderKey, WindowCall, WindowSpec
+from dbspark.ir.order import SortKey
+from dbspark.ir.window import WindowCall, WindowSpec
 
 if TYPE_CHECKING:
     from dbspark.frontends.sql.joins import FromPlanner
@@ -103,7 +104,7 @@ def lower(p: FromPlanner, node: exp.Table, alias: str | None) -> Rel:
             WindowCall(a, "session_start", pl.Int64(), t, gap),
             WindowCall(b, "session_end", pl.Int64(), t, gap),
         )
-        s = s.stream_window(WindowSpec(tuple(kc), (OrderKey(t),), calls, tuple(s.columns)))
+        s = s.stream_window(WindowSpec(tuple(kc), (SortKey(t),), calls, tuple(s.columns)))
         s = s.map(*keep, (start, _timestamp(ir.Col(a))), (end, _timestamp(ir.Col(b))))
     q = alias or name_of(table.this)
     return Rel(s, [*rel.fields, Field("window_start", start, q), Field("window_end", end, q)])

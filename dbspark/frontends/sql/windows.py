@@ -20,7 +20,8 @@ from sqlglot import exp
 from dbspark.frontends.sql.exprs import ExprCompiler
 from dbspark.frontends.sql.scope import Rel, Scope, canonical
 from dbspark.ir.aggregate import AggCall, result_dtype
-from dbspark.ir.window import OrderKey, WindowCall, WindowSpec
+from dbspark.ir.order import SortKey
+from dbspark.ir.window import WindowCall, WindowSpec
 
 if TYPE_CHECKING:
     from dbspark.frontends.sql.compiler import Compiler
@@ -81,11 +82,11 @@ def lower(c: Compiler, rel: Rel, scope: Scope, items: list[tuple[str, exp.Expres
         for p in ws[0].args.get("partition_by") or []:
             part.append(c.names.fresh("wp"))
             pre.append((part[-1], comp(p, s.schema)))
-        order: list[OrderKey] = []
+        order: list[SortKey] = []
         for o in ws[0].args["order"].expressions if ws[0].args.get("order") else []:
             col = c.names.fresh("wo")
             pre.append((col, comp(o.this, s.schema)))
-            order.append(OrderKey(col, bool(o.args.get("desc")), bool(o.args.get("nulls_first"))))
+            order.append(SortKey(col, bool(o.args.get("desc")), bool(o.args.get("nulls_first"))))
         calls = []
         for w in ws:
             call, more = _call(c, w, comp, s.schema)
