@@ -33,6 +33,7 @@ from dbspark.errors import (
     UnknownNameError,
     UnsupportedError,
 )
+from dbspark.operators.source import Lateness
 
 CHECKPOINT = "checkpoint.json"
 PICKLED = "checkpoint.pkl"  # the format before 2026-11-28: no longer read
@@ -96,6 +97,8 @@ class Pipeline:
         primary_key: str | Sequence[str] | None = None,
         not_null: Sequence[str] = (),
         unique: Sequence[str | Sequence[str]] = (),
+        lateness: tuple[str, Any] | None = None,
+        late: str = "drop",
     ) -> Stream:
         """A base table: a bag by default (deletes must match rows that are there), or 'set' / 'zset'.
 
@@ -105,11 +108,28 @@ class Pipeline:
         key: give full rows (only their key is used) or just the key columns; a delete of an absent key
         rejects the step. Each of `unique` (a column or columns) is a UNIQUE constraint, as DuckDB's: a
         step after which two rows hold equal values in them, none NULL, is rejected (DataError naming
-        the table, the columns and the values); a key deleted in one step may be inserted again."""
+        the table, the columns and the values); a key deleted in one step may be inserted again.
+
+        `lateness=(column, delay)` declares that rows arrive at most `delay` (a `timedelta` for a
+        TIMESTAMP or DATE column, a number for a numeric one) behind the largest `column` seen: a later
+        row is dropped and counted (`late="drop"`, see `late_rows`) or rejects its step
+        (`late="error"`), and the views' state below the waterline is collected, so that state stays
+        bounded on an unbounded stream (`docs/lateness.md`)."""
         self._not_started("declare a table")
         self._new_name(name)
+        late_decl = None
+        if lateness is not None:
+            if not isinstance(lateness, tuple) or len(lateness) != 2:
+                raise CircuitError(f"table {name!r}: lateness is (column, delay), not {lateness!r}")
+            late_decl = Lateness(lateness[0], lateness[1], late)
         s = self.circuit.input(
-            name, schema, kind=kind, primary_key=primary_key, not_null=not_null, unique=unique
+            name,
+            schema,
+            kind=kind,
+            primary_key=primary_key,
+            not_null=not_null,
+            unique=unique,
+            lateness=late_decl,
         )
         self.relations[name] = s
         return s
@@ -279,6 +299,22 @@ class Pipeline:
             return rt.step(commit=commit)
         except ExecutorLostError:
             return rt.step(commit=commit)
+
+    @property
+    def late_rows(self) -> dict[str, int]:
+        """The late rows dropped so far, by table (tables declared with a lateness, `late="drop"`)."""
+        return dict(self.start().late_rows)
+
+    def waterline(self, name: str) -> dict[str, Any]:
+        """A table's or view's waterlines after the last step, {column: value}: every later change of it
+        holds at least these values, and a view's contents keep only its rows at or above them (the
+        rows below were final; each was in the change of the step that made it). Empty for a relation
+        that no lateness reaches (`docs/lateness.md`)."""
+        return self.start().waterline(name)
+
+    def state_rows(self) -> int:
+        """The rows the pipeline holds as state: every operator's, the views', the tables' checks."""
+        return self.start().state_rows()
 
     def view(self, name: str) -> Any:
         """A view's current contents (rows with weights; on Spark, `.frame` is the DataFrame). Before

@@ -6,6 +6,7 @@ same directories."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,6 +74,7 @@ def test_follow_steps_stops_at_a_boundary_and_resumes(tmp_path):
     _wait_for(out_dir / "totals" / "step-00000002.parquet", proc)
     out, err = _stop(proc)
     assert "step 2 (2): 2 rows in" in err and "lag" in err
+    assert re.search(r"step 2 \(2\): .*, state [\d,]+ rows", err), err
     assert "stopped after step 2 (committed)" in err
     assert "totals" in out  # the summary of a run that ended
 

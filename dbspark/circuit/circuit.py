@@ -8,6 +8,7 @@ gives the delayed stream `fb.stream` to use, and `fb.connect(s)` closes the loop
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import polars as pl
 from dbspark.errors import CircuitError, UnknownNameError
 from dbspark.ir.schema import to_schema
 from dbspark.operators.base import Operator, Shape
-from dbspark.operators.source import Constant, Input
+from dbspark.operators.source import Constant, Input, Lateness
 from dbspark.operators.time import Delay, Differentiate, Integrate
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class Circuit:
         primary_key: str | Sequence[str] | None = None,
         not_null: Sequence[str] = (),
         unique: Sequence[str | Sequence[str]] = (),
+        lateness: Lateness | None = None,
     ) -> Stream:
         """A named input of the given schema. kind: 'zset' (any weights), 'bag' (its integral must stay
         non-negative: a delete of an absent row is rejected) or 'set' (weights of the integral 0 or 1).
@@ -113,7 +115,8 @@ class Circuit:
         `primary_key` (a column or columns; kind 'bag' or 'set') makes it a keyed table: an insert of a
         key that is there replaces its row, a delete is by key; `not_null` columns reject NULLs. Each of
         `unique` (a column or columns; kind 'bag' or 'set') is a UNIQUE constraint: a step after which
-        two rows hold the same values in them, none NULL, is rejected."""
+        two rows hold the same values in them, none NULL, is rejected. `lateness` declares how late rows
+        may arrive (`operators.source.Lateness`); its column is NOT NULL."""
         if name in self.inputs:
             raise CircuitError(f"input {name!r} is already declared")
         if kind not in ("zset", "bag", "set"):
@@ -136,7 +139,15 @@ class Circuit:
             raise CircuitError(
                 f"input {name!r}: a table with a primary key is a 'bag' or 'set', not a 'zset'"
             )
-        s = self.add(Input(name, sch, kind, key, tuple(c for c in sch if c in nn), uniq))
+        if lateness is not None:
+            check_lateness(name, sch, lateness)
+            if key and lateness.column not in key:
+                raise CircuitError(
+                    f"input {name!r}: a table with a primary key takes a lateness on a key column only (an "
+                    f"update by key retracts the old row, whose {lateness.column} may be long past)"
+                )
+            nn = (*nn, lateness.column)
+        s = self.add(Input(name, sch, kind, key, tuple(c for c in sch if c in nn), uniq, lateness))
         self.inputs[name] = s.node_id
         return s
 
@@ -236,3 +247,28 @@ class Circuit:
         from dbspark.engines import get_kernel
 
         return Runtime(self, get_kernel(engine, **options), snapshots=snapshots)
+
+
+def check_lateness(name: str, schema: pl.Schema, lateness: Lateness) -> None:
+    """A lateness's column is a TIMESTAMP, DATE or numeric column of the input and its delay a
+    non-negative `timedelta` (temporal) or number (numeric); a CircuitError names the fault."""
+    c = lateness.column
+    if c not in schema:
+        raise UnknownNameError(f"input {name!r}: lateness column {c!r} is not in its columns {list(schema)}")
+    t = schema[c]
+    temporal = isinstance(t, (pl.Datetime, pl.Date))
+    if not temporal and not t.is_numeric():
+        raise CircuitError(
+            f"input {name!r}: lateness column {c!r} is {t}; it must be a TIMESTAMP, DATE or numeric column"
+        )
+    d = lateness.delay
+    ok = isinstance(d, dt.timedelta) if temporal else isinstance(d, (int, float)) and not isinstance(d, bool)
+    if not ok:
+        want = "an INTERVAL (datetime.timedelta)" if temporal else "a number"
+        raise CircuitError(f"input {name!r}: the lateness of {c!r} ({t}) must be {want}, not {d!r}")
+    if d < (dt.timedelta(0) if temporal else 0):
+        raise CircuitError(f"input {name!r}: the lateness of {c!r} is negative ({d})")
+    if lateness.late not in ("drop", "error"):
+        raise CircuitError(
+            f"input {name!r}: late rows are 'drop'ped (and counted) or an 'error', not {lateness.late!r}"
+        )

@@ -15,11 +15,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.zset import ZSet
+from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.circuit import waterline
 from dbspark.circuit.checkpoint import FrameFiles, fingerprint
 from dbspark.circuit.circuit import Circuit
 from dbspark.circuit.schedule import advance_delays, evaluate, schedule
-from dbspark.errors import CheckpointError, DbsparkError, EngineError, UnknownNameError
+from dbspark.errors import CheckpointError, DataError, DbsparkError, EngineError, UnknownNameError
+from dbspark.ir.expr import col, lit
+from dbspark.ir.order import SortKey
 from dbspark.operators import checks, keyed
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, DelayState
@@ -72,6 +75,13 @@ class Runtime:
             for name, nid in circuit.outputs.items()
         }
         self._last: dict[str, ZSet] = {}
+        # lateness (`circuit/waterline.py`): each table's waterline after the last step, the late rows
+        # each dropped, the state a step may collect and how often (in steps) it is collected
+        self.waterlines: dict[str, Any] = {}
+        self.late_rows: dict[str, int] = {}
+        self.garbage = [] if snapshots else waterline.plan(circuit, self.order)
+        self.collect_every = 1
+        self._marks: dict[int, waterline.Marks] | None = None
         self.input_noun = "input"  # how messages name an input ("table" in a Pipeline)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -122,6 +132,8 @@ class Runtime:
             for name, nid in self.circuit.outputs.items():
                 out[name] = self.kernel.commit_output(self._views[name], values[nid], name, undo)
             self.kernel.flush_step(undo)
+            if self.garbage and (self.time + 1) % self.collect_every == 0:
+                self._collect(undo)
             self.time += 1
             undo.append(lambda: setattr(self, "time", self.time - 1))
             if commit is not None:
@@ -168,10 +180,91 @@ class Runtime:
     def _input_value(self, op: Input, batches: list[Any], undo: list) -> Any:
         if not batches:
             return self.kernel.empty(op.schema)
+        if op.lateness is not None and not self.snapshots:
+            batches = [self._on_time(op, b, undo) for b in batches]
         z = self._input_change(op, batches, undo)
+        if op.lateness is not None and not self.snapshots:
+            self._advance(op, z, undo)
         for cols, index in self._unique_traces.get(op.name_, ()):  # after the kind checks: a valid change
             checks.unique_checked(self.kernel, index, z, cols, self._where(op.name_), undo)
         return z
+
+    def _on_time(self, op: Input, batch: Any, undo: list) -> Any:
+        """The rows of a pushed batch that are not late (`operators.source.Lateness`): a late row is
+        counted and dropped, or rejects the step, naming it."""
+        late = op.lateness
+        assert late is not None
+        w = self.waterlines.get(op.name_)
+        if w is None:
+            return batch
+        k, c = self.kernel, col(late.column)
+        behind = k.to_local(k.filter(batch, c < lit(w)))
+        if len(behind) == 0:
+            return batch
+        if late.late == "error":
+            row = behind.df.row(0, named=True)
+            raise DataError(
+                f"{self._where(op.name_)}: a late row, {late.column} = {row[late.column]} is below the "
+                f"waterline {w} (the largest {late.column} seen minus the lateness {late.delay}): "
+                f"{ {c: v for c, v in row.items() if c != WEIGHT} }"
+            )
+        n = int(behind.df[WEIGHT].abs().sum())
+        before = self.late_rows.get(op.name_, 0)
+        self.late_rows[op.name_] = before + n
+        undo.append(lambda: self.late_rows.__setitem__(op.name_, before))
+        return k.filter(batch, c >= lit(w))
+
+    def _advance(self, op: Input, z: Any, undo: list) -> None:
+        """The table's waterline after this step's change `z`: its largest time seen, less the lateness."""
+        late = op.lateness
+        assert late is not None
+        k = self.kernel
+        top = k.to_local(k.topk(z, (SortKey(late.column, descending=True),), 1, 0)).df
+        if top.height == 0:
+            return
+        w = top[late.column][0] - late.delay
+        before = self.waterlines.get(op.name_)
+        if before is not None and w <= before:
+            return
+        self.waterlines[op.name_] = w
+        undo.append(lambda: self.waterlines.__setitem__(op.name_, before))
+
+    def _collect(self, undo: list) -> None:
+        """Drop the state below the waterlines (`waterline.plan`)."""
+        k, drops = self.kernel, list[tuple[Any, list[tuple[str, Any]]]]()
+        for g in self.garbage:
+            bounds = [(c, m.value(self.waterlines, k)) for c, m in g.below]
+            if all(v is not None for _, v in bounds):
+                drops.extend((trace, bounds) for trace in self._traces_of(g))
+        if drops:
+            k.trace_drop(drops, undo)
+
+    def _traces_of(self, g: waterline.Garbage) -> list[Any]:
+        if g.where == "view":
+            return [self._views[str(g.target)]]
+        if g.where == "input":
+            return [self._input_traces[str(g.target)]] if g.target in self._input_traces else []
+        if g.where == "unique":
+            return [t for cols, t in self._unique_traces.get(str(g.target), []) if g.below[0][0] in cols]
+        assert isinstance(g.target, int)
+        state = self.states[g.target]
+        return state.traces() if hasattr(state, "traces") else [state]
+
+    def waterline(self, name: str) -> dict[str, Any]:
+        """The waterlines of a table's or an output's columns after the last step ({column: value};
+        a column whose waterline is not known yet is left out): every later change of it holds at
+        least these values, and its integral drops its rows below them."""
+        nid = self.circuit.outputs.get(name, self.circuit.inputs.get(name))
+        if nid is None:
+            raise UnknownNameError(f"unknown input or output {name!r}")
+        if self._marks is None:
+            self._marks = waterline.marks(self.circuit, self.order)
+        got = {c: m.value(self.waterlines, self.kernel) for c, m in self._marks.get(nid, {}).items()}
+        return {c: v for c, v in got.items() if v is not None}
+
+    def state_rows(self) -> int:
+        """The rows held in all the state (every operator's, the views', the tables' checks)."""
+        return self.kernel.state_rows()
 
     def _input_change(self, op: Input, batches: list[Any], undo: list) -> Any:
         trace = self._input_traces.get(op.name_)
@@ -214,6 +307,8 @@ class Runtime:
             "views": {n: s.to_state() for n, s in self._views.items()},
             "inputs": {n: s.to_state() for n, s in self._input_traces.items()},
             "unique": {n: [t.to_state() for _, t in ts] for n, ts in self._unique_traces.items()},
+            "waterlines": dict(self.waterlines),
+            "late_rows": dict(self.late_rows),
         }
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -259,4 +354,6 @@ class Runtime:
         for n, states in data["unique"].items():
             for (_, t), st in zip(self._unique_traces[n], states, strict=True):
                 t.restore(st)
+        self.waterlines = dict(data.get("waterlines", {}))
+        self.late_rows = dict(data.get("late_rows", {}))
         self.time = time

@@ -2,8 +2,8 @@
 keeps stepping as new step directories appear there (written under a name starting with `_` or `.` and
 renamed when complete, so that a half-written batch is never read; named so that they sort after the
 ones before, `1/`, `2/`, ...), printing a progress line per step: its rows, time, rows per second, lag
-(from the batch directory's last change to the step's commit) and, where the engine measures it, the
-state's bytes.
+(from the batch directory's last change to the step's commit), the state's rows (and bytes, where the
+engine measures them) and the late rows dropped so far (tables with a lateness, `docs/lateness.md`).
 
 Ctrl-C stops it at a step boundary: the step under way finishes and commits, then the run ends as a
 batch run does (outputs, summary; exit code 0). A second Ctrl-C aborts that step, which is rolled back.
@@ -72,9 +72,12 @@ def follow(
             lag = time.time() - written
             rate = f"{rows / took:,.0f} rows/s" if took > 0 else "-"
             state = _state_bytes(p)
+            late = sum(p.late_rows.values())
             err.print(
-                f"step {done} ({d.name}): {rows:,} rows in {took:.2f} s, {rate}, lag {lag:.2f} s"
-                + (f", state {state / 2**20:,.1f} MiB" if state is not None else ""),
+                f"step {done} ({d.name}): {rows:,} rows in {took:.2f} s, {rate}, lag {lag:.2f} s, "
+                f"state {p.state_rows():,} rows"
+                + (f" ({state / 2**20:,.1f} MiB)" if state is not None else "")
+                + (f", {late:,} late rows dropped" if late else ""),
                 highlight=False,
             )
     err.print(f"stopped after step {done} (committed)", highlight=False)

@@ -191,6 +191,17 @@ class TraceKernel(Protocol):
         ...
 
     def trace_insert(self, trace: Any, delta: Value, undo: Undo) -> Value: ...
+    def trace_drop(self, drops: Sequence[tuple[Any, Sequence[tuple[str, Any]]]], undo: Undo) -> None:
+        """For each (trace, below) of `drops`, drop from the trace, after the step's `flush_step`, the
+        entries whose every column of `below` is below its bound (a NULL is not): state no future
+        change reaches (`circuit/waterline.py`). All at once (on Spark, one job). Snapshots taken
+        before keep what they held."""
+        ...
+
+    def state_rows(self) -> int:
+        """The entries (rows) held in all of this engine's traces: the size of the state."""
+        ...
+
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> Value: ...
     def seek(self, snap: Value, probe: Value, on: Sequence[tuple[str, str]], exact: bool) -> Value:
         """The rows of the snapshot `snap` (with their weights; not consolidated across its parts) whose

@@ -40,7 +40,13 @@ def copy_circuit(src: Circuit, fn: RewriteFn, skip: Callable[[Node], bool] | Non
             continue
         if isinstance(n.op, Input):
             mapping[nid] = dst.input(
-                n.op.name_, n.op.schema, n.op.kind_, n.op.primary_key, n.op.not_null, n.op.unique
+                n.op.name_,
+                n.op.schema,
+                n.op.kind_,
+                n.op.primary_key,
+                n.op.not_null,
+                n.op.unique,
+                n.op.lateness,
             )
         elif is_feedback(n):
             fb = dst.feedback(n.shape.schema, n.shape.keys)

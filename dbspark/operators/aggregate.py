@@ -137,6 +137,10 @@ class LinearState:
         undo.append(lambda: setattr(self, "started", was))
         return out
 
+    def traces(self) -> list[Any]:
+        """The traces of the state, all by group (`circuit/waterline.py` collects their old groups)."""
+        return [self.trace] + ([self.emitted] if self.emitted is not None else [])
+
     def checkpoint(self) -> Any:
         return (self.trace.to_state(), self.started, self.emitted.to_state() if self.emitted else None)
 
@@ -197,6 +201,9 @@ class OrderedState:
         rest = dl.join(small, on=list(spec.by), how="semi", nulls_equal=True)
         return kernel.from_local(out), kernel.from_local(ZSet(rest))
 
+    def traces(self) -> list[Any]:
+        return [self.trace]
+
     def checkpoint(self) -> Any:
         return (self.trace.to_state(), self.started)
 
@@ -244,6 +251,9 @@ class InvertibleState:
         self.started = True
         undo.append(lambda: setattr(self, "started", was))
         return out
+
+    def traces(self) -> list[Any]:
+        return [self.acc, self.user]
 
     def checkpoint(self) -> Any:
         return (self.acc.to_state(), self.user.to_state(), self.started)

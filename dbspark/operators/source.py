@@ -15,6 +15,24 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Lateness:
+    """A table's declared lateness (`docs/lateness.md`): rows arrive at most `delay` behind the largest
+    `column` value seen so far. After each step the table's waterline is that largest value minus
+    `delay`; a later row (its `column` below the waterline of the steps before) is dropped and
+    counted (`late` 'drop') or rejects its step ('error'), and state below the waterline is collected.
+    `delay` is a `datetime.timedelta` for a TIMESTAMP or DATE column, a number for a numeric one."""
+
+    column: str
+    delay: Any
+    late: str = "drop"
+
+    def label(self) -> str:
+        return f"lateness {self.column} {self.delay}" + (
+            ", late rows rejected" if self.late == "error" else ""
+        )
+
+
+@dataclass(frozen=True)
 class Input(Operator):
     """A named input. `kind` is 'zset' (any weights), 'bag' (its integral stays non-negative) or 'set'.
 
@@ -28,6 +46,7 @@ class Input(Operator):
     primary_key: tuple[str, ...] = ()
     not_null: tuple[str, ...] = ()
     unique: tuple[tuple[str, ...], ...] = ()
+    lateness: Lateness | None = None
 
     name = "input"
     kind = SOURCE
@@ -35,7 +54,15 @@ class Input(Operator):
 
     def __hash__(self) -> int:
         return hash(
-            (self.name_, tuple(self.schema.items()), self.kind_, self.primary_key, self.not_null, self.unique)
+            (
+                self.name_,
+                tuple(self.schema.items()),
+                self.kind_,
+                self.primary_key,
+                self.not_null,
+                self.unique,
+                self.lateness,
+            )
         )
 
     def shape(self, ins: list[Shape]) -> Shape:
@@ -44,8 +71,11 @@ class Input(Operator):
     def label(self) -> str:
         cols = ", ".join(f"{c}: {t}" for c, t in self.schema.items())
         key = f", key ({', '.join(self.primary_key)})" if self.primary_key else ""
-        return f"input {self.name_}({cols})" + (
-            "" if self.kind_ == "zset" and not key else f" [{self.kind_}{key}]"
+        late = f" [{self.lateness.label()}]" if self.lateness is not None else ""
+        return (
+            f"input {self.name_}({cols})"
+            + ("" if self.kind_ == "zset" and not key else f" [{self.kind_}{key}]")
+            + late
         )
 
     @property

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -296,6 +296,28 @@ class BucketLayout:
         """`apply` for a worker holding several buckets' change, with the new entries as a frame (what a
         task returns to the driver: its columns are `entries_frame`'s)."""
         return entries_frame(self.apply(files, change, step, flush))
+
+    def drop_bucket(
+        self, entry: BucketEntry, below: Sequence[tuple[str, Any]], bucket: int, step: int, flush: int
+    ) -> BucketEntry:
+        """A bucket's entry without the rows whose every column of `below` is below its bound (a NULL
+        is not): each run holding such rows is written again without them (a run stays consolidated and
+        sorted), under a name of this step's `flush`-th write; an emptied run is dropped."""
+        dead = pl.all_horizontal([pl.col(c).lt(v).fill_null(False) for c, v in below]).alias("__dead")
+        paths, rows = [], []
+        for level, (rel, n) in enumerate(zip(entry.paths, entry.rows, strict=True)):
+            run = self._read(rel)
+            mask = run.select(dead)["__dead"]
+            k = int(mask.sum())
+            if k == 0:
+                paths.append(rel)
+                rows.append(n)
+            elif k < run.height:
+                new = self.run_name(bucket, step, level, flush)
+                write_run(run.filter(~mask), self.path(new))
+                paths.append(new)
+                rows.append(run.height - k)
+        return BucketEntry(tuple(paths), tuple(rows))
 
     # ---- reading --------------------------------------------------------------------------------
     def cast_probe(self, probe: pl.DataFrame) -> pl.DataFrame:

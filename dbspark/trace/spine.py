@@ -18,7 +18,7 @@ trace moves on; `z^-1(I(s))` is the previous step's snapshot.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -498,6 +498,26 @@ class Spine:
             a = bs.pop()
             faults.point("merge")
             bs.append(merge_batches(a, b, self.keys, self.weight_cols))
+
+    def drop(self, below: Sequence[tuple[str, Any]]) -> int:
+        """Drop the rows whose every column of `below` is below its bound (a NULL is not): state no
+        change will reach again (`circuit/waterline.py`). Returns the number of rows dropped."""
+        self.settle()
+        dead = pl.all_horizontal([pl.col(c).lt(v).fill_null(False) for c, v in below])
+        kept, dropped = [], 0
+        for b in self.batches:
+            mask = b.df.select(dead.alias("d"))["d"].to_numpy()
+            n = int(mask.sum())
+            if n == 0:
+                kept.append(b)
+                continue
+            dropped += n
+            if n < len(b):
+                keep = ~mask
+                hashes = b.hashes[keep] if b.order is None else None
+                kept.append(Batch(b.df.filter(pl.Series(keep)), self.keys, hashes, order=b.order))
+        self.batches, self._last = kept, None
+        return dropped
 
     def snapshot(self) -> TraceSnapshot:
         return TraceSnapshot(

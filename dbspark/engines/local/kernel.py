@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -53,6 +54,7 @@ class LocalKernel:
         self._deferring = 0  # > 0: trace inserts are deferred (`deferring`)
         self._deferred: dict[int, Spine] = {}
         self.memory = MemoryGuard(memory_limit)
+        self.traces: weakref.WeakSet[Spine] = weakref.WeakSet()  # every trace, for `state_rows`
 
     # ---- group and conversions ---------------------------------------------------------------
     def empty(self, schema: pl.Schema, keys: Sequence[str] | None = None) -> ZSet:
@@ -352,6 +354,7 @@ class LocalKernel:
             data = [(c, t) for c, t in schema.items() if c != WEIGHT]
             trace = Spine(keys, pl.Schema([*data, *sums.items()]), list(sums))
         self.memory.track(trace)
+        self.traces.add(trace)
         return trace
 
     def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
@@ -373,6 +376,17 @@ class LocalKernel:
         if self.memory.limit is not None:
             self.memory.grew(trace, before, undo)
         return trace.snapshot()
+
+    def trace_drop(self, drops: Sequence[tuple[Spine, Sequence[tuple[str, Any]]]], undo: list) -> None:
+        for trace, below in drops:
+            saved = list(trace.batches), list(trace.pending)
+            if trace.drop(below):
+                undo.append(
+                    lambda t=trace, s=saved: t.__dict__.update(batches=s[0], pending=s[1], _last=None)
+                )
+
+    def state_rows(self) -> int:
+        return sum(len(t) for t in list(self.traces))
 
     @contextlib.contextmanager
     def deferring(self) -> Iterator[None]:

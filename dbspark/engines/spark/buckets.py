@@ -292,6 +292,18 @@ class SparkBucketTrace:
 
         undo.append(back)
 
+    def dropped(self, below: Sequence[tuple[str, Any]], step: int) -> dict[int, BucketEntry]:
+        """The entries of the buckets that change when the rows below `below` are dropped, written in
+        this process (`BucketLayout.drop_bucket`)."""
+        assert not self.pending, "state is collected after its step's flush"
+        new = {b: self.layout.drop_bucket(e, below, b, step, self.writes) for b, e in self.files.items()}
+        return {b: e for b, e in new.items() if e != self.files[b]}
+
+    def rows(self) -> int:
+        """The entries in the trace's files and pending changes held in the driver."""
+        pending = sum(len(p.local) for p in self.pending if p._df is None and p.local is not None)
+        return sum(e.n_rows for e in self.files.values()) + pending
+
     def collect(self) -> None:
         """The step committed: delete the runs the previous step replaced; retire this step's."""
         self.layout.remove([r for r in self.retired if r not in self.pinned])
@@ -397,6 +409,42 @@ def _apply(
         os.replace(tmp, path)
         out = pl.concat([out, entries_frame({-1: BucketEntry((path,), (change.height,))})], how="vertical")
     yield from out.to_arrow().to_batches()
+
+
+def drop_plan(
+    drops: Sequence[tuple[SparkBucketTrace, list[tuple[str, Any]]]], step: int, partitions: int
+) -> Any:
+    """The Spark plan that drops rows below bounds from several traces (after the step's flush: no
+    change pending): a task per group of (trace, bucket) pairs rewrites their runs that hold such rows
+    (`BucketLayout.drop_bucket`) and returns the new entries, tagged with the trace's index in `drops`;
+    None if no trace has files."""
+    from dbspark.engines.spark.convert import map_in_arrow
+
+    assert all(not t.pending for t, _ in drops), "state is collected after its step's flush"
+    work = [(i, b) for i, (t, _) in enumerate(drops) for b in sorted(t.files)]
+    if not work:
+        return None
+    what = [(t.layout, dict(t.files), below, t.writes) for t, below in drops]
+    spark = drops[0][0].kernel.spark
+    ids = spark.createDataFrame(work, "trace int, bucket int").repartition(max(1, min(len(work), partitions)))
+    from pyspark.sql import types as T
+
+    schema = _entries_schema().add("trace", T.IntegerType())
+    return map_in_arrow(ids, lambda it: _drop(it, what, step), schema)
+
+
+def _drop(
+    it: Iterator[pa.RecordBatch],
+    what: list[tuple[BucketLayout, dict[int, BucketEntry], list[tuple[str, Any]], int]],
+    step: int,
+) -> Iterator[pa.RecordBatch]:
+    for df in _frames(it):
+        for i, b in df.select(["trace", "bucket"]).iter_rows():
+            layout, files, below, write = what[i]
+            entry = layout.drop_bucket(files[b], below, b, step, write)
+            if entry != files[b]:
+                out = entries_frame({b: entry}).with_columns(pl.lit(i, pl.Int32).alias("trace"))
+                yield from out.to_arrow().to_batches()
 
 
 KILL_TASK_ONCE = "kill-task-once"

@@ -32,7 +32,7 @@ from dbspark.columnar.aggfold import Accumulators
 from dbspark.columnar.plans import pick
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.base import GroupFn, Kernel
-from dbspark.engines.spark.buckets import BucketSnap, SparkBucketTrace, parts_frame, seek_rows
+from dbspark.engines.spark.buckets import BucketSnap, SparkBucketTrace, drop_plan, parts_frame, seek_rows
 from dbspark.engines.spark.convert import col, col_list, from_spark, map_in_arrow, spark_type
 from dbspark.engines.spark.convert import to_spark as to_spark_frame
 from dbspark.engines.spark.exprs import with_spark_columns
@@ -106,6 +106,8 @@ class SparkKernel:
         self._outputs: dict[int, tuple[str, SparkZSet]] = {}  # trace index -> (change log, output value)
         self.n_buckets = int(self.handle.setting("buckets", "16"))
         self.write_partitions = int(self.handle.setting("write_partitions", "2"))
+        # collected state (`trace_drop`) is rewritten in the driver when its files are on this machine
+        self.drops_in_driver = True
         # traces a step writes in its one closing action; past that, a change on Spark is written as
         # it arrives (`SparkBucketTrace.add`)
         self.fused_traces = int(self.handle.setting("fused_traces", "8"))
@@ -917,6 +919,29 @@ class SparkKernel:
             trace.add(z, undo)
         return trace.snapshot()
 
+    def trace_drop(
+        self, drops: Sequence[tuple[SparkBucketTrace, Sequence[tuple[str, Any]]]], undo: list
+    ) -> None:
+        """In the driver when the state's files are on this machine's file system, else in one Spark job:
+        each task rewrites the runs of its (trace, bucket) pairs that hold rows to drop
+        (`BucketLayout.drop_bucket`) and returns their new entries, which the traces then adopt."""
+        work = [(t, list(b)) for t, b in drops if t.files]
+        if self.drops_in_driver and all("://" not in t.layout.root for t, _ in work):  # files here: no job
+            for t, below in work:
+                t.adopt(t.dropped(below, self.step_no), undo)
+            return
+        got = drop_plan(work, self.step_no, self.write_partitions)
+        if got is None:
+            return
+        with self.step_settings():
+            entries = pl.from_arrow(self.act(lambda: got.toArrow()))
+        assert isinstance(entries, pl.DataFrame)
+        for i, (t, _) in enumerate(work):
+            t.adopt(entries_from_frame(entries.filter(pl.col("trace") == i)), undo)
+
+    def state_rows(self) -> int:
+        return sum(t.rows() for t in self.traces if not t.scratch)
+
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> BucketSnap:
         data = pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT])
         return BucketSnap(None, {}, (), data, tuple(keys))
@@ -990,6 +1015,8 @@ class SparkKernel:
         z = self.consolidate(a)
         if z.known_empty:
             return z
+        if _local(z):  # rows held in the driver: the local kernel's top-k, no Spark job
+            return self._in_driver(z, lambda k, v: k.topk(v, order, limit, offset))
         cols = []
         for k in full_order(tuple(order), list(z.schema)):
             c = col(k.column)

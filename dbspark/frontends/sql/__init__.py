@@ -15,11 +15,14 @@ name resolution), `exprs` (scalar expressions → IR), `joins` (FROM), `subqueri
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING
 
+import polars as pl
 from sqlglot import exp
 
 from dbspark.frontends.sql.compiler import Compiler, view_stream
+from dbspark.frontends.sql.exprs import interval
 from dbspark.frontends.sql.parse import Source, name_of, parse
 from dbspark.frontends.sql.types import sql_type
 
@@ -124,8 +127,58 @@ def create_table(pipeline: Pipeline, src: Source, st: exp.Create) -> str:
         options["not_null"] = tuple(not_null)
     if unique:
         options["unique"] = tuple(dict.fromkeys(unique))
+    options.update(table_options(src, st, name, columns))
     pipeline.table(name, columns, **options)  # type: ignore[arg-type]
     return name
+
+
+def table_options(src: Source, st: exp.Create, name: str, columns: dict[str, object]) -> dict[str, object]:
+    """A table's `WITH (...)` options: `lateness_column = c, lateness = INTERVAL '...'` (or a number,
+    for a numeric column) and `late_rows = 'drop' | 'error'` (`operators.source.Lateness`)."""
+    props = st.args.get("properties")
+    got: dict[str, exp.Expression] = {}
+    for prop in props.expressions if props is not None else []:
+        key = prop.name.lower() if isinstance(prop, exp.Property) else ""
+        if key not in ("lateness_column", "lateness", "late_rows"):
+            src.unsupported(
+                f"table option {prop.sql(dialect='duckdb')} (the options are lateness_column, lateness "
+                "and late_rows)",
+                prop,
+            )
+        got[key] = prop.args["value"]
+    if not got:
+        return {}
+    if "lateness_column" not in got or "lateness" not in got:
+        src.schema_error(f"table {name}: lateness_column and lateness go together", props)
+    column = name_of(got["lateness_column"].name)
+    if column not in columns:
+        src.unknown(f"lateness column {column} is not a column of table {name}", got["lateness_column"])
+    delay = got["lateness"]
+    temporal = isinstance(columns[column], (pl.Datetime, pl.Date))
+    if temporal != isinstance(delay, exp.Interval):
+        want = "an INTERVAL" if temporal else "a number"
+        src.schema_error(f"table {name}: the lateness of column {column} is {want}", delay)
+    if isinstance(delay, exp.Interval):
+        months, days, micros = interval(delay, src)
+        if months:
+            src.unsupported("a lateness of months (days and time units are supported)", delay)
+        value: object = dt.timedelta(days=days, microseconds=micros)
+    elif isinstance(delay, exp.Literal) and not delay.is_string:
+        value = literal_number(delay.this)
+    else:
+        src.schema_error(f"table {name}: a lateness is an INTERVAL or a number", delay)
+    late = got.get("late_rows")
+    mode = late.name.lower() if late is not None else "drop"
+    if late is not None and mode not in ("drop", "error"):
+        src.schema_error(f"table {name}: late_rows is 'drop' or 'error', not {late.sql()}", late)
+    return {"lateness": (column, value), "late": mode}
+
+
+def literal_number(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def create_view(pipeline: Pipeline, compiler: Compiler, src: Source, st: exp.Create) -> str:

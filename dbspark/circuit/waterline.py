@@ -1,0 +1,378 @@
+"""Waterlines: how far the time columns of a circuit's streams have advanced, and which state no
+future change can reach (`dbsp-paper.txt` §7.6.1, the window operator moved inside the integral;
+`docs/lateness.md` derives each rule).
+
+A table declared with a lateness (`operators.source.Lateness`: column c, delay d) has after step t the
+waterline W_t = (largest c seen) - d, and the runtime drops (or rejects) a row whose c is below
+W_{t-1}: every change of the table after step t has c >= W_t. A *mark* of a column of a change stream
+says the same of that column: every row of the stream's changes after step t holds a value at least the
+mark's value at t. Marks flow forward through the incremental circuit (`marks`):
+
+- filter, index, neg: as they are; plus: the lesser of the two sides' marks, for a column both mark;
+- map: a column copied keeps its mark; a non-decreasing function of one marked column (`time_bucket`,
+  `tumble`'s window bounds, a constant added, a cast to a wider type) is marked by the function of
+  the mark, evaluated on the mark's value (`nondecreasing` decides which functions are);
+- the join of a change with an integral: the change's columns keep their marks, and the integral's key
+  columns paired with marked keys of the change take those marks (the values are equal);
+- aggregate: the group columns keep theirs (only groups of the input's change change); distinct (H):
+  as it is.
+
+A marked column is never NULL: a lateness's column is NOT NULL, and the functions above give no NULL
+for a value. State below the marks is garbage (`plan`), collected after a step by `Kernel.trace_drop`:
+
+- an integral read only by joins with a marked change (directly or through z^-1) and by distinct's H:
+  its rows whose key column is below the mark of what is sought in it, for every reader;
+- an aggregate's state: its groups whose group column is below the input's mark;
+- a view's contents: its rows below the view's mark (a finished window: `Pipeline.view` keeps the
+  live rows, while every step's change still carries each row);
+- a table's integral of its kind checks: its rows below the table's waterline (a delete of such a row
+  is a late row).
+
+Any other reader of an integral keeps all of it (its state is not collected).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from dbspark.algebra.zset import ZSet
+from dbspark.ir.expr import Binary, Case, Cast, Col, Expr, Func, Lit
+from dbspark.operators.aggregate import Aggregate
+from dbspark.operators.distinct import DistinctH
+from dbspark.operators.join import StreamJoin
+from dbspark.operators.linear import Filter, Index, Map, Neg, Plus
+from dbspark.operators.source import Input
+from dbspark.operators.time import Delay, Integrate
+
+if TYPE_CHECKING:
+    from dbspark.circuit.circuit import Circuit
+    from dbspark.engines.base import Kernel
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A waterline as a function of the tables' waterlines: a table's own (`table`), a non-decreasing
+    `expr` of a column (`column`, of type `dtype`) taken at another mark (`of`), or the least of `least`."""
+
+    table: str | None = None
+    expr: Expr | None = None
+    column: str = ""
+    dtype: pl.DataType | None = None
+    of: Mark | None = None
+    least: tuple[Mark, ...] = ()
+
+    def value(self, tables: dict[str, Any], kernel: Kernel) -> Any:
+        """The mark's value after the last step, or None while a table it depends on has no waterline."""
+        if self.table is not None:
+            return tables.get(self.table)
+        if self.least:
+            vals = [m.value(tables, kernel) for m in self.least]
+            return None if any(v is None for v in vals) else min(vals)
+        assert self.of is not None and self.expr is not None and self.dtype is not None
+        v = self.of.value(tables, kernel)
+        if v is None:
+            return None
+        schema = pl.Schema([(self.column, self.dtype)])
+        out = pl.Schema([("v", self.expr.dtype(schema))])
+        z = kernel.map(kernel.from_local(ZSet.from_rows([(v,)], schema)), [("v", self.expr)], out)
+        got = kernel.to_local(z).df
+        return got["v"][0] if got.height else None
+
+
+@dataclass(frozen=True)
+class Garbage:
+    """State a step may drop: in `where` ('node': an operator's state, 'view', 'input': a table's kind
+    checks, 'unique': its UNIQUE indexes), of `target` (a node id or a name), the rows whose columns
+    are all below their marks (`below`)."""
+
+    where: str
+    target: int | str
+    below: tuple[tuple[str, Mark], ...]
+
+
+Marks = dict[str, Mark]
+
+
+Same = dict[str, str]  # column → a representative of the columns equal to it in every row
+
+
+def marks(circuit: Circuit, order: Sequence[int]) -> dict[int, Marks]:
+    """The marks of every change stream of `circuit` (nodes in a topological `order`).
+
+    Beside them, for every stream (integrals too), which marked columns hold equal values in every row
+    (`Same`: a copy, a NULL-safe join key `coalesce(c, ...)` of a marked c, a join's key pairs): an
+    integral joined with a marked change then takes the mark of its key for the columns equal to it."""
+    out: dict[int, Marks] = {}
+    same: dict[int, Same] = {}
+    nodes = circuit.nodes
+    for nid in order:
+        n = nodes[nid]
+        op, ins = n.op, [out.get(i, {}) for i in n.inputs]
+        eq = [same.get(i, {}) for i in n.inputs]
+        got: Marks = {}
+        sm: Same = {}
+        if isinstance(op, (Integrate, Delay)) or (n.shape.trace and len(eq) == 1):
+            sm = dict(eq[0]) if eq else {}
+        elif isinstance(op, Input):
+            if op.lateness is not None:
+                got = {op.lateness.column: Mark(table=op.name_)}
+        elif isinstance(op, (Filter, Index, Neg, DistinctH)):
+            got, sm = dict(ins[-1]), dict(eq[-1])
+        elif isinstance(op, Plus):
+            got = {c: _least(m, ins[1][c]) for c, m in ins[0].items() if c in ins[1]}
+            sm = _both(eq[0], eq[1])
+        elif isinstance(op, Map):
+            got, sm = _mapped(op, ins[0], eq[0], nodes[n.inputs[0]].shape.schema)
+        elif isinstance(op, Aggregate):
+            got = {c: m for c, m in ins[0].items() if c in op.spec.by}
+            sm = _within(eq[0], op.spec.by)
+        elif isinstance(op, StreamJoin):
+            got, sm = _joined(op, [nodes[i].shape.trace for i in n.inputs], ins, eq)
+        if n.shape.trace:
+            got = {}
+        out[nid], same[nid] = got, sm
+    return out
+
+
+def _least(a: Mark, b: Mark) -> Mark:
+    return a if a == b else Mark(least=(a, b))
+
+
+def _classes(sm: Same) -> dict[str, list[str]]:
+    got: dict[str, list[str]] = {}
+    for c, r in sm.items():
+        got.setdefault(r, []).append(c)
+    return got
+
+
+def _within(sm: Same, cols: Sequence[str]) -> Same:
+    """`sm` restricted to `cols` (a class keeps its columns among them, under one of them)."""
+    out: Same = {}
+    for members in _classes(sm).values():
+        kept = [c for c in members if c in cols]
+        out.update({c: kept[0] for c in kept if len(kept) > 1})
+    return out
+
+
+def _both(a: Same, b: Same) -> Same:
+    """The equalities that hold in both of two streams (the rows of a plus)."""
+    out: Same = {}
+    for c in a:
+        if c in b:
+            rep = next(x for x in a if a[x] == a[c] and b.get(x) == b[c])
+            if rep != c:
+                out[c] = out[rep] = rep
+    return out
+
+
+def _merged(sm: Same, pairs: Sequence[tuple[str, str]]) -> Same:
+    """`sm` with the columns of each pair equal too (union of classes)."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for c, r in sm.items():
+        parent[find(c)] = find(r)
+    for x, y in pairs:
+        parent[find(x)] = find(y)
+    cols = set(sm) | {c for p in pairs for c in p}
+    return {c: find(c) for c in cols}
+
+
+def _mapped(op: Map, have: Marks, sm: Same, schema: pl.Schema) -> tuple[Marks, Same]:
+    got: Marks = {}
+    copies: dict[str, list[str]] = {}  # an input column's class → the output columns equal to it
+    for name, e in op.exprs:
+        cols = e.columns()
+        if len(cols) != 1:
+            continue
+        (c,) = cols
+        if c not in have or not nondecreasing(e, c):
+            continue
+        got[name] = have[c] if isinstance(e, Col) else Mark(expr=e, column=c, dtype=schema[c], of=have[c])
+        if isinstance(e, Col) or (
+            isinstance(e, Func) and e.name == "coalesce" and isinstance(e.args[0], Col)
+        ):
+            copies.setdefault(sm.get(c, c), []).append(name)
+        elif isinstance(e, Cast) and isinstance(e.arg, Func) and e.arg.name == "coalesce":
+            if isinstance(e.arg.args[0], Col) and e.to == schema[c]:
+                copies.setdefault(sm.get(c, c), []).append(name)
+    out: Same = {}
+    for names in copies.values():
+        out.update({x: names[0] for x in names if len(names) > 1})
+    return got, out
+
+
+def _joined(op: StreamJoin, traces: list[bool], ins: list[Marks], eq: list[Same]) -> tuple[Marks, Same]:
+    """A join's marks: a change's columns keep theirs; an integral's columns equal to a key paired with a
+    marked key of the change take its mark. (Two changes joined: each side's columns keep theirs.)"""
+    renamed = dict(op.right_out)
+    left, right = ins
+    pairs = list(zip(op.left_keys, op.right_keys, strict=True))
+    got: Marks = {}
+    if not traces[0]:
+        got.update(left)
+    if not traces[1]:
+        got.update({renamed[c]: m for c, m in right.items() if c in renamed})
+    if traces[0] and not traces[1]:
+        for lk, rk in pairs:
+            if rk in right:
+                for x in _class_of(eq[0], lk):
+                    got.setdefault(x, right[rk])
+    elif traces[1] and not traces[0]:
+        for lk, rk in pairs:
+            if lk in left:
+                for x in _class_of(eq[1], rk):
+                    if x in renamed:
+                        got.setdefault(renamed[x], left[lk])
+    right_eq = {renamed[c]: renamed.get(r, r) for c, r in eq[1].items() if c in renamed}
+    sm = _merged({**eq[0], **right_eq}, [(lk, renamed[rk]) for lk, rk in pairs if rk in renamed])
+    return got, sm
+
+
+def _class_of(sm: Same, c: str) -> list[str]:
+    """The columns equal to `c` in every row (itself included)."""
+    return [c] if c not in sm else [x for x in sm if sm[x] == sm[c]]
+
+
+def nondecreasing(e: Expr, column: str) -> bool:
+    """Whether `e`, a function of `column` alone, never decreases as the column grows (a constant
+    counts): the functions time windows and buckets are built of (`frontends/sql/temporal.py`)."""
+    if isinstance(e, Col):
+        return e.name == column
+    if isinstance(e, Lit):
+        return True
+    if isinstance(e, Binary):
+        left, right = e.left, e.right
+        if e.op == "add":
+            return nondecreasing(left, column) and nondecreasing(right, column)
+        if e.op == "sub":
+            return nondecreasing(left, column) and not right.columns()
+        if e.op == "mul":
+            return (nondecreasing(left, column) and _positive(right)) or (
+                nondecreasing(right, column) and _positive(left)
+            )
+        if e.op in ("int_div", "floordiv"):
+            return nondecreasing(left, column) and _positive(right)
+        return False
+    if isinstance(e, Cast):
+        to = e.to
+        return nondecreasing(e.arg, column) and (to.is_numeric() or isinstance(to, (pl.Datetime, pl.Date)))
+    if isinstance(e, Func):
+        if e.name in ("date_add", "epoch_us"):
+            return all(nondecreasing(a, column) for a in e.args)
+        if e.name == "date_trunc":
+            return not e.args[0].columns() and nondecreasing(e.args[1], column)
+        if e.name == "coalesce":  # a marked column is never NULL: its first argument
+            return nondecreasing(e.args[0], column) and not any(a.columns() for a in e.args[1:])
+        return False
+    if isinstance(e, Case):
+        return _floor_div(e, column)
+    return False
+
+
+def _positive(e: Expr) -> bool:
+    return (
+        isinstance(e, Lit)
+        and isinstance(e.value, (int, float))
+        and not isinstance(e.value, bool)
+        and e.value > 0
+    )
+
+
+def _floor_div(e: Case, column: str) -> bool:
+    """CASE WHEN x % k < 0 THEN x // k - 1 ELSE x // k END (`temporal.floor_div`): floor(x / k)."""
+    if len(e.whens) != 1 or e.otherwise is None:
+        return False
+    (cond, then), q = e.whens[0], e.otherwise
+    return (
+        isinstance(q, Binary)
+        and q.op == "int_div"
+        and _positive(q.right)
+        and nondecreasing(q.left, column)
+        and cond == Binary("lt", Binary("sql_mod", q.left, q.right), Lit(0))
+        and isinstance(then, Binary)
+        and then.op == "sub"
+        and then.left == q
+        and isinstance(then.right, Lit)
+    )
+
+
+def plan(circuit: Circuit, order: Sequence[int]) -> list[Garbage]:
+    """The state each step may collect (empty when no table has a lateness)."""
+    nodes = circuit.nodes
+    if not any(isinstance(n.op, Input) and n.op.lateness is not None for n in nodes.values()):
+        return []
+    got = marks(circuit, order)
+    readers = circuit.consumers()
+    out: list[Garbage] = []
+    for nid in order:
+        op = nodes[nid].op
+        if isinstance(op, Integrate):
+            below = _unread(circuit, nid, readers, got)
+            if below:
+                out.append(Garbage("node", nid, below))
+        elif isinstance(op, Aggregate):
+            m = got.get(nodes[nid].inputs[0], {})
+            by = [c for c in op.spec.by if c in m]
+            if by:
+                out.append(Garbage("node", nid, ((by[0], m[by[0]]),)))
+        elif isinstance(op, Input) and op.lateness is not None:
+            c, mark = op.lateness.column, Mark(table=op.name_)
+            if not op.primary_key or c in op.primary_key:
+                out.append(Garbage("input", op.name_, ((c, mark),)))
+            for cols in op.unique:
+                if c in cols:
+                    out.append(Garbage("unique", op.name_, ((c, mark),)))
+    for name, nid in circuit.outputs.items():
+        view = got.get(nid, {})
+        if view:
+            c = next(iter(view))
+            out.append(Garbage("view", name, ((c, view[c]),)))
+    return out
+
+
+def _unread(
+    circuit: Circuit, nid: int, readers: dict[int, list[int]], got: dict[int, Marks]
+) -> tuple[tuple[str, Mark], ...]:
+    """The rows of integral `nid` that no reader will seek again: for each reader (through delays), a
+    key column and the mark below which it is never sought; () if some reader may read any row."""
+    below: list[tuple[str, Mark]] = []
+    todo, seen = [nid], set()
+    while todo:
+        src = todo.pop()
+        for r in readers.get(src, []):
+            if r in seen:
+                continue
+            seen.add(r)
+            node = circuit.nodes[r]
+            if isinstance(node.op, Delay):
+                todo.append(r)
+                continue
+            cond = _sought(node.op, node.inputs, src, got)
+            if cond is None:
+                return ()
+            below.append(cond)
+    return tuple(dict.fromkeys(below))
+
+
+def _sought(op: Any, inputs: tuple[int, ...], src: int, got: dict[int, Marks]) -> tuple[str, Mark] | None:
+    """(column of `src`'s rows, mark) such that `op` never seeks a row of `src` below the mark."""
+    if isinstance(op, StreamJoin) and len(inputs) == 2 and inputs[0] != inputs[1]:
+        mine, other = (op.left_keys, op.right_keys) if inputs[0] == src else (op.right_keys, op.left_keys)
+        m = got.get(inputs[1] if inputs[0] == src else inputs[0], {})
+        for a, b in zip(mine, other, strict=True):
+            if b in m:
+                return a, m[b]
+        return None
+    if isinstance(op, DistinctH) and inputs[0] == src:
+        m = got.get(inputs[1], {})
+        return next(iter(m.items()), None)
+    return None
