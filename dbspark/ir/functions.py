@@ -298,10 +298,12 @@ def _str(t: pl.DataType) -> bool:
 
 
 def literal_value(name: str, e: Expr, what: str) -> object:
-    from dbspark.ir.expr import Cast, Lit
+    from dbspark.ir.expr import Cast, Lit, Unary
 
     while isinstance(e, Cast):
         e = e.arg
+    if isinstance(e, Unary) and e.op == "neg" and isinstance(e.arg, Lit) and isinstance(e.arg.value, int):
+        return -e.arg.value  # a negative integer as SQL writes it
     if not isinstance(e, Lit):
         raise UnsupportedError(f"function {name}: {what} must be a constant, got {e!r}")
     return e.value
@@ -586,6 +588,25 @@ for _n, _k in BITWISE.items():
 def _regexp_full_match(ts, args):
     _need("regexp_full_match", ts, _str, "VARCHAR")
     return pl.Boolean()
+
+
+@_reg("split_part", 3, 3, "split_part(s, delimiter, n): the n-th part (from 1; from the end if negative)")
+def _split_part(ts, args):
+    _need("split_part", ts[:2], _str, "VARCHAR")
+    _need("split_part", ts[2:], is_int, "integer")
+    literal_value("split_part", args[1], "its delimiter")
+    literal_value("split_part", args[2], "its part number")
+    return pl.String()
+
+
+@_reg("regexp_extract", 2, 3, "regexp_extract(s, pattern[, group]): the group's match, '' if none")
+def _regexp_extract(ts, args):
+    _need("regexp_extract", ts[:2], _str, "VARCHAR")
+    _need("regexp_extract", ts[2:], is_int, "integer")
+    literal_value("regexp_extract", args[1], "its pattern")
+    if len(args) > 2:
+        literal_value("regexp_extract", args[2], "its group")
+    return pl.String()
 
 
 for _n in ("is_distinct_from", "is_not_distinct_from"):

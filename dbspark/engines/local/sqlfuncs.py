@@ -244,6 +244,37 @@ def _replace(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     return checked(_args(comp, e, g), build, pl.String())
 
 
+@_impl("split_part")
+def _split_part(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    """DuckDB's: parts from 1 (from the end when negative), '' past the last or at 0; an empty
+    delimiter splits into characters."""
+    s = comp.c(e.args[0], g)
+    delim, n = _lit(e, 1), _lit(e, 2)
+    if delim is None or n is None:
+        return pl.lit(None, dtype=pl.String)
+    assert isinstance(delim, str) and isinstance(n, int)
+    if n == 0:
+        return pl.when(s.is_null()).then(None).otherwise(pl.lit(""))
+    parts = s.str.split(delim) if delim else s.str.split("")
+    return (
+        pl.when(s.is_null())
+        .then(None)
+        .otherwise(parts.list.get(n - 1 if n > 0 else n, null_on_oob=True).fill_null(""))
+    )
+
+
+@_impl("regexp_extract")
+def _regexp_extract(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    """The group's match of the first match ('' where there is none, or the group took no part)."""
+    s = comp.c(e.args[0], g)
+    pattern = _lit(e, 1)
+    group = _lit(e, 2) if len(e.args) > 2 else 0
+    if pattern is None or group is None:
+        return pl.lit(None, dtype=pl.String)
+    assert isinstance(pattern, str) and isinstance(group, int)
+    return pl.when(s.is_null()).then(None).otherwise(s.str.extract(pattern, group).fill_null(""))
+
+
 @_impl("strpos")
 def _strpos(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     def build(x: list[pl.Expr]) -> tuple[pl.Expr, None]:

@@ -40,6 +40,8 @@ NULL_PROPAGATING = {
     "ltrim",
     "rtrim",
     "replace",
+    "split_part",
+    "regexp_extract",
     "strpos",
     "starts_with",
     "ends_with",
@@ -219,6 +221,39 @@ def _replace(comp: SparkCompiler, e: Func) -> Any:
     # evaluates all of its operands, where CASE WHEN `to` IS NULL would skip `s`
     either = F.greatest(s.isNull().cast("int"), to.isNull().cast("int")) == 1
     return F.when(either, None).otherwise(out)
+
+
+@_impl("split_part")
+def _split_part(comp: SparkCompiler, e: Func) -> Any:
+    """As the local engine (DuckDB's): Spark's split_part, which also gives '' past the last part; part 0
+    and an empty delimiter (characters) written out."""
+    F = _F()
+    s = comp.c(e.args[0])
+    delim, n = _lit(e, 1), _lit(e, 2)
+    if delim is None or n is None:
+        return F.lit(None).cast("string")
+    assert isinstance(delim, str) and isinstance(n, int)
+    if n == 0:
+        return F.when(s.isNull(), None).otherwise(F.lit(""))
+    if delim == "":
+        chars = F.split(s, "(?!$)")  # one element per character ('' for '')
+        k = F.lit(n) if n > 0 else F.size(chars) + F.lit(n + 1)
+        got = F.when((k >= 1) & (k <= F.size(chars)), F.element_at(chars, F.greatest(k, F.lit(1))))
+        return F.when(s.isNull(), None).otherwise(F.coalesce(got, F.lit("")))
+    return F.split_part(s, F.lit(delim), F.lit(n))
+
+
+@_impl("regexp_extract")
+def _regexp_extract(comp: SparkCompiler, e: Func) -> Any:
+    """Java's regex engine where DuckDB has RE2: the same for the patterns both accept."""
+    F = _F()
+    s = comp.c(e.args[0])
+    pattern = _lit(e, 1)
+    group = _lit(e, 2) if len(e.args) > 2 else 0
+    if pattern is None or group is None:
+        return F.lit(None).cast("string")
+    assert isinstance(pattern, str) and isinstance(group, int)
+    return F.regexp_extract(s, pattern, group)
 
 
 @_impl("strpos")

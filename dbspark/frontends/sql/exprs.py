@@ -68,6 +68,8 @@ FUNCTIONS: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.Concat: ("concat", ("*expressions",)),
     exp.DPipe: ("concat_op", ("this", "expression")),
     exp.Replace: ("replace", ("this", "expression", "replacement")),
+    exp.SplitPart: ("split_part", ("this", "delimiter", "part_index")),
+    exp.RegexpExtract: ("regexp_extract", ("this", "expression", "group")),
     exp.StartsWith: ("starts_with", ("this", "expression")),
     exp.EndsWith: ("ends_with", ("this", "expression")),
     exp.Contains: ("contains", ("this", "expression")),

@@ -79,11 +79,45 @@ def parse(text: str) -> tuple[Source, list[exp.Expression]]:
         raise ParseError(f"SQL syntax error: {e}") from None
     finally:
         sqlglot_log.setLevel(level)
-    out = [cast(exp.Expression, s) for s in statements if s is not None]
+    out = [unfiltered(src, cast(exp.Expression, s)) for s in statements if s is not None]
     for st in out:
         if isinstance(st, exp.Command) and str(st.this).upper() == "CREATE":
             create_syntax_error(src, st)
     return src, out
+
+
+# aggregates that skip NULL arguments: `agg(x) FILTER (WHERE c)` is `agg(CASE WHEN c THEN x END)`
+SKIP_NULLS = (
+    exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev, exp.StddevSamp, exp.StddevPop, exp.Variance,
+    exp.VariancePop, exp.Median, exp.Mode,
+)  # fmt: skip
+
+
+def unfiltered(src: Source, st: exp.Expression) -> exp.Expression:
+    """The statement with each aggregate's FILTER clause folded into its argument (`SKIP_NULLS`); a
+    FILTER on another aggregate is an UnsupportedError naming it."""
+
+    def fold(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Filter):
+            return node
+        agg, where = node.this, node.expression
+        if not isinstance(agg, SKIP_NULLS) or not isinstance(where, exp.Where):
+            src.unsupported(f"FILTER on {agg.sql(dialect=DIALECT)}", node)
+        cond = where.this
+
+        def gate(x: exp.Expression) -> exp.Expression:
+            return exp.Case(ifs=[exp.If(this=cond.copy(), true=x)])
+
+        arg = agg.this
+        if isinstance(arg, exp.Star) or (isinstance(agg, exp.Count) and arg is None):
+            agg.set("this", gate(exp.Literal.number(1)))
+        elif isinstance(arg, exp.Distinct):
+            arg.set("expressions", [gate(x) for x in arg.expressions])
+        else:
+            agg.set("this", gate(arg))
+        return agg
+
+    return st.transform(fold)
 
 
 def syntax_error(e: sqlglot.errors.ParseError, line0: int = 1, col0: int = 1) -> ParseError:
