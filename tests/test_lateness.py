@@ -53,9 +53,29 @@ VIEWS = {
         "ON a.window_start = b.window_start AND a.k IS NOT DISTINCT FROM b.k",
     ),
     "total": ("SELECT k, COUNT(*) AS n FROM e GROUP BY k", None),
+    "ij": (  # a join on a time range: each side's rows no later row of the other can reach are collected
+        "SELECT a.id, a.k, f.u, f.ts FROM e AS a JOIN f ON a.k = f.k "
+        "AND f.ts BETWEEN a.ts - INTERVAL '1 minute' AND a.ts + INTERVAL '3 minutes'",
+        None,
+    ),
+    "hp": (
+        "SELECT window_start, k, COUNT(*) AS n FROM hop(e, ts, INTERVAL '5 minutes', INTERVAL '15 minutes') "
+        "GROUP BY ALL",
+        "SELECT ws AS window_start, k, COUNT(*) AS n FROM (SELECT k, time_bucket(INTERVAL '5 minutes', ts) "
+        "- to_minutes(5 * g) AS ws FROM e, range(3) t(g)) GROUP BY ALL",
+    ),
 }
 # the columns whose waterline each view has (a view over a lateness that no column carries keeps all)
-MARKED = {"tum": "window_start", "keyed": "w", "seen": "w", "big": "ts", "wj": "window_start", "total": None}
+MARKED = {
+    "tum": "window_start",
+    "keyed": "w",
+    "seen": "w",
+    "big": "ts",
+    "wj": "window_start",
+    "total": None,
+    "hp": "window_start",
+    "ij": None,
+}
 READS = {"wj": "ef"}  # the tables whose waterlines a view's waterline takes (others: e's)
 LATENESS = {"e": dt.timedelta(minutes=10), "f": dt.timedelta(minutes=4)}
 T0 = dt.datetime(2024, 3, 5, 10, 0)
@@ -171,6 +191,38 @@ def test_views_over_lateness_match_duckdb(engine, steps):
                     dt.timedelta(minutes=5)
                 )
                 assert p.waterline("tum")["window_start"] == start
+    finally:
+        p.close()
+
+
+def test_a_join_on_a_time_range_collects_only_what_no_later_row_reaches(engine):
+    """e ⋈ f on f.ts in [e.ts - 1 min, e.ts + 3 min]: after f's waterline reaches T+6, an e row at T+4 still
+    joins a later f row at T+7 (kept: e rows are collected below f's waterline less 3 minutes), one at
+    T+2 is collected; f rows are collected below e's waterline less a minute."""
+    at = [T0 + dt.timedelta(minutes=m) for m in range(20)]
+    query = VIEWS["ij"][0]
+    p = pipeline_on(engine)
+    con = duckdb.connect()
+    try:
+        p.sql(TABLES + f"CREATE VIEW ij AS {query};")
+        con.execute("CREATE TABLE e (id BIGINT, k VARCHAR, ts TIMESTAMP, v INTEGER)")
+        con.execute("CREATE TABLE f (k VARCHAR, ts TIMESTAMP, u INTEGER)")
+        steps = [
+            ([(1, "a", at[4], 0), (2, "a", at[2], 0)], [("a", at[10], 1)]),
+            ([], [("b", at[9], 9)]),  # (z^-1 of an integral shows a collection a step later)
+            ([], [("a", at[7], 2), ("a", at[6], 3)]),
+            ([(3, "a", at[12], 0)], [("a", at[14], 4)]),
+        ]
+        for e_rows, f_rows in steps:
+            for table, rows in (("e", e_rows), ("f", f_rows)):
+                if rows:
+                    p.insert(table, rows)
+                    con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+            p.step()
+            differ = compare_frames(view_frame(p.view("ij")), con.sql(query).pl(), "ij")
+            assert differ is None, differ
+        assert sorted(r[2] for r in view_frame(p.view("ij")).rows()) == [2, 3, 4]
+        assert p.state_rows() < 2 * (3 + 4) + 3 * 3  # the e row at T+2 and the f rows before T+11 are gone
     finally:
         p.close()
 

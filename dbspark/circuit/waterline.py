@@ -44,7 +44,7 @@ from dbspark.ir.expr import Binary, Case, Cast, Col, Expr, Func, Lit
 from dbspark.operators.aggregate import Aggregate
 from dbspark.operators.distinct import DistinctH
 from dbspark.operators.join import StreamJoin
-from dbspark.operators.linear import Filter, Index, Map, Neg, Plus
+from dbspark.operators.linear import Filter, Index, Map, Neg, Plus, Ranges
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, Integrate
 
@@ -56,7 +56,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Mark:
     """A waterline as a function of the tables' waterlines: a table's own (`table`), a non-decreasing
-    `expr` of a column (`column`, of type `dtype`) taken at another mark (`of`), or the least of `least`."""
+    `expr` of a column (`column`, of type `dtype`) taken at another mark (`of`), or the least of `least`.
+    `at`: other columns the expression reads, each at the value that makes it least ((column, value,
+    type): the largest of a bounded column that it subtracts, e.g. a hop's window number)."""
 
     table: str | None = None
     expr: Expr | None = None
@@ -64,6 +66,7 @@ class Mark:
     dtype: pl.DataType | None = None
     of: Mark | None = None
     least: tuple[Mark, ...] = ()
+    at: tuple[tuple[str, Any, pl.DataType], ...] = ()
 
     def value(self, tables: dict[str, Any], kernel: Kernel) -> Any:
         """The mark's value after the last step, or None while a table it depends on has no waterline."""
@@ -76,9 +79,10 @@ class Mark:
         v = self.of.value(tables, kernel)
         if v is None:
             return None
-        schema = pl.Schema([(self.column, self.dtype)])
+        schema = pl.Schema([(self.column, self.dtype), *((c, t) for c, _, t in self.at)])
         out = pl.Schema([("v", self.expr.dtype(schema))])
-        z = kernel.map(kernel.from_local(ZSet.from_rows([(v,)], schema)), [("v", self.expr)], out)
+        row = (v, *(x for _, x, _ in self.at))
+        z = kernel.map(kernel.from_local(ZSet.from_rows([row], schema)), [("v", self.expr)], out)
         got = kernel.to_local(z).df
         return got["v"][0] if got.height else None
 
@@ -108,11 +112,15 @@ def marks(circuit: Circuit, order: Sequence[int]) -> dict[int, Marks]:
     integral joined with a marked change then takes the mark of its key for the columns equal to it."""
     out: dict[int, Marks] = {}
     same: dict[int, Same] = {}
+    # integer columns with a known largest value: constants, and a `ranges` column (a hop's window
+    # number), so that a mark subtracting one is the least it can be
+    tops: dict[int, dict[str, int]] = {}
     nodes = circuit.nodes
     for nid in order:
         n = nodes[nid]
         op, ins = n.op, [out.get(i, {}) for i in n.inputs]
         eq = [same.get(i, {}) for i in n.inputs]
+        top = tops.get(n.inputs[0], {}) if n.inputs else {}
         got: Marks = {}
         sm: Same = {}
         if isinstance(op, (Integrate, Delay)) or (n.shape.trace and len(eq) == 1):
@@ -126,7 +134,17 @@ def marks(circuit: Circuit, order: Sequence[int]) -> dict[int, Marks]:
             got = {c: _least(m, ins[1][c]) for c, m in ins[0].items() if c in ins[1]}
             sm = _both(eq[0], eq[1])
         elif isinstance(op, Map):
-            got, sm = _mapped(op, ins[0], eq[0], nodes[n.inputs[0]].shape.schema)
+            got, sm = _mapped(op, ins[0], eq[0], nodes[n.inputs[0]].shape.schema, top)
+            tops[nid] = _tops(op, top)
+        elif isinstance(op, Ranges):
+            got = {c: m for c, m in ins[0].items() if c not in (op.lo, op.hi, op.step)}
+            if (
+                all(c in top for c in (op.lo, op.hi, op.step))
+                and top[op.step] > 0
+                and top[op.hi] > top[op.lo]
+            ):
+                lo, hi, step = top[op.lo], top[op.hi], top[op.step]
+                tops[nid] = {op.column: lo + (hi - lo - 1) // step * step}
         elif isinstance(op, Aggregate):
             got = {c: m for c, m in ins[0].items() if c in op.spec.by}
             sm = _within(eq[0], op.spec.by)
@@ -186,11 +204,41 @@ def _merged(sm: Same, pairs: Sequence[tuple[str, str]]) -> Same:
     return {c: find(c) for c in cols}
 
 
-def _mapped(op: Map, have: Marks, sm: Same, schema: pl.Schema) -> tuple[Marks, Same]:
+def _tops(op: Map, top: dict[str, int]) -> dict[str, int]:
+    """The largest values of a map's integer columns that are constants or copies of such columns."""
+    got: dict[str, int] = {}
+    for name, e in op.exprs:
+        if isinstance(e, Lit) and isinstance(e.value, int) and not isinstance(e.value, bool):
+            got[name] = e.value
+        elif isinstance(e, Col) and e.name in top:
+            got[name] = top[e.name]
+    return got
+
+
+def _less_bounded(e: Expr, have: Marks, top: dict[str, int], schema: pl.Schema) -> Mark | None:
+    """The mark of `a(c) - b(k)`: a non-decreasing in a marked column c, b non-decreasing in a column k
+    of known largest value (a hop's window start: its slide's bucket less k slides): a at c's mark
+    less b at k's largest."""
+    if not (isinstance(e, Binary) and e.op == "sub"):
+        return None
+    (a_cols, b_cols) = (e.left.columns(), e.right.columns())
+    if len(a_cols) != 1 or len(b_cols) != 1:
+        return None
+    (c,), (k,) = a_cols, b_cols
+    if c not in have or k not in top or not nondecreasing(e.left, c) or not nondecreasing(e.right, k):
+        return None
+    return Mark(expr=e, column=c, dtype=schema[c], of=have[c], at=((k, top[k], schema[k]),))
+
+
+def _mapped(op: Map, have: Marks, sm: Same, schema: pl.Schema, top: dict[str, int]) -> tuple[Marks, Same]:
     got: Marks = {}
     copies: dict[str, list[str]] = {}  # an input column's class → the output columns equal to it
     for name, e in op.exprs:
         cols = e.columns()
+        if len(cols) == 2:
+            m = _less_bounded(e, have, top, schema)
+            if m is not None:
+                got[name] = m
         if len(cols) != 1:
             continue
         (c,) = cols
@@ -357,6 +405,8 @@ def _unread(
                 todo.append(r)
                 continue
             cond = _sought(node.op, node.inputs, src, got)
+            if cond is None and isinstance(node.op, StreamJoin):
+                cond = _filtered(circuit, r, src, readers, got)
             if cond is None:
                 return ()
             below.append(cond)
@@ -376,3 +426,80 @@ def _sought(op: Any, inputs: tuple[int, ...], src: int, got: dict[int, Marks]) -
         m = got.get(inputs[1], {})
         return next(iter(m.items()), None)
     return None
+
+
+def _filtered(
+    circuit: Circuit, join: int, src: int, readers: dict[int, list[int]], got: dict[int, Marks]
+) -> tuple[str, Mark] | None:
+    """(column of `src`, mark) when every row the join of integral `src` with a change makes is kept only
+    by a filter (reached through plus and other filters) that needs a column t of `src` to be at least a
+    non-decreasing function f of a marked column c of the change (`t >= f(c)`, `f(c) <= t`, strict or
+    not): a row of `src` with t below f(M_c) passes no later step's filter. A join on time ranges."""
+    op = circuit.nodes[join].op
+    inputs = circuit.nodes[join].inputs
+    assert isinstance(op, StreamJoin)
+    renamed = dict(op.right_out)
+    if inputs[0] == src:  # the join's output columns that hold `src`'s columns
+        mine = {c: c for c in circuit.nodes[src].shape.schema}
+    else:
+        mine = {renamed[c]: c for c in circuit.nodes[src].shape.schema if c in renamed}
+    marked = {c: m for c, m in got.get(join, {}).items() if c not in mine}
+    found: list[tuple[str, Mark]] = []
+    todo, seen = [join], set()
+    while todo:
+        n = todo.pop()
+        for r in readers.get(n, []):
+            if r in seen:
+                continue
+            seen.add(r)
+            rop = circuit.nodes[r].op
+            cond = (
+                _bound(rop.pred, mine, marked, circuit.nodes[n].shape.schema)
+                if isinstance(rop, Filter)
+                else None
+            )
+            if cond is not None:
+                found.append(cond)
+            elif isinstance(rop, (Plus, Filter)):
+                todo.append(r)
+            else:
+                return None
+    return found[0] if found and all(f == found[0] for f in found) else None
+
+
+def _shifted(big: Expr, small: Expr) -> tuple[Expr, Expr]:
+    """`t + k >= s` as `t >= s - k` for a constant k (an INTERVAL of days and time, or a number)."""
+    if isinstance(big, Func) and big.name == "date_add" and isinstance(big.args[0], Col):
+        months, days, micros = big.args[1:]
+        if all(isinstance(a, Lit) for a in (months, days, micros)) and months == Lit(0):
+            assert isinstance(days, Lit) and isinstance(micros, Lit)
+            return big.args[0], Func("date_add", (small, Lit(0), Lit(-days.value), Lit(-micros.value)))
+    if (
+        isinstance(big, Binary)
+        and big.op in ("add", "sub")
+        and isinstance(big.left, Col)
+        and isinstance(big.right, Lit)
+    ):
+        return big.left, Binary("sub" if big.op == "add" else "add", small, big.right)
+    return big, small
+
+
+def _bound(pred: Expr, mine: dict[str, str], marked: Marks, schema: pl.Schema) -> tuple[str, Mark] | None:
+    """A conjunct of `pred` holding `t >= f(c)` with t a column of the integral (`mine`: output name →
+    its name there) and f non-decreasing in the marked change column c: (t's name, f at c's mark)."""
+    if isinstance(pred, Binary) and pred.op == "and":
+        return _bound(pred.left, mine, marked, schema) or _bound(pred.right, mine, marked, schema)
+    if not isinstance(pred, Binary) or pred.op not in ("ge", "gt", "le", "lt"):
+        return None
+    big, small = (pred.left, pred.right) if pred.op in ("ge", "gt") else (pred.right, pred.left)
+    big, small = _shifted(big, small)
+    if not isinstance(big, Col) or big.name not in mine:
+        return None
+    cols = small.columns()
+    if len(cols) != 1:
+        return None
+    (c,) = cols
+    if c not in marked or not nondecreasing(small, c):
+        return None
+    m = marked[c] if isinstance(small, Col) else Mark(expr=small, column=c, dtype=schema[c], of=marked[c])
+    return mine[big.name], m
