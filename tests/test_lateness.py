@@ -53,6 +53,7 @@ VIEWS = {
         "ON a.window_start = b.window_start AND a.k IS NOT DISTINCT FROM b.k",
     ),
     "total": ("SELECT k, COUNT(*) AS n FROM e GROUP BY k", None),
+    "per_min": ("SELECT strftime(ts, '%Y-%m-%d %H:%M') AS m, k, COUNT(*) AS n FROM e GROUP BY ALL", None),
     "ij": (  # a join on a time range: each side's rows no later row of the other can reach are collected
         "SELECT a.id, a.k, f.u, f.ts FROM e AS a JOIN f ON a.k = f.k "
         "AND f.ts BETWEEN a.ts - INTERVAL '1 minute' AND a.ts + INTERVAL '3 minutes'",
@@ -75,6 +76,7 @@ MARKED = {
     "total": None,
     "hp": "window_start",
     "ij": None,
+    "per_min": "m",
 }
 READS = {"wj": "ef"}  # the tables whose waterlines a view's waterline takes (others: e's)
 LATENESS = {"e": dt.timedelta(minutes=10), "f": dt.timedelta(minutes=4)}
@@ -225,6 +227,52 @@ def test_a_join_on_a_time_range_collects_only_what_no_later_row_reaches(engine):
         assert p.state_rows() < 2 * (3 + 4) + 3 * 3  # the e row at T+2 and the f rows before T+11 are gone
     finally:
         p.close()
+
+
+def test_waterlines_and_collected_state_survive_a_restart(engine, tmp_path):
+    """A pipeline reopened on its directory resumes with its waterlines, late-row counts and collected
+    state: a row late before the restart is late after it, and the windows go on as in one run."""
+    ddl_text = TABLES + "CREATE VIEW tum AS " + VIEWS["tum"][0] + ";"
+    at = [T0 + dt.timedelta(minutes=m) for m in range(40)]
+    batches = [
+        [(1, "a", at[20], 1), (2, "a", at[3], 2)],
+        [(3, "b", at[25], 3), (4, "a", at[8], 4)],  # at[8] is late: the waterline is at[10]
+        [(5, "a", at[14], 5), (6, "b", at[35], 6)],  # at[14] is late (at[15]) only if it is restored
+    ]
+    one = pipeline_on(engine, tmp_path / "one")
+    try:
+        one.sql(ddl_text)
+        for b in batches:
+            one.insert("e", b)
+            one.step()
+        expected = sorted(view_frame(one.view("tum")).rows())
+        expected_late, expected_rows = one.late_rows, one.state_rows()
+    finally:
+        one.close()
+    two = pipeline_on(engine, tmp_path / "two")
+    try:
+        two.sql(ddl_text)
+        two.insert("e", batches[0])
+        two.step()
+    finally:
+        two.close()
+    for b in batches[1:]:
+        again = pipeline_on(engine, tmp_path / "two")
+        try:
+            again.sql(ddl_text)
+            again.insert("e", b)
+            again.step()
+        finally:
+            again.close()
+    again = pipeline_on(engine, tmp_path / "two")
+    try:
+        again.sql(ddl_text)
+        assert sorted(view_frame(again.view("tum")).rows()) == expected
+        assert again.late_rows == expected_late == {"e": 2}
+        assert again.waterline("e") == {"ts": at[25]}
+        assert again.state_rows() == expected_rows
+    finally:
+        again.close()
 
 
 def test_late_rows_rejected_with_their_values(engine):

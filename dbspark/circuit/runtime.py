@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT, ZSet
-from dbspark.circuit import waterline
+from dbspark.circuit import garbage, waterline
 from dbspark.circuit.checkpoint import FrameFiles, fingerprint
 from dbspark.circuit.circuit import Circuit
 from dbspark.circuit.schedule import advance_delays, evaluate, schedule
@@ -76,11 +76,10 @@ class Runtime:
         }
         self._last: dict[str, ZSet] = {}
         # lateness (`circuit/waterline.py`): each table's waterline after the last step, the late rows
-        # each dropped, the state a step may collect and how often (in steps) it is collected
+        # each dropped, and the state each step collects (`circuit/garbage.py`)
         self.waterlines: dict[str, Any] = {}
         self.late_rows: dict[str, int] = {}
-        self.garbage = [] if snapshots else waterline.plan(circuit, self.order)
-        self.collect_every = 1
+        self.garbage = [] if snapshots else garbage.plan(circuit, self.order)
         self._marks: dict[int, waterline.Marks] | None = None
         self.input_noun = "input"  # how messages name an input ("table" in a Pipeline)
 
@@ -132,7 +131,7 @@ class Runtime:
             for name, nid in self.circuit.outputs.items():
                 out[name] = self.kernel.commit_output(self._views[name], values[nid], name, undo)
             self.kernel.flush_step(undo)
-            if self.garbage and (self.time + 1) % self.collect_every == 0:
+            if self.garbage:
                 self._collect(undo)
             self.time += 1
             undo.append(lambda: setattr(self, "time", self.time - 1))
@@ -230,7 +229,7 @@ class Runtime:
         undo.append(lambda: self.waterlines.__setitem__(op.name_, before))
 
     def _collect(self, undo: list) -> None:
-        """Drop the state below the waterlines (`waterline.plan`)."""
+        """Drop the state below the waterlines (`garbage.plan`)."""
         k, drops = self.kernel, list[tuple[Any, list[tuple[str, Any]]]]()
         for g in self.garbage:
             bounds = [(c, m.value(self.waterlines, k)) for c, m in g.below]
@@ -239,7 +238,7 @@ class Runtime:
         if drops:
             k.trace_drop(drops, undo)
 
-    def _traces_of(self, g: waterline.Garbage) -> list[Any]:
+    def _traces_of(self, g: garbage.Garbage) -> list[Any]:
         if g.where == "view":
             return [self._views[str(g.target)]]
         if g.where == "input":
