@@ -1,6 +1,7 @@
 """Polars calls that cost a fixed overhead per call, made cheaper on the small frames of a step.
 
-`collect`: a lazy plan run with the engine that suits its size.
+`collect`: a lazy plan run with the engine that suits its size. (Also small frame helpers: `pick`,
+`drop_null_rows`, `all_below`.)
 
 Polars 2 collects a lazy plan with its streaming engine by default. On the small frames of an
 incremental step (a change of a few hundred rows, a recursive scope's iteration) the streaming engine's
@@ -11,6 +12,9 @@ stream them in bounded memory.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 
@@ -40,3 +44,9 @@ def pick(df: pl.DataFrame, cols: list[str], names: list[str] | None = None) -> p
     if names is not None and names != cols:
         out = out.rename(dict(zip(cols, names, strict=True)))
     return out
+
+
+def all_below(bounds: Sequence[tuple[str, Any]]) -> pl.Expr:
+    """True for a row whose every column of `bounds` is below its bound (a NULL is not): the rows a
+    trace drops below waterlines (`Kernel.trace_drop`)."""
+    return pl.all_horizontal([pl.col(c).lt(v).fill_null(False) for c, v in bounds])

@@ -40,7 +40,7 @@ import pyarrow as pa
 from dbspark.algebra.consolidate import consolidate_frame, sorted_unique
 from dbspark.algebra.keyhash import bucket_of, stable_hash
 from dbspark.algebra.zset import WEIGHT
-from dbspark.columnar.plans import drop_null_rows, pick
+from dbspark.columnar.plans import all_below, drop_null_rows, pick
 from dbspark.trace.bucket_files import (
     CACHE,
     HASH,
@@ -303,7 +303,7 @@ class BucketLayout:
         """A bucket's entry without the rows whose every column of `below` is below its bound (a NULL
         is not): each run holding such rows is written again without them (a run stays consolidated and
         sorted), under a name of this step's `flush`-th write; an emptied run is dropped."""
-        dead = pl.all_horizontal([pl.col(c).lt(v).fill_null(False) for c, v in below]).alias("__dead")
+        dead = all_below(below).alias("__dead")
         paths, rows = [], []
         for level, (rel, n) in enumerate(zip(entry.paths, entry.rows, strict=True)):
             run = self._read(rel)

@@ -33,7 +33,7 @@ from dbspark.algebra.consolidate import (
     take,
 )
 from dbspark.algebra.zset import IndexedZSet, ZSet
-from dbspark.columnar.plans import pick
+from dbspark.columnar.plans import all_below, pick
 
 MERGE_FACTOR = 2
 SMALL = 16_384  # a trace of at most this many entries is one batch, consolidated again on each insert
@@ -503,7 +503,7 @@ class Spine:
         """Drop the rows whose every column of `below` is below its bound (a NULL is not): state no
         change will reach again (`circuit/waterline.py`). Returns the number of rows dropped."""
         self.settle()
-        dead = pl.all_horizontal([pl.col(c).lt(v).fill_null(False) for c, v in below])
+        dead = all_below(below)
         kept, dropped = [], 0
         for b in self.batches:
             mask = b.df.select(dead.alias("d"))["d"].to_numpy()

@@ -418,6 +418,8 @@ def drop_plan(
     change pending): a task per group of (trace, bucket) pairs rewrites their runs that hold such rows
     (`BucketLayout.drop_bucket`) and returns the new entries, tagged with the trace's index in `drops`;
     None if no trace has files."""
+    from pyspark.sql import types as T
+
     from dbspark.engines.spark.convert import map_in_arrow
 
     assert all(not t.pending for t, _ in drops), "state is collected after its step's flush"
@@ -427,8 +429,6 @@ def drop_plan(
     what = [(t.layout, dict(t.files), below, t.writes) for t, below in drops]
     spark = drops[0][0].kernel.spark
     ids = spark.createDataFrame(work, "trace int, bucket int").repartition(max(1, min(len(work), partitions)))
-    from pyspark.sql import types as T
-
     schema = _entries_schema().add("trace", T.IntegerType())
     return map_in_arrow(ids, lambda it: _drop(it, what, step), schema)
 
