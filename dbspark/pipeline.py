@@ -275,7 +275,11 @@ class Pipeline:
         delete of a row (or key) that is not there rejects the step."""
         self.push(table, rows, -1)
 
-    def step(self, sink: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    def step(
+        self,
+        sink: Callable[[int, dict[str, Any]], None] | None = None,
+        offsets: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Apply the queued changes; {view: its change}. Atomic: on an error nothing is applied.
 
         `sink(step, changes)` writes the changes somewhere before the step commits; it must replace what
@@ -285,7 +289,10 @@ class Pipeline:
 
         A step that failed because the cluster lost an executor (`ExecutorLostError`: nothing applied,
         its changes still queued) is run again once; Spark retries the lost tasks it can, but not
-        those reading blocks that only the lost executor held."""
+        those reading blocks that only the lost executor held.
+
+        `offsets`: how far this step's changes were read from their sources (a Delta feed's versions,
+        `dbspark.io.feeds`), recorded with its commit: `offsets` after a restart."""
         rt = self.start()
 
         def commit(out: dict[str, Any]) -> None:
@@ -295,10 +302,22 @@ class Pipeline:
                 _fault_point(rt.time)
                 rt.checkpoint(self.directory / CHECKPOINT)
 
+        before = dict(rt.offsets)
+        rt.offsets.update(offsets or {})
         try:
-            return rt.step(commit=commit)
-        except ExecutorLostError:
-            return rt.step(commit=commit)
+            try:
+                return rt.step(commit=commit)
+            except ExecutorLostError:
+                return rt.step(commit=commit)
+        except BaseException:
+            rt.offsets.clear()
+            rt.offsets.update(before)
+            raise
+
+    @property
+    def offsets(self) -> dict[str, Any]:
+        """How far the committed steps read their sources (`step(offsets=...)`), by source."""
+        return dict(self.start().offsets)
 
     @property
     def late_rows(self) -> dict[str, int]:

@@ -79,6 +79,9 @@ class Runtime:
         # each dropped, and the state each step collects (`circuit/garbage.py`)
         self.waterlines: dict[str, Any] = {}
         self.late_rows: dict[str, int] = {}
+        # how far the sources a step reads have been read (a feed's versions: `io/feeds.py`), committed
+        # with the step's checkpoint
+        self.offsets: dict[str, Any] = {}
         self.garbage = [] if snapshots else garbage.plan(circuit, self.order)
         self._marks: dict[int, waterline.Marks] | None = None
         self.input_noun = "input"  # how messages name an input ("table" in a Pipeline)
@@ -308,6 +311,7 @@ class Runtime:
             "unique": {n: [t.to_state() for _, t in ts] for n, ts in self._unique_traces.items()},
             "waterlines": dict(self.waterlines),
             "late_rows": dict(self.late_rows),
+            "offsets": dict(self.offsets),
         }
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -355,4 +359,5 @@ class Runtime:
                 t.restore(st)
         self.waterlines = dict(data.get("waterlines", {}))
         self.late_rows = dict(data.get("late_rows", {}))
+        self.offsets = dict(data.get("offsets", {}))
         self.time = time

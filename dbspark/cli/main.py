@@ -10,6 +10,10 @@ order (`1/`, `2/`, ..., `10/`); each holds one change batch per table, named aft
 committed steps and goes on. With `--output` every view's change of step N is written to
 `OUTPUT/<view>/step-N.parquet` (a rerun replaces, never duplicates). With `--follow` the run goes on
 as new step directories appear (`cli/follow.py`), until Ctrl-C stops it at a step boundary.
+
+DIR may instead hold Delta tables named after the tables, with their change data feeds enabled
+(`io/feeds.py`): a step takes every commit since the last step (one step over all of them without
+`--follow`), and the versions it read are committed with it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dbspark import faults
+from dbspark.cli.follow import follow as follow_changes
+from dbspark.cli.follow import next_commits, next_directory
 from dbspark.errors import DbsparkError, UnknownNameError
+from dbspark.io.feeds import DeltaFeed, is_delta_feed
 from dbspark.pipeline import Pipeline
 
 app = typer.Typer(
@@ -113,6 +120,20 @@ def push_batch(p: Pipeline, step: Path) -> int:
     return n
 
 
+def push_changes(p: Pipeline, root: Path | None, got: dict[str, Any]) -> int:
+    """Queue each table's changes read from a feed ({table: (rows, weights)}); returns their rows."""
+    n = 0
+    for table, (rows, weights) in got.items():
+        n += rows.height
+        if rows.height:
+            try:
+                p.push(table, rows, weights)
+            except DbsparkError as e:  # (a row the table refuses: named with its Delta table)
+                e.args = (f"{root}/{table} (change data feed): {e.args[0] if e.args else e}", *e.args[1:])
+                raise
+    return n
+
+
 def show_changes(step: int, changes: dict[str, Any], limit: int) -> None:
     for view, z in changes.items():
         rows = z.to_zset().to_rows()
@@ -163,7 +184,8 @@ def run(
     follow: Annotated[
         bool,
         typer.Option(
-            help="keep stepping as new step directories appear in --changes; Ctrl-C stops at a step boundary"
+            help="keep stepping as new step directories (or Delta commits) appear in --changes; Ctrl-C stops "
+            "at a step boundary"
         ),
     ] = False,
     poll: Annotated[float, typer.Option(help="with --follow: seconds between looks for a new step")] = 1.0,
@@ -175,7 +197,12 @@ def run(
     try:
         with Pipeline(state, engine=engine, master=master, memory_limit=memory_limit) as p:
             load_pipeline(pipeline, p)
-            steps = step_dirs(changes) if changes is not None else []
+            feed = (
+                DeltaFeed(changes, tuple(p.tables))
+                if changes is not None and is_delta_feed(changes)
+                else None
+            )
+            steps = step_dirs(changes) if changes is not None and feed is None else []
             done = p.steps
             if done:
                 console.print(f"resuming after step {done} (committed in {state})")
@@ -196,20 +223,34 @@ def run(
                     if show:
                         show_changes(i + 1, out, show)
                     bar.advance(task)
+            sink = (lambda n, ch: write_outputs(output, n, ch)) if output is not None else None
+
+            def run_dir(d: Path) -> int:
+                rows = push_batch(p, d)
+                out = p.step(sink=sink)
+                if show:
+                    show_changes(p.steps, out, show)
+                return rows
+
+            def run_changes(got: dict[str, Any], offsets: dict[str, Any]) -> int:
+                rows = push_changes(p, changes, got)
+                out = p.step(sink=sink, offsets=offsets)
+                if show:
+                    show_changes(p.steps, out, show)
+                return rows
+
             if follow:
-                from dbspark.cli.follow import follow as follow_changes
-
-                def run_step(d: Path) -> int:
-                    rows = push_batch(p, d)
-                    out = p.step(
-                        sink=(lambda n, ch: write_outputs(output, n, ch)) if output is not None else None
-                    )
-                    if show:
-                        show_changes(p.steps, out, show)
-                    return rows
-
                 assert changes is not None
-                follow_changes(p, changes, step_dirs, run_step, err, poll)
+                nxt = (
+                    next_commits(p, feed, run_changes)
+                    if feed is not None
+                    else next_directory(p, changes, step_dirs, run_dir)
+                )
+                follow_changes(p, str(changes), nxt, err, poll)
+            elif feed is not None:  # one step over every commit not read yet
+                got = next_commits(p, feed, run_changes)()
+                if got is not None:
+                    got[2]()
             elif not steps and not done:  # no change batches: a step over the facts the pipeline holds
                 out = p.step(
                     sink=(lambda n, ch: write_outputs(output, n, ch)) if output is not None else None
