@@ -314,6 +314,20 @@ class Pipeline:
             rt.offsets.update(before)
             raise
 
+    def follow_stream(
+        self,
+        table: str,
+        stream: Any,
+        checkpoint: str | Path | None = None,
+        trigger: dict[str, Any] | None = None,
+        sink: Callable[[int, dict[str, Any]], None] | None = None,
+    ) -> Any:
+        """Feed a Spark streaming DataFrame into `table`, one step per micro-batch, each applied once
+        (`dbspark.io.streams`); returns the `StreamingQuery`."""
+        from dbspark.io.streams import follow_stream
+
+        return follow_stream(self, table, stream, checkpoint, trigger, sink)
+
     @property
     def offsets(self) -> dict[str, Any]:
         """How far the committed steps read their sources (`step(offsets=...)`), by source."""
