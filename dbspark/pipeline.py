@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,9 @@ class Pipeline:
         ] = {}  # the catalog: tables and views by name (SQL and Datalog share it)
         self.runtime: Runtime | None = None
         self._pending: list[tuple[str, Any, Any]] = []
+        self.step_lock = (
+            threading.Lock()
+        )  # held by a step run from a streaming query's thread (`follow_stream`)
         # the .output directives' parameters of Datalog programs, per view (`dbspark.io.souffle_outputs`)
         self.datalog_outputs: dict[str, dict[str, Any]] = {}
 

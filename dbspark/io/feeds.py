@@ -28,8 +28,8 @@ def is_delta_feed(directory: Path) -> bool:
 
 @dataclass
 class DeltaFeed:
-    """The Delta tables of `root` named after tables of the pipeline; `offsets`: the last version read
-    of each (none: nothing read yet)."""
+    """The Delta tables of `root`, each named after one of the pipeline's `tables`; the versions read so
+    far are the pipeline's offsets (`pending`'s argument: table → the last version read)."""
 
     root: Path
     tables: tuple[str, ...]

@@ -14,7 +14,6 @@ step of its own. A step that is rejected fails the streaming query with its erro
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,8 +22,6 @@ from dbspark.errors import UnknownNameError
 
 if TYPE_CHECKING:
     from dbspark.pipeline import Pipeline
-
-_LOCKS: dict[int, threading.Lock] = {}
 
 
 def follow_stream(
@@ -42,7 +39,7 @@ def follow_stream(
         raise UnknownNameError(f"follow_stream: no table {table!r}; the tables are {sorted(p.tables)}")
     if not getattr(stream, "isStreaming", False):
         raise TypeError(f"follow_stream({table!r}): {type(stream).__name__} is not a streaming DataFrame")
-    lock = _LOCKS.setdefault(id(p), threading.Lock())
+    lock = p.step_lock
     key = f"stream:{table}"
     weighted = "weight" in stream.columns
 
