@@ -86,9 +86,8 @@ class Pipeline:
         ] = {}  # the catalog: tables and views by name (SQL and Datalog share it)
         self.runtime: Runtime | None = None
         self._pending: list[tuple[str, Any, Any]] = []
-        self.step_lock = (
-            threading.Lock()
-        )  # held by a step run from a streaming query's thread (`follow_stream`)
+        # held by a step run from a streaming query's thread (`follow_stream`)
+        self.step_lock = threading.Lock()
         # the .output directives' parameters of Datalog programs, per view (`dbspark.io.souffle_outputs`)
         self.datalog_outputs: dict[str, dict[str, Any]] = {}
 
