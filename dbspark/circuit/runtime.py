@@ -233,9 +233,9 @@ class Runtime:
 
     def _collect(self, undo: list) -> None:
         """Drop the state below the waterlines (`garbage.plan`)."""
-        k, drops = self.kernel, list[tuple[Any, list[tuple[str, Any]]]]()
+        k, drops, memo = self.kernel, list[tuple[Any, list[tuple[str, Any]]]](), dict[waterline.Mark, Any]()
         for g in self.garbage:
-            bounds = [(c, m.value(self.waterlines, k)) for c, m in g.below]
+            bounds = [(c, m.value(self.waterlines, k, memo)) for c, m in g.below]
             if all(v is not None for _, v in bounds):
                 drops.extend((trace, bounds) for trace in self._traces_of(g))
         if drops:
@@ -261,7 +261,8 @@ class Runtime:
             raise UnknownNameError(f"unknown input or output {name!r}")
         if self._marks is None:
             self._marks = waterline.marks(self.circuit, self.order)
-        got = {c: m.value(self.waterlines, self.kernel) for c, m in self._marks.get(nid, {}).items()}
+        memo: dict[waterline.Mark, Any] = {}
+        got = {c: m.value(self.waterlines, self.kernel, memo) for c, m in self._marks.get(nid, {}).items()}
         return {c: v for c, v in got.items() if v is not None}
 
     def state_rows(self) -> int:

@@ -59,15 +59,23 @@ class Mark:
     least: tuple[Mark, ...] = ()
     at: tuple[tuple[str, Any, pl.DataType], ...] = ()
 
-    def value(self, tables: dict[str, Any], kernel: Kernel) -> Any:
-        """The mark's value after the last step, or None while a table it depends on has no waterline."""
+    def value(self, tables: dict[str, Any], kernel: Kernel, memo: dict[Mark, Any] | None = None) -> Any:
+        """The mark's value after the last step, or None while a table it depends on has no waterline.
+        `memo`: the values computed for these `tables` so far (marks share their parts)."""
+        if memo is None:
+            memo = {}
+        if self not in memo:
+            memo[self] = self._value(tables, kernel, memo)
+        return memo[self]
+
+    def _value(self, tables: dict[str, Any], kernel: Kernel, memo: dict[Mark, Any]) -> Any:
         if self.table is not None:
             return tables.get(self.table)
         if self.least:
-            vals = [m.value(tables, kernel) for m in self.least]
+            vals = [m.value(tables, kernel, memo) for m in self.least]
             return None if any(v is None for v in vals) else min(vals)
         assert self.of is not None and self.expr is not None and self.dtype is not None
-        v = self.of.value(tables, kernel)
+        v = self.of.value(tables, kernel, memo)
         if v is None:
             return None
         schema = pl.Schema([(self.column, self.dtype), *((c, t) for c, _, t in self.at)])
