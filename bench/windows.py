@@ -1,12 +1,16 @@
 """A window function view under 1k-row changes (issue 17's goal: step time growth <= 1.5x from 1M to 10M
 rows, >= 50x faster than DuckDB recomputing the view):
 
-    python -m bench.windows                 # 1M and 10M rows, 10 steps each (a few minutes)
+    python -m bench.windows                 # 1M and 10M rows, 10 steps each, both workloads (minutes)
     python -m bench.windows --sizes 100000  # a quick run
 
 The table `t(id, p, o, x)` holds N rows in N / 100 partitions; the view is a running sum per partition,
-`SUM(x) OVER (PARTITION BY p ORDER BY o, id)`, on the local engine. Each step deletes 500 random rows and
-inserts 500 new ones in random partitions. DuckDB applies the same changes to its copy of the table and
+`SUM(x) OVER (PARTITION BY p ORDER BY o, id)`, on the local engine. Two workloads of 1k-row changes, in
+random partitions: `random`, each step deletes 500 random rows and inserts 500 at random places of the
+order (a running sum moves from each changed place to its partition's end: about half of each changed
+partition); `recent`, a stream's, each step inserts 500 rows after every row so far (`o` grows) and
+deletes 500 random rows of the 10,000 latest (late corrections). DuckDB applies the same changes to its
+copy of the table and
 recomputes the view (`CREATE OR REPLACE TABLE ... AS SELECT ... OVER ...`) each step. Reported: the median
 step's wall and CPU time (process CPU: every thread, DuckDB's too), the growth from the smallest size to
 the largest, and DuckDB's recompute over dbspark's step; the views are checked equal (row count and the
@@ -33,19 +37,33 @@ CHANGE = 1000
 PER_PARTITION = 100
 
 
-def rows(rng: np.random.Generator, ids: np.ndarray, parts: int) -> pl.DataFrame:
+def rows(rng: np.random.Generator, ids: np.ndarray, parts: int, o: np.ndarray | None = None) -> pl.DataFrame:
     n = len(ids)
     return pl.DataFrame(
         {
             "id": ids,
             "p": rng.integers(0, parts, n),
-            "o": rng.integers(0, 1_000_000, n),
+            "o": rng.integers(0, 1_000_000, n) if o is None else o,
             "x": rng.integers(-100, 100, n),
         }
     )
 
 
-def run(size: int, steps: int, seed: int) -> dict[str, Any]:
+def change(
+    rng: np.random.Generator, live: pl.DataFrame, next_id: int, parts: int, workload: str
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows deleted, rows inserted) of one step."""
+    half = CHANGE // 2
+    seed = int(rng.integers(1 << 31))
+    ids = np.arange(next_id, next_id + half)
+    if workload == "random":
+        return live.sample(half, seed=seed), rows(rng, ids, parts)
+    latest = live.top_k(10_000, by="o")
+    top = int(live["o"].max() or 0)  # type: ignore[arg-type]
+    return latest.sample(half, seed=seed), rows(rng, ids, parts, np.arange(top + 1, top + 1 + half))
+
+
+def run(size: int, steps: int, seed: int, workload: str) -> dict[str, Any]:
     import dbspark
 
     rng = np.random.default_rng(seed)
@@ -63,10 +81,14 @@ def run(size: int, steps: int, seed: int) -> dict[str, Any]:
     con.unregister("init")
     live = table
     next_id = size
-    out: dict[str, Any] = {"size": size, "load": {"wall": load.wall, "cpu": load.cpu}, "steps": []}
+    out: dict[str, Any] = {
+        "size": size,
+        "workload": workload,
+        "load": {"wall": load.wall, "cpu": load.cpu},
+        "steps": [],
+    }
     for _ in range(steps):
-        gone = live.sample(CHANGE // 2, seed=int(rng.integers(1 << 31)))
-        new = rows(rng, np.arange(next_id, next_id + CHANGE // 2), parts)
+        gone, new = change(rng, live, next_id, parts, workload)
         next_id += CHANGE // 2
         live = pl.concat([live.join(gone.select("id"), on="id", how="anti"), new])
         p.delete("t", gone)
@@ -99,22 +121,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", default="1000000,10000000")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--workloads", default="random,recent", help="random, recent or both")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     a = ap.parse_args(argv)
-    results = [run(int(s), a.steps, a.seed) for s in a.sizes.split(",")]
+    works = a.workloads.split(",")
+    results = [run(int(s), a.steps, a.seed, w) for w in works for s in a.sizes.split(",")]
     for r in results:
         m = r["median"]
         print(
-            f"{r['size']:>11,} rows: load {r['load']['wall']:.2f} s; step {m['wall'] * 1000:.1f} ms "
+            f"{r['workload']:>6} {r['size']:>11,} rows: load {r['load']['wall']:.2f} s; step {m['wall'] * 1000:.1f} ms "
             f"(CPU {m['cpu'] * 1000:.1f} ms); DuckDB recompute {m['duckdb_wall'] * 1000:.0f} ms "
             f"(CPU {m['duckdb_cpu'] * 1000:.0f} ms): {m['duckdb_wall'] / m['wall']:.1f}x wall, "
             f"{m['duckdb_cpu'] / m['cpu']:.1f}x CPU"
         )
-    if len(results) > 1:
-        a0, a1 = results[0]["median"], results[-1]["median"]
-        print(
-            f"step growth {results[0]['size']:,} -> {results[-1]['size']:,}: {a1['wall'] / a0['wall']:.2f}x wall, {a1['cpu'] / a0['cpu']:.2f}x CPU"
-        )
+    for w in works:
+        mine = [r for r in results if r["workload"] == w]
+        if len(mine) > 1:
+            a0, a1 = mine[0]["median"], mine[-1]["median"]
+            print(
+                f"{w} step growth {mine[0]['size']:,} -> {mine[-1]['size']:,}: "
+                f"{a1['wall'] / a0['wall']:.2f}x wall, {a1['cpu'] / a0['cpu']:.2f}x CPU"
+            )
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1))
 

@@ -26,54 +26,90 @@ from dbspark.errors import NegativeStateError
 from dbspark.ir.window import ASOF, SESSIONS, SHIFTS, WindowCall, WindowSpec
 
 IX, N, S, PEER, RN = "__wi", "__wn", "__ws", "__wpeer", "__wrn"
+# a fold of a partition's last rows (`window_suffix.py`): the units and peer groups before them, and per
+# call (`based(call, kind)`) the sum, count, extreme and first value of the rows before them
+BU, BG = "__wbu", "__wbg"
+
+
+def based(c: WindowCall, kind: str) -> str:
+    return f"__wb_{c.out}_{kind}"
 
 
 def compute(spec: WindowSpec, df: pl.DataFrame) -> pl.DataFrame:
     """The rows of `df` (whole partitions; its columns and weight), one per unit, each with the calls'
     values; weight 1."""
     df = df.group_by(list(spec.columns)).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
+    return fold(spec, df)
+
+
+def order_of(spec: WindowSpec) -> tuple[list[str], list[bool], list[bool]]:
+    """A partition's rows' order: the ORDER BY, then every other column (columns, descending, NULLs last)."""
+    order = [k.column for k in spec.order]
+    rest = [c for c in spec.columns if c not in spec.partition and c not in order]
+    return (
+        [*order, *rest],
+        [k.descending for k in spec.order] + [False] * len(rest),
+        [not k.nulls_first for k in spec.order] + [True] * len(rest),
+    )
+
+
+def sort_rows(spec: WindowSpec, df: pl.DataFrame) -> pl.DataFrame:
+    """`df` in the order of its partitions' rows: by partition, then `order_of`."""
+    part = list(spec.partition)
+    by, desc, nulls_last = order_of(spec)
+    return df.sort(
+        [*part, *by],
+        descending=[False] * len(part) + desc,
+        nulls_last=[True] * len(part) + nulls_last,
+        maintain_order=True,
+    )
+
+
+def peer_starts(spec: WindowSpec, first: pl.Expr) -> pl.Expr:
+    """True at the first row of each peer group (rows tied by the ORDER BY) of sorted rows."""
+    new_peer = pl.col(IX) == first
+    for k in spec.order:
+        new_peer = new_peer | ~pl.col(k.column).eq_missing(pl.col(k.column).shift(1))
+    return new_peer
+
+
+def fold(spec: WindowSpec, df: pl.DataFrame, base: bool = False, carry: tuple[str, ...] = ()) -> pl.DataFrame:
+    """The rows of `df` (consolidated: distinct rows, positive weights), one per unit, each with the calls'
+    values and the columns `carry`; weight 1. With `base`, `df`'s rows are the last rows of their
+    partitions and carry the columns `BU`, `BG` and `based(...)` describing the rows before them."""
     if df.height and df[WEIGHT].min() < 0:  # type: ignore[operator]
         raise NegativeStateError(f"a window over a negative weight: {df.filter(pl.col(WEIGHT) < 0).row(0)}")
     if df.height:
         df = df.select(pl.all().repeat_by(pl.col(WEIGHT))).explode(df.columns)
-    df = df.drop(WEIGHT)
-    part = list(spec.partition)
-    order = [k.column for k in spec.order]
-    rest = [c for c in spec.columns if c not in part and c not in order]
-    df = df.sort(
-        [*part, *order, *rest],
-        descending=[False] * len(part) + [k.descending for k in spec.order] + [False] * len(rest),
-        nulls_last=[True] * len(part) + [not k.nulls_first for k in spec.order] + [True] * len(rest),
-        maintain_order=True,
-    ).with_row_index(IX)
-    over = part or None
+    df = sort_rows(spec, df.drop(WEIGHT)).with_row_index(IX)
+    over = list(spec.partition) or None
     first = pl.col(IX).min().over(over) if over else pl.lit(0, pl.UInt32)
     size = pl.len().over(over) if over else pl.len()
-    new_peer = pl.col(IX) == first
-    for c in order:
-        new_peer = new_peer | ~pl.col(c).eq_missing(pl.col(c).shift(1))
     df = df.with_columns(
-        first.cast(pl.Int64).alias(S), size.cast(pl.Int64).alias(N), new_peer.cum_sum().alias(PEER)
+        first.cast(pl.Int64).alias(S),
+        size.cast(pl.Int64).alias(N),
+        peer_starts(spec, first).cum_sum().alias(PEER),
     )
     df = df.with_columns((pl.col(IX).cast(pl.Int64) - pl.col(S)).alias(RN))  # 0-based place in the partition
     last_peer = pl.col(RN).max().over(PEER)
-    out = [_call(c, spec, last_peer, df) for c in spec.calls]
-    return df.select(*spec.columns, *out, pl.lit(1, pl.Int64).alias(WEIGHT))
+    out = [_call(c, spec, last_peer, df, base) for c in spec.calls]
+    return df.select(*spec.columns, *carry, *out, pl.lit(1, pl.Int64).alias(WEIGHT))
 
 
-def _call(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFrame) -> pl.Expr:
+def _call(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFrame, base: bool) -> pl.Expr:
     rn, n = pl.col(RN), pl.col(N)
     over = list(spec.partition) or None
+    before = pl.col(BU) if base else pl.lit(0, pl.Int64)  # units of the partition before these rows
     if c.func == "row_number":
-        e = rn + 1
+        e = rn + 1 + before
     elif c.func == "rank":
-        e = rn.min().over(PEER) + 1
+        e = rn.min().over(PEER) + 1 + before
     elif c.func == "dense_rank":
         e = (
             pl.col(PEER) - pl.col(PEER).min().over(over) + 1
             if over
             else pl.col(PEER) - pl.col(PEER).min() + 1
-        )
+        ) + (pl.col(BG) if base else 0)
     elif c.func == "percent_rank":
         e = pl.when(n > 1).then((rn.min().over(PEER)).cast(pl.Float64) / (n - 1)).otherwise(0.0)
     elif c.func == "cume_dist":
@@ -109,12 +145,14 @@ def _call(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFrame)
         inside = (rn - k >= 0) & (rn - k < n)
         e = pl.when(inside).then(shifted).otherwise(pl.col(c.default) if c.default else None)
     else:
-        e = _framed(c, spec, last_peer, df)
+        e = _framed(c, spec, last_peer, df, base and (c.start is None or not c.rows))
     return e.cast(c.dtype).alias(c.out)
 
 
-def _framed(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFrame) -> pl.Expr:
-    """A frame's aggregate or end value: over positions [a, b] of the partition (global rows S+a..S+b)."""
+def _framed(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFrame, base: bool) -> pl.Expr:
+    """A frame's aggregate or end value: over positions [a, b] of the partition (global rows S+a..S+b).
+    With `base` the frame starts at the partition's first row, which is before these rows: the rows
+    before them add their `based` sums, counts, extremes and first value."""
     rn, n, s = pl.col(RN), pl.col(N), pl.col(S)
     if c.rows:
         a = pl.lit(0, pl.Int64) if c.start is None else (rn + c.start).clip(0)
@@ -128,24 +166,43 @@ def _framed(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFram
     if c.func in ("first_value", "last_value"):
         assert c.arg is not None
         at = lo if c.func == "first_value" else hi
-        return pl.when(empty).then(None).otherwise(pl.col(c.arg).gather(at.clip(0, df.height - 1)))
+        v = pl.when(empty).then(None).otherwise(pl.col(c.arg).gather(at.clip(0, df.height - 1)))
+        if base and c.func == "first_value":
+            v = pl.when(pl.col(BU) > 0).then(pl.col(based(c, "first"))).otherwise(v)
+        return v
     if c.func in ("min", "max"):
         assert c.arg is not None
         x = pl.col(c.arg)
         run = x.cum_min() if c.func == "min" else x.cum_max()
         run = run.over(over).forward_fill().over(over) if over else run.forward_fill()
-        return pl.when(empty).then(None).otherwise(run.gather(hi.clip(0, df.height - 1)))
+        v = pl.when(empty).then(None).otherwise(run.gather(hi.clip(0, df.height - 1)))
+        if base:
+            both = [v, pl.col(based(c, "extreme"))]
+            v = pl.min_horizontal(both) if c.func == "min" else pl.max_horizontal(both)
+        return v
     ones = pl.col(c.arg or IX).is_not_null().cast(pl.Int64)  # COUNT(*): every row
-    count = _between(ones, lo, hi, df.height)
+    count = pl.when(empty).then(0).otherwise(_between(ones, lo, hi, df.height))
+    if base:
+        count = count + (pl.col(BU) if c.func == "count_star" else pl.col(based(c, "count")))
     if c.func in ("count", "count_star"):
-        return pl.when(empty).then(0).otherwise(count)
+        return count
     assert c.arg is not None
     x = pl.col(c.arg)
-    vals = x.cast(pl.Float64) if c.func == "avg" else x.cast(c.dtype)
+    vals = x.cast(sum_type(c, df.schema[c.arg]) if base else pl.Float64 if c.func == "avg" else c.dtype)
     total = _between(vals.fill_null(0), lo, hi, df.height)
+    if base:
+        total = pl.when(empty).then(0).otherwise(total) + pl.col(based(c, "sum"))
     if c.func == "avg":
-        total = total / count
-    return pl.when(empty | (count == 0)).then(None).otherwise(total)
+        total = total.cast(pl.Float64) / count
+    return pl.when(count == 0).then(None).otherwise(total)
+
+
+def sum_type(c: WindowCall, arg: pl.DataType) -> pl.DataType:
+    """The type a fold of a partition's last rows sums `c`'s argument in: an AVG's the argument's decimal,
+    64-bit integers for integers (exact: `window_suffix.eligible`), else floats."""
+    if c.func != "avg":
+        return c.dtype
+    return arg if isinstance(arg, pl.Decimal) else pl.Int64() if arg.is_integer() else pl.Float64()
 
 
 def _between(x: pl.Expr, lo: pl.Expr, hi: pl.Expr, height: int) -> pl.Expr:

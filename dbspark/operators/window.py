@@ -4,9 +4,10 @@
 partition (`columnar/window_fold.py`, one `Kernel.cogroup` by the partition keys: on Spark inside the
 tasks, after an exchange by partition). Its incremental form `Window` keeps the input's integral
 indexed by the partition keys and, for a change, reads the integral at the change's partitions only
-(a seek), folds each of them before and after the change, and emits the difference: the work follows
-the sizes of the changed partitions, not the table's. Rows of a partition whose values do not change
-cancel in the difference.
+(a seek), folds them before and after the change from each one's first changed row on
+(`columnar/window_suffix.py`; whole partitions for calls over the whole partition), and emits the
+difference: the folds follow the rows the change can move, not the table. Rows whose values do not
+change cancel in the difference.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dbspark.columnar import window_fold
+from dbspark.columnar import window_fold, window_suffix
 from dbspark.ir.expr import Cast, col, lit
 from dbspark.ir.window import WindowSpec
 from dbspark.operators.base import NONLINEAR, Operator, Shape
@@ -76,6 +77,9 @@ class WindowState:
         self.schema = pl.Schema([(c, pl.Int8() if c == G else in_schema[c]) for c, _ in self.cols])
         self.out_schema = out_schema
         self.trace = kernel.new_trace(self.schema, self.keys)
+        # a change folds its partitions from their first changed row on where the calls allow, else whole
+        fold = window_suffix.change if window_suffix.eligible(spec, in_schema) else window_fold.change
+        self.fold = partial(fold, spec)
 
 
 @dataclass(frozen=True)
@@ -102,8 +106,7 @@ class Window(Operator):
             return kernel.empty(state.out_schema)
         d = kernel.map(delta, state.cols, state.schema)
         found = kernel.seek(state.trace.snapshot(), d, [(k, k) for k in state.keys], exact=True)
-        fn = partial(window_fold.change, self.spec)
-        out = kernel.cogroup([d, found], state.keys, fn, state.out_schema, None, True)
+        out = kernel.cogroup([d, found], state.keys, state.fold, state.out_schema, None, True)
         kernel.trace_insert(state.trace, d, undo)
         return out
 
