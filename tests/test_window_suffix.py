@@ -131,7 +131,8 @@ CREATE VIEW ordered AS SELECT p, o, x, d, s,
     FIRST_VALUE(s) OVER (PARTITION BY p ORDER BY o, x, d, s) AS fv,
     LAG(x, 2) OVER (PARTITION BY p ORDER BY o, x, d, s) AS lg,
     LEAD(d, 1, 0) OVER (PARTITION BY p ORDER BY o, x, d, s) AS ld,
-    SUM(x) OVER (PARTITION BY p ORDER BY o, x, d, s ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING) AS s4,
+    SUM(x) OVER (PARTITION BY p ORDER BY o, x, d, s ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING) AS s4 FROM t;
+CREATE VIEW whole_table AS SELECT p, o, x, d, s,
     MAX(x) OVER (ORDER BY o, p, x, d, s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING) AS mx FROM t;
 """
 WIDE = st.tuples(
@@ -150,7 +151,9 @@ SPARK_STEPS = [
 
 @engine_given(STEPS, local=20, spark=1, spark_strategies=(st.just(SPARK_STEPS),))
 def test_views_match_duckdb(engine, steps):
-    """Views of calls folded from the first changed row on, after every step of a change stream."""
+    """Views of calls folded from the first changed row on, after every step of a change stream. (Calls
+    over different windows are in views of their own: which of two equal rows gets which value of a
+    ROW_NUMBER or a ROWS frame is the plan's choice, and DuckDB may pair two windows' values otherwise.)"""
     p = pipeline_on(engine)
     try:
         p.sql(DDL)

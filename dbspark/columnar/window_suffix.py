@@ -25,6 +25,7 @@ floating-point sums and the ASOF and session calls refold whole partitions (`win
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import polars as pl
 
@@ -46,6 +47,7 @@ from dbspark.columnar.window_fold import (
 from dbspark.errors import NegativeStateError
 from dbspark.ir.window import RANKING, SHIFTS, VALUES, WindowCall, WindowSpec
 
+VERSION = "__wv"  # -1: a row before the change, 1: after it
 OLD, NEW, CHANGED, FIRST_PEER, I0, CUT, LB, KEEP = (
     "__wold",
     "__wnew",
@@ -249,16 +251,19 @@ def _check(m: pl.DataFrame) -> None:
 
 def _difference(spec: WindowSpec, m: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
     """-old +new values of the rows of `m` marked `KEEP`: `m`'s rows (the last ones of their partitions,
-    from `lb` on) folded with their weights `OLD` and `NEW`, `columns` kept for the folds."""
-
-    def folded(w: str) -> pl.DataFrame:
-        rows = m.filter(pl.col(w) > 0).select(*columns, KEEP, pl.col(w).alias(WEIGHT))
-        return fold(spec, rows, base=True, carry=(KEEP,)).filter(pl.col(KEEP)).drop(KEEP)
-
-    new, old = folded(NEW), folded(OLD)
-    both = pl.concat([new, old.with_columns(-pl.col(WEIGHT))], how="vertical_relaxed")
+    from `lb` on) folded with their weights `OLD` and `NEW`, `columns` kept for the folds. One fold: the
+    rows before and after the change are partitions of their own (`VERSION` 0 and 1)."""
+    both = pl.concat(
+        [
+            m.filter(pl.col(w) > 0).select(*columns, KEEP, pl.col(w).alias(WEIGHT), pl.lit(v).alias(VERSION))
+            for v, w in ((-1, OLD), (1, NEW))
+        ]
+    )
+    versions = replace(spec, partition=(VERSION, *spec.partition))
+    out = fold(versions, both, base=True, carry=(KEEP, VERSION)).filter(pl.col(KEEP))
+    out = out.with_columns(pl.col(VERSION).cast(pl.Int64).alias(WEIGHT)).drop(KEEP, VERSION)
     return (
-        both.group_by([c for c in both.columns if c != WEIGHT])
+        out.group_by([c for c in out.columns if c != WEIGHT])
         .agg(pl.col(WEIGHT).sum())
         .filter(pl.col(WEIGHT) != 0)
     )

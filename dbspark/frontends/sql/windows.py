@@ -20,6 +20,7 @@ from sqlglot import exp
 from dbspark.frontends.sql.exprs import ExprCompiler
 from dbspark.frontends.sql.scope import Rel, Scope, canonical
 from dbspark.ir.aggregate import AggCall, result_dtype
+from dbspark.ir.expr import Col, Expr
 from dbspark.ir.order import SortKey
 from dbspark.ir.window import WindowCall, WindowSpec
 
@@ -80,12 +81,10 @@ def lower(c: Compiler, rel: Rel, scope: Scope, items: list[tuple[str, exp.Expres
         pre: list[tuple[str, object]] = []
         part: list[str] = []
         for p in ws[0].args.get("partition_by") or []:
-            part.append(c.names.fresh("wp"))
-            pre.append((part[-1], comp(p, s.schema)))
+            part.append(_named(c, comp(p, s.schema), "wp", s.schema, pre))
         order: list[SortKey] = []
         for o in ws[0].args["order"].expressions if ws[0].args.get("order") else []:
-            col = c.names.fresh("wo")
-            pre.append((col, comp(o.this, s.schema)))
+            col = _named(c, comp(o.this, s.schema), "wo", s.schema, pre)
             order.append(SortKey(col, bool(o.args.get("desc")), bool(o.args.get("nulls_first"))))
         calls = []
         for w in ws:
@@ -97,6 +96,15 @@ def lower(c: Compiler, rel: Rel, scope: Scope, items: list[tuple[str, exp.Expres
         s = s.stream_window(WindowSpec(tuple(part), tuple(order), tuple(calls), tuple(s.columns)))
         rel = Rel(s, rel.fields)
     return rel, replace(scope, computed=computed)
+
+
+def _named(c: Compiler, e: Expr, prefix: str, schema: pl.Schema, pre: list[tuple[str, object]]) -> str:
+    """The column holding `e`: its own for a column of the input, else a new one computed first (`pre`)."""
+    if isinstance(e, Col) and e.name in schema:
+        return e.name
+    name = c.names.fresh(prefix)
+    pre.append((name, e))
+    return name
 
 
 def _check(c: Compiler, w: exp.Window) -> None:
@@ -134,9 +142,8 @@ def _call(
             c.src.schema_error("NTILE's number of buckets must be positive", f)
         arg_expr = None
     if arg_expr is not None:
-        arg = c.names.fresh("wx")
         e = comp(arg_expr, schema)
-        pre.append((arg, e))
+        arg = _named(c, e, "wx", schema, pre)
         t = e.dtype(schema)
     default = None
     if func in ("lag", "lead"):
