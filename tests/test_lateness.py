@@ -65,6 +65,17 @@ VIEWS = {
         "SELECT ws AS window_start, k, COUNT(*) AS n FROM (SELECT k, time_bucket(INTERVAL '5 minutes', ts) "
         "- to_minutes(5 * g) AS ws FROM e, range(3) t(g)) GROUP BY ALL",
     ),
+    "run": (  # window functions: the rows below the waterline leave the window's state for totals
+        "SELECT id, k, ts, v, SUM(v) OVER (PARTITION BY k ORDER BY ts) AS rs, RANK() OVER (PARTITION BY k "
+        "ORDER BY ts) AS rk, DENSE_RANK() OVER (PARTITION BY k ORDER BY ts) AS dr, MIN(v) OVER (PARTITION BY k "
+        "ORDER BY ts) AS mn FROM e",
+        None,
+    ),
+    "run_all": (
+        "SELECT id, ts, ROW_NUMBER() OVER (ORDER BY ts, id) AS rn, COUNT(v) OVER (ORDER BY ts, id) AS c, "
+        "AVG(v) OVER (ORDER BY ts, id) AS a, FIRST_VALUE(id) OVER (ORDER BY ts, id) AS fv FROM e",
+        None,
+    ),
 }
 # the columns whose waterline each view has (a view over a lateness that no column carries keeps all)
 MARKED = {
@@ -77,6 +88,8 @@ MARKED = {
     "hp": "window_start",
     "ij": None,
     "per_min": "m",
+    "run": "ts",
+    "run_all": "ts",
 }
 READS = {"wj": "ef"}  # the tables whose waterlines a view's waterline takes (others: e's)
 LATENESS = {"e": dt.timedelta(minutes=10), "f": dt.timedelta(minutes=4)}
@@ -371,8 +384,8 @@ def test_lateness_declaration_errors(options, error, message):
 
 def bounded_run(engine, steps: int, per_step: int, keys: int, spark_frames: bool = False) -> None:
     """`steps` steps of `per_step` events a minute apart (step s covers minute s, with events up to two
-    minutes early, some later than the 90 s lateness), through tumbling windows: the state, in rows,
-    stays within what six minutes of events and their windows hold. `spark_frames`: every other step's
+    minutes early, some later than the 90 s lateness), through tumbling windows and window functions:
+    the state, in rows, stays within what a few minutes of events and their windows hold. `spark_frames`: every other step's
     rows pushed as a Spark DataFrame (the change, its late rows and its waterline computed on Spark)."""
     p = pipeline_on(engine)
     rng = random.Random(7)
@@ -385,8 +398,12 @@ def bounded_run(engine, steps: int, per_step: int, keys: int, spark_frames: bool
             "CREATE VIEW per_auction AS SELECT window_start, auction, MAX(price) AS top, COUNT(*) AS n "
             "FROM tumble(bids, ts, INTERVAL '1 minute') GROUP BY ALL;"
             "CREATE VIEW auctions_seen AS SELECT DISTINCT time_bucket(INTERVAL '1 minute', ts) AS m, auction FROM bids;"
+            "CREATE VIEW running AS SELECT auction, ts, price, SUM(price) OVER (PARTITION BY auction ORDER BY ts) "
+            "AS rs, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY ts, price) AS rn FROM bids;"
         )
-        bound = 6 * per_step + 4 * 6 * (keys + 1)
+        # (the window functions: two windows' rows and the view's, each within four minutes of events,
+        # and their totals per auction)
+        bound = 6 * per_step + 4 * 6 * (keys + 1) + 3 * 4 * per_step + 2 * (keys + 1)
         counted = 0
         for s in range(steps):
             us = [rng.randrange(-120_000_000, 60_000_000) for _ in range(per_step)]

@@ -8,6 +8,8 @@ after each step through `Kernel.trace_drop`:
 - an aggregate's state: its groups whose group column is below the input's mark;
 - a view's contents: its rows below the view's mark (a finished window: `Pipeline.view` keeps the
   live rows, while every step's change still carries each row);
+- a window's rows below the mark of its first ORDER BY column (ascending; calls folded by key): they
+  leave its state for their partitions' totals (`Window.finish`);
 - a table's integral of its kind checks: its rows below the table's waterline (a delete of such a row
   is a late row).
 
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dbspark.circuit.waterline import Mark, Marks, marks, nondecreasing
+from dbspark.columnar import window_suffix
 from dbspark.ir.expr import Binary, Col, Expr, Func, Lit
 from dbspark.operators.aggregate import Aggregate
 from dbspark.operators.distinct import DistinctH
@@ -30,6 +33,7 @@ from dbspark.operators.join import StreamJoin
 from dbspark.operators.linear import Filter, Plus
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, Integrate
+from dbspark.operators.window import Window
 
 if TYPE_CHECKING:
     from dbspark.circuit.circuit import Circuit
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Garbage:
     """State a step may drop: in `where` ('node': an operator's state, 'view', 'input': a table's kind
-    checks, 'unique': its UNIQUE indexes), of `target` (a node id or a name), the rows whose columns
+    checks, 'unique': its UNIQUE indexes, 'window': a window's rows, into its totals), of `target` (a node id or a name), the rows whose columns
     are all below their marks (`below`)."""
 
     where: str
@@ -65,6 +69,11 @@ def plan(circuit: Circuit, order: Sequence[int]) -> list[Garbage]:
             by = [c for c in op.spec.by if c in m]
             if by:
                 out.append(Garbage("node", nid, ((by[0], m[by[0]]),)))
+        elif isinstance(op, Window):
+            m = got.get(nodes[nid].inputs[0], {})
+            first = op.spec.order[0].column if op.spec.order else None
+            if first in m and window_suffix.finishes(op.spec, nodes[nodes[nid].inputs[0]].shape.schema):
+                out.append(Garbage("window", nid, ((first, m[first]),)))
         elif isinstance(op, Input) and op.lateness is not None:
             c, mark = op.lateness.column, Mark(table=op.name_)
             if not op.primary_key or c in op.primary_key:

@@ -26,6 +26,7 @@ from dbspark.ir.order import SortKey
 from dbspark.operators import checks, keyed
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, DelayState
+from dbspark.operators.window import Window
 
 if TYPE_CHECKING:
     from dbspark.engines.base import Kernel
@@ -234,10 +235,21 @@ class Runtime:
     def _collect(self, undo: list) -> None:
         """Drop the state below the waterlines (`garbage.plan`)."""
         k, drops, memo = self.kernel, list[tuple[Any, list[tuple[str, Any]]]](), dict[waterline.Mark, Any]()
+        totaled = False
         for g in self.garbage:
             bounds = [(c, m.value(self.waterlines, k, memo)) for c, m in g.below]
             if all(v is not None for _, v in bounds):
-                drops.extend((trace, bounds) for trace in self._traces_of(g))
+                if g.where == "window":  # its rows into their totals first, then dropped
+                    assert isinstance(g.target, int)
+                    op = self.circuit.nodes[g.target].op
+                    assert isinstance(op, Window)
+                    more = op.finish(k, self.states[g.target], bounds, undo)
+                    totaled |= bool(more)
+                    drops.extend(more)
+                else:
+                    drops.extend((trace, bounds) for trace in self._traces_of(g))
+        if totaled:
+            k.flush_step(undo)  # the totals written before their rows go
         if drops:
             k.trace_drop(drops, undo)
 

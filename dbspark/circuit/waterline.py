@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dbspark.algebra.zset import ZSet
+from dbspark.columnar import window_suffix
 from dbspark.ir.expr import Binary, Case, Cast, Col, Expr, Func, Lit
 from dbspark.operators.aggregate import Aggregate
 from dbspark.operators.distinct import DistinctH
@@ -38,6 +39,7 @@ from dbspark.operators.join import StreamJoin
 from dbspark.operators.linear import Filter, Index, Map, Neg, Plus, Ranges
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, Integrate
+from dbspark.operators.window import Window
 
 if TYPE_CHECKING:
     from dbspark.circuit.circuit import Circuit
@@ -138,6 +140,11 @@ def marks(circuit: Circuit, order: Sequence[int]) -> dict[int, Marks]:
             sm = _within(eq[0], op.spec.by)
         elif isinstance(op, StreamJoin):
             got, sm = _joined(op, [nodes[i].shape.trace for i in n.inputs], ins, eq)
+        elif isinstance(op, Window) and window_suffix.finishes(op.spec, nodes[n.inputs[0]].shape.schema):
+            # its change: rows of changed partitions from each one's first changed row on (in the order,
+            # ascending, of its first ORDER BY column: `columnar/window_suffix.py`)
+            keep = {op.spec.order[0].column, *op.spec.partition}
+            got = {c: m for c, m in ins[0].items() if c in keep}
         if n.shape.trace:
             got = {}
         out[nid], same[nid] = got, sm

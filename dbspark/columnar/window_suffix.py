@@ -103,13 +103,86 @@ def reach(spec: WindowSpec) -> int:
 def change(spec: WindowSpec, frames: list[pl.DataFrame]) -> pl.DataFrame:
     """`cogroup` function: -old +new rows of the partitions of the change `frames[0]` whose values it moves,
     `frames[1]` the partitions' rows before it."""
-    d, found = frames
+    d, found = frames[:2]
+    finished = frames[2] if len(frames) > 2 else None
     if reach(spec) == 0 and not any(d.schema[k.column].is_float() for k in spec.order):
-        return _from_key(spec, d, found)
+        return _from_key(spec, d, found, finished)
+    assert finished is None or finished.height == 0, "finished rows' totals for a window with a reach"
     return _sorted(spec, d, found)
 
 
-def _from_key(spec: WindowSpec, d: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
+def finishes(spec: WindowSpec, schema: pl.Schema) -> bool:
+    """Whether rows below a waterline of the first ORDER BY column can leave the window's state for their
+    partitions' totals (`finish`): calls folded by key (`reach` 0) over an ascending order, NULLs last,
+    so that those rows are a prefix of their partitions no change reaches again."""
+    if not (spec.order and eligible(spec, schema) and reach(spec) == 0):
+        return False
+    first = spec.order[0]
+    return not (first.descending or first.nulls_first) and not any(
+        schema[k.column].is_float() for k in spec.order
+    )
+
+
+def totals_schema(spec: WindowSpec, schema: pl.Schema) -> pl.Schema:
+    """The columns of a partition's totals (`_totals_by_key`)."""
+    out = [(c, schema[c]) for c in spec.partition] + [(BU, pl.Int64()), (BG, pl.Int64())]
+    for c in spec.calls:
+        for name in _names(c):
+            kind = name.rsplit("_", 1)[1]
+            t = schema[c.arg or ""] if kind in ("first", "extreme") else pl.Int64()
+            out.append((name, sum_type(c, schema[c.arg or ""]) if kind == "sum" else t))
+    return pl.Schema(out)
+
+
+def finish(spec: WindowSpec, frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """`cogroup` function: -old +new totals of the partitions of `frames[0]`, rows that leave the window's
+    state (below a waterline: before every row a later change holds), `frames[1]` their totals so far."""
+    rows, old = frames
+    was = _consolidated(old)
+    now = merge_totals(spec, was, _totals_by_key(spec, rows.select(*spec.columns, WEIGHT)))
+    cols = list(now.columns)
+    return pl.concat(
+        [
+            was.select(cols).with_columns(pl.lit(-1, pl.Int64).alias(WEIGHT)),
+            now.with_columns(pl.lit(1, pl.Int64).alias(WEIGHT)),
+        ],
+        how="vertical_relaxed",
+    )
+
+
+def _consolidated(totals: pl.DataFrame) -> pl.DataFrame:
+    """Totals rows as a trace holds them (-old +new pieces): each partition's one row, no weight."""
+    cols = [c for c in totals.columns if c != WEIGHT]
+    got = totals.group_by(cols).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
+    if got.height and (got[WEIGHT] != 1).any():
+        raise NegativeStateError(f"a window's totals with a weight other than 1: {got.row(0)}")
+    return got.drop(WEIGHT)
+
+
+def merge_totals(spec: WindowSpec, a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+    """Per partition, the totals of rows `a` then rows `b` (every row of `a` before every row of `b`)."""
+    part = list(spec.partition)
+    assert part, "totals are by partition (a window without one: by a constant)"
+    lowest = {based(c, "extreme") for c in spec.calls if c.func == "min"}
+    cols = [c for c in b.columns if c not in part]
+    j = a.select(*part, *cols).join(b, on=part, how="full", nulls_equal=True, coalesce=True, suffix=":b")
+    seen = pl.col(BU).fill_null(0) > 0
+    out = []
+    for c in cols:
+        x, y = pl.col(c), pl.col(f"{c}:b")
+        if c.endswith("_first"):
+            e = pl.when(seen).then(x).otherwise(y)
+        elif c.endswith("_extreme"):
+            e = pl.min_horizontal(x, y) if c in lowest else pl.max_horizontal(x, y)
+        else:
+            e = x.fill_null(0) + y.fill_null(0)
+        out.append(e.cast(b.schema[c]).alias(c))
+    return j.select(*part, *out)
+
+
+def _from_key(
+    spec: WindowSpec, d: pl.DataFrame, found: pl.DataFrame, finished: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """The change for calls that look at no row after the current one's peers nor a bounded number of rows
     before it (`reach` 0): `cut` is the first changed ORDER BY key of each partition, found by comparing
     keys (no sort of the partitions' rows); the rows before it enter through their totals only."""
@@ -145,6 +218,8 @@ def _from_key(spec: WindowSpec, d: pl.DataFrame, found: pl.DataFrame) -> pl.Data
     )
     _check(rows)
     totals = _totals_by_key(spec, base)
+    if finished is not None and finished.height:  # the rows that left the state precede every other
+        totals = merge_totals(spec, _consolidated(finished.select(*totals.columns, WEIGHT)), totals)
     if part:
         rows = rows.join(totals, on=part, how="left", nulls_equal=True)
     else:

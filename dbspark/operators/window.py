@@ -12,14 +12,15 @@ change cancel in the difference.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from dbspark.columnar import window_fold, window_suffix
-from dbspark.ir.expr import Cast, col, lit
+from dbspark.ir.expr import Binary, Cast, col, lit
 from dbspark.ir.window import WindowSpec
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 
@@ -78,8 +79,20 @@ class WindowState:
         self.out_schema = out_schema
         self.trace = kernel.new_trace(self.schema, self.keys)
         # a change folds its partitions from their first changed row on where the calls allow, else whole
+        # (a window without PARTITION BY: partitioned by the constant G)
+        self.spec = spec if spec.partition else replace(spec, partition=(G,), columns=(*spec.columns, G))
         fold = window_suffix.change if window_suffix.eligible(spec, in_schema) else window_fold.change
-        self.fold = partial(fold, spec)
+        self.fold = partial(_without_g, partial(fold, self.spec))
+        # rows below a waterline of the first ORDER BY column leave `trace` for their partitions' totals
+        # (`Window.finish`, `circuit/garbage.py`)
+        self.finished = None
+        self.totals = window_suffix.totals_schema(self.spec, self.schema)
+        if window_suffix.finishes(spec, in_schema):
+            self.finished = kernel.new_trace(self.totals, self.keys)
+
+
+def _without_g(fn: Callable[[list[pl.DataFrame]], pl.DataFrame], frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return fn(frames).drop(G, strict=False)
 
 
 @dataclass(frozen=True)
@@ -105,14 +118,38 @@ class Window(Operator):
         if kernel.known_empty(delta):
             return kernel.empty(state.out_schema)
         d = kernel.map(delta, state.cols, state.schema)
-        found = kernel.seek(state.trace.snapshot(), d, [(k, k) for k in state.keys], exact=True)
-        out = kernel.cogroup([d, found], state.keys, state.fold, state.out_schema, None, True)
+        on = [(k, k) for k in state.keys]
+        frames = [d, kernel.seek(state.trace.snapshot(), d, on, exact=True)]
+        if state.finished is not None:
+            frames.append(kernel.seek(state.finished.snapshot(), d, on, exact=True))
+        out = kernel.cogroup(frames, state.keys, state.fold, state.out_schema, None, True)
         kernel.trace_insert(state.trace, d, undo)
         return out
 
+    def finish(self, kernel: Kernel, state: WindowState, below: Any, undo: list) -> list[tuple[Any, Any]]:
+        """Fold the rows below `below` ((first ORDER BY column, bound): no later change reaches them) into
+        their partitions' totals; returns the drops of those rows (`Kernel.trace_drop`), for the runtime
+        to apply once the totals are written (`dbsp-paper.txt` §7.6: the window inside the integral)."""
+        assert state.finished is not None
+        ((c, v),) = below
+        rows = kernel.filter(state.trace.snapshot(), Binary("lt", col(c), Cast(lit(v), state.schema[c])))
+        if kernel.is_empty(rows):
+            return []
+        on = [(k, k) for k in state.keys]
+        old = kernel.seek(state.finished.snapshot(), rows, on, exact=True)
+        fn = partial(window_suffix.finish, state.spec)
+        totals = kernel.cogroup([rows, old], state.keys, fn, state.totals, None, True)
+        kernel.trace_insert(state.finished, totals, undo)
+        return [(state.trace, below)]
+
     def checkpoint(self, kernel: Kernel, state: WindowState) -> Any:
-        return state.trace.to_state()
+        rows = state.trace.to_state()
+        return rows if state.finished is None else {"rows": rows, "finished": state.finished.to_state()}
 
     def restore(self, kernel: Kernel, state: WindowState, saved: Any) -> Any:
-        state.trace.restore(saved)
+        if state.finished is None:
+            state.trace.restore(saved)
+        else:
+            state.trace.restore(saved["rows"])
+            state.finished.restore(saved["finished"])
         return state
