@@ -170,6 +170,22 @@ class Pipeline:
             what = "table" if name in self.circuit.inputs else "view"
             raise CircuitError(f"{name!r} is already declared (as a {what})")
 
+    def picture(self, format: str = "svg") -> str | bytes:
+        """The circuit and its incremental form drawn (`circuit/picture.py`): 'svg' (text), 'png'
+        (bytes), 'dot' or 'mermaid' (text). svg and png need Graphviz's `dot` program."""
+        from dbspark.circuit import picture
+
+        both = [("circuit", self.circuit), ("incremental circuit", self.circuit.incrementalize())]
+        return picture.render(both, format)
+
+    def _repr_svg_(self) -> str | None:
+        """A notebook shows a pipeline as its picture (when Graphviz's `dot` is installed)."""
+        try:
+            out = self.picture("svg")
+        except UnsupportedError:
+            return None
+        return out if isinstance(out, str) else None
+
     def sql(self, text: str) -> list[str]:
         """Declare tables and views in SQL (CREATE TABLE / CREATE VIEW statements); returns the names
         declared. See `dbspark.frontends.sql`."""

@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Garbage:
     """State a step may drop: in `where` ('node': an operator's state, 'view', 'input': a table's kind
-    checks, 'unique': its UNIQUE indexes, 'window': a window's rows, into its totals), of `target` (a node id or a name), the rows whose columns
-    are all below their marks (`below`)."""
+    checks, 'unique': its UNIQUE indexes, 'window': a window's rows, into its totals), of `target` (a
+    node id or a name), the rows whose columns are all below their marks (`below`)."""
 
     where: str
     target: int | str

@@ -34,7 +34,7 @@ from rich.table import Table
 from dbspark import faults
 from dbspark.cli.follow import follow as follow_changes
 from dbspark.cli.follow import next_commits, next_directory
-from dbspark.errors import DbsparkError, UnknownNameError
+from dbspark.errors import DbsparkError, UnknownNameError, UnsupportedError
 from dbspark.io.feeds import DeltaFeed, is_delta_feed
 from dbspark.pipeline import Pipeline
 
@@ -290,15 +290,36 @@ def write_outputs(output: Path, step: int, changes: dict[str, Any]) -> None:
 @app.command()
 def explain(
     pipeline: Annotated[Path, typer.Argument(help=PIPELINE_HELP, exists=True, dir_okay=False)],
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="text, or a picture: dot, mermaid, svg, png (svg and png need Graphviz's dot program)",
+        ),
+    ] = "text",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="write it to this file (png: required)")
+    ] = None,
 ) -> None:
-    """Print the pipeline's circuit before and after incrementalization."""
+    """Print (or draw) the pipeline's circuit before and after incrementalization."""
     try:
         p = Pipeline(engine="local")
         load_pipeline(pipeline, p)
-        console.print("[bold]circuit[/]")
-        console.print(p.circuit.explain(), markup=False, highlight=False)
-        console.print("[bold]incremental circuit[/]")
-        console.print(p.circuit.incrementalize().explain(), markup=False, highlight=False)
+        if format == "text":
+            text: str | bytes = (
+                f"circuit\n{p.circuit.explain()}\nincremental circuit\n{p.circuit.incrementalize().explain()}\n"
+            )
+        else:
+            text = p.picture(format)
+        if output is not None:
+            output.write_bytes(text if isinstance(text, bytes) else text.encode())
+        elif isinstance(text, bytes):
+            raise UnsupportedError(
+                f"the {format} format to the terminal (it is binary: give a file with --output)"
+            )
+        else:
+            typer.echo(text, nl=False)
     except Exception as e:
         fail(e)
 
