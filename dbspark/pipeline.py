@@ -52,6 +52,7 @@ class Pipeline:
         master: str | None = None,
         recursion_limit: int = 10_000,
         recursion: str | None = None,
+        metrics: bool = False,
         **options: Any,
     ) -> None:
         if engine not in ("spark", "local"):
@@ -65,6 +66,7 @@ class Pipeline:
                 f"unknown recursion strategy {recursion!r}; the strategies are 'auto', 'nested' and 'dred'"
             )
         self.recursion = recursion
+        self._metrics = metrics  # per operator and step (`metrics()`)
         self.directory = Path(directory) if directory is not None else None
         self._lock: DirectoryLock | None = None  # held from the start to close (`DirectoryLock`)
         self._options = dict(options)
@@ -257,8 +259,22 @@ class Pipeline:
             for table, rows, weights in self._pending:
                 rt.push(table, rows, weights)
         self._pending.clear()
+        if self._metrics:
+            from dbspark.circuit.metrics import Metrics
+
+            rt.metrics = Metrics(rt)
         self.runtime = rt
         return rt
+
+    def metrics(self) -> Any:
+        """Per operator and step run (with `Pipeline(metrics=True)`), a Polars frame: step, node (as
+        `explain` numbers the incremental circuit), operator, family, ms, rows_in, rows_out (NULL where
+        counting would cost a Spark job), state_rows, state_bytes (the operator's traces after the step);
+        the latest 10,000 steps (`circuit/metrics.py`)."""
+        rt = self.start()
+        if rt.metrics is None:
+            raise UnsupportedError("metrics are off: build the pipeline with Pipeline(..., metrics=True)")
+        return rt.metrics.frame()
 
     @staticmethod
     def _resume(rt: Runtime, directory: Path) -> None:

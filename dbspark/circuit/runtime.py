@@ -19,6 +19,7 @@ from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.circuit import garbage, waterline
 from dbspark.circuit.checkpoint import FrameFiles, fingerprint
 from dbspark.circuit.circuit import Circuit
+from dbspark.circuit.metrics import Metrics
 from dbspark.circuit.schedule import advance_delays, evaluate, schedule
 from dbspark.errors import CheckpointError, DataError, DbsparkError, EngineError, UnknownNameError
 from dbspark.ir.expr import col, lit
@@ -47,6 +48,7 @@ class Runtime:
         alive = circuit.live()
         self.order = [n for n in schedule(circuit) if n in alive]
         self.time = 0
+        self.metrics: Metrics | None = None  # per operator and step, when asked for (`circuit/metrics.py`)
         self.states: dict[int, Any] = {}
         nodes = circuit.nodes
         for nid in self.order:
@@ -142,6 +144,8 @@ class Runtime:
             if commit is not None:
                 commit(out)
         except BaseException as e:
+            if self.metrics is not None:
+                self.metrics.abort()
             for fn in reversed(undo):
                 fn()
             self.kernel.abort_step()
@@ -160,6 +164,8 @@ class Runtime:
             raise
         self._last = out
         self.kernel.end_step(self.time)
+        if self.metrics is not None:
+            self.metrics.end_step(self.time)
         return out
 
     def _placed(self, pending: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -176,7 +182,8 @@ class Runtime:
         def source(op: Input) -> Any:
             return self._input_value(op, pending.get(op.name_, []), undo)
 
-        values = evaluate(self.order, self.circuit, self.states, self.kernel, source, undo)
+        record = self.metrics.record if self.metrics is not None else None
+        values = evaluate(self.order, self.circuit, self.states, self.kernel, source, undo, record)
         advance_delays(self.order, self.circuit, self.states, values, undo, self.kernel.hold)
         return values
 

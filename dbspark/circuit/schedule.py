@@ -7,6 +7,7 @@ iterations both evaluate their nodes with `evaluate` and then move every delay f
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -63,9 +64,11 @@ def evaluate(
     kernel: Kernel,
     source: Callable[[Input], Any],
     undo: list,
+    record: Callable[[int, float, Any], None] | None = None,
 ) -> dict[int, Any]:
     """The values of the circuit's outputs and of the delays' inputs for one step (what the step's
-    caller reads); `source(op)` gives an input's value.
+    caller reads); `source(op)` gives an input's value; `record(node, seconds, value)`, if given, is
+    told of each operator's evaluation (`circuit/metrics.py`).
 
     Any other node's value is dropped once its last reader has run, so a step holds the values still
     to be read, not every value of the step: a load through the 22 TPC-H views held every join's
@@ -80,11 +83,17 @@ def evaluate(
     for pos, nid in enumerate(order):
         n = nodes[nid]
         if isinstance(n.op, Input):
+            t0 = time.perf_counter() if record is not None else 0.0
             values[nid] = source(n.op)
+            if record is not None:
+                record(nid, time.perf_counter() - t0, values[nid])
         elif isinstance(n.op, Delay):
             values[nid] = states[nid].value
         else:
+            t0 = time.perf_counter() if record is not None else 0.0
             values[nid] = n.op.eval(kernel, states[nid], [values[i] for i in n.inputs], undo)
+            if record is not None:
+                record(nid, time.perf_counter() - t0, values[nid])
             for i in n.inputs:
                 if last[i] == pos and i not in keep:
                     values.pop(i, None)

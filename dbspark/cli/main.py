@@ -189,13 +189,20 @@ def run(
         ),
     ] = False,
     poll: Annotated[float, typer.Option(help="with --follow: seconds between looks for a new step")] = 1.0,
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            help="after the run, a table per operator of the steps run: time, rows in and out, state rows "
+            "and bytes (`explain` numbers the operators)"
+        ),
+    ] = False,
 ) -> None:
     """Run PIPELINE over the change batches in --changes, one step per sub-directory (without
     --changes: one step, over the facts the pipeline itself loads, as `souffle prog.dl` runs)."""
     if follow and changes is None:
         fail(DbsparkError("--follow needs --changes: the directory new step directories appear in"))
     try:
-        with Pipeline(state, engine=engine, master=master, memory_limit=memory_limit) as p:
+        with Pipeline(state, engine=engine, master=master, memory_limit=memory_limit, metrics=metrics) as p:
             load_pipeline(pipeline, p)
             feed = (
                 DeltaFeed(changes, tuple(p.tables))
@@ -270,11 +277,40 @@ def run(
             for v in p.views:
                 summary.add_row(v, str(sum(w for _, w in p.view(v).to_zset().to_rows())))
             console.print(summary)
+            if metrics:
+                console.print(metrics_table(p.metrics()))
     except KeyboardInterrupt:
         err.print("[bold red]interrupted:[/] the step in progress was rolled back; committed steps are kept")
         raise typer.Exit(130) from None
     except Exception as e:
         fail(e)
+
+
+def metrics_table(m: Any) -> Table:
+    """Per operator, over the steps run: time, rows in and out, and its state after the last step."""
+    import polars as pl
+
+    t = Table(title=f"operators over {m['step'].n_unique()} steps", title_justify="left")
+    for c, right in [("node", False), ("operator", False), ("ms", True), ("rows in", True)]:
+        t.add_column(c, justify="right" if right else "left")
+    for c in ("rows out", "state rows", "state bytes"):
+        t.add_column(c, justify="right")
+    last = m.filter(pl.col("step") == m["step"].max())
+    def total(c: str) -> pl.Expr:  # NULL where no step counted it
+        return pl.when(pl.col(c).is_null().all()).then(None).otherwise(pl.col(c).sum()).alias(c)
+
+    by = m.group_by("node", maintain_order=True).agg(
+        pl.col("operator").first(), pl.col("ms").sum(), total("rows_in"), total("rows_out")
+    )
+    held = dict(zip(last["node"], zip(last["state_rows"], last["state_bytes"], strict=True), strict=True))
+
+    def num(v: Any) -> str:
+        return "" if v is None else f"{v:,.1f}" if isinstance(v, float) else f"{v:,}"
+
+    for node, op, ms, rin, rout in by.iter_rows():
+        rows, size = held.get(node, (None, None))
+        t.add_row(node, op[:50], num(ms), num(rin), num(rout), num(rows), num(size))
+    return t
 
 
 def write_outputs(output: Path, step: int, changes: dict[str, Any]) -> None:

@@ -198,6 +198,14 @@ class TraceKernel(Protocol):
         before keep what they held."""
         ...
 
+    def known_rows(self, a: Value) -> int | None:
+        """The rows of a value if counting them costs nothing (metrics), else None."""
+        return None
+
+    def trace_stats(self, trace: Any) -> tuple[int, int | None]:
+        """(rows, bytes) a trace holds (metrics; bytes None where unknown)."""
+        raise NotImplementedError
+
     def state_rows(self) -> int:
         """The entries (rows) held in all of this engine's traces: the size of the state."""
         ...

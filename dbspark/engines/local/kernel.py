@@ -388,6 +388,12 @@ class LocalKernel:
     def state_rows(self) -> int:
         return sum(len(t) for t in list(self.traces))
 
+    def known_rows(self, a: Value) -> int | None:
+        return len(a) if hasattr(a, "__len__") else None
+
+    def trace_stats(self, trace: Spine) -> tuple[int, int | None]:
+        return len(trace), trace.nbytes()
+
     @contextlib.contextmanager
     def deferring(self) -> Iterator[None]:
         """Inside, trace inserts are deferred until a trace is read (a seek of a snapshot taken since)

@@ -304,6 +304,16 @@ class SparkBucketTrace:
         pending = sum(len(p.local) for p in self.pending if p._df is None and p.local is not None)
         return sum(e.n_rows for e in self.files.values()) + pending
 
+    def nbytes(self) -> int | None:
+        """The bytes of the trace's files (None when they are not on this machine's file system) and of
+        the pending changes held in the driver."""
+        root = self.layout.root
+        if "://" in root:
+            return None
+        held = sum(p.local.df.estimated_size() for p in self.pending if p._df is None and p.local is not None)
+        files = (self.layout.path(r) for e in self.files.values() for r in e.runs())
+        return int(held) + sum(os.path.getsize(f) for f in files if os.path.exists(f))
+
     def collect(self) -> None:
         """The step committed: delete the runs the previous step replaced; retire this step's."""
         self.layout.remove([r for r in self.retired if r not in self.pinned])

@@ -942,6 +942,16 @@ class SparkKernel:
     def state_rows(self) -> int:
         return sum(t.rows() for t in self.traces if not t.scratch)
 
+    def known_rows(self, a: Value) -> int | None:
+        """Rows held in the driver (a count of a Spark plan would be a job)."""
+        if isinstance(a, SparkZSet) and _local(a):
+            assert a.local is not None
+            return len(a.local)
+        return None
+
+    def trace_stats(self, trace: SparkBucketTrace) -> tuple[int, int | None]:
+        return trace.rows(), trace.nbytes()
+
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> BucketSnap:
         data = pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT])
         return BucketSnap(None, {}, (), data, tuple(keys))
