@@ -188,13 +188,14 @@ class Pipeline:
             return None
         return out if isinstance(out, str) else None
 
-    def sql(self, text: str) -> list[str]:
+    def sql(self, text: str, dialect: str = "duckdb") -> list[str]:
         """Declare tables and views in SQL (CREATE TABLE / CREATE VIEW statements); returns the names
-        declared. See `dbspark.frontends.sql`."""
+        declared. `dialect`: "duckdb" (the default) or "spark" (Spark SQL with Spark 4's ANSI
+        semantics: `frontends/sql/spark.py`). See `dbspark.frontends.sql`."""
         from dbspark.frontends.sql import load
 
         self._not_started("declare SQL tables and views")
-        return load(self, text)
+        return load(self, text, dialect)
 
     def datalog(
         self,

@@ -260,6 +260,11 @@ _STR_B = [
     ),
     lambda draw, sub: func("concat_op", draw(sub("str")), draw(sub(draw(st.sampled_from(["str", "int"]))))),
     lambda draw, sub: func(
+        "concat_ws",
+        draw(st.one_of(st.sampled_from(["-", "", ", "]).map(lit), sub("str"))),
+        *draw(st.lists(sub(draw(st.sampled_from(["str", "int", "dec"]))), min_size=1, max_size=3)),
+    ),
+    lambda draw, sub: func(
         "replace", draw(sub("str")), draw(st.sampled_from(["a", "%", "", "ab"])), draw(sub("str"))
     ),
     lambda draw, sub: Cast(

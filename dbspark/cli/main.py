@@ -63,15 +63,18 @@ def _options(
     """Incremental view maintenance on DBSP, on Spark."""
 
 
-def load_pipeline(path: Path, p: Pipeline) -> None:
-    """Declare the tables and views of the pipeline file `path` on `p`."""
+DIALECT_HELP = "the SQL dialect of a .sql pipeline: duckdb, or spark (Spark 4's ANSI semantics)"
+
+
+def load_pipeline(path: Path, p: Pipeline, dialect: str = "duckdb") -> None:
+    """Declare the tables and views of the pipeline file `path` on `p` (a .sql file in `dialect`)."""
     if path.suffix == ".dl":  # a Datalog program; its fact files are looked up next to it
         from dbspark.frontends.datalog import load
 
         load(p, path.read_text(), base_dir=path.parent, max_iterations=p.recursion_limit)
         return
     if path.suffix == ".sql":
-        p.sql(path.read_text())
+        p.sql(path.read_text(), dialect=dialect)
         return
     if path.suffix != ".py":
         raise DbsparkError(f"{path}: a pipeline file is a Python file with define(p), a .sql or a .dl file")
@@ -196,6 +199,7 @@ def run(
             "and bytes (`explain` numbers the operators)"
         ),
     ] = False,
+    dialect: Annotated[str, typer.Option(help=DIALECT_HELP)] = "duckdb",
 ) -> None:
     """Run PIPELINE over the change batches in --changes, one step per sub-directory (without
     --changes: one step, over the facts the pipeline itself loads, as `souffle prog.dl` runs)."""
@@ -203,7 +207,7 @@ def run(
         fail(DbsparkError("--follow needs --changes: the directory new step directories appear in"))
     try:
         with Pipeline(state, engine=engine, master=master, memory_limit=memory_limit, metrics=metrics) as p:
-            load_pipeline(pipeline, p)
+            load_pipeline(pipeline, p, dialect)
             feed = (
                 DeltaFeed(changes, tuple(p.tables))
                 if changes is not None and is_delta_feed(changes)
@@ -296,6 +300,7 @@ def metrics_table(m: Any) -> Table:
     for c in ("rows out", "state rows", "state bytes"):
         t.add_column(c, justify="right")
     last = m.filter(pl.col("step") == m["step"].max())
+
     def total(c: str) -> pl.Expr:  # NULL where no step counted it
         return pl.when(pl.col(c).is_null().all()).then(None).otherwise(pl.col(c).sum()).alias(c)
 
@@ -337,11 +342,12 @@ def explain(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="write it to this file (png: required)")
     ] = None,
+    dialect: Annotated[str, typer.Option(help=DIALECT_HELP)] = "duckdb",
 ) -> None:
     """Print (or draw) the pipeline's circuit before and after incrementalization."""
     try:
         p = Pipeline(engine="local")
-        load_pipeline(pipeline, p)
+        load_pipeline(pipeline, p, dialect)
         if format == "text":
             text: str | bytes = (
                 f"circuit\n{p.circuit.explain()}\nincremental circuit\n{p.circuit.incrementalize().explain()}\n"

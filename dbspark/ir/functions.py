@@ -431,6 +431,9 @@ def _repr(ts, args):
 
 _reg("concat", 1, None)(_concat_typer("concat"))
 _reg("concat_op", 2, 2)(_concat_typer("||"))
+_reg("concat_ws", 2, None, "the arguments after the first, NULLs skipped, joined by the first (NULL: NULL)")(
+    _concat_typer("concat_ws")
+)
 
 
 def _like_typer(name: str):

@@ -12,7 +12,7 @@ from dbspark.engines.local.casts import cast
 from dbspark.engines.local.exprs import INT_RANGE, and_guard, checked, exact, fdiv, from_unscaled, unscaled
 from dbspark.errors import DataError
 from dbspark.ir import functions as fn
-from dbspark.ir.expr import Expr, Func
+from dbspark.ir.expr import Expr, Func, Lit
 
 if TYPE_CHECKING:
     from dbspark.engines.local.exprs import Compiler, Guard
@@ -226,6 +226,19 @@ def _concat(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
 @_impl("concat_op")
 def _concat_op(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     return pl.concat_str(_as_strings(comp, e, g))
+
+
+@_impl("concat_ws")
+def _concat_ws(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    sep, *parts = _as_strings(comp, e, g)
+    if isinstance(e.args[0], Lit):  # a constant separator: one concat_str (NULL: NULL)
+        const = _lit(e, 0)
+        if const is None:
+            return pl.lit(None, dtype=pl.String)
+        return pl.concat_str(parts, separator=str(const), ignore_nulls=True)
+    # the separator first in each row's list (so that the list has a row per row), then dropped
+    joined = pl.concat_list([sep, *parts]).list.slice(1).list.drop_nulls().list.join(sep)
+    return pl.when(sep.is_null()).then(pl.lit(None, dtype=pl.String)).otherwise(joined)
 
 
 @_impl("replace")

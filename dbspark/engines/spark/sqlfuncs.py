@@ -209,6 +209,12 @@ def _concat_op(comp: SparkCompiler, e: Func) -> Any:
     return _F().concat(*_as_strings(comp, e))
 
 
+@_impl("concat_ws")
+def _concat_ws(comp: SparkCompiler, e: Func) -> Any:
+    """Spark's concat_ws as DuckDB's: NULL arguments skipped, a NULL separator NULL."""
+    return _F().call_function("concat_ws", *_as_strings(comp, e))
+
+
 @_impl("replace")
 def _replace(comp: SparkCompiler, e: Func) -> Any:
     F = _F()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 from sqlglot import exp
 
+from dbspark.errors import UnsupportedError
 from dbspark.frontends.sql.compiler import Compiler, view_stream
 from dbspark.frontends.sql.exprs import interval
 from dbspark.frontends.sql.parse import Source, name_of, parse
@@ -32,12 +33,20 @@ if TYPE_CHECKING:
 __all__ = ["load"]
 
 
-def load(pipeline: Pipeline, text: str) -> list[str]:
+def load(pipeline: Pipeline, text: str, dialect: str = "duckdb") -> list[str]:
     """Declare the tables and views of `text` in `pipeline`; returns their names in order.
 
     The statements are compiled in order against the catalog (a view may read earlier tables and
-    views); all of them are checked before any is declared, so a faulty text declares nothing."""
+    views); all of them are checked before any is declared, so a faulty text declares nothing.
+    `dialect`: "duckdb", or "spark" (Spark SQL as Spark 4 reads it: `spark.py`)."""
+    if dialect not in ("duckdb", "spark"):
+        raise UnsupportedError(f"the SQL dialect {dialect!r} (the dialects are 'duckdb' and 'spark')")
+    if dialect == "spark":
+        from dbspark.frontends.sql.spark import to_duckdb
+
+        text = to_duckdb(text)
     src, statements = parse(text)
+    src.dialect = dialect
     compiler = Compiler(pipeline, src)
     names: list[str] = []
     relations_before = dict(pipeline.relations)

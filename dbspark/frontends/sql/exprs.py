@@ -7,9 +7,10 @@ computed before the expressions that use them and found in `Scope.computed` by t
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any, NoReturn
 
@@ -66,6 +67,7 @@ FUNCTIONS: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.Substring: ("substring", ("this", "start", "length")),
     exp.StrPosition: ("strpos", ("this", "substr")),
     exp.Concat: ("concat", ("*expressions",)),
+    exp.ConcatWs: ("concat_ws", ("*expressions",)),
     exp.DPipe: ("concat_op", ("this", "expression")),
     exp.Replace: ("replace", ("this", "expression", "replacement")),
     exp.SplitPart: ("split_part", ("this", "delimiter", "part_index")),
@@ -109,6 +111,18 @@ INTERVAL_UNITS.update({"min": INTERVAL_UNITS["minute"], "mins": INTERVAL_UNITS["
 INTERVAL_UNITS.update({"sec": INTERVAL_UNITS["second"], "secs": INTERVAL_UNITS["second"]})
 
 
+def _walk(e: Any) -> Iterator[ir.Expr]:
+    """An IR expression and every expression inside it."""
+    if isinstance(e, ir.Expr):
+        yield e
+        if dataclasses.is_dataclass(e):
+            for f in dataclasses.fields(e):
+                yield from _walk(getattr(e, f.name))
+    elif isinstance(e, (tuple, list)):
+        for x in e:
+            yield from _walk(x)
+
+
 class ExprCompiler:
     """Translates sqlglot expressions in a scope into IR expressions."""
 
@@ -125,7 +139,21 @@ class ExprCompiler:
         if schema is not None:
             e = coerce_literals(e, schema, lambda text, t: self.bad_literal(node, text, t))
             typecheck(e, schema, node, self.src)
+            if self.src.dialect == "spark":
+                self.spark_refused(e, schema, node)
         return e
+
+    def spark_refused(self, e: ir.Expr, schema: pl.Schema, node: exp.Expression) -> None:
+        """What Spark computes otherwise than DuckDB and is not built (`spark.py`): DECIMAL division."""
+        for d in _walk(e):
+            if isinstance(d, ir.Binary) and d.op == "sql_div":
+                if any(isinstance(x.dtype(schema), pl.Decimal) for x in (d.left, d.right)):
+                    at = next(node.find_all(exp.Div), node)
+                    self.src.unsupported(
+                        "division of DECIMALs in Spark's dialect (Spark's result is a DECIMAL rounded "
+                        "half-up; CAST an operand to DOUBLE for a DOUBLE quotient)",
+                        at,
+                    )
 
     def bad_literal(self, node: exp.Expression, text: str, t: pl.DataType) -> NoReturn:
         """A string literal in `node` that does not convert to the type it is compared with."""

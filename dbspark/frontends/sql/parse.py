@@ -25,6 +25,7 @@ class Source:
     """The SQL text being compiled: turns sqlglot offsets into line and column."""
 
     text: str
+    dialect: str = "duckdb"  # the user's dialect; "spark": `text` is its translation (`spark.py`)
 
     def line_col(self, offset: int) -> tuple[int, int]:
         line = self.text.count("\n", 0, offset) + 1

@@ -1,0 +1,94 @@
+"""Spark SQL's dialect (`p.sql(text, dialect="spark")`, `dbspark run --dialect spark`): the text is read
+with sqlglot's Spark reader as Spark 4 reads it — ANSI mode, Spark's default: a CAST that fails and a
+division by zero are errors, not NULLs — and written in DuckDB's dialect, which the front end compiles.
+
+What the translation does (sqlglot's Spark to DuckDB, plus ANSI mode here):
+
+- spelling: backticks, `STRING`, `nvl` / `ifnull`, `IF`, `concat` (NULL if an argument is NULL),
+  `concat_ws`, `instr`, `date_add(d, n)`, `DIV`, `<=>`, `RLIKE`, `CREATE MATERIALIZED VIEW`,
+  `CREATE TABLE ... USING fmt`;
+- NULL ordering: Spark puts NULLs first in ascending order and last in descending order (DuckDB the
+  other way round); every ORDER BY key (windows' too) gets its NULL order spelled out;
+- ANSI errors: `/`, `DIV` and `%` by zero reject the step ("DIVIDE_BY_ZERO"), as Spark fails the query;
+  a CAST of a string that is not a number rejects it (`TRY_CAST` gives NULL).
+
+Not built, refused with an UnsupportedError naming them (`exprs.py`): division of DECIMALs (Spark's
+result is a DECIMAL rounded half-up, DuckDB's a DOUBLE). Known differences left: integers are 64-bit
+(Spark's INT overflows at 2^31, an error in ANSI mode), and a DOUBLE cast to a string is written as
+DuckDB writes it. Errors name the statement's first line in the user's text; the SQL they quote is in
+DuckDB's spelling.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.tokens import TokenType
+
+from dbspark.errors import ParseError
+from dbspark.frontends.sql.parse import syntax_error
+
+ZERO = "[DIVIDE_BY_ZERO] Division by zero (Spark's ANSI mode; try_divide or NULLIF(divisor, 0) gives NULL)"
+
+
+class SparkAnsi(Spark):
+    """Spark 4 with ANSI mode on: CAST is strict, a division is not NULL on zero."""
+
+    SAFE_DIVISION = False
+
+    class Parser(Spark.Parser):  # type: ignore[misc, valid-type]
+        STRICT_CAST = True
+
+
+def _checked_divisor(node: exp.Expression) -> exp.Expression:
+    """`a / b`, `a DIV b`, `a % b` with `b` as `CASE WHEN b = 0 AND a IS NOT NULL THEN error(...) ELSE b
+    END`."""
+    if isinstance(node, (exp.Div, exp.IntDiv, exp.Mod)):
+        b = node.expression
+        if isinstance(b, exp.Literal) and b.is_number and float(b.this) != 0:
+            return node
+        # (a NULL dividend gives NULL before the divisor is looked at, as Spark)
+        zero = exp.and_(
+            exp.EQ(this=b.copy(), expression=exp.Literal.number(0)),
+            exp.Not(this=exp.Is(this=node.this.copy(), expression=exp.Null())),
+        )
+        fail = exp.Anonymous(this="error", expressions=[exp.Literal.string(ZERO)])
+        node.set("expression", exp.Case(ifs=[exp.If(this=zero, true=fail)], default=b))
+    return node
+
+
+def to_duckdb(text: str) -> str:
+    """`text`'s statements in DuckDB's dialect, each on the line its original starts on."""
+    try:
+        statements = sqlglot.parse(text, dialect=SparkAnsi)
+        tokens = sqlglot.tokenize(text, read=SparkAnsi)
+    except sqlglot.errors.ParseError as e:
+        raise syntax_error(e) from None
+    except sqlglot.errors.TokenError as e:
+        raise ParseError(f"SQL syntax error: {e}") from None
+    starts, new = [], True  # the line each statement starts on
+    for t in tokens:
+        if new and t.token_type != TokenType.SEMICOLON:
+            starts.append(t.line)
+            new = False
+        if t.token_type == TokenType.SEMICOLON:
+            new = True
+    out: list[str] = []
+    line = 1
+    log = logging.getLogger("sqlglot")
+    level = log.level
+    log.setLevel(logging.ERROR)  # (no "Unsupported property" warnings: USING, MATERIALIZED are dropped)
+    try:
+        sqls = [st.transform(_checked_divisor).sql(dialect="duckdb") for st in statements if st is not None]
+    finally:
+        log.setLevel(level)
+    for sql, start in zip(sqls, starts, strict=False):
+        if start > line:
+            out.append("\n" * (start - line))
+            line = start
+        out.append(sql + ";\n")
+        line += 1
+    return "".join(out)
