@@ -85,7 +85,9 @@ def to_duckdb(text: str) -> str:
         sqls = [st.transform(_checked_divisor).sql(dialect="duckdb") for st in statements if st is not None]
     finally:
         log.setLevel(level)
-    for sql, start in zip(sqls, starts, strict=False):
+    if len(starts) != len(sqls):  # (not expected: then the statements follow each other, unplaced)
+        starts = [0] * len(sqls)
+    for sql, start in zip(sqls, starts, strict=True):
         if start > line:
             out.append("\n" * (start - line))
             line = start
