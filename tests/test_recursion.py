@@ -1419,3 +1419,30 @@ def test_a_trace_written_during_a_step_keeps_the_delayed_integral(
         edges = (edges - set(dels)) | set(ins)
         rt.step()
         assert rt.view("tc").to_dict() == as_set(py_tc(edges))
+
+
+def test_auto_does_not_switch_when_an_over_delete_keeps_nothing() -> None:
+    """Deleting every edge: the over-delete keeps no fact, so there is nothing a switch to the nested
+    scope would save (with the thresholds at 0 and any share, `0 >= share * 0` once held)."""
+    from dbspark.operators import dred
+    from dbspark.testing.engines import pipeline_on
+
+    tc = (
+        ".decl edge(x: number, y: number) .input edge\n.decl path(x: number, y: number) .output path\n"
+        "path(x, y) :- edge(x, y).\npath(x, y) :- path(x, z), edge(z, y).\n"
+    )
+    saved = dred.SWITCH_MIN, dred.SWITCH_RATIO, dred.SWITCH_SHARE
+    dred.SWITCH_MIN, dred.SWITCH_RATIO, dred.SWITCH_SHARE = 0, 0, 2.0
+    p = pipeline_on("local", recursion="auto")
+    try:
+        p.datalog(tc, closure_operator=False)
+        edges = [(0, 0), (0, 1), (0, 2), (0, 3)]
+        p.insert("edge", edges)
+        p.step()
+        (scope,) = [s for s in p.runtime.states.values() if hasattr(s, "switched_at")]
+        p.delete("edge", edges)
+        assert p.step()["path"].to_dict() == {(0, y): -1 for y in range(4)}
+        assert scope.switched_at is None
+    finally:
+        dred.SWITCH_MIN, dred.SWITCH_RATIO, dred.SWITCH_SHARE = saved
+        p.close()

@@ -311,7 +311,7 @@ class AutoScopeState:
         if self._size is None and self._estimate is None:
             self._estimate = self._fixpoint_rows() + removed
         size = self._size if self._size is not None else self._estimate
-        return kept >= SWITCH_SHARE * (size or 0)
+        return kept > 0 and kept >= SWITCH_SHARE * (size or 0)  # (nothing kept: nothing to save)
 
     def _fixpoint_rows(self) -> int:
         """The rows the results hold now (those held in this process: on the cluster, 0). Counted only
@@ -369,7 +369,7 @@ class AutoScopeState:
         if size is not None:  # kept up: the step's change added
             net = [k.to_local(v) for v in out if k.is_local(v)]
             self._size = size + sum(int(z.weights().sum()) for z in net) if len(net) == len(out) else None
-        over = self.dred.overdeleted[-1] and back >= SWITCH_MIN
+        over = self.dred.overdeleted[-1] and back >= SWITCH_MIN and back > 0
         if self._size is None and (self._estimate is not None or over):
             self._size = self._fixpoint_rows()  # (exact, once: later steps keep it up)
         if over and back >= SWITCH_RATIO * _rows(k, out) and back >= SWITCH_SHARE * (self._size or 0):
