@@ -130,8 +130,11 @@ def _on_batches(
     value, bad = build([pl.col(n) for n in names])
     g = [] if bad is None or guard is None else [guard]
 
-    def run(series: Sequence[pl.Series]) -> pl.Series:
-        n = next((len(x) for x in series if len(x) != 1), 1)
+    def run(every: Sequence[pl.Series]) -> pl.Series:
+        # the last input is the rows' positions: their number, even where Polars folded every other
+        # input to a scalar (`CASE WHEN p THEN 1.25 ELSE 1.25 END` is the constant 1.25)
+        *series, rows = every
+        n = len(rows)
         m = max(n, least) if n else 0
         cols = [x if len(x) == m else x.new_from_index(0, m) for x in series]
         df = pl.DataFrame(dict(zip(names, cols[: len(names)], strict=True)))
@@ -145,7 +148,7 @@ def _on_batches(
             raise DataError(f"{message} (operands {vals})")
         return out["v"]
 
-    return pl.map_batches([*inputs, *g], run, return_dtype=dtype)
+    return pl.map_batches([*inputs, *g, pl.int_range(pl.len(), dtype=pl.UInt32)], run, return_dtype=dtype)
 
 
 def _fmod(series: Sequence[pl.Series]) -> pl.Series:
