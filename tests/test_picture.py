@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 import dbspark
 from dbspark.circuit import picture
 from dbspark.circuit.circuit import Circuit
+from dbspark.circuit.explain import evaluation_order
 from dbspark.cli.main import app
 from dbspark.errors import UnsupportedError
 
@@ -31,7 +32,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 def names(c: Circuit, prefix: str) -> dict[str, str]:
     """Every node's name in the picture, with the start of its operator's label; the views'."""
-    num = {nid: i for i, nid in enumerate(picture._order(c))}
+    num = {nid: i for i, nid in enumerate(evaluation_order(c))}
     out = {f"{prefix}n{num[nid]}": n.op.label()[:20] for nid, n in c.nodes.items()}
     for nid, n in c.nodes.items():
         inner = getattr(n.op, "inner", None)

@@ -8,13 +8,19 @@ if TYPE_CHECKING:
     from dbspark.circuit.circuit import Circuit
 
 
-def explain(c: Circuit) -> str:
+def evaluation_order(c: Circuit) -> list[int]:
+    """The nodes in evaluation order (a circuit that does not schedule: in id order), as `explain`,
+    pictures and metrics number them."""
     from dbspark.circuit.schedule import schedule
 
     try:
-        order = schedule(c)
+        return schedule(c)
     except Exception:
-        order = sorted(c.nodes)
+        return sorted(c.nodes)
+
+
+def explain(c: Circuit) -> str:
+    order = evaluation_order(c)
     # renumber in evaluation order so that equivalent circuits print the same
     num = {nid: i for i, nid in enumerate(order)}
     lines = []

@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from dbspark.circuit.explain import evaluation_order
 from dbspark.errors import UnsupportedError
 from dbspark.operators.base import BILINEAR, LINEAR, NONLINEAR, SOURCE, TIME
 
@@ -25,21 +26,12 @@ OUTPUT = "#e5e7eb"
 LABEL = 60  # longest label drawn; the text format has the whole
 
 
-def _order(c: Circuit) -> list[int]:
-    from dbspark.circuit.schedule import schedule
-
-    try:
-        return schedule(c)
-    except Exception:  # a circuit that does not schedule is still drawn, in id order
-        return sorted(c.nodes)
-
-
 def _label(text: str) -> str:
     return text if len(text) <= LABEL else text[: LABEL - 1] + "…"
 
 
 def _add(g: graphviz.Digraph, c: Circuit, prefix: str) -> None:
-    order = _order(c)
+    order = evaluation_order(c)
     num = {nid: i for i, nid in enumerate(order)}  # numbered as `explain` numbers them
     for nid in order:
         n = c.nodes[nid]
@@ -54,8 +46,7 @@ def _add(g: graphviz.Digraph, c: Circuit, prefix: str) -> None:
             with g.subgraph(name=f"cluster_{name}") as s:
                 s.attr(label=f"scope n{num[nid]}", style="rounded,dashed")
                 _add(s, inner, f"{name}_")
-            first = _order(inner)
-            if first:
+            if inner.nodes:  # (the body's first node: n0)
                 g.edge(name, f"{name}_n0", style="dashed", arrowhead="none")
     for view, nid in c.outputs.items():
         g.node(f"{prefix}{view}", view, shape="note", style="filled", fillcolor=OUTPUT)
@@ -82,7 +73,7 @@ def mermaid(circuits: Sequence[tuple[str, Circuit]]) -> str:
         lines.append(f"    classDef {kind} fill:{fill},stroke:#555")
 
     def add(c: Circuit, prefix: str, indent: str) -> None:
-        order = _order(c)
+        order = evaluation_order(c)
         num = {nid: i for i, nid in enumerate(order)}
         for nid in order:
             n = c.nodes[nid]
