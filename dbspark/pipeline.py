@@ -15,21 +15,24 @@ step with the same views, and the step's outputs are not duplicated when it is r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dbspark import faults
 from dbspark.circuit.checkpoint import DirectoryLock
 from dbspark.circuit.circuit import Circuit
-from dbspark.circuit.runtime import Runtime
+from dbspark.circuit.runtime import POLARS_CONTEXT, Runtime
 from dbspark.circuit.stream import Stream
 from dbspark.errors import (
     CheckpointError,
     CircuitError,
+    DbsparkError,
+    EngineError,
     ExecutorLostError,
     UnknownNameError,
     UnsupportedError,
@@ -92,6 +95,7 @@ class Pipeline:
         self.step_lock = threading.Lock()
         # the .output directives' parameters of Datalog programs, per view (`dbspark.io.souffle_outputs`)
         self.datalog_outputs: dict[str, dict[str, Any]] = {}
+        self._declaring_now = False  # inside `_declaring`
 
     # ---- declaring ----------------------------------------------------------------------------
     def table(
@@ -120,44 +124,109 @@ class Pipeline:
         row is dropped and counted (`late="drop"`, see `late_rows`) or rejects its step
         (`late="error"`), and the views' state below the waterline is collected, so that state stays
         bounded on an unbounded stream (`docs/lateness.md`)."""
-        self._not_started("declare a table")
         self._new_name(name)
         late_decl = None
         if lateness is not None:
             if not isinstance(lateness, tuple) or len(lateness) != 2:
                 raise CircuitError(f"table {name!r}: lateness is (column, delay), not {lateness!r}")
             late_decl = Lateness(lateness[0], lateness[1], late)
-        s = self.circuit.input(
-            name,
-            schema,
-            kind=kind,
-            primary_key=primary_key,
-            not_null=not_null,
-            unique=unique,
-            lateness=late_decl,
-        )
-        self.relations[name] = s
+        with self._declaring():
+            s = self.circuit.input(
+                name,
+                schema,
+                kind=kind,
+                primary_key=primary_key,
+                not_null=not_null,
+                unique=unique,
+                lateness=late_decl,
+            )
+            self.relations[name] = s
         return s
 
     def create_view(self, name: str, stream: Stream) -> None:
-        """Maintain `stream` (built from tables with the non-incremental operators) as view `name`."""
-        self._not_started("declare a view")
+        """Maintain `stream` (built from tables with the non-incremental operators) as view `name`.
+
+        On a pipeline that has run steps, the view is backfilled from the tables' current contents at
+        once (`circuit/backfill.py`; `view(name)` gives them) and maintained from the next step on,
+        whose change for it starts with its contents; nothing else is recomputed (the state of what it
+        shares with other views is theirs)."""
         _check_snapshot_operators(name, stream)
         self._new_name(name)
-        self.circuit.output(name, stream)
-        self.relations[name] = stream
+        with self._declaring():
+            self.circuit.output(name, stream)
+            self.relations[name] = stream
+
+    def drop_view(self, name: str) -> None:
+        """Stop maintaining view `name` and free its state (what it shares with other views stays
+        theirs). Views declared on it keep their definitions. Allowed before or after steps."""
+        if name not in self.circuit.outputs:
+            raise UnknownNameError(f"unknown view {name!r}; the views are {self.views}")
+        with self._declaring():
+            del self.circuit.outputs[name]
+            if name not in self.circuit.inputs:  # (a Datalog input relation that was also an output)
+                del self.relations[name]
+            self.datalog_outputs.pop(name, None)
+
+    @contextlib.contextmanager
+    def _declaring(self) -> Iterator[None]:
+        """Declarations made inside, as one: on a running pipeline, its circuit is incrementalized anew
+        and its runtime replaced by one that keeps the state of everything both circuits have and
+        backfills what is new (`circuit/backfill.py`). If anything fails, the catalog is as before and
+        the pipeline runs on as it did."""
+        if self.runtime is None or self._declaring_now:
+            yield
+            return
+        saved = dict(self.relations), dict(self.circuit.inputs), dict(self.circuit.outputs)
+        outputs = dict(self.datalog_outputs)
+        self._declaring_now = True
+        try:
+            yield
+            self._evolve()
+        except BaseException:
+            self.relations, self.circuit.inputs, self.circuit.outputs = saved
+            self.datalog_outputs = outputs
+            raise
+        finally:
+            self._declaring_now = False
+
+    def _evolve(self) -> None:
+        """Replace the running runtime by one of the circuit as declared now (see `_declaring`)."""
+        from dbspark.circuit.backfill import backfill
+
+        old = self.runtime
+        assert old is not None
+        rt = Runtime(self.circuit.incrementalize(self.recursion), old.kernel, adopt=old)
+        rt.input_noun = old.input_noun
+        undo: list = []
+        try:
+            backfill(rt, undo)
+        except BaseException as e:
+            for fn in reversed(undo):
+                fn()
+            old.kernel.release(rt.owners() - old.owners())
+            if isinstance(e, DbsparkError) and not isinstance(e, EngineError):
+                msg = str(e.args[0] if e.args else e).split(POLARS_CONTEXT)[0].rstrip()
+                e.args = (f"the new views' backfill failed, nothing declared: {msg}",)
+            raise
+        old.kernel.release(old.owners() - rt.owners())
+        if old.metrics is not None:
+            from dbspark.circuit.metrics import Metrics
+
+            rt.metrics = Metrics(rt)
+            rt.metrics.rows = old.metrics.rows
+        self.runtime = rt
 
     def output_table(self, name: str, stream: Stream) -> None:
         """A Datalog input relation that is also an `.output`: view `name`, named like its table, holds
         the relation (the table's facts and any the rules derive into it). The catalog then gives
         `stream` for `name`, so what reads it later reads the whole relation; `insert` / `delete` still
         go to the table. (Inputs and outputs are apart in the circuit; only here do they share a name.)"""
-        self._not_started("declare a view")
         if name not in self.circuit.inputs or name in self.circuit.outputs:
             raise CircuitError(f"output_table {name!r}: no table of that name, or it is already a view")
         _check_snapshot_operators(name, stream)
-        self.circuit.output(name, stream)
-        self.relations[name] = stream
+        with self._declaring():
+            self.circuit.output(name, stream)
+            self.relations[name] = stream
 
     def relation(self, name: str) -> Stream:
         """The stream of a table or view (to build further views on it)."""
@@ -194,8 +263,8 @@ class Pipeline:
         semantics: `frontends/sql/spark.py`). See `dbspark.frontends.sql`."""
         from dbspark.frontends.sql import load
 
-        self._not_started("declare SQL tables and views")
-        return load(self, text, dialect)
+        with self._declaring():
+            return load(self, text, dialect)
 
     def datalog(
         self,
@@ -213,15 +282,15 @@ class Pipeline:
         functors (`.functor f(...)`, called `@f(...)`) to Python functions (`dbspark.functors`)."""
         from dbspark.frontends.datalog import load
 
-        self._not_started("add a Datalog program")
-        return load(
-            self,
-            text,
-            max_iterations=self.recursion_limit,
-            closure_operator=closure_operator,
-            magic_sets=magic_sets,
-            functors=functors,
-        )
+        with self._declaring():
+            return load(
+                self,
+                text,
+                max_iterations=self.recursion_limit,
+                closure_operator=closure_operator,
+                magic_sets=magic_sets,
+                functors=functors,
+            )
 
     @property
     def tables(self) -> list[str]:
@@ -233,19 +302,11 @@ class Pipeline:
         """The names of the views, in declaration order."""
         return list(self.circuit.outputs)
 
-    def _not_started(self, what: str) -> None:
-        if self.runtime is not None:
-            raise CircuitError(
-                f"cannot {what}: the pipeline is running (declare everything before the first step)"
-            )
-
     # ---- running ------------------------------------------------------------------------------
     def start(self) -> Runtime:
         """Incrementalize the views and start the runtime (resuming from the directory's checkpoint)."""
         if self.runtime is not None:
             return self.runtime
-        if not self.circuit.outputs:
-            raise CircuitError("the pipeline has no views; declare one with create_view (or sql/datalog)")
         rt = self.circuit.incrementalize(self.recursion).run(self.engine, **self._options)
         rt.input_noun = "table"
         if self.directory is not None:
@@ -260,6 +321,16 @@ class Pipeline:
             for table, rows, weights in self._pending:
                 rt.push(table, rows, weights)
         self._pending.clear()
+        if rt.fresh or rt.fresh_views:  # reopened with views (or their parts) the checkpoint lacks
+            from dbspark.circuit.backfill import backfill
+
+            try:
+                backfill(rt, [])
+            except BaseException:
+                if self._lock is not None:
+                    self._lock.release()
+                    self._lock = None
+                raise
         if self._metrics:
             from dbspark.circuit.metrics import Metrics
 

@@ -66,8 +66,10 @@ def test_pipeline_steps_views_and_atomic_rejection(engine_session, tmp_path):
             p.step()
         assert {v: p.view(v).to_dict() for v in p.views} == before
         assert p.steps == 2
-        with pytest.raises(CircuitError):
-            p.table("u", {"a": "int64"})
+        p.table("u", {"a": "int64"})  # a table declared on a running pipeline starts empty
+        assert "u" in p.tables and p.steps == 2
+        with pytest.raises(CircuitError, match="'t' is already declared"):
+            p.table("t", {"a": "int64"})
         with pytest.raises(UnknownNameError):
             p.insert("nope", [(1, 1)])
 

@@ -14,7 +14,7 @@ wrote it, the step, each frame file's CRC-32 and size (a checksum against corrup
 page checksums are; a SHA-256 of the files a step writes cost 2x as much), the state as `codec`
 encodes it (no pickle: reading a checkpoint runs no code named by the file), and the SHA-256 of all of
 that. A checkpoint that does not read back exactly (truncated, corrupted, a frame file missing or
-changed, another format version, another circuit) is a `CheckpointError` naming the file, raised
+changed, another format version) is a `CheckpointError` naming the file, raised
 before anything in the directory is changed.
 
 Commit: the new frames are written (temporary name, then renamed), then the manifest is renamed over the
@@ -48,7 +48,7 @@ from dbspark.errors import CheckpointError
 MIN_ROWS = int(os.environ.get("DBSPARK_CHECKPOINT_FRAME_ROWS", "4096"))
 FRAMES = "frames"
 FORMAT = "dbspark-checkpoint"
-VERSION = 1
+VERSION = 2  # 2 (2026-12-01): state by node key (`circuit/identity.py`), not node number
 
 
 def fingerprint(circuit_text: str) -> str:
@@ -136,15 +136,11 @@ class FrameFiles:
         return "file", name
 
     # ---- reading ------------------------------------------------------------------------------
-    def load(self, *, circuit: str) -> tuple[Any, int]:
+    def load(self) -> tuple[Any, int]:
         """The checkpoint's state and step, its frames read from their files; a `CheckpointError` naming
-        the file at fault if it does not read back exactly or was written by another circuit."""
+        the file at fault if it does not read back exactly. (It may be another circuit's: the runtime
+        restores the state of the nodes both circuits have, `Runtime.restore`.)"""
         body = self._manifest()
-        if body.get("circuit") != circuit:
-            raise CheckpointError(
-                f"checkpoint {self.path} was written by a different circuit (other views, or a version of "
-                "dbspark that compiled them differently); start from an empty directory"
-            )
         files: dict[str, dict[str, Any]] = body["frames"]
         inline: list[str] = body["inline"]
         named: dict[int, tuple[pl.DataFrame, Any]] = {}

@@ -19,6 +19,7 @@ from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.circuit import garbage, waterline
 from dbspark.circuit.checkpoint import FrameFiles, fingerprint
 from dbspark.circuit.circuit import Circuit
+from dbspark.circuit.identity import identity_hash, node_keys
 from dbspark.circuit.metrics import Metrics
 from dbspark.circuit.schedule import advance_delays, evaluate, schedule
 from dbspark.errors import CheckpointError, DataError, DbsparkError, EngineError, UnknownNameError
@@ -41,43 +42,78 @@ POLARS_CONTEXT = "This error occurred in the following expression:"
 class Runtime:
     """A running circuit: push changes to inputs, `step()`, read outputs and their integrals."""
 
-    def __init__(self, circuit: Circuit, kernel: Kernel, snapshots: bool = False) -> None:
+    def __init__(
+        self, circuit: Circuit, kernel: Kernel, snapshots: bool = False, adopt: Runtime | None = None
+    ) -> None:
+        """`adopt`: a running runtime on the same kernel whose circuit this one's replaces (a view added
+        or dropped): the state of every node both circuits have (by key, `circuit/identity.py`), the
+        tables' and the views' carry over, with the step count, waterlines, offsets and queued changes;
+        the nodes and views that are new start empty and are backfilled (`backfill`)."""
         self.circuit = circuit
         self.snapshots = snapshots
         self.kernel = kernel
         alive = circuit.live()
         self.order = [n for n in schedule(circuit) if n in alive]
+        self.keys = node_keys(circuit)
         self.time = 0
         self.metrics: Metrics | None = None  # per operator and step, when asked for (`circuit/metrics.py`)
         self.states: dict[int, Any] = {}
+        kept = adopt.owned_states() if adopt is not None else {}
         nodes = circuit.nodes
         for nid in self.order:
-            n = nodes[nid]
-            if isinstance(n.op, Delay):
-                sh = n.shape
-                empty = (
-                    kernel.empty_snapshot(sh.schema, sh.index_keys) if sh.trace else kernel.empty(sh.schema)
-                )
-                self.states[nid] = DelayState(empty)
-            else:
-                self.states[nid] = n.op.init(kernel, n.shape, [nodes[i].shape for i in n.inputs])
+            n, key = nodes[nid], self.keys[nid]
+            if key in kept:
+                self.states[nid] = kept[key]
+                continue
+            with kernel.owned(key):
+                if isinstance(n.op, Delay):
+                    sh = n.shape
+                    empty = (
+                        kernel.empty_snapshot(sh.schema, sh.index_keys)
+                        if sh.trace
+                        else kernel.empty(sh.schema)
+                    )
+                    self.states[nid] = DelayState(empty)
+                else:
+                    self.states[nid] = n.op.init(kernel, n.shape, [nodes[i].shape for i in n.inputs])
         self._pending: dict[str, list[Any]] = {name: [] for name in circuit.inputs}
         self._frames: FrameFiles | None = None
         self._input_traces: dict[str, Any] = {}  # kind checks of bag and set inputs, per input
         self._unique_traces: dict[str, list[tuple[tuple[str, ...], Any]]] = {}  # UNIQUE indexes, per input
+        same = adopt.same if adopt is not None else lambda what, name, owner: False
         for name, nid in circuit.inputs.items():
             op = nodes[nid].op
             assert isinstance(op, Input)
-            if op.positive and not snapshots:  # a keyed table's integral is looked up by its key
-                self._input_traces[name] = kernel.new_trace(op.schema, op.primary_key or tuple(op.schema))
-            for cols in op.unique if not snapshots else ():  # a UNIQUE constraint's index: its columns
-                key_schema = pl.Schema([(c, op.schema[c]) for c in cols])
-                self._unique_traces.setdefault(name, []).append((cols, kernel.new_trace(key_schema, cols)))
-        self._views = {
-            name: kernel.new_trace(nodes[nid].shape.schema, tuple(nodes[nid].shape.schema))
-            for name, nid in circuit.outputs.items()
-        }
+            if same("input", name, self.owner("input", name)):
+                assert adopt is not None
+                self._pending[name] = adopt._pending[name]
+                if name in adopt._input_traces:
+                    self._input_traces[name] = adopt._input_traces[name]
+                if name in adopt._unique_traces:
+                    self._unique_traces[name] = adopt._unique_traces[name]
+                continue
+            with kernel.owned(self.owner("input", name)):
+                if op.positive and not snapshots:  # a keyed table's integral is looked up by its key
+                    self._input_traces[name] = kernel.new_trace(op.schema, op.primary_key or tuple(op.schema))
+                for cols in op.unique if not snapshots else ():  # a UNIQUE constraint's index: its columns
+                    key_schema = pl.Schema([(c, op.schema[c]) for c in cols])
+                    self._unique_traces.setdefault(name, []).append(
+                        (cols, kernel.new_trace(key_schema, cols))
+                    )
+        self._views: dict[str, Any] = {}
+        for name, nid in circuit.outputs.items():
+            if same("view", name, self.owner("view", name)):
+                assert adopt is not None
+                self._views[name] = adopt._views[name]
+                continue
+            with kernel.owned(self.owner("view", name)):
+                self._views[name] = kernel.new_trace(nodes[nid].shape.schema, tuple(nodes[nid].shape.schema))
         self._last: dict[str, ZSet] = {}
+        # stateful nodes and views that started empty after steps ran (`backfill` fills them), and the
+        # views' contents a backfill computed, reported as part of their next step's change
+        self.fresh: set[int] = set()
+        self.fresh_views: set[str] = set()
+        self.backfilled: dict[str, Any] = {}
         # lateness (`circuit/waterline.py`): each table's waterline after the last step, the late rows
         # each dropped, and the state each step collects (`circuit/garbage.py`)
         self.waterlines: dict[str, Any] = {}
@@ -88,6 +124,46 @@ class Runtime:
         self.garbage = [] if snapshots else garbage.plan(circuit, self.order)
         self._marks: dict[int, waterline.Marks] | None = None
         self.input_noun = "input"  # how messages name an input ("table" in a Pipeline)
+        if adopt is not None:
+            self.time, self.offsets = adopt.time, adopt.offsets
+            self.waterlines, self.late_rows = adopt.waterlines, adopt.late_rows
+            self.backfilled = {
+                n: v
+                for n, v in adopt.backfilled.items()
+                if n in self._views and n in adopt._views and self._views[n] is adopt._views[n]
+            }
+            if self.time > 0:
+                self.fresh = {
+                    nid for nid in self.order if self.keys[nid] not in kept and self.states[nid] is not None
+                }
+                self.fresh_views = {n for n in circuit.outputs if not same("view", n, self.owner("view", n))}
+
+    # ---- owners of state, and a changed circuit ---------------------------------------------------
+    def owner(self, what: str, name: str) -> str:
+        """The owner of a table's or a view's traces (`Kernel.owned`): a table by its declaration, a
+        view by its name and what it computes, so that a view defined anew gets new state."""
+        if what == "input":
+            ident = repr(self.circuit.nodes[self.circuit.inputs[name]].op)
+        else:
+            ident = self.keys[self.circuit.outputs[name]]
+        return identity_hash([what, name, ident])
+
+    def owners(self) -> set[str]:
+        """Every owner of this runtime's state."""
+        return {
+            *(self.keys[nid] for nid in self.order),
+            *(self.owner("input", n) for n in self.circuit.inputs),
+            *(self.owner("view", n) for n in self.circuit.outputs),
+        }
+
+    def owned_states(self) -> dict[str, Any]:
+        """Each node's state by the node's key."""
+        return {self.keys[nid]: st for nid, st in self.states.items()}
+
+    def same(self, what: str, name: str, owner: str) -> bool:
+        """Whether this runtime has the table or view `name` (`what`: "input" or "view") with `owner`."""
+        names = self.circuit.inputs if what == "input" else self.circuit.outputs
+        return name in names and self.owner(what, name) == owner
 
     # ---- inputs -------------------------------------------------------------------------------
     def _input(self, name: str) -> Input:
@@ -135,7 +211,13 @@ class Runtime:
             values = self._evaluate(self._placed(pending), undo)
             out = {}
             for name, nid in self.circuit.outputs.items():
-                out[name] = self.kernel.commit_output(self._views[name], values[nid], name, undo)
+                change = values[nid]
+                if name in self.backfilled:  # a view new since the last step: its contents come first
+                    change = self.kernel.plus(self.backfilled[name], change)
+                out[name] = self.kernel.commit_output(self._views[name], change, name, undo)
+            if self.backfilled:
+                was, self.backfilled = self.backfilled, {}
+                undo.append(lambda: setattr(self, "backfilled", was))
             self.kernel.flush_step(undo)
             if self.garbage:
                 self._collect(undo)
@@ -311,7 +393,10 @@ class Runtime:
         """The integral of an output: for an incremental circuit, the view's current contents."""
         if name not in self._views:
             raise UnknownNameError(f"unknown output {name!r}; the outputs are {sorted(self._views)}")
-        return self.kernel.as_zset(self._views[name].snapshot())
+        now = self.kernel.as_zset(self._views[name].snapshot())
+        if name in self.backfilled:  # (a view added since the last step: its backfill)
+            return self.kernel.consolidate(self.kernel.plus(now, self.backfilled[name]))
+        return now
 
     def output(self, name: str) -> ZSet:
         """The last step's value of an output."""
@@ -323,10 +408,14 @@ class Runtime:
 
     # ---- checkpoints --------------------------------------------------------------------------
     def checkpoint(self, path: str | Path) -> None:
-        """Write every operator's state (keyed by node id), the views and the step number."""
+        """Write every operator's state (by node key, `circuit/identity.py`), the tables' and views'
+        (with their owners) and the step number."""
+        if self.backfilled:
+            raise CheckpointError("a checkpoint is written by a step, after the views' backfill is reported")
         data = {
-            "ops": {nid: self._save(nid) for nid in self.order},
-            "views": {n: s.to_state() for n, s in self._views.items()},
+            "ops": {self.keys[nid]: self._save(nid) for nid in self.order},
+            "tables": {n: self.owner("input", n) for n in self.circuit.inputs},
+            "views": {n: [self.owner("view", n), s.to_state()] for n, s in self._views.items()},
             "inputs": {n: s.to_state() for n, s in self._input_traces.items()},
             "unique": {n: [t.to_state() for _, t in ts] for n, ts in self._unique_traces.items()},
             "waterlines": dict(self.waterlines),
@@ -359,25 +448,49 @@ class Runtime:
         return fp
 
     def restore(self, path: str | Path) -> None:
-        """Load a checkpoint written by `checkpoint` for the same circuit (a `CheckpointError` naming the
-        file if it is not one, before anything is changed)."""
-        data, time = self._frame_files(Path(path)).load(circuit=self._fingerprint())
-        if set(data["ops"]) != set(self.order):
-            raise CheckpointError(f"checkpoint {path} was written by a different circuit")
-        for nid, (kind, saved) in data["ops"].items():
+        """Load a checkpoint written by `checkpoint` (a `CheckpointError` naming the file if it is not
+        one, before anything is changed). The circuit may have changed since (views added, dropped or
+        defined anew): the state of the nodes and views it still has is restored, the others' is left
+        out (their files deleted once the next step commits), and the new ones are `fresh`, to be
+        backfilled. A table must be declared as it was: its rows cannot carry over otherwise."""
+        data, time = self._frame_files(Path(path)).load()
+        tables = data["tables"]
+        for name in self.circuit.inputs:
+            if name in tables and tables[name] != self.owner("input", name):
+                raise CheckpointError(
+                    f"checkpoint {path}: table {name!r} was declared otherwise when it was written (its "
+                    "columns, their types, its kind, keys or lateness changed), so its rows cannot carry "
+                    "over; declare it as it was, or use a new name or an empty directory"
+                )
+        ops = data["ops"]
+        for nid in self.order:
+            key = self.keys[nid]
+            if key not in ops:
+                if time > 0 and self.states[nid] is not None:
+                    self.fresh.add(nid)
+                continue
+            kind, saved = ops[key]
             if kind == "delay":
                 self.states[nid].value = self.kernel.load_value(saved)
             else:
                 op = self.circuit.nodes[nid].op
                 self.states[nid] = op.restore(self.kernel, self.states[nid], saved)
-        for n, frames in data["views"].items():
-            self._views[n].restore(frames)
+        for n in self._views:
+            owner, frames = data["views"].get(n, (None, None))
+            if owner == self.owner("view", n):
+                self._views[n].restore(frames)
+            elif time > 0:
+                self.fresh_views.add(n)
         for n, frames in data["inputs"].items():
-            self._input_traces[n].restore(frames)
+            if n in self._input_traces:
+                self._input_traces[n].restore(frames)
         for n, states in data["unique"].items():
-            for (_, t), st in zip(self._unique_traces[n], states, strict=True):
+            for (_, t), st in (
+                zip(self._unique_traces[n], states, strict=True) if n in self._unique_traces else ()
+            ):
                 t.restore(st)
-        self.waterlines = dict(data.get("waterlines", {}))
-        self.late_rows = dict(data.get("late_rows", {}))
+        known = self.circuit.inputs
+        self.waterlines = {n: v for n, v in data.get("waterlines", {}).items() if n in known}
+        self.late_rows = {n: v for n, v in data.get("late_rows", {}).items() if n in known}
         self.offsets = dict(data.get("offsets", {}))
         self.time = time

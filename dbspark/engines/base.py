@@ -33,7 +33,7 @@ its sorted runs instead, `key_runs` and `columnar/ranked_fold.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -226,6 +226,17 @@ class TraceKernel(Protocol):
         entries the engine cannot slice apart (a hash shared with another key), and every key when the
         snapshot holds a change not computed yet (on Spark, pending on the cluster). For an operator
         that ranks a large group instead of reading it (`columnar.ranked_fold`)."""
+        ...
+
+    def owned(self, owner: str) -> AbstractContextManager[None]:
+        """While the block runs, `new_trace` makes traces of `owner` (a node's key, `circuit/identity.py`):
+        an engine that keeps files names them after it, and `release` forgets them together."""
+        ...
+
+    def release(self, owners: Iterable[str]) -> None:
+        """Forget the traces of `owners` (the state of nodes a changed circuit no longer has): they leave
+        `state_rows` at once; their files, if any, are deleted when the next step commits (until then
+        the committed checkpoint names them)."""
         ...
 
     def scratch(self) -> AbstractContextManager[None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,8 @@ class LocalKernel:
         self._deferred: dict[int, Spine] = {}
         self.memory = MemoryGuard(memory_limit)
         self.traces: weakref.WeakSet[Spine] = weakref.WeakSet()  # every trace, for `state_rows`
+        self._owner: str | None = None  # whose traces `new_trace` makes (`owned`)
+        self._owners: weakref.WeakKeyDictionary[Spine, str] = weakref.WeakKeyDictionary()
 
     # ---- group and conversions ---------------------------------------------------------------
     def empty(self, schema: pl.Schema, keys: Sequence[str] | None = None) -> ZSet:
@@ -355,7 +357,24 @@ class LocalKernel:
             trace = Spine(keys, pl.Schema([*data, *sums.items()]), list(sums))
         self.memory.track(trace)
         self.traces.add(trace)
+        if self._owner is not None:
+            self._owners[trace] = self._owner
         return trace
+
+    @contextlib.contextmanager
+    def owned(self, owner: str) -> Iterator[None]:
+        before, self._owner = self._owner, owner
+        try:
+            yield
+        finally:
+            self._owner = before
+
+    def release(self, owners: Iterable[str]) -> None:
+        """The traces leave `state_rows` and the memory guard at once (they hold no files)."""
+        gone = set(owners)
+        for t in [t for t, o in list(self._owners.items()) if o in gone]:
+            self.traces.discard(t)
+            self.memory.traces.discard(t)
 
     def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
         if len(delta) == 0:  # nothing to add (an unconsolidated change with entries may still cancel)

@@ -337,11 +337,16 @@ class SparkBucketTrace:
         }
 
     def restore(self, saved: Any) -> None:
-        if saved.get("n_buckets") != self.layout.n_buckets or saved.get("name") != self.layout.name:
+        """Take the saved version of this trace: its files, and its name (a trace is named by its owner
+        and a suffix of its own, `SparkKernel.bucket_trace`: the saved one must be of the same owner)."""
+        name = str(saved.get("name"))
+        if saved.get("n_buckets") != self.layout.n_buckets or owner_of(name) != owner_of(self.layout.name):
             raise ValueError(
                 f"state {self.layout.name!r}: the checkpoint holds {saved.get('name')!r} with "
                 f"{saved.get('n_buckets')} buckets"
             )
+        if name != self.layout.name:
+            self.layout = dataclasses.replace(self.layout, name=name)
         self.files = {int(b): BucketEntry.from_json(v) for b, v in saved["files"].items()}
         self.pending, self.issued, self.writes = [], [], 0
         # runs retired by steps after the checkpoint may be the restored version's: none is deleted
@@ -354,6 +359,11 @@ class SparkBucketTrace:
             path = self.layout.path(r)
             if "://" not in path and not os.path.exists(path):
                 raise CheckpointError(f"state {self.layout.name!r}: its file {path} is missing")
+
+
+def owner_of(name: str) -> str:
+    """The owner part of a trace's name (`SparkKernel.bucket_trace`: owner, a dot, a unique suffix)."""
+    return name.rsplit(".", 1)[0] if "." in name else ""
 
 
 # ---- what runs in Spark's Python workers -----------------------------------------------------------

@@ -19,7 +19,8 @@ import operator
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,14 @@ from dbspark.columnar.aggfold import Accumulators
 from dbspark.columnar.plans import pick
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.base import GroupFn, Kernel
-from dbspark.engines.spark.buckets import BucketSnap, SparkBucketTrace, drop_plan, parts_frame, seek_rows
+from dbspark.engines.spark.buckets import (
+    BucketSnap,
+    SparkBucketTrace,
+    drop_plan,
+    owner_of,
+    parts_frame,
+    seek_rows,
+)
 from dbspark.engines.spark.convert import col, col_list, from_spark, map_in_arrow, spark_type
 from dbspark.engines.spark.convert import to_spark as to_spark_frame
 from dbspark.engines.spark.exprs import with_spark_columns
@@ -103,6 +111,8 @@ class SparkKernel:
         self._driver: Kernel | None = None
         self._scratch = 0  # > 0: `new_trace` makes scratch traces (`scratch`)
         self.traces: list[SparkBucketTrace] = []  # flushed at the end of each step, in creation order
+        self._owner = ""  # whose traces `new_trace` makes (`owned`): their names start with it
+        self._released: list[str] = []  # directories of released traces: deleted when a step commits
         self._outputs: dict[int, tuple[str, SparkZSet]] = {}  # trace index -> (change log, output value)
         self.n_buckets = int(self.handle.setting("buckets", "16"))
         self.write_partitions = int(self.handle.setting("write_partitions", "2"))
@@ -262,11 +272,15 @@ class SparkKernel:
                     del self._outputs[i]
 
     def end_step(self, t: int) -> None:
-        """The step committed: delete the files it replaced, put back the session's own settings."""
+        """The step committed: delete the files it replaced and the released traces' directories, put
+        back the session's own settings."""
         try:
             self.storage.collect()
             for tr in self.traces:
                 tr.collect()
+            for d in self._released:
+                shutil.rmtree(d, ignore_errors=True)
+            self._released = []
         finally:
             self._step_settings.close()
 
@@ -278,10 +292,16 @@ class SparkKernel:
             self._step_settings.close()
 
     def sweep_uncommitted(self, committed_steps: int) -> None:
-        """After a restart: delete the files of steps that never committed."""
+        """After a restart: delete the files of steps that never committed. The directories of traces
+        the circuit no longer has (a view dropped from the definitions) are deleted when the next step
+        commits: the committed checkpoint names their files until then."""
         self.storage.sweep_uncommitted(committed_steps)
         for t in self.traces:
             t.sweep()
+        root = self.storage.root / "traces"
+        live = {t.layout.directory for t in self.traces}
+        if root.is_dir():
+            self._released += [str(d) for d in sorted(root.iterdir()) if d.is_dir() and str(d) not in live]
 
     # ---- group and conversions ---------------------------------------------------------------
     def _z(
@@ -882,10 +902,32 @@ class SparkKernel:
         """A trace's inserts are pending parts until the step's flush already (`SparkBucketTrace`)."""
         return contextlib.nullcontext()
 
+    @contextlib.contextmanager
+    def owned(self, owner: str) -> Iterator[None]:
+        before, self._owner = self._owner, owner
+        try:
+            yield
+        finally:
+            self._owner = before
+
+    def release(self, owners: Iterable[str]) -> None:
+        """The traces stop being flushed and counted at once; their directories are deleted when the
+        next step commits (until then the committed checkpoint still names their files)."""
+        gone = set(owners)
+        keep = []
+        for t in self.traces:
+            if owner_of(t.layout.name) in gone:
+                self._released.append(t.layout.directory)
+            else:
+                keep.append(t)
+        self.traces = keep
+
     def bucket_trace(self, data: pl.Schema, keys: tuple[str, ...], sums: pl.Schema) -> SparkBucketTrace:
         """A trace of `data` columns indexed by `keys`, with summed columns `sums` (a weight, or an
         aggregate's accumulators), registered to be flushed at the end of each step; inside `scratch`,
-        a trace of this step's changes only (pending parts, never written)."""
+        a trace of this step's changes only (pending parts, never written). Its name (its directory)
+        is its owner's (`owned`: a node's key) and a suffix of its own; a restored trace takes the
+        saved name (`SparkBucketTrace.restore`), so names need not repeat across runs."""
         if self._scratch:
             layout = BucketLayout(
                 str(self.storage.root / "scratch"),
@@ -899,7 +941,7 @@ class SparkKernel:
             return SparkBucketTrace(self, layout, scratch=True)
         layout = BucketLayout(
             str(self.storage.root / "traces"),
-            f"t{len(self.traces):04d}",
+            f"{self._owner}.{uuid.uuid4().hex[:8]}",
             data,
             keys,
             self.n_buckets,

@@ -1,5 +1,5 @@
-"""The SQL front end: `CREATE TABLE` and `CREATE VIEW` statements, parsed with sqlglot (DuckDB
-dialect), bound against the pipeline's catalog and lowered into its circuit.
+"""The SQL front end: `CREATE TABLE`, `CREATE [OR REPLACE] VIEW` and `DROP VIEW` statements, parsed with
+sqlglot (DuckDB dialect), bound against the pipeline's catalog and lowered into its circuit.
 
     p = dbspark.Pipeline(engine="local")
     p.sql('''
@@ -25,6 +25,7 @@ from dbspark.errors import UnsupportedError
 from dbspark.frontends.sql.compiler import Compiler, view_stream
 from dbspark.frontends.sql.exprs import interval
 from dbspark.frontends.sql.parse import Source, name_of, parse
+from dbspark.frontends.sql.scope import Names
 from dbspark.frontends.sql.types import sql_type
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def load(pipeline: Pipeline, text: str, dialect: str = "duckdb") -> list[str]:
     outputs_before = dict(pipeline.circuit.outputs)
     try:
         for st in statements:
-            names.append(statement(pipeline, compiler, src, st))
+            names.extend(statement(pipeline, compiler, src, st))
     except BaseException:
         # leave the catalog as it was (nodes already added are unreachable from any view: dead)
         pipeline.relations.clear()
@@ -69,15 +70,19 @@ def load(pipeline: Pipeline, text: str, dialect: str = "duckdb") -> list[str]:
     return names
 
 
-def statement(pipeline: Pipeline, compiler: Compiler, src: Source, st: exp.Expression) -> str:
+def statement(pipeline: Pipeline, compiler: Compiler, src: Source, st: exp.Expression) -> list[str]:
+    """The names a statement declares."""
+    kind = (st.args.get("kind") or "").upper()
     if isinstance(st, exp.Create):
-        kind = (st.args.get("kind") or "").upper()
         if kind == "TABLE":
-            return create_table(pipeline, src, st)
+            return [create_table(pipeline, src, st)]
         if kind == "VIEW":
-            return create_view(pipeline, compiler, src, st)
+            return [create_view(pipeline, compiler, src, st)]
+    if isinstance(st, exp.Drop) and kind == "VIEW":
+        drop_views(pipeline, src, st)
+        return []
     what = st.sql(dialect="duckdb").split("(")[0].split(" AS ")[0][:60]
-    src.unsupported(f"statement {what} (supported: CREATE TABLE, CREATE VIEW)", st)
+    src.unsupported(f"statement {what} (supported: CREATE TABLE, CREATE [OR REPLACE] VIEW, DROP VIEW)", st)
 
 
 def create_table(pipeline: Pipeline, src: Source, st: exp.Create) -> str:
@@ -197,10 +202,32 @@ def create_view(pipeline: Pipeline, compiler: Compiler, src: Source, st: exp.Cre
         cols = [name_of(c) for c in target.expressions]
         target = target.this
     name = name_of(target.this)
+    if st.args.get("replace") and name in pipeline.circuit.outputs and name not in pipeline.circuit.inputs:
+        pipeline.drop_view(name)  # (the same definition again keeps its state: `circuit/identity.py`)
     if name in pipeline.relations:
         src.schema_error(f"{name} is already declared", target)
     compiler.view = name
     compiler.guards = []
+    # internal column names are the view's own (`_c0`, ... afresh for each view): a view compiles to the
+    # same nodes whatever was declared before it, so a changed definition file keeps its state
+    # (`circuit/identity.py`)
+    compiler.names = Names()
+    compiler._one_col = None
     rel = compiler.query(st.expression)
     pipeline.create_view(name, compiler.guarded(view_stream(compiler, rel, cols, st)))
     return name
+
+
+def drop_views(pipeline: Pipeline, src: Source, st: exp.Drop) -> None:
+    """`DROP VIEW [IF EXISTS] v, ...`: each view's state is freed (`Pipeline.drop_view`); views declared
+    on it keep their definitions (they were compiled when declared)."""
+    if st.args.get("cascade"):
+        src.unsupported("DROP VIEW ... CASCADE (drop the views that read it by name)", st)
+    for t in st.args.get("tables") or []:
+        name = name_of(t.this)
+        if name in pipeline.circuit.outputs and name not in pipeline.circuit.inputs:
+            pipeline.drop_view(name)
+        elif name in pipeline.relations:
+            src.schema_error(f"DROP VIEW {name}: {name} is a table", t)
+        elif not st.args.get("exists"):
+            src.unknown(f"DROP VIEW {name}: there is no view {name}", t)
