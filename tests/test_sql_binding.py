@@ -45,6 +45,13 @@ CREATE VIEW constant_and_position AS SELECT b, count(*) AS n FROM t GROUP BY 1.0
 CREATE VIEW top_item_text AS SELECT b AS x, count(*) AS n FROM t GROUP BY x ORDER BY b DESC LIMIT 1;
 """
 
+STARS = """
+CREATE VIEW star_exclude AS SELECT * EXCLUDE (a), a + 1 AS a FROM t;
+CREATE VIEW star_replace AS SELECT * REPLACE (coalesce(b, 0) * 2 AS b) FROM t;
+CREATE VIEW star_qualified AS SELECT t.* EXCLUDE (b), u.* EXCLUDE (c) FROM t JOIN u ON t.a = u.c;
+CREATE VIEW star_both AS SELECT * EXCLUDE (s) REPLACE (a % 2 AS a) FROM t, u WHERE t.b = u.c;
+"""
+
 NULL_IN = """
 CREATE VIEW null_in AS SELECT a FROM t WHERE NULL IN (SELECT s FROM u);
 CREATE VIEW null_not_in AS SELECT a FROM t WHERE NULL NOT IN (SELECT s FROM u WHERE c > 5);
@@ -60,7 +67,7 @@ STEPS = [
 ]
 
 
-@pytest.mark.parametrize("views", [VIEWS, NULL_IN], ids=["group_having_order", "null_in"])
+@pytest.mark.parametrize("views", [VIEWS, NULL_IN, STARS], ids=["group_having_order", "null_in", "stars"])
 def test_names_bind_as_duckdb_binds_them(pipeline, views):
     pipeline.sql(DDL + views)
     SqlOracle(DDL + views).run(pipeline, STEPS)
@@ -80,6 +87,8 @@ def test_names_bind_as_duckdb_binds_them(pipeline, views):
         ),  # no alias inside a GROUP BY expression
         # after GROUP BY, ORDER BY's a is the FROM column (not grouped), not the alias
         ("SELECT a % 2 AS a, count(*) AS n FROM t GROUP BY 1 ORDER BY a + 0 LIMIT 5", "column a must appear"),
+        ("SELECT * EXCLUDE (z) FROM t", "unknown column z in the EXCLUDE list"),
+        ("SELECT t.* REPLACE (1 AS c) FROM t, u", "unknown column c in the REPLACE list"),
     ],
 )
 def test_names_duckdb_refuses_are_errors_naming_them(query, names):

@@ -217,8 +217,9 @@ class Compiler:
             if isinstance(item, exp.Star) or (
                 isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
             ):
-                if item.args.get("except") or item.args.get("replace"):
-                    self.src.unsupported("* EXCLUDE / REPLACE", item)
+                star = item if isinstance(item, exp.Star) else item.this
+                if star.args.get("rename"):
+                    self.src.unsupported("* RENAME", item)
                 table = (
                     name_of(item.args["table"])
                     if isinstance(item, exp.Column) and item.args.get("table")
@@ -227,11 +228,14 @@ class Compiler:
                 fields = [f for f in rel.visible() if table is None or f.qualifier == table]
                 if table is not None and not fields:
                     self.src.unknown(f"unknown table {table} in {item.sql(dialect='duckdb')}", item)
+                excluded, replaced = self._star_options(star, fields)
                 for f in fields:
+                    if f.name in excluded:
+                        continue
                     col = exp.Column(this=exp.to_identifier(f.name, quoted=True))
                     if f.qualifier is not None:
                         col.set("table", exp.to_identifier(f.qualifier, quoted=True))
-                    out.append((f.name, col))
+                    out.append((f.name, replaced.get(f.name, col)))
                 continue
             if isinstance(item, exp.Alias):
                 out.append((name_of(item.args["alias"]), item.this))
@@ -240,6 +244,30 @@ class Compiler:
             else:
                 out.append((item.sql(dialect="duckdb").lower(), item))
         return out
+
+    def _star_options(
+        self, star: exp.Star, fields: list[Field]
+    ) -> tuple[set[str], dict[str, exp.Expression]]:
+        """`* EXCLUDE (a, ...)` (Spark: `* EXCEPT (a, ...)`) and `* REPLACE (e AS a, ...)`: the columns
+        left out, and the expressions that take a column's place (its name kept); each must name a
+        column of the star, as DuckDB requires."""
+        names = {f.name for f in fields}
+        excluded: set[str] = set()
+        for c in star.args.get("except_") or star.args.get("except") or []:
+            n = name_of(c.this if isinstance(c, exp.Column) else c)
+            if n not in names:
+                self.src.unknown(f"unknown column {n} in the EXCLUDE list (not a column of the star)", c)
+            excluded.add(n)
+        replaced: dict[str, exp.Expression] = {}
+        for a in star.args.get("replace") or []:
+            n = name_of(a.args["alias"]) if isinstance(a, exp.Alias) else ""
+            if n not in names:
+                self.src.unknown(
+                    f"unknown column {n or a.sql(dialect='duckdb')} in the REPLACE list (not a column of the star)",
+                    a,
+                )
+            replaced[n] = a.this
+        return excluded, replaced
 
     def project(
         self, node: exp.Select, rel: Rel, scope: Scope, items: list[tuple[str, exp.Expression]]
