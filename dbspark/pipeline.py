@@ -167,6 +167,16 @@ class Pipeline:
                 del self.relations[name]
             self.datalog_outputs.pop(name, None)
 
+    def refresh_view(self, name: str) -> None:
+        """Recompute view `name` from the tables' current contents: its own state is dropped and
+        backfilled again (what it shares with other views is theirs, and kept); its next change starts
+        with its contents, as a new view's does."""
+        stream = self.relation(name)
+        if name not in self.circuit.outputs:
+            raise UnknownNameError(f"unknown view {name!r}; the views are {self.views}")
+        self.drop_view(name)
+        self.create_view(name, stream)
+
     @contextlib.contextmanager
     def _declaring(self) -> Iterator[None]:
         """Declarations made inside, as one: on a running pipeline, its circuit is incrementalized anew

@@ -413,6 +413,7 @@ class Runtime:
         if self.backfilled:
             raise CheckpointError("a checkpoint is written by a step, after the views' backfill is reported")
         data = {
+            "engine": self.kernel.name,
             "ops": {self.keys[nid]: self._save(nid) for nid in self.order},
             "tables": {n: self.owner("input", n) for n in self.circuit.inputs},
             "views": {n: [self.owner("view", n), s.to_state()] for n, s in self._views.items()},
@@ -454,6 +455,11 @@ class Runtime:
         out (their files deleted once the next step commits), and the new ones are `fresh`, to be
         backfilled. A table must be declared as it was: its rows cannot carry over otherwise."""
         data, time = self._frame_files(Path(path)).load()
+        if data.get("engine") != self.kernel.name:
+            raise CheckpointError(
+                f"checkpoint {path} was written by the {data.get('engine')} engine; this pipeline runs on "
+                f"{self.kernel.name}: open it with engine={data.get('engine')!r}, or use an empty directory"
+            )
         tables = data["tables"]
         for name in self.circuit.inputs:
             if name in tables and tables[name] != self.owner("input", name):

@@ -43,7 +43,10 @@ app = typer.Typer(
 )
 console = Console()
 err = Console(stderr=True)
-PIPELINE_HELP = "the pipeline: a .sql file (CREATE TABLE / CREATE VIEW), a .dl Datalog program, or a .py file with define(p)"
+PIPELINE_HELP = (
+    "the pipeline: a .sql file (CREATE TABLE / CREATE VIEW), a .dl Datalog program, a .py file with define(p), "
+    "or a Spark Declarative Pipelines spec (spark-pipeline.yml)"
+)
 
 
 def _version(show: bool) -> None:
@@ -76,8 +79,18 @@ def load_pipeline(path: Path, p: Pipeline, dialect: str = "duckdb") -> None:
     if path.suffix == ".sql":
         p.sql(path.read_text(), dialect=dialect)
         return
+    from dbspark.frontends.sdp.spec import is_spec
+
+    if is_spec(path):  # a Spark Declarative Pipelines project (`frontends/sdp/`)
+        from dbspark.frontends.sdp.project import declare, load_project
+
+        declare(load_project(path), p)
+        return
     if path.suffix != ".py":
-        raise DbsparkError(f"{path}: a pipeline file is a Python file with define(p), a .sql or a .dl file")
+        raise DbsparkError(
+            f"{path}: a pipeline file is a Python file with define(p), a .sql or a .dl file, or a Spark "
+            "Declarative Pipelines spec (spark-pipeline.yml)"
+        )
     spec = importlib.util.spec_from_file_location(f"dbspark_pipeline_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise DbsparkError(f"cannot load pipeline file {path}")
@@ -200,9 +213,31 @@ def run(
         ),
     ] = False,
     dialect: Annotated[str, typer.Option(help=DIALECT_HELP)] = "duckdb",
+    full_refresh: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a Spark Declarative Pipelines project: recompute these datasets (comma-separated)"
+        ),
+    ] = None,
+    full_refresh_all: Annotated[
+        bool, typer.Option(help="a Spark Declarative Pipelines project: start over (state and tables)")
+    ] = False,
 ) -> None:
     """Run PIPELINE over the change batches in --changes, one step per sub-directory (without
-    --changes: one step, over the facts the pipeline itself loads, as `souffle prog.dl` runs)."""
+    --changes: one step, over the facts the pipeline itself loads, as `souffle prog.dl` runs). PIPELINE
+    may be a Spark Declarative Pipelines spec (spark-pipeline.yml): one incremental refresh of its
+    materialized views over what is new in its sources (`cli/sdp.py`)."""
+    from dbspark.frontends.sdp.spec import is_spec
+
+    if is_spec(pipeline):
+        run_sdp(pipeline, engine, master, full_refresh or [], full_refresh_all)
+        return
+    if full_refresh or full_refresh_all:
+        fail(
+            DbsparkError(
+                "--full-refresh and --full-refresh-all refresh a Spark Declarative Pipelines project"
+            )
+        )
     if follow and changes is None:
         fail(DbsparkError("--follow needs --changes: the directory new step directories appear in"))
     try:
@@ -288,6 +323,32 @@ def run(
         raise typer.Exit(130) from None
     except Exception as e:
         fail(e)
+
+
+def run_sdp(
+    spec: Path, engine: str, master: str | None, full_refresh: list[str], full_refresh_all: bool
+) -> None:
+    """One refresh of an SDP project, and a table of its published datasets."""
+    from dbspark.cli.sdp import refresh
+
+    names = [n.strip() for item in full_refresh for n in item.split(",") if n.strip()]
+    try:
+        r = refresh(spec, engine=engine, full_refresh=names, full_refresh_all=full_refresh_all, master=master)
+    except KeyboardInterrupt:
+        err.print(
+            "[bold red]interrupted:[/] the refresh in progress was rolled back; committed refreshes are kept"
+        )
+        raise typer.Exit(130) from None
+    except Exception as e:
+        fail(e)
+    for table, n in r.read.items():
+        err.print(f"read {n} row(s) new in source {table}", highlight=False)
+    t = Table(title=f"{spec.parent.name}: refresh {r.step}", title_justify="left")
+    for c, right in [("dataset", False), ("rows", True), ("changed rows", True), ("table", False)]:
+        t.add_column(c, justify="right" if right else "left")
+    for name, (rows, changed, folder) in r.datasets.items():
+        t.add_row(name, str(rows), str(changed), str(folder) if folder is not None else "")
+    console.print(t)
 
 
 def metrics_table(m: Any) -> Table:

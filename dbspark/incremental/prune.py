@@ -27,6 +27,7 @@ from dbspark.incremental.rewrite import copy_circuit, is_feedback, order, same
 from dbspark.ir.expr import col
 from dbspark.operators.join import StreamJoin
 from dbspark.operators.linear import Filter, Index, Map
+from dbspark.operators.source import Input
 
 
 def _requires(c: Circuit, n: Node, need: set[str]) -> list[set[str]]:
@@ -78,15 +79,67 @@ def _narrowed_side(dst: Circuit, side: Stream, keep: set[str]) -> Stream:
 
 
 def prune_columns(c: Circuit) -> Circuit:
-    """The circuit with each equi-join's sides projected onto the columns read after the join."""
+    """The circuit with each equi-join's sides projected onto the columns read after the join.
+
+    A node is copied once per set of its columns that a consumer needs (`_copies`), so that a view's
+    joins are pruned by what that view reads, whatever other views read from the same joins: a view's
+    incremental circuit, and so its state (`circuit/identity.py`), does not change when another view
+    that shares its joins is added or dropped. (A join two views read for different columns is then two
+    joins.) A circuit with a feedback edge at the top (a Python circuit's loop) is pruned by the union of
+    its consumers' needs instead (`_union`)."""
+    if any(is_feedback(n) for n in c.nodes.values()):
+        return _union(c)
+    return _copies(c)
+
+
+def _join(dst: Circuit, c: Circuit, n: Node, need: set[str], ins: list[Stream]) -> Stream:
+    assert isinstance(n.op, StreamJoin)
+    left, right = _requires(c, n, need)
+    out = tuple((s, d) for s, d in n.op.right_out if d in need)
+    op = dataclasses.replace(n.op, right_out=out) if out != n.op.right_out else n.op
+    return dst.add(op, _narrowed_side(dst, ins[0], left), _narrowed_side(dst, ins[1], right))
+
+
+def _copies(c: Circuit) -> Circuit:
+    """Each live node once per distinct set of its columns a consumer needs, made in the order the
+    circuit's own nodes are (so a circuit with nothing to prune is copied as it is)."""
+    dst = Circuit()
+    live = c.live()
+    nodes = [nid for nid in order(c) if nid in live]
+    needs: dict[int, set[frozenset[str]]] = {nid: set() for nid in nodes}
+    for nid in c.outputs.values():
+        needs[nid].add(frozenset(c.nodes[nid].shape.schema))
+    for nid in reversed(nodes):
+        n = c.nodes[nid]
+        for want in needs[nid]:
+            for i, r in zip(n.inputs, _requires(c, n, set(want)), strict=True):
+                needs[i].add(frozenset(r))
+    memo: dict[tuple[int, frozenset[str]], Stream] = {}
+    for nid in nodes:
+        n = c.nodes[nid]
+        if isinstance(n.op, Input):
+            op = n.op
+            s = dst.input(op.name_, op.schema, op.kind_, op.primary_key, op.not_null, op.unique, op.lateness)
+            for want in needs[nid] or {frozenset()}:
+                memo[(nid, want)] = s
+            continue
+        for want in sorted(needs[nid], key=sorted):
+            reqs = [frozenset(r) for r in _requires(c, n, set(want))]
+            ins = [memo[(i, r)] for i, r in zip(n.inputs, reqs, strict=True)]
+            memo[(nid, want)] = (
+                _join(dst, c, n, set(want), ins) if isinstance(n.op, StreamJoin) else same(dst, n, ins)
+            )
+    for name, nid in c.outputs.items():
+        dst.output(name, memo[(nid, frozenset(c.nodes[nid].shape.schema))])
+    return dst
+
+
+def _union(c: Circuit) -> Circuit:
     need = needed_columns(c)
 
     def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
         if not isinstance(n.op, StreamJoin):
             return same(dst, n, ins)
-        left, right = _requires(c, n, need[n.id])
-        out = tuple((s, d) for s, d in n.op.right_out if d in need[n.id])
-        op = dataclasses.replace(n.op, right_out=out) if out != n.op.right_out else n.op
-        return dst.add(op, _narrowed_side(dst, ins[0], left), _narrowed_side(dst, ins[1], right))
+        return _join(dst, c, n, need[n.id], ins)
 
     return copy_circuit(c, rewrite)

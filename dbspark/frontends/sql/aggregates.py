@@ -95,6 +95,7 @@ def aggregate(
                 fields.append(Field(f.name, col, f.qualifier, f.hidden))
     calls: dict[str, Any] = {}
     distinct_calls: list[tuple[str, str, str]] = []  # (out col, func, arg col)
+    spark_sums: dict[str, pl.DataType] = {}  # Spark's dialect: SUM(DECIMAL(p, s)) typed DECIMAL(p + 10, s)
     for a in aggs:
         for inner in a.iter_expressions():
             if find_aggregates([inner]):
@@ -123,6 +124,16 @@ def aggregate(
             t = arg_ir.dtype(rel.stream.schema)
             if t.is_temporal() and t != pl.Date() and not isinstance(t, pl.Datetime):
                 src.unsupported(f"MEDIAN of a {t}", a)
+        if src.dialect == "spark" and func in ("sum", "avg"):
+            t = arg_ir.dtype(rel.stream.schema)
+            if isinstance(t, pl.Decimal) and func == "avg":
+                src.unsupported(
+                    "AVG of a DECIMAL in Spark's dialect (Spark's result is a DECIMAL(p + 4, s + 4) rounded "
+                    "half-up, which is not built: CAST the argument to DOUBLE)",
+                    a,
+                )
+            if isinstance(t, pl.Decimal):  # Spark's SUM(DECIMAL(p, s)) is a DECIMAL(p + 10, s)
+                spark_sums[out] = pl.Decimal(min(38, (t.precision or 38) + 10), t.scale)
         pre.append((acol, arg_ir))
         if distinct:
             distinct_calls.append((out, func, acol))
@@ -147,6 +158,10 @@ def aggregate(
             s = left.stream_join(right, left_on=lk, right_on=rk).map(*keep)
         else:
             s = s.stream_product(d)
+    if spark_sums:  # (a sum past Spark's precision is an error, as in Spark's ANSI mode)
+        s = s.map(
+            *[(n, ir.Cast(ir.Col(n), spark_sums[n]) if n in spark_sums else ir.Col(n)) for n in s.schema]
+        )
     post = Scope(fields, src, computed=computed, outer=scope.outer, grouped=True, pre=scope)
     return Rel(s, fields), post, items
 
