@@ -59,8 +59,8 @@ def oracle_copy(project: Path, dest: Path) -> Path:
             continue
         text = lib.read_text()
         for original, copy in replace.items():
-            rel = os.path.relpath(original, spec.root)
-            for spelled in (original, rel, f"./{rel}"):
+            local = os.path.relpath(original, spec.root)
+            for spelled in (original, local, f"./{local}"):
                 text = text.replace(f"delta.`{spelled}`", f"parquet.`{copy}`")
                 text = text.replace(f'format("delta").load("{spelled}")', f'format("parquet").load("{copy}")')
         lib.write_text(text)
