@@ -15,6 +15,7 @@ PAGES = [
     "tutorial/datalog.md",
     "tutorial/circuits.md",
     "tutorial/streams.md",
+    "tutorial/sdp.md",
     "concepts.md",
 ]
 # (tutorial/cluster.md: its blocks connect to a Spark master)

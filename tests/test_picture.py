@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -113,3 +114,18 @@ def test_bad_formats_and_a_missing_graphviz_are_clear_errors(monkeypatch: pytest
         p.picture("svg")
     assert p._repr_svg_() is None
     assert isinstance(p.picture("mermaid"), str)  # text formats need nothing
+
+
+def test_a_notebook_shows_a_view_as_a_table(pipeline: Any) -> None:
+    """`_repr_html_` of a view (on both engines): a table of its first rows with their weights, and how
+    many rows there are when not all are shown."""
+    import re
+
+    pipeline.sql("CREATE TABLE t (k BIGINT, s VARCHAR); CREATE VIEW v AS SELECT k, s FROM t;")
+    pipeline.insert("t", [(i, f"<row {i}>") for i in range(30)] + [(0, "<row 0>")])
+    pipeline.step()
+    html = pipeline.view("v")._repr_html_()
+    assert "<table" in html and "weight" in html and "30 rows (first 20 shown)" in html
+    body = html.split("<tbody>")[1]
+    assert len(re.findall(r"<tr>", body)) == 20
+    assert "&lt;row" in html  # values escaped

@@ -26,6 +26,9 @@ def with_weight(schema: Mapping[str, pl.DataType], *extra: tuple[str, pl.DataTyp
     return pl.Schema([*schema.items(), *extra, (WEIGHT, pl.Int64())])
 
 
+HTML_ROWS = 20  # rows a notebook shows of a Z-set
+
+
 class ZSet:
     """A Z-set over rows of a fixed schema, stored columnar; the values of a DBSP stream."""
 
@@ -213,6 +216,14 @@ class ZSet:
 
     def __hash__(self) -> int:  # Z-sets are values but mutable frames are not hashed
         raise TypeError("ZSet is not hashable")
+
+    def _repr_html_(self) -> str:
+        """A notebook shows a Z-set as a table of its first rows, each with its weight."""
+        df = self.consolidate().df
+        head = df.head(HTML_ROWS).rename({WEIGHT: "weight"})
+        note = f"<p>{df.height} rows (first {HTML_ROWS} shown)</p>" if df.height > HTML_ROWS else ""
+        with pl.Config(tbl_rows=HTML_ROWS):
+            return head._repr_html_() + note
 
     def __repr__(self) -> str:
         items = self.to_rows()

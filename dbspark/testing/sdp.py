@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -76,9 +77,10 @@ def _spec(project: Path) -> Path:
     return project if project.is_file() else find(project)
 
 
-def run_sdp(spec: Path, timeout: float = 900) -> dict[str, pl.DataFrame]:
+def run_sdp(spec: Path, timeout: float = 900, log: bool = False) -> dict[str, Any]:
     """Run `spark-pipelines run` on `spec` (fresh: its tables and storage deleted first) and read back
-    every published dataset (`spark-warehouse/<name>`, Parquet)."""
+    every published dataset (`spark-warehouse/<name>`, Parquet); with `log`, its output too, as
+    `__log__`."""
     root = spec.parent
     for d in ("spark-warehouse", "storage", "metastore_db"):
         shutil.rmtree(root / d, ignore_errors=True)
@@ -95,11 +97,13 @@ def run_sdp(spec: Path, timeout: float = 900) -> dict[str, pl.DataFrame]:
         raise AssertionError(
             f"spark-pipelines run failed ({got.returncode}):\n{got.stdout[-3000:]}\n{got.stderr[-3000:]}"
         )
-    out = {}
+    out: dict[str, Any] = {}
     for name in load_project(spec).published:
         folder = root / "spark-warehouse" / name
         files = sorted(folder.glob("*.parquet"))
         out[name] = pl.concat([pl.read_parquet(f) for f in files]) if files else pl.DataFrame()
+    if log:
+        out["__log__"] = got.stdout + got.stderr
     return out
 
 

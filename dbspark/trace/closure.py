@@ -39,8 +39,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from dbspark.algebra.consolidate import weight_sum_checked
 from dbspark.algebra.zset import WEIGHT, ZSet
@@ -194,10 +192,14 @@ class _Sparse:
     def __init__(self, k: int, a: np.ndarray, b: np.ndarray, cyclic: np.ndarray) -> None:
         self.k, self.cyclic = k, cyclic
         self.a, self.b = a, b
+        from scipy.sparse import csr_matrix  # (scipy is imported when a closure is built)
+
         ones = np.ones(a.size, np.int8)
         self.dag = csr_matrix((ones, (a, b)), shape=(k + 1, k + 1))
 
     def rows(self, comps: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        from scipy.sparse.csgraph import breadth_first_order
+
         out = np.zeros((comps.size, cols.size), bool)
         uniq, inv = np.unique(comps, return_inverse=True)
         for i, c in enumerate(uniq):
@@ -210,6 +212,9 @@ class _Sparse:
         return out
 
     def ancestors(self, comps: np.ndarray) -> np.ndarray:
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import breadth_first_order
+
         out = np.zeros(self.k + 1, bool)
         comps = np.unique(comps[comps < self.k])
         if comps.size == 0:
@@ -225,6 +230,9 @@ class _Sparse:
 
 def _components(n: int, u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, _Dense | _Sparse]:
     """SCC label per node, and the reachability between the components."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
     g = csr_matrix((np.ones(len(u), np.int8), (u, w)), shape=(n, n))
     k, lab = connected_components(g, directed=True, connection="strong")
     lab = lab.astype(np.int64)

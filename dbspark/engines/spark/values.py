@@ -139,6 +139,10 @@ class SparkZSet:
     def __len__(self) -> int:
         return len(self.to_zset())
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the value's rows (read into the driver)."""
+        return self.to_zset()._repr_html_()
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, SparkZSet):
             other = other.to_zset()
