@@ -139,8 +139,15 @@ def test_ansi_errors_and_refusals() -> None:
     finally:
         p.close()
     p = dbspark.Pipeline(engine="local")
+    p.sql(f"{TABLE}; CREATE VIEW s AS SELECT sum(d) AS x, sum(DISTINCT d) AS y FROM t", dialect="spark")
+    assert dict(p.relation("s").schema) == {
+        "x": pl.Decimal(20, 2),
+        "y": pl.Decimal(20, 2),
+    }  # as Spark types them
+    with pytest.raises(UnsupportedError, match=r"AVG of a DECIMAL in Spark's dialect"):
+        p.sql("CREATE VIEW a AS SELECT avg(d) AS m FROM t", dialect="spark")
     with pytest.raises(UnsupportedError, match=r"division of DECIMALs in Spark's dialect .* at line 2"):
-        p.sql(f"{TABLE};\nCREATE VIEW v AS\n  SELECT d / d AS q FROM t", dialect="spark")
+        p.sql("\nCREATE VIEW v AS\n  SELECT d / d AS q FROM t", dialect="spark")
     with pytest.raises(UnsupportedError, match="the SQL dialect 'mysql'"):
         p.sql(TABLE, dialect="mysql")
     p.close()
