@@ -467,3 +467,26 @@ def test_auto_goes_nested_at_a_change_left_on_the_cluster(
     finally:
         sp.close()
         lo.close()
+
+
+def test_a_global_aggregate_over_a_change_spark_proves_empty_has_its_row(
+    spark_session: Any, placement_conf: Any
+) -> None:
+    """On the cluster, a filter Spark folds to FALSE (`c IS DISTINCT FROM c`) leaves a plan without any
+    partition; a GROUP BY () still has its one row (COUNT 0) at the first step, as on the local engine
+    (a sentinel row keeps the one group's task: `engines/spark/cogroup.py`; found by the evolving-views
+    oracle, whose backfills read the tables' contents on the cluster)."""
+    placement_conf.set("spark.dbspark.placement", "cluster")
+    ddl = """CREATE TABLE t (k BIGINT, c BOOLEAN);
+    CREATE VIEW n AS SELECT count(*) AS n FROM t WHERE c IS DISTINCT FROM c;
+    CREATE VIEW d AS SELECT count(DISTINCT c) AS n FROM t WHERE c IS DISTINCT FROM c;
+    CREATE VIEW s AS SELECT sum(k) AS s, count(k) AS m FROM t WHERE k IS DISTINCT FROM k;"""
+    p = dbspark.Pipeline(engine="spark", spark=spark_session)
+    try:
+        p.sql(ddl)
+        p.insert("t", spark_session.createDataFrame([(3, None), (2, True)], "k BIGINT, c BOOLEAN"))
+        p.step()
+        got = {v: p.view(v).to_dict() for v in p.views}
+        assert got == {"n": {(0,): 1}, "d": {(0,): 1}, "s": {(None, 0): 1}}
+    finally:
+        p.close()

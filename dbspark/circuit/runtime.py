@@ -57,57 +57,37 @@ class Runtime:
         self.keys = node_keys(circuit)
         self.time = 0
         self.metrics: Metrics | None = None  # per operator and step, when asked for (`circuit/metrics.py`)
-        self.states: dict[int, Any] = {}
         kept = adopt.owned_states() if adopt is not None else {}
-        nodes = circuit.nodes
-        for nid in self.order:
-            n, key = nodes[nid], self.keys[nid]
-            if key in kept:
-                self.states[nid] = kept[key]
-                continue
-            with kernel.owned(key):
-                if isinstance(n.op, Delay):
-                    sh = n.shape
-                    empty = (
-                        kernel.empty_snapshot(sh.schema, sh.index_keys)
-                        if sh.trace
-                        else kernel.empty(sh.schema)
-                    )
-                    self.states[nid] = DelayState(empty)
-                else:
-                    self.states[nid] = n.op.init(kernel, n.shape, [nodes[i].shape for i in n.inputs])
+        self.states: dict[int, Any] = {
+            nid: kept[self.keys[nid]] if self.keys[nid] in kept else self._new_state(nid)
+            for nid in self.order
+        }
         self._pending: dict[str, list[Any]] = {name: [] for name in circuit.inputs}
         self._frames: FrameFiles | None = None
         self._input_traces: dict[str, Any] = {}  # kind checks of bag and set inputs, per input
         self._unique_traces: dict[str, list[tuple[tuple[str, ...], Any]]] = {}  # UNIQUE indexes, per input
+        self._views: dict[str, Any] = {}
         same = adopt.same if adopt is not None else lambda what, name, owner: False
-        for name, nid in circuit.inputs.items():
-            op = nodes[nid].op
-            assert isinstance(op, Input)
+        for name in circuit.inputs:
             if same("input", name, self.owner("input", name)):
                 assert adopt is not None
                 self._pending[name] = adopt._pending[name]
-                if name in adopt._input_traces:
-                    self._input_traces[name] = adopt._input_traces[name]
-                if name in adopt._unique_traces:
-                    self._unique_traces[name] = adopt._unique_traces[name]
-                continue
-            with kernel.owned(self.owner("input", name)):
-                if op.positive and not snapshots:  # a keyed table's integral is looked up by its key
-                    self._input_traces[name] = kernel.new_trace(op.schema, op.primary_key or tuple(op.schema))
-                for cols in op.unique if not snapshots else ():  # a UNIQUE constraint's index: its columns
-                    key_schema = pl.Schema([(c, op.schema[c]) for c in cols])
-                    self._unique_traces.setdefault(name, []).append(
-                        (cols, kernel.new_trace(key_schema, cols))
-                    )
-        self._views: dict[str, Any] = {}
+                for mine, theirs in (
+                    (self._input_traces, adopt._input_traces),
+                    (self._unique_traces, adopt._unique_traces),
+                ):
+                    if name in theirs:
+                        mine[name] = theirs[name]
+            else:
+                self._new_table(name)
         for name, nid in circuit.outputs.items():
             if same("view", name, self.owner("view", name)):
                 assert adopt is not None
                 self._views[name] = adopt._views[name]
-                continue
-            with kernel.owned(self.owner("view", name)):
-                self._views[name] = kernel.new_trace(nodes[nid].shape.schema, tuple(nodes[nid].shape.schema))
+            else:
+                with kernel.owned(self.owner("view", name)):
+                    sch = circuit.nodes[nid].shape.schema
+                    self._views[name] = kernel.new_trace(sch, tuple(sch))
         self._last: dict[str, ZSet] = {}
         # stateful nodes and views that started empty after steps ran (`backfill` fills them), and the
         # views' contents a backfill computed, reported as part of their next step's change
@@ -137,6 +117,34 @@ class Runtime:
                     nid for nid in self.order if self.keys[nid] not in kept and self.states[nid] is not None
                 }
                 self.fresh_views = {n for n in circuit.outputs if not same("view", n, self.owner("view", n))}
+
+    def _new_state(self, nid: int) -> Any:
+        """A node's state, empty (its traces owned by its key)."""
+        n, k = self.circuit.nodes[nid], self.kernel
+        with k.owned(self.keys[nid]):
+            if isinstance(n.op, Delay):
+                sh = n.shape
+                return DelayState(
+                    k.empty_snapshot(sh.schema, sh.index_keys) if sh.trace else k.empty(sh.schema)
+                )
+            return n.op.init(k, n.shape, [self.circuit.nodes[i].shape for i in n.inputs])
+
+    def _new_table(self, name: str) -> None:
+        """A table's traces, empty: its bag / set check (a keyed table's by its key), its UNIQUE indexes."""
+        op = self.circuit.nodes[self.circuit.inputs[name]].op
+        assert isinstance(op, Input)
+        if self.snapshots:
+            return
+        with self.kernel.owned(self.owner("input", name)):
+            if op.positive:
+                self._input_traces[name] = self.kernel.new_trace(
+                    op.schema, op.primary_key or tuple(op.schema)
+                )
+            for cols in op.unique:  # a UNIQUE constraint's index: its columns
+                key_schema = pl.Schema([(c, op.schema[c]) for c in cols])
+                self._unique_traces.setdefault(name, []).append(
+                    (cols, self.kernel.new_trace(key_schema, cols))
+                )
 
     # ---- owners of state, and a changed circuit ---------------------------------------------------
     def owner(self, what: str, name: str) -> str:

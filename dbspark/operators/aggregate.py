@@ -142,7 +142,11 @@ class LinearState:
         return [self.trace] + ([self.emitted] if self.emitted is not None else [])
 
     def checkpoint(self) -> Any:
-        return (self.trace.to_state(), self.started, self.emitted.to_state() if self.emitted else None)
+        return (
+            self.trace.to_state(),
+            self.started,
+            self.emitted.to_state() if self.emitted is not None else None,
+        )
 
     def restore(self, saved: Any) -> None:
         self.trace.restore(saved[0])

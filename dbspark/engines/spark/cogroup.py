@@ -5,7 +5,8 @@ NULL included, land in one partition), and each task hands its partition's rows 
 Polars frames, to the function in one call: the same function the local engine calls on all the rows
 at once (an operator's fold written once above the kernel, `columnar/aggfold.py`). A task holds its
 partition's rows; the partitions are the step's shuffle partitions, sized by the work
-(`engines.spark.settings`). Without keys there is one group, in one partition.
+(`engines.spark.settings`). Without keys there is one group, in one partition, which a sentinel row of
+no part keeps in being when every part is empty.
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ def cogroup_frames(
         )
         union = f if union is None else union.unionByName(f)
     assert union is not None
+    if not by:  # a sentinel row (of no part): the one group's task runs even when Spark's optimizer
+        # proves every part empty and plans no partition at all (a filter it folds to FALSE)
+        nulls = [F.lit(None).cast(spark_type(t)).alias(c) for c, t in wide.items()]
+        union = union.unionByName(
+            union.sparkSession.range(1).select(F.lit(-1).cast("int").alias(PART), *nulls)
+        )
     exchanged = union.repartition(*col_list(by)) if by else union.repartition(1)
     parts = [pl.Schema(s) for s in schemas]
     keyed = bool(by)
