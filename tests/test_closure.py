@@ -300,7 +300,10 @@ def test_sql_transitive_closure_views_match_duckdb(steps: list) -> None:
 
     p = dbspark.Pipeline(engine="local")
     p.sql(SQL_TC)
-    assert p.circuit.explain().count("stream_transitive_closure") == 3
+    text = p.circuit.explain()
+    # the three closure forms are the closure of e: one operator, shared (each view compiles afresh, so
+    # equal plans are one node); the fourth is a recursive scope
+    assert text.count("stream_transitive_closure") == 1 and text.count("fixpoint") == 1
     o = SqlOracle(SQL_TC)
     present: list[tuple] = []
     for ins, ndel in steps:
