@@ -23,7 +23,7 @@ import polars as pl
 import dbspark
 from dbspark.errors import DbsparkError
 from dbspark.testing.sql_oracle import WEIGHT, SqlOracle, compare_frames, expand, view_frame
-from dbspark.testing.sql_runs import _note, check_mode, expected_error, restore, snapshot
+from dbspark.testing.sql_runs import _note, check_mode, expected_error, queue_step, record_step
 from dbspark.testing.sql_strategies import Case, View
 
 
@@ -95,35 +95,12 @@ def run_evolving(case: Case, plan: Plan, make: Make, directory: Path | None = No
             if b == n:
                 break
             step = case.steps[b]
-            dels = {}
-            for t, rows in step.deletes.items():
-                have = Counter(present[t])
-                dels[t] = [r for r in rows if have[r] > 0 and not have.subtract([r])]
-            _note(f"step {b}: deletes {dels}, inserts {step.inserts}")
-            snapshot(o)
-            for t, rows in dels.items():
-                if rows:
-                    p.delete(t, rows)
-                    o.delete(t, rows)
-            for t, rows in step.inserts.items():
-                p.insert(t, rows)
-                o.insert(t, rows)
-            err = expected_error(o, tuple(declared))
+            err, dels = queue_step(o, p, step, present, b, tuple(declared))
             if err is not None:
-                try:
-                    p.step()
-                except DbsparkError:
-                    pass
-                else:
-                    raise AssertionError(f"step {b}: DuckDB cannot answer ({err}), but dbspark applied it")
-                restore(o)
                 _check(o, p, declared, f"after the rejected step {b}")
                 continue
             changes = p.step()
-            for t, rows in dels.items():
-                present[t].subtract(rows)
-            for t, rows in step.inserts.items():
-                present[t].update(rows)
+            record_step(present, step, dels)
             for v in declared:
                 sums[v.name] = _changes(sums[v.name], changes[v.name])
             _check(o, p, declared, f"after step {b}")

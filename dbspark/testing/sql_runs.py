@@ -25,7 +25,7 @@ from hypothesis.control import currently_in_test_context
 import dbspark
 from dbspark.errors import DbsparkError, UnsupportedError
 from dbspark.testing.sql_oracle import SqlOracle, compare_frames, expand, view_frame
-from dbspark.testing.sql_strategies import Case, View
+from dbspark.testing.sql_strategies import Case, Step, View
 
 DUCK_ERRORS = (duckdb.OutOfRangeException, duckdb.ConversionException, duckdb.InvalidInputException)
 INT64 = (-(2**63), 2**63 - 1)
@@ -132,6 +132,53 @@ def check_all(o: SqlOracle, p: dbspark.Pipeline, case: Case, what: str) -> None:
             check_mode(o, p, v, what)
 
 
+def queue_step(
+    o: SqlOracle,
+    p: dbspark.Pipeline,
+    step: Step,
+    present: dict[str, Counter],
+    i: int,
+    views: tuple[View, ...],
+) -> tuple[str | None, dict[str, list[tuple]]]:
+    """Queue step i on the pipeline and the oracle: its deletes of rows present (a rejected earlier step
+    may have left out some the stream expects) and its inserts; returns (why, the deletes queued). If
+    DuckDB cannot answer `views` then, the step must be rejected: it is run here, checked rejected, the
+    oracle put back, and DuckDB's reason is `why`; else `why` is None (the caller runs the step)."""
+    dels = {}
+    for t, rows in step.deletes.items():
+        have = Counter(present[t])
+        dels[t] = [r for r in rows if have[r] > 0 and not have.subtract([r])]
+    _note(f"step {i}: deletes {dels}, inserts {step.inserts}")
+    snapshot(o)
+    for t, rows in dels.items():
+        if rows:
+            p.delete(t, rows)
+            o.delete(t, rows)
+    for t, rows in step.inserts.items():
+        p.insert(t, rows)
+        o.insert(t, rows)
+    err = expected_error(o, views)
+    if err is None:
+        return None, dels
+    _note(f"step {i}: DuckDB: {err}")
+    try:
+        p.step()
+    except DbsparkError:
+        pass
+    else:
+        raise AssertionError(f"step {i}: DuckDB cannot answer ({err}), but dbspark applied the step")
+    restore(o)
+    return err, dels
+
+
+def record_step(present: dict[str, Counter], step: Step, dels: dict[str, list[tuple]]) -> None:
+    """The rows present after a step that `queue_step` queued (with `dels`) and that was applied."""
+    for t, rows in dels.items():
+        present[t].subtract(rows)
+    for t, rows in step.inserts.items():
+        present[t].update(rows)
+
+
 def run_case(case: Case, make: Callable[[], dbspark.Pipeline] = local) -> None:
     """Step a pipeline of the case's views through its changes; after each step the views equal DuckDB."""
     case = supported_views(case, make)
@@ -144,39 +191,12 @@ def run_case(case: Case, make: Callable[[], dbspark.Pipeline] = local) -> None:
         o = SqlOracle(case.ddl(oracle=True))
         present: dict[str, Counter] = {t.name: Counter() for t in case.schema.tables}
         for i, step in enumerate(case.steps):
-            # deletes of rows present (a rejected earlier step may have left out some the stream expects)
-            dels = {}
-            for t, rows in step.deletes.items():
-                have = Counter(present[t])
-                dels[t] = [r for r in rows if have[r] > 0 and not have.subtract([r])]
-            _note(f"step {i}: deletes {dels}, inserts {step.inserts}")
-            snapshot(o)
-            for t, rows in dels.items():
-                if rows:
-                    p.delete(t, rows)
-                    o.delete(t, rows)
-            for t, rows in step.inserts.items():
-                p.insert(t, rows)
-                o.insert(t, rows)
-            err = expected_error(o, case.views)
+            err, dels = queue_step(o, p, step, present, i, case.views)
             if err is not None:
-                _note(f"step {i}: DuckDB: {err}")
-                try:
-                    p.step()
-                except DbsparkError:
-                    pass
-                else:
-                    raise AssertionError(
-                        f"step {i}: DuckDB cannot answer ({err}), but dbspark applied the step"
-                    )
-                restore(o)
                 check_all(o, p, case, f"after the rejected step {i}")
                 continue
             p.step()
-            for t, rows in dels.items():
-                present[t].subtract(rows)
-            for t, rows in step.inserts.items():
-                present[t].update(rows)
+            record_step(present, step, dels)
             check_all(o, p, case, f"after step {i}")
     finally:
         p.close()
