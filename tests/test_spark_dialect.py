@@ -35,6 +35,11 @@ OTHERS = [
     "d + 1",
     "d * 2",
     "CAST(d AS DOUBLE) / 4",
+    "d / 3",
+    "d / -7",
+    "a / d",
+    "d / (d + 1)",
+    "(d * 3) / 0.07",
     "a > b",
     "a <=> b",
     "s LIKE 'a%'",
@@ -48,7 +53,7 @@ PREDICATES = [
     "NOT (a <=> b)",
     "d > 1",
 ]
-AGGS = ["COUNT(*)", "SUM(b)", "MIN(s)", "MAX(a)", "AVG(b)", "COUNT(s)", "SUM(d)"]
+AGGS = ["COUNT(*)", "SUM(b)", "MIN(s)", "MAX(a)", "AVG(b)", "COUNT(s)", "SUM(d)", "AVG(d)", "SUM(d) / 3"]
 
 
 @st.composite
@@ -87,12 +92,18 @@ def spark_answer(spark: Any, rows: list[tuple], query: str) -> pl.DataFrame | Ex
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("engine", ["spark", "local"])
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(queries(), STEPS)
-def test_spark_sql_text_matches_spark_sql(spark_engine: Any, query: str, steps: list) -> None:
+def test_spark_sql_text_matches_spark_sql(spark_engine: Any, engine: str, query: str, steps: list) -> None:
+    """On both engines (the local engine's DECIMAL division is its own code, Spark's is Spark's)."""
     spark = spark_engine.spark
     assert spark.conf.get("spark.sql.ansi.enabled") == "true"  # Spark 4's default, which the dialect reads
-    p = dbspark.Pipeline(engine="spark", spark=spark)
+    p = (
+        dbspark.Pipeline(engine="spark", spark=spark)
+        if engine == "spark"
+        else dbspark.Pipeline(engine="local")
+    )
     try:
         p.sql(f"{TABLE} USING parquet; CREATE MATERIALIZED VIEW q AS {query}", dialect="spark")
         live: list[tuple] = []
@@ -140,14 +151,17 @@ def test_ansi_errors_and_refusals() -> None:
         p.close()
     p = dbspark.Pipeline(engine="local")
     p.sql(f"{TABLE}; CREATE VIEW s AS SELECT sum(d) AS x, sum(DISTINCT d) AS y FROM t", dialect="spark")
-    assert dict(p.relation("s").schema) == {
+    p.sql("CREATE VIEW a AS SELECT avg(d) AS m, d / d AS q, d / 7 AS r FROM t GROUP BY d", dialect="spark")
+    types = {**p.relation("s").schema, **p.relation("a").schema}  # as Spark types them
+    assert types == {
         "x": pl.Decimal(20, 2),
         "y": pl.Decimal(20, 2),
-    }  # as Spark types them
-    with pytest.raises(UnsupportedError, match=r"AVG of a DECIMAL in Spark's dialect"):
-        p.sql("CREATE VIEW a AS SELECT avg(d) AS m FROM t", dialect="spark")
-    with pytest.raises(UnsupportedError, match=r"division of DECIMALs in Spark's dialect .* at line 2"):
-        p.sql("\nCREATE VIEW v AS\n  SELECT d / d AS q FROM t", dialect="spark")
+        "m": pl.Decimal(14, 6),
+        "q": pl.Decimal(23, 13),
+        "r": pl.Decimal(14, 6),
+    }
+    with pytest.raises(UnsupportedError, match=r"AVG\(DISTINCT\) of a DECIMAL in Spark's dialect at line 2"):
+        p.sql("\nCREATE VIEW b AS\n  SELECT avg(DISTINCT d) AS q FROM t", dialect="spark")
     with pytest.raises(UnsupportedError, match="the SQL dialect 'mysql'"):
         p.sql(TABLE, dialect="mysql")
     p.close()

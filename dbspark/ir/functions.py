@@ -612,6 +612,44 @@ def _regexp_extract(ts, args):
     return pl.String()
 
 
+SPARK_INT_DIGITS: dict[pl.DataType, int] = {pl.Int8(): 3, pl.Int16(): 5, pl.Int32(): 10, pl.Int64(): 20}
+
+
+def spark_dec_of(t: pl.DataType) -> tuple[int, int]:
+    """(precision, scale) Spark gives an operand of DECIMAL arithmetic: an integer column as
+    `DecimalType.forType` (a LONG is DECIMAL(20, 0))."""
+    if isinstance(t, pl.Decimal):
+        return (t.precision or 38, t.scale or 0)
+    return (SPARK_INT_DIGITS[norm_int(t)], 0)
+
+
+def spark_decimal_quotient(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    """The (precision, scale) of Spark's DECIMAL(p1, s1) / DECIMAL(p2, s2) (`DecimalPrecision`, with
+    spark.sql.decimalOperations.allowPrecisionLoss on, Spark's default): scale max(6, s1 + p2 + 1),
+    precision p1 - s1 + s2 + scale; past 38 digits the scale gives way, down to min(scale, 6)."""
+    (p1, s1), (p2, s2) = a, b
+    scale = max(6, s1 + p2 + 1)
+    prec = p1 - s1 + s2 + scale
+    if prec > 38:
+        whole = prec - scale
+        scale, prec = max(38 - whole, min(scale, 6)), 38
+    return prec, scale
+
+
+@_reg(
+    "spark_decimal_div",
+    4,
+    4,
+    "spark_decimal_div(a, b, p, s): a / b of DECIMALs as Spark divides them (the Spark dialect): the exact "
+    "quotient rounded half-up to DECIMAL(p, s); past p digits an error",
+)
+def _spark_decimal_div(ts, args):
+    _need("spark_decimal_div", ts[:2], lambda t: is_dec(t) or is_int(t), "DECIMAL or integer")
+    p, s = literal_value("spark_decimal_div", args[2], "p"), literal_value("spark_decimal_div", args[3], "s")
+    assert isinstance(p, int) and isinstance(s, int)
+    return pl.Decimal(p, s)
+
+
 for _n in ("is_distinct_from", "is_not_distinct_from"):
 
     @_reg(_n, 2, 2)

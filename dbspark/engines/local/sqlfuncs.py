@@ -276,6 +276,64 @@ def _split_part(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     )
 
 
+@_impl("spark_decimal_div")
+def _spark_decimal_div(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
+    """Spark's DECIMAL division: the exact quotient of the unscaled values, rounded half-up at the
+    result's scale (in Int128 where the scaled dividend fits, exactly in Python integers where it does
+    not); a quotient past the result's precision is Spark's ANSI overflow error."""
+    a, b = e.args[:2]
+    ta, tb = comp.t(a), comp.t(b)
+    p, s = _lit(e, 2), _lit(e, 3)
+    assert isinstance(p, int) and isinstance(s, int)
+    sa, sb = (t.scale or 0 if isinstance(t, pl.Decimal) else 0 for t in (ta, tb))
+    shift = s + sb - sa  # (>= 0: `functions.spark_decimal_quotient`)
+
+    def run(series: Sequence[pl.Series]) -> pl.Series:
+        x, y = (
+            v.cast(pl.Decimal(38, k)).to_physical() if isinstance(v.dtype, pl.Decimal) else v.cast(pl.Int128)
+            for v, k in zip(series, (sa, sb), strict=True)
+        )
+        n = max(len(x), len(y))
+        x, y = (v if len(v) == n else v.new_from_index(0, n) for v in (x, y))
+        df = pl.DataFrame({"x": x, "y": y})
+        fits = df.select(
+            (pl.col("x").cast(pl.Float64).abs() * 10.0**shift < 1e37) | pl.col("x").is_null()
+        ).to_series()
+        ten = pl.lit(10**shift, dtype=pl.Int128)
+        num, den = (pl.col("x") * ten).abs(), pl.col("y").abs()
+        q = num // den
+        up = q + pl.when(2 * (num - q * den) >= den).then(pl.lit(1, dtype=pl.Int128)).otherwise(
+            pl.lit(0, dtype=pl.Int128)
+        )
+        neg = (pl.col("x") < 0) != (pl.col("y") < 0)
+        r = (
+            pl.when((pl.col("y") == 0) | ~pl.Series(fits))
+            .then(None)
+            .otherwise(pl.when(neg).then(pl.lit(0, dtype=pl.Int128) - up).otherwise(up))
+        )
+        got = df.select(r.alias("r")).to_series()
+        if not fits.all():  # (a dividend too wide for Int128 once scaled: Python's integers)
+            out = got.to_list()
+            for i in (~fits).arg_true().to_list():
+                xi, yi = x[i], y[i]
+                if xi is None or yi is None or yi == 0:
+                    continue
+                qi, rem = divmod(abs(xi) * 10**shift, abs(yi))
+                qi += 2 * rem >= abs(yi)
+                out[i] = -qi if (xi < 0) != (yi < 0) else qi
+            got = pl.Series("r", out, dtype=pl.Int128)
+        over = (got.abs() >= pl.Series([10**p], dtype=pl.Int128)).fill_null(False)
+        if over.any():
+            i = int(over.arg_true()[0])
+            raise DataError(
+                f"[NUMERIC_VALUE_OUT_OF_RANGE] {series[0][i]} / {series[1][i]} does not fit DECIMAL({p},{s}) "
+                "(Spark's ANSI mode)"
+            )
+        return pl.DataFrame({"r": got}).select(from_unscaled(pl.col("r"), p, s)).to_series()
+
+    return pl.map_batches([comp.c(a, g), comp.c(b, g)], run, return_dtype=pl.Decimal(p, s))
+
+
 @_impl("regexp_extract")
 def _regexp_extract(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     """The group's match of the first match ('' where there is none, or the group took no part)."""

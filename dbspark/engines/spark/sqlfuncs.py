@@ -249,6 +249,17 @@ def _split_part(comp: SparkCompiler, e: Func) -> Any:
     return F.split_part(s, F.lit(delim), F.lit(n))
 
 
+@_impl("spark_decimal_div")
+def _spark_decimal_div(comp: SparkCompiler, e: Func) -> Any:
+    """Spark's own DECIMAL division (its result type is DECIMAL(p, s) for operands of the types the
+    front end assumed, `functions.spark_dec_of`; ANSI mode makes an overflow an error)."""
+    a, b = e.args[:2]
+    p, s = _lit(e, 2), _lit(e, 3)
+    assert isinstance(p, int) and isinstance(s, int)
+    x, y = (comp.c(v).cast("decimal({}, {})".format(*fn.spark_dec_of(comp.t(v)))) for v in (a, b))
+    return (x / y).cast(f"decimal({p}, {s})")
+
+
 @_impl("regexp_extract")
 def _regexp_extract(comp: SparkCompiler, e: Func) -> Any:
     """Java's regex engine where DuckDB has RE2: the same for the patterns both accept."""

@@ -18,6 +18,7 @@ from dbspark.frontends.sql.parse import name_of
 from dbspark.frontends.sql.relops import null_safe_keys
 from dbspark.frontends.sql.scope import Field, Rel, Scope, bound, canonical
 from dbspark.ir import expr as ir
+from dbspark.ir import functions as fn
 
 if TYPE_CHECKING:
     from dbspark.frontends.sql.compiler import Compiler
@@ -95,7 +96,8 @@ def aggregate(
                 fields.append(Field(f.name, col, f.qualifier, f.hidden))
     calls: dict[str, Any] = {}
     distinct_calls: list[tuple[str, str, str]] = []  # (out col, func, arg col)
-    spark_sums: dict[str, pl.DataType] = {}  # Spark's dialect: SUM(DECIMAL(p, s)) typed DECIMAL(p + 10, s)
+    # Spark's dialect: SUM(DECIMAL(p, s)) typed DECIMAL(p + 10, s), AVG's DECIMAL(p + 4, s + 4)
+    spark_post: dict[str, ir.Expr] = {}
     for a in aggs:
         for inner in a.iter_expressions():
             if find_aggregates([inner]):
@@ -124,16 +126,18 @@ def aggregate(
             t = arg_ir.dtype(rel.stream.schema)
             if t.is_temporal() and t != pl.Date() and not isinstance(t, pl.Datetime):
                 src.unsupported(f"MEDIAN of a {t}", a)
-        if src.dialect == "spark" and func in ("sum", "avg"):
-            t = arg_ir.dtype(rel.stream.schema)
-            if isinstance(t, pl.Decimal) and func == "avg":
-                src.unsupported(
-                    "AVG of a DECIMAL in Spark's dialect (Spark's result is a DECIMAL(p + 4, s + 4) rounded "
-                    "half-up, which is not built: CAST the argument to DOUBLE)",
-                    a,
-                )
-            if isinstance(t, pl.Decimal):  # Spark's SUM(DECIMAL(p, s)) is a DECIMAL(p + 10, s)
-                spark_sums[out] = pl.Decimal(min(38, (t.precision or 38) + 10), t.scale)
+        t = arg_ir.dtype(rel.stream.schema)
+        if src.dialect == "spark" and func in ("sum", "avg") and isinstance(t, pl.Decimal):
+            if func == "avg":  # Spark's: SUM / COUNT as DECIMALs, then cast to DECIMAL(p + 4, s + 4)
+                if distinct:
+                    src.unsupported("AVG(DISTINCT) of a DECIMAL in Spark's dialect", a)
+                pre.append((acol, arg_ir))
+                hs, hn = c.names.fresh("a"), c.names.fresh("a")
+                calls[hs] = ("sum", acol, call_label(c.view, a, items))
+                calls[hn] = ("count", acol, call_label(c.view, a, items))
+                spark_post[out] = spark_avg(hs, hn, t)
+                continue
+            spark_post[out] = ir.Cast(ir.Col(out), _bounded((t.precision or 38) + 10, t.scale or 0))
         pre.append((acol, arg_ir))
         if distinct:
             distinct_calls.append((out, func, acol))
@@ -158,10 +162,8 @@ def aggregate(
             s = left.stream_join(right, left_on=lk, right_on=rk).map(*keep)
         else:
             s = s.stream_product(d)
-    if spark_sums:  # (a sum past Spark's precision is an error, as in Spark's ANSI mode)
-        s = s.map(
-            *[(n, ir.Cast(ir.Col(n), spark_sums[n]) if n in spark_sums else ir.Col(n)) for n in s.schema]
-        )
+    if spark_post:  # (a sum past Spark's precision is an error, as in Spark's ANSI mode)
+        s = s.map(*[n for n in s.schema if n not in spark_post], *spark_post.items())
     post = Scope(fields, src, computed=computed, outer=scope.outer, grouped=True, pre=scope)
     return Rel(s, fields), post, items
 
@@ -219,3 +221,22 @@ def group_keys(
             )
         out.append(target)
     return out
+
+
+def _bounded(p: int, s: int) -> pl.Decimal:
+    """Spark's `DecimalType.bounded`: precision and scale at most 38."""
+    return pl.Decimal(min(p, 38), min(s, 38))
+
+
+def spark_avg(total: str, count: str, t: pl.Decimal) -> ir.Expr:
+    """Spark's AVG of a DECIMAL(p, s) from its sum and count columns: the sum as DECIMAL(p + 10, s) divided
+    by the count as DECIMAL(20, 0) (Spark's DECIMAL division, `functions.spark_decimal_quotient`), cast
+    to DECIMAL(p + 4, s + 4), rounding half-up each time as Spark does (`Average.evaluateExpression`)."""
+    p, s = t.precision or 38, t.scale or 0
+    st = _bounded(p + 10, s)
+    q = fn.spark_decimal_quotient((st.precision or 38, st.scale or 0), (20, 0))
+    div = ir.Func(
+        "spark_decimal_div",
+        (ir.Cast(ir.Col(total), st), ir.Cast(ir.Col(count), pl.Decimal(20, 0)), ir.Lit(q[0]), ir.Lit(q[1])),
+    )
+    return ir.Cast(div, _bounded(p + 4, s + 4))

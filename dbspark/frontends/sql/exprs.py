@@ -24,6 +24,7 @@ from dbspark.frontends.sql.parse import Source
 from dbspark.frontends.sql.scope import Scope
 from dbspark.frontends.sql.types import sql_type
 from dbspark.ir import expr as ir
+from dbspark.ir import functions as fn
 
 AGGREGATES = (
     exp.Count,
@@ -111,6 +112,45 @@ INTERVAL_UNITS.update({"min": INTERVAL_UNITS["minute"], "mins": INTERVAL_UNITS["
 INTERVAL_UNITS.update({"sec": INTERVAL_UNITS["second"], "secs": INTERVAL_UNITS["second"]})
 
 
+def spark_division(e: Any, schema: pl.Schema) -> Any:
+    """`e` with each `/` of a DECIMAL by a DECIMAL or an integer (or the other way round) as Spark
+    divides them (Spark's dialect, `spark.py`): a DECIMAL of Spark's type, the exact quotient rounded
+    half-up (`functions.spark_decimal_div`); a float operand keeps DuckDB's DOUBLE division."""
+    if isinstance(e, ir.Binary) and e.op == "sql_div":
+        left, right = spark_division(e.left, schema), spark_division(e.right, schema)
+        ta, tb = left.dtype(schema), right.dtype(schema)
+        if (isinstance(ta, pl.Decimal) or isinstance(tb, pl.Decimal)) and all(
+            isinstance(t, pl.Decimal) or t.is_integer() for t in (ta, tb)
+        ):
+            da, db = _spark_operand(left, ta), _spark_operand(right, tb)
+            p, s = fn.spark_decimal_quotient(da, db)
+            args = tuple(
+                x if t == pl.Decimal(*d) else ir.Cast(x, pl.Decimal(*d))
+                for x, t, d in ((left, ta, da), (right, tb, db))
+            )
+            return ir.Func("spark_decimal_div", (*args, ir.Lit(p), ir.Lit(s)))
+        return ir.Binary(e.op, left, right)
+    if isinstance(e, ir.Expr) and dataclasses.is_dataclass(e):
+        changes = {f.name: spark_division(getattr(e, f.name), schema) for f in dataclasses.fields(e)}
+        return dataclasses.replace(e, **changes)
+    if isinstance(e, tuple):
+        return tuple(spark_division(x, schema) for x in e)
+    return e
+
+
+def _spark_operand(e: ir.Expr, t: pl.DataType) -> tuple[int, int]:
+    """The DECIMAL type Spark divides an operand as: an integer literal as its digits
+    (`DecimalType.fromLiteral`), an integer column by its width, a DECIMAL as it is."""
+    v = (
+        e.arg.value
+        if isinstance(e, ir.Unary) and e.op == "neg" and isinstance(e.arg, ir.Lit)
+        else getattr(e, "value", None)
+    )
+    if isinstance(e, (ir.Lit, ir.Unary)) and isinstance(v, int) and not isinstance(v, bool):
+        return (max(1, len(str(abs(v)))), 0)
+    return fn.spark_dec_of(t)
+
+
 def _walk(e: Any) -> Iterator[ir.Expr]:
     """An IR expression and every expression inside it."""
     if isinstance(e, ir.Expr):
@@ -139,21 +179,12 @@ class ExprCompiler:
         if schema is not None:
             e = coerce_literals(e, schema, lambda text, t: self.bad_literal(node, text, t))
             typecheck(e, schema, node, self.src)
-            if self.src.dialect == "spark":
-                self.spark_refused(e, schema, node)
+            if self.src.dialect == "spark" and any(
+                isinstance(d, ir.Binary) and d.op == "sql_div" for d in _walk(e)
+            ):
+                e = spark_division(e, schema)
+                typecheck(e, schema, node, self.src)
         return e
-
-    def spark_refused(self, e: ir.Expr, schema: pl.Schema, node: exp.Expression) -> None:
-        """What Spark computes otherwise than DuckDB and is not built (`spark.py`): DECIMAL division."""
-        for d in _walk(e):
-            if isinstance(d, ir.Binary) and d.op == "sql_div":
-                if any(isinstance(x.dtype(schema), pl.Decimal) for x in (d.left, d.right)):
-                    at = next(node.find_all(exp.Div), node)
-                    self.src.unsupported(
-                        "division of DECIMALs in Spark's dialect (Spark's result is a DECIMAL rounded "
-                        "half-up; CAST an operand to DOUBLE for a DOUBLE quotient)",
-                        at,
-                    )
 
     def bad_literal(self, node: exp.Expression, text: str, t: pl.DataType) -> NoReturn:
         """A string literal in `node` that does not convert to the type it is compared with."""

@@ -12,8 +12,10 @@ What the translation does (sqlglot's Spark to DuckDB, plus ANSI mode here):
 - ANSI errors: `/`, `DIV` and `%` by zero reject the step ("DIVIDE_BY_ZERO"), as Spark fails the query;
   a CAST of a string that is not a number rejects it (`TRY_CAST` gives NULL).
 
-Not built, refused with an UnsupportedError naming them (`exprs.py`): division of DECIMALs (Spark's
-result is a DECIMAL rounded half-up, DuckDB's a DOUBLE). Known differences left: integers are 64-bit
+DECIMAL arithmetic as Spark's: a DECIMAL divided by a DECIMAL or an integer is a DECIMAL of Spark's
+type, rounded half-up (`exprs.spark_division`, `functions.spark_decimal_quotient`; DuckDB's is a DOUBLE);
+`SUM(DECIMAL(p, s))` is a DECIMAL(p + 10, s) and `AVG(DECIMAL(p, s))` a DECIMAL(p + 4, s + 4), as Spark
+computes it (`aggregates.py`). Known differences left: integers are 64-bit
 (Spark's INT overflows at 2^31, an error in ANSI mode), and a DOUBLE cast to a string is written as
 DuckDB writes it. Errors name the statement's first line in the user's text; the SQL they quote is in
 DuckDB's spelling.
@@ -48,7 +50,8 @@ def _checked_divisor(node: exp.Expression) -> exp.Expression:
     END`."""
     if isinstance(node, (exp.Div, exp.IntDiv, exp.Mod)):
         b = node.expression
-        if isinstance(b, exp.Literal) and b.is_number and float(b.this) != 0:
+        lit = b.this if isinstance(b, exp.Neg) else b
+        if isinstance(lit, exp.Literal) and lit.is_number and float(lit.this) != 0:
             return node
         # (a NULL dividend gives NULL before the divisor is looked at, as Spark)
         zero = exp.and_(
