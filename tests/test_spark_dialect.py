@@ -162,6 +162,23 @@ def test_ansi_errors_and_refusals() -> None:
     }
     with pytest.raises(UnsupportedError, match=r"AVG\(DISTINCT\) of a DECIMAL in Spark's dialect at line 2"):
         p.sql("\nCREATE VIEW b AS\n  SELECT avg(DISTINCT d) AS q FROM t", dialect="spark")
+    p.sql("CREATE VIEW big AS SELECT CAST(d AS DECIMAL(38, 2)) / 0.000001 AS q FROM t", dialect="spark")
+    p.insert("t", [(1, 1, "x", Decimal("99999999.99"))])
+    p.step()  # DECIMAL(38, 6): 99999999990000.000000 fits
+    with pytest.raises(
+        DbsparkError, match=r"nothing declared: \[NUMERIC_VALUE_OUT_OF_RANGE\]"
+    ):  # at its backfill
+        p.sql(
+            "CREATE VIEW bigger AS SELECT CAST(d * 1e30 AS DECIMAL(38, 0)) / 0.01 AS q FROM t",
+            dialect="spark",
+        )
+    p.sql(
+        "CREATE VIEW bigger AS SELECT CAST(d * 1e30 AS DECIMAL(38, 0)) / 0.01 AS q FROM t WHERE a > 1",
+        dialect="spark",
+    )
+    p.insert("t", [(2, 2, "y", Decimal("99999999.99"))])
+    with pytest.raises(DbsparkError, match=r"step 2 rejected.*NUMERIC_VALUE_OUT_OF_RANGE"):
+        p.step()
     with pytest.raises(UnsupportedError, match="the SQL dialect 'mysql'"):
         p.sql(TABLE, dialect="mysql")
     p.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import polars as pl
 
@@ -289,6 +289,12 @@ def _spark_decimal_div(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     shift = s + sb - sa  # (>= 0: `functions.spark_decimal_quotient`)
 
     def run(series: Sequence[pl.Series]) -> pl.Series:
+        def overflow(i: int) -> NoReturn:
+            raise DataError(
+                f"[NUMERIC_VALUE_OUT_OF_RANGE] {series[0][i]} / {series[1][i]} does not fit DECIMAL({p},{s}) "
+                "(Spark's ANSI mode)"
+            )
+
         x, y = (
             v.cast(pl.Decimal(38, k)).to_physical() if isinstance(v.dtype, pl.Decimal) else v.cast(pl.Int128)
             for v, k in zip(series, (sa, sb), strict=True)
@@ -320,15 +326,13 @@ def _spark_decimal_div(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
                     continue
                 qi, rem = divmod(abs(xi) * 10**shift, abs(yi))
                 qi += 2 * rem >= abs(yi)
+                if qi >= 10**p:
+                    overflow(i)
                 out[i] = -qi if (xi < 0) != (yi < 0) else qi
             got = pl.Series("r", out, dtype=pl.Int128)
         over = (got.abs() >= pl.Series([10**p], dtype=pl.Int128)).fill_null(False)
         if over.any():
-            i = int(over.arg_true()[0])
-            raise DataError(
-                f"[NUMERIC_VALUE_OUT_OF_RANGE] {series[0][i]} / {series[1][i]} does not fit DECIMAL({p},{s}) "
-                "(Spark's ANSI mode)"
-            )
+            overflow(int(over.arg_true()[0]))
         return pl.DataFrame({"r": got}).select(from_unscaled(pl.col("r"), p, s)).to_series()
 
     return pl.map_batches([comp.c(a, g), comp.c(b, g)], run, return_dtype=pl.Decimal(p, s))
