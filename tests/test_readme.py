@@ -38,3 +38,7 @@ def test_the_readme_python_blocks_run(tmp_path: Path, monkeypatch: pytest.Monkey
             exec(compile(block, f"README.md python block {i}", "exec"), namespace)
         except Exception as e:  # name the block: the traceback's file name does too
             raise AssertionError(f"README python block {i} failed: {type(e).__name__}: {e}") from e
+    # the example in both dialects: the DuckDB block's first step and the Spark block's give one view
+    from decimal import Decimal
+
+    assert namespace["s"].view("big").to_dict() == {(7, Decimal("1200.00")): 1}

@@ -5,6 +5,7 @@ a string that is not a number). Plus the translation's spelling and its refusals
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 from typing import Any
 
@@ -18,53 +19,69 @@ from dbspark.errors import DbsparkError, UnsupportedError
 from dbspark.frontends.sql.spark import to_duckdb
 from dbspark.testing.sql_oracle import compare_frames, view_frame
 
-TABLE = "CREATE TABLE t (a INT, b INT, s STRING, d DECIMAL(10,2))"
-SPARK_SCHEMA = "a INT, b INT, s STRING, d DECIMAL(10,2)"
+TABLE = "CREATE TABLE t (a INT, b INT, s STRING, d DECIMAL(10,2), x DOUBLE, dt DATE)"
+SPARK_SCHEMA = "a INT, b INT, s STRING, d DECIMAL(10,2), x DOUBLE, dt DATE"
+SMALL = "CREATE TABLE t (a INT, b INT, s STRING, d DECIMAL(10,2))"
+OTHER = "CREATE TABLE u (a INT, y STRING)"  # the other side of the joins
 INTS = [
     "a", "b", "a + b", "a - b", "a * b", "a DIV b", "a % b", "abs(a)", "nvl(a, 0)", "coalesce(a, b)",
     "IF(a > b, a, b)", "CASE WHEN a IS NULL THEN -1 WHEN a > 0 THEN a ELSE b END", "length(s)",
-    "instr(s, 'a')", "ifnull(b, 7)", "nullif(a, b)",
+    "instr(s, 'a')", "ifnull(b, 7)", "nullif(a, b)", "pmod(a, b)", "CAST(x AS INT)", "CAST(d AS INT)",
+    "floor(x)", "ceil(d)", "round(x)", "dayofweek(dt)", "weekday(dt)", "year(dt)", "month(dt)",
+    "datediff(dt, DATE'2024-02-01')", "dayofyear(dt)", "CAST(s AS INT)",
 ]  # fmt: skip
 STRINGS = [
     "s", "upper(s)", "concat(s, 'x')", "concat_ws('-', s, 'y')", "substr(s, 2)", "nvl(s, 'none')",
-    "CAST(a AS STRING)", "lower(concat(s, s))", "trim(s)",
+    "CAST(a AS STRING)", "lower(concat(s, s))", "trim(s)", "date_format(dt, 'yyyy/MM/dd EEE')",
+    "CAST(dt AS STRING)", "CAST(d AS STRING)",
 ]  # fmt: skip
 OTHERS = [
-    "a / b",
-    "d",
-    "d + 1",
-    "d * 2",
-    "CAST(d AS DOUBLE) / 4",
-    "d / 3",
-    "d / -7",
-    "a / d",
-    "d / (d + 1)",
-    "(d * 3) / 0.07",
-    "a > b",
-    "a <=> b",
-    "s LIKE 'a%'",
-    "s IS NULL",
-]
+    "a / b", "d", "d + 1", "d * 2", "CAST(d AS DOUBLE) / 4", "d / 3", "d / -7", "a / d", "d / (d + 1)",
+    "(d * 3) / 0.07", "a > b", "a <=> b", "s LIKE 'a%'", "s IS NULL", "x", "x * 2", "sqrt(x)", "ln(x)",
+    "sign(x)", "round(d, 1)", "dt", "date_add(dt, 3)", "date_sub(dt, a)", "add_months(dt, 1)",
+    "last_day(dt)", "trunc(dt, 'MM')", "isnull(s)", "CAST(x AS DECIMAL(8, 2))", "power(x, 2)",
+]  # fmt: skip
 PREDICATES = [
-    "a > 0",
-    "s LIKE 'a%'",
-    "a IS NOT NULL AND b IS NOT NULL",
-    "b IN (1, 2)",
-    "NOT (a <=> b)",
-    "d > 1",
-]
-AGGS = ["COUNT(*)", "SUM(b)", "MIN(s)", "MAX(a)", "AVG(b)", "COUNT(s)", "SUM(d)", "AVG(d)", "SUM(d) / 3"]
+    "a > 0", "s LIKE 'a%'", "a IS NOT NULL AND b IS NOT NULL", "b IN (1, 2)", "NOT (a <=> b)", "d > 1",
+    "x < 1", "dt >= DATE'2024-02-29'", "isnotnull(s)",
+]  # fmt: skip
+AGGS = [
+    "COUNT(*)", "SUM(b)", "MIN(s)", "MAX(a)", "AVG(b)", "COUNT(s)", "SUM(d)", "AVG(d)", "SUM(d) / 3",
+    "stddev(b)", "stddev_samp(x)", "stddev_pop(b)", "variance(x)", "var_samp(b)", "var_pop(x)",
+    "median(b)", "COUNT(DISTINCT s)", "MAX(dt)", "MIN(x)", "SUM(x)",
+]  # fmt: skip
+WINDOWS = [
+    "row_number()", "rank()", "dense_rank()", "percent_rank()", "cume_dist()", "ntile(2)", "lag(a)",
+    "lead(b, 1, 0)", "first_value(s)", "last_value(b)", "sum(b)", "count(*)", "max(x)",
+]  # fmt: skip
+GROUPINGS = ["grouping(s)", "grouping(k2)"]
+JOINS = ["LEFT SEMI JOIN", "LEFT ANTI JOIN", "JOIN", "LEFT JOIN"]
 
 
 @st.composite
 def queries(draw: st.DrawFn) -> str:
     where = draw(st.one_of(st.just(""), st.sampled_from(PREDICATES).map(lambda p: f" WHERE {p}")))
-    shape = draw(st.sampled_from(["select", "group", "top"]))
+    shape = draw(st.sampled_from(["select", "group", "top", "window", "join", "rollup"]))
+    if shape == "rollup":
+        agg = draw(st.sampled_from(AGGS))
+        g = draw(st.sampled_from(GROUPINGS)).replace("k2", "a % 2")
+        return f"SELECT s, a % 2 AS k2, {agg} AS g, {g} AS gs FROM t{where} GROUP BY ROLLUP (s, a % 2)"
     if shape == "group":
-        key = draw(st.sampled_from(["s", "a", "a % 3", "nvl(s, 'z')"]))
+        key = draw(st.sampled_from(["s", "a", "a % 3", "nvl(s, 'z')", "month(dt)"]))
         aggs = draw(st.lists(st.sampled_from(AGGS), min_size=1, max_size=3, unique=True))
         cols = ", ".join(f"{a} AS g{i}" for i, a in enumerate(aggs))
         return f"SELECT {key} AS k, {cols} FROM t{where} GROUP BY {key}"
+    if shape == "window":  # ordered by every column: ties are equal rows
+        call = draw(st.sampled_from(WINDOWS))
+        part = draw(st.sampled_from(["", "PARTITION BY s ", "PARTITION BY a % 2 "]))
+        over = f"{part}ORDER BY a, b DESC, s, d, x, dt" if call != "count(*)" else part.strip()
+        return f"SELECT a, b, s, {call} OVER ({over}) AS w FROM t{where}"
+    if shape == "join":
+        join = draw(st.sampled_from(JOINS))
+        cols = "t.a, t.s" + ("" if "SEMI" in join or "ANTI" in join else ", u.y")
+        on = draw(st.sampled_from(["t.a = u.a", "t.a = u.a AND u.y = 'p'", "t.b <=> u.a"]))
+        filt = draw(st.sampled_from(["", " WHERE t.b > 0", " WHERE t.s IS NOT NULL"]))
+        return f"SELECT {cols} FROM t {join} u ON {on}{filt}"
     exprs = draw(st.lists(st.sampled_from(INTS + STRINGS + OTHERS), min_size=1, max_size=3, unique=True))
     cols = ", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))
     if shape == "top":  # ordered by every column: ties are equal rows
@@ -76,14 +93,25 @@ def queries(draw: st.DrawFn) -> str:
 ROW = st.tuples(
     st.one_of(st.none(), st.integers(-3, 3)),
     st.one_of(st.none(), st.integers(-2, 2)),
-    st.one_of(st.none(), st.sampled_from(["a", "ab", "b", " c ", ""])),
+    st.one_of(st.none(), st.sampled_from(["a", "ab", "b", " c ", "", "12"])),
     st.one_of(st.none(), st.decimals(-100, 100, places=2)),
+    st.one_of(st.none(), st.sampled_from([0.0, -0.5, 2.5, 1.75, -3.25, 1e6, 0.125])),
+    st.one_of(
+        st.none(),
+        st.sampled_from(
+            [dt.date(2024, 1, 31), dt.date(2024, 2, 29), dt.date(2023, 12, 31), dt.date(2000, 3, 1)]
+        ),
+    ),
+)
+U_ROWS = st.lists(
+    st.tuples(st.one_of(st.none(), st.integers(-3, 3)), st.sampled_from(["p", "q"])), max_size=4
 )
 STEPS = st.lists(st.tuples(st.lists(ROW, max_size=5), st.integers(0, 3)), min_size=1, max_size=3)
 
 
-def spark_answer(spark: Any, rows: list[tuple], query: str) -> pl.DataFrame | Exception:
+def spark_answer(spark: Any, rows: list[tuple], others: list[tuple], query: str) -> pl.DataFrame | Exception:
     spark.createDataFrame(rows, SPARK_SCHEMA).createOrReplaceTempView("t")
+    spark.createDataFrame(others, "a INT, y STRING").createOrReplaceTempView("u")
     try:
         got = spark.sql(query).toArrow()
     except Exception as e:  # (Spark's errors: ArithmeticException, NumberFormatException, ...)
@@ -93,9 +121,11 @@ def spark_answer(spark: Any, rows: list[tuple], query: str) -> pl.DataFrame | Ex
 
 @pytest.mark.spark
 @pytest.mark.parametrize("engine", ["spark", "local"])
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(queries(), STEPS)
-def test_spark_sql_text_matches_spark_sql(spark_engine: Any, engine: str, query: str, steps: list) -> None:
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(queries(), STEPS, U_ROWS)
+def test_spark_sql_text_matches_spark_sql(
+    spark_engine: Any, engine: str, query: str, steps: list, others: list
+) -> None:
     """On both engines (the local engine's DECIMAL division is its own code, Spark's is Spark's)."""
     spark = spark_engine.spark
     assert spark.conf.get("spark.sql.ansi.enabled") == "true"  # Spark 4's default, which the dialect reads
@@ -105,7 +135,9 @@ def test_spark_sql_text_matches_spark_sql(spark_engine: Any, engine: str, query:
         else dbspark.Pipeline(engine="local")
     )
     try:
-        p.sql(f"{TABLE} USING parquet; CREATE MATERIALIZED VIEW q AS {query}", dialect="spark")
+        p.sql(f"{TABLE} USING parquet; {OTHER}; CREATE MATERIALIZED VIEW q AS {query}", dialect="spark")
+        if others:
+            p.insert("u", others)
         live: list[tuple] = []
         for n, (ins, ndel) in enumerate(steps):
             gone, kept = live[:ndel], live[ndel:]
@@ -113,7 +145,7 @@ def test_spark_sql_text_matches_spark_sql(spark_engine: Any, engine: str, query:
                 p.insert("t", ins)
             if gone:
                 p.delete("t", gone)
-            expected = spark_answer(spark, kept + ins, query)
+            expected = spark_answer(spark, kept + ins, others, query)
             if isinstance(expected, Exception):
                 with pytest.raises(DbsparkError):
                     p.step()
@@ -140,7 +172,7 @@ def test_the_translation_spells_spark_in_duckdb() -> None:
 def test_ansi_errors_and_refusals() -> None:
     p = dbspark.Pipeline(engine="local")
     try:
-        p.sql(f"{TABLE}; CREATE VIEW v AS SELECT a DIV b AS q, CAST(s AS INT) AS n FROM t", dialect="spark")
+        p.sql(f"{SMALL}; CREATE VIEW v AS SELECT a DIV b AS q, CAST(s AS INT) AS n FROM t", dialect="spark")
         p.insert("t", [(1, 0, "1", Decimal(1))])
         with pytest.raises(DbsparkError, match=r"DIVIDE_BY_ZERO"):
             p.step()
@@ -150,7 +182,7 @@ def test_ansi_errors_and_refusals() -> None:
     finally:
         p.close()
     p = dbspark.Pipeline(engine="local")
-    p.sql(f"{TABLE}; CREATE VIEW s AS SELECT sum(d) AS x, sum(DISTINCT d) AS y FROM t", dialect="spark")
+    p.sql(f"{SMALL}; CREATE VIEW s AS SELECT sum(d) AS x, sum(DISTINCT d) AS y FROM t", dialect="spark")
     p.sql("CREATE VIEW a AS SELECT avg(d) AS m, d / d AS q, d / 7 AS r FROM t GROUP BY d", dialect="spark")
     types = {**p.relation("s").schema, **p.relation("a").schema}  # as Spark types them
     assert types == {
@@ -180,5 +212,5 @@ def test_ansi_errors_and_refusals() -> None:
     with pytest.raises(DbsparkError, match=r"step 2 rejected.*NUMERIC_VALUE_OUT_OF_RANGE"):
         p.step()
     with pytest.raises(UnsupportedError, match="the SQL dialect 'mysql'"):
-        p.sql(TABLE, dialect="mysql")
+        p.sql(SMALL, dialect="mysql")
     p.close()

@@ -295,10 +295,18 @@ class Func(Expr):
         return set().union(*(a.columns() for a in self.args)) if self.args else set()
 
     def dtype(self, schema: pl.Schema) -> pl.DataType:
+        if self.name.startswith("spark_") and self.name in _macros().MACROS:
+            return _macros().expand(self, schema).dtype(schema)
         return fn.typed(self.name, [a.dtype(schema) for a in self.args], self.args)
 
     def __repr__(self) -> str:
         return f"{self.name}({', '.join(repr(a) for a in self.args)})"
+
+
+def _macros() -> Any:
+    from dbspark.ir import macros  # (it builds expressions of this module)
+
+    return macros
 
 
 @dataclass(frozen=True, eq=True)

@@ -29,6 +29,7 @@ import polars as pl
 from dbspark.errors import DataError, UnsupportedError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary
+from dbspark.ir.macros import MACROS, expand
 
 Guard = pl.Expr | None
 _PY_BIN: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
@@ -259,6 +260,8 @@ class Compiler:
             from dbspark.engines.local.sqlfuncs import compile_func
 
             self.t(e)  # type-checks the call
+            if e.name in MACROS:
+                return self.c(expand(e, self.schema), g)
             return compile_func(self, e, g)
         raise UnsupportedError(f"the local engine cannot evaluate expression {e!r} ({type(e).__name__})")
 

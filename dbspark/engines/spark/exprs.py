@@ -20,6 +20,7 @@ from dbspark.engines.spark.convert import col, spark_type, sql_str
 from dbspark.errors import DataError, DbsparkError, UnsupportedError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import ARITH, Binary, Case, Cast, Col, Expr, Func, InList, Lit, Unary
+from dbspark.ir.macros import MACROS, expand
 
 HOIST_CHARS = 1000  # a compiled subexpression longer than this is bound to a column (SparkCompiler)
 INT_RANGE = fn.INT_RANGE
@@ -126,7 +127,7 @@ def may_raise(e: Expr) -> bool:
     if isinstance(e, Unary) and e.op in ("neg", "abs"):
         return True
     if isinstance(e, Cast) or (
-        isinstance(e, Func) and e.name in ("sqrt", "ln", "log10", "round", "abs", "error")
+        isinstance(e, Func) and e.name in ("sqrt", "ln", "log10", "round", "abs", "error", *MACROS)
     ):
         return True
     children: list[Expr] = []
@@ -299,6 +300,8 @@ class SparkCompiler:
             from dbspark.engines.spark.sqlfuncs import compile_func
 
             self.t(e)
+            if e.name in MACROS:
+                return self.c(expand(e, self.schema))
             return compile_func(self, e)
         raise UnsupportedError(f"the spark engine cannot evaluate expression {e!r} ({type(e).__name__})")
 

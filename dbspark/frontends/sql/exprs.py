@@ -25,6 +25,7 @@ from dbspark.frontends.sql.scope import Scope
 from dbspark.frontends.sql.types import sql_type
 from dbspark.ir import expr as ir
 from dbspark.ir import functions as fn
+from dbspark.ir.macros import MACROS
 
 AGGREGATES = (
     exp.Count,
@@ -246,7 +247,8 @@ class ExprCompiler:
         alias = temporal.named(self, name, args, node)
         if alias is not None:
             return alias
-        if name not in REGISTRY or name.startswith("__"):  # (`__` names are dbspark's own, not SQL)
+        spark_macro = self.src.dialect == "spark" and name in MACROS  # (written by `spark.py` only)
+        if (name not in REGISTRY or name.startswith("__")) and not spark_macro:  # (`__`: dbspark's own)
             self.src.unsupported(f"function {name}()", node)
         return ir.Func(name, tuple(self.compile(a) for a in args))
 

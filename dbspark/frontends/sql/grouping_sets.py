@@ -8,7 +8,8 @@ query with grouping sets is the UNION ALL of one plain GROUP BY query per set.
 
 In the branch of a set, a grouping key the set leaves out is NULL wherever the SELECT list and HAVING
 use it outside an aggregate's argument, and GROUPING(k1, ..., kn) is the bitmask of the keys left out
-(k1 the most significant bit). The empty set is a GROUP BY (): one row even over an empty table. The
+(k1 the most significant bit). The empty set is a GROUP BY (): one row even over an empty table (in
+Spark's dialect, as Spark evaluates it, none). The
 sets of a GROUP BY are the product of its elements' (`a, ROLLUP (b, c)` is (a, b, c), (a, b), (a)); a
 CUBE of n keys has 2^n sets. ORDER BY, LIMIT, OFFSET, DISTINCT and WITH apply to the whole union. Each
 branch is maintained as any grouped query is, so a change costs what it costs in each set's grouping.
@@ -128,6 +129,9 @@ def _branch(
     having = out.args.get("having")
     if having is not None:
         out.set("having", exp.Having(this=_rewrite(having.this, keys, every, left_out, src)))
+    if not keys and src.dialect == "spark":  # Spark's empty set has no row over no rows (its Expand)
+        rows = exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0))
+        out.set("having", exp.Having(this=exp.and_(rows, *([out.args["having"].this] if having else []))))
     return out
 
 

@@ -4,6 +4,9 @@ division by zero are errors, not NULLs — and written in DuckDB's dialect, whic
 
 What the translation does (sqlglot's Spark to DuckDB, plus ANSI mode here):
 
+- joins: `LEFT SEMI JOIN` / `LEFT ANTI JOIN` as `EXISTS` / `NOT EXISTS` (`_semi_anti_joins`);
+- functions: only the ones whose meaning is Spark's, kept or rewritten; any other is refused by name
+  (`spark_functions.py`);
 - spelling: backticks, `STRING`, `nvl` / `ifnull`, `IF`, `concat` (NULL if an argument is NULL),
   `concat_ws`, `instr`, `date_add(d, n)`, `DIV`, `<=>`, `RLIKE`, `CREATE MATERIALIZED VIEW`,
   `CREATE TABLE ... USING fmt`;
@@ -31,7 +34,8 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.tokens import TokenType
 
 from dbspark.errors import ParseError
-from dbspark.frontends.sql.parse import syntax_error
+from dbspark.frontends.sql.parse import Source, syntax_error
+from dbspark.frontends.sql.spark_functions import translate_functions
 
 ZERO = "[DIVIDE_BY_ZERO] Division by zero (Spark's ANSI mode; try_divide or NULLIF(divisor, 0) gives NULL)"
 
@@ -43,6 +47,12 @@ class SparkAnsi(Spark):
 
     class Parser(Spark.Parser):  # type: ignore[misc, valid-type]
         STRICT_CAST = True
+        # date_format keeps its Java pattern (`spark_functions` reads it; sqlglot's own conversion
+        # copies letters it does not know into the strftime format)
+        FUNCTIONS = {
+            **Spark.Parser.FUNCTIONS,
+            "DATE_FORMAT": lambda args: exp.Anonymous(this="date_format", expressions=args),
+        }
 
 
 def _checked_divisor(node: exp.Expression) -> exp.Expression:
@@ -60,6 +70,33 @@ def _checked_divisor(node: exp.Expression) -> exp.Expression:
         )
         fail = exp.Anonymous(this="error", expressions=[exp.Literal.string(ZERO)])
         node.set("expression", exp.Case(ifs=[exp.If(this=zero, true=fail)], default=b))
+    return node
+
+
+def _semi_anti_joins(node: exp.Expression, src: Source) -> exp.Expression:
+    """`FROM t LEFT SEMI JOIN u ON c` as `FROM t WHERE EXISTS (SELECT 1 FROM u WHERE c)` (ANTI: NOT
+    EXISTS), which keep the same rows of t: the join only filters them. Joins after it keep its filter
+    where they are inner, cross or left joins; a right or full join after it, or USING, is refused."""
+    if not isinstance(node, exp.Select):
+        return node
+    joins = node.args.get("joins") or []
+    kept, tests = [], []
+    for i, j in enumerate(joins):
+        kind = str(j.args.get("kind") or "").upper()
+        if kind not in ("SEMI", "ANTI"):
+            kept.append(j)
+            continue
+        what = f"LEFT {kind} JOIN"
+        if j.args.get("on") is None:
+            src.unsupported(f"{what} without ON (USING or no condition)", j)
+        if any(str(k.args.get("side") or "").upper() in ("RIGHT", "FULL") for k in joins[i + 1 :]):
+            src.unsupported(f"{what} followed by a RIGHT or FULL JOIN", j)
+        probe = exp.Exists(this=exp.select("1").from_(j.this).where(j.args["on"]))
+        tests.append(probe if kind == "SEMI" else exp.Not(this=probe))
+    if tests:
+        node.set("joins", kept)
+        where = node.args.get("where")
+        node.set("where", exp.Where(this=exp.and_(*([where.this] if where else []), *tests)))
     return node
 
 
@@ -85,7 +122,14 @@ def to_duckdb(text: str) -> str:
     level = log.level
     log.setLevel(logging.ERROR)  # (no "Unsupported property" warnings: USING, MATERIALIZED are dropped)
     try:
-        sqls = [st.transform(_checked_divisor).sql(dialect="duckdb") for st in statements if st is not None]
+        src = Source(text, "spark")
+        sqls = [
+            translate_functions(st.transform(_semi_anti_joins, src), src)
+            .transform(_checked_divisor)
+            .sql(dialect="duckdb")
+            for st in statements
+            if st is not None
+        ]
     finally:
         log.setLevel(level)
     if len(starts) != len(sqls):  # (not expected: then the statements follow each other, unplaced)
