@@ -112,13 +112,13 @@ def _children_cpu() -> float:
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
-    """(wall, CPU of the process and its children, output) of a whole command."""
+    """(wall, CPU of the process and its children, standard output) of a whole command."""
     c0, t0 = _children_cpu(), time.perf_counter()
     got = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if got.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{got.stdout[-2000:]}\n{got.stderr[-2000:]}")
-    return wall, cpu, got.stdout + got.stderr
+    return wall, cpu, got.stdout
 
 
 def worker(spec: str, engine: str) -> None:

@@ -102,6 +102,25 @@ def test_a_dataset_added_between_runs_is_backfilled_and_the_rest_kept(tmp_path: 
     assert "per_region_day" not in r.datasets
 
 
+def test_a_dataset_whose_definition_changed_is_rewritten_not_appended(tmp_path: Path) -> None:
+    """A streaming table's new rows are appended to its table (a Parquet file per run); its contents
+    after a changed definition are its table's, not an append to the old one."""
+    shop = _shop(tmp_path)
+    spec = shop / "spark-pipeline.yml"
+    refresh(spec, engine="local")
+    data.batch(shop, 1)
+    refresh(spec, engine="local")
+    big = shop / "storage" / "tables" / "big_orders"
+    assert len(list(big.glob("*.parquet"))) == 2  # the first run's file and the batch's rows
+    assert_same_tables(read_published(shop), _full(shop, tmp_path), "after an appended run")
+    py = shop / "transformations" / "customers.py"
+    py.write_text(py.read_text().replace('F.col("amount") >= 900', 'F.col("amount") >= 990'))
+    r = refresh(spec, engine="local")
+    assert r.datasets["big_orders"][1] == r.datasets["big_orders"][0] > 0  # its contents anew
+    assert len(list(big.glob("*.parquet"))) == 1
+    assert_same_tables(read_published(shop), _full(shop, tmp_path), "after a changed definition")
+
+
 def test_full_refresh_of_a_dataset_and_of_all(tmp_path: Path) -> None:
     shop = _shop(tmp_path)
     spec = shop / "spark-pipeline.yml"

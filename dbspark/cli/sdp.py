@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dbspark.algebra.zset import WEIGHT
 from dbspark.errors import UnknownNameError, UnsupportedError
 from dbspark.frontends.sdp.project import Project, declare, load_project
-from dbspark.io.published import publish, published_step
+from dbspark.io.published import publish, published, rows_of
 from dbspark.pipeline import Pipeline
 
 FORMATS = ("parquet", "delta")
@@ -76,19 +77,29 @@ def refresh(
             if rows.height:
                 p.push(src.table, rows, weights)
             offsets[src.offset_key] = offset
-        behind = published_step(tables_dir(project)) != p.steps
+        last, counts = published(tables_dir(project))
+        behind = last != p.steps
+        backfilled = set(p.runtime.backfilled) if p.runtime is not None else set()
         changes = p.step(offsets=offsets)
         out: dict[str, tuple[int, int, Path | None]] = {}
         write = []
         for name in project.published:
             changed = p.runtime.kernel.to_local(changes[name]).consolidate() if p.runtime else None
             n_changed = len(changed) if changed is not None else 0
-            contents = p.view(name)
             folder = tables_dir(project) / name
-            if n_changed or behind or not folder.exists():
-                write.append((name, contents, formats[name]))
-            out[name] = (int(sum(w for _, w in contents.to_zset().to_rows())), n_changed, folder)
-        publish(tables_dir(project), write, p.steps)
+            # (a new, changed or refreshed dataset's change is its contents, not a change of its table)
+            fresh = behind or not folder.exists() or name not in counts or name in backfilled
+            deletes = bool(n_changed) and changed is not None and changed.df[WEIGHT].min() < 0
+            if fresh or deletes:  # rewritten whole
+                rows = rows_of(p.view(name))
+                write.append((name, rows, formats[name], False))
+                counts[name] = rows.height
+            elif n_changed:  # inserts only: appended
+                assert changed is not None
+                write.append((name, rows_of(changed), formats[name], True))
+                counts[name] += int(changed.df[WEIGHT].sum())
+            out[name] = (counts[name], n_changed, folder)
+        publish(tables_dir(project), write, p.steps, {n: counts[n] for n in project.published})
         return Refresh(p.steps, read, out)
 
 

@@ -4,11 +4,13 @@
     tables/<view>/_delta_log/ …              spark.read.format("delta").load("…/tables/<view>")
 
 A table holds the view's current contents, each row as many times as its weight. After a step commits,
-each view that the step changed is written anew: a Parquet table as one new file named after the step,
-the older files then deleted; a Delta table as a new version overwriting the last (delta-rs, an atomic
-commit). `tables/_published.json` records the step the tables were last written for; a run that finds
-it behind the committed step (it stopped between the two) writes every table again, so the tables
-always end equal to the views.
+each view that the step changed is written: a change of inserts only (a streaming table's new rows, a
+growing view's) is appended, as a Parquet file named after the step or a Delta append; another change
+rewrites the table, a Parquet table as one new file named after the step (the older files then
+deleted), a Delta table as a new version overwriting the last (delta-rs, an atomic commit). So a
+refresh writes what changed, not the tables. `tables/_published.json` records the step the tables
+were last written for and each table's rows; a run that finds it behind the committed step (it stopped
+between the two) writes every table again, so the tables always end equal to the views.
 """
 
 from __future__ import annotations
@@ -37,36 +39,41 @@ def rows_of(view: Any) -> pl.DataFrame:
     return df.drop(WEIGHT)[np.repeat(np.arange(df.height), w)]
 
 
-def published_step(root: Path) -> int | None:
+def published(root: Path) -> tuple[int | None, dict[str, int]]:
+    """The step the tables were last written for, and each table's rows then."""
     try:
-        return int(json.loads((root / MARK).read_text())["step"])
-    except (OSError, ValueError, KeyError):
-        return None
+        mark = json.loads((root / MARK).read_text())
+        return int(mark["step"]), {str(k): int(v) for k, v in mark.get("rows", {}).items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, {}
 
 
-def publish(root: Path, tables: Iterable[tuple[str, Any, str]], step: int) -> list[Path]:
-    """Write each (name, view contents, format "parquet" | "delta") as of committed `step`, then mark
-    the tables written for it; returns the folders written."""
+def publish(
+    root: Path, tables: Iterable[tuple[str, pl.DataFrame, str, bool]], step: int, rows: dict[str, int]
+) -> None:
+    """Write each (name, rows, format "parquet" | "delta", append) as of committed `step`: with
+    `append`, the rows are added to the table, else they are its contents; then mark the tables written
+    for the step, with each table's rows `rows`."""
     root.mkdir(parents=True, exist_ok=True)
-    out = []
-    for name, view, fmt in tables:
+    for name, df, fmt, append in tables:
         folder = root / name
-        df = rows_of(view)
         if fmt == "delta":
             from deltalake import write_deltalake
 
-            write_deltalake(str(folder), df.to_arrow(), mode="overwrite", schema_mode="overwrite")
-        else:
-            folder.mkdir(parents=True, exist_ok=True)
-            part = folder / f"part-{step:08d}.parquet"
-            tmp = folder / f".{part.name}.tmp"
-            df.write_parquet(tmp)
-            os.replace(tmp, part)
+            if append:
+                write_deltalake(str(folder), df.to_arrow(), mode="append")
+            else:
+                write_deltalake(str(folder), df.to_arrow(), mode="overwrite", schema_mode="overwrite")
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        part = folder / f"part-{step:08d}.parquet"
+        tmp = folder / f".{part.name}.tmp"
+        df.write_parquet(tmp)
+        os.replace(tmp, part)
+        if not append:
             for old in folder.iterdir():
                 if old.name != part.name and old.suffix == ".parquet":
                     old.unlink()
-        out.append(folder)
     tmp_mark = root / f".{MARK}.tmp"
-    tmp_mark.write_text(json.dumps({"step": step}))
+    tmp_mark.write_text(json.dumps({"step": step, "rows": rows}))
     os.replace(tmp_mark, root / MARK)
-    return out
