@@ -22,7 +22,7 @@ from typing import Any
 from dbspark.algebra.zset import WEIGHT
 from dbspark.errors import UnknownNameError, UnsupportedError
 from dbspark.frontends.sdp.project import Project, declare, load_project
-from dbspark.io.published import publish, published, rows_of
+from dbspark.io.published import applied, publish, published, read_table, rows_of
 from dbspark.pipeline import Pipeline
 
 FORMATS = ("parquet", "delta")
@@ -90,8 +90,8 @@ def refresh(
             # (a new, changed or refreshed dataset's change is its contents, not a change of its table)
             fresh = behind or not folder.exists() or name not in counts or name in backfilled
             deletes = bool(n_changed) and changed is not None and changed.df[WEIGHT].min() < 0
-            if fresh or deletes:  # rewritten whole
-                rows = rows_of(p.view(name))
+            if fresh or deletes:  # rewritten whole (with deletes: the table, read here, plus its change)
+                rows = rows_of(p.view(name)) if fresh else applied(read_table(folder, formats[name]), changed)
                 write.append((name, rows, formats[name], False))
                 counts[name] = rows.height
             elif n_changed:  # inserts only: appended

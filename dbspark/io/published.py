@@ -39,6 +39,25 @@ def rows_of(view: Any) -> pl.DataFrame:
     return df.drop(WEIGHT)[np.repeat(np.arange(df.height), w)]
 
 
+def read_table(folder: Path, fmt: str) -> pl.DataFrame:
+    """A published table's rows, as written (`publish`)."""
+    if fmt == "delta":
+        from deltalake import DeltaTable
+
+        return pl.from_arrow(DeltaTable(str(folder)).to_pyarrow_table())  # type: ignore[return-value]
+    return pl.concat([pl.read_parquet(f) for f in sorted(folder.glob("*.parquet"))], how="vertical")
+
+
+def applied(table: pl.DataFrame, change: Any) -> pl.DataFrame:
+    """A published table's rows after a view's change (a consolidated Z-set of the view's rows): the
+    table as a Z-set plus the change, each row as many times as its weight."""
+    from dbspark.algebra.zset import ZSet
+
+    cols = change.df.drop(WEIGHT).columns
+    z = ZSet(table.select(cols).with_columns(pl.lit(1, pl.Int64).alias(WEIGHT)))
+    return rows_of(z + ZSet(change.df))
+
+
 def published(root: Path) -> tuple[int | None, dict[str, int]]:
     """The step the tables were last written for, and each table's rows then."""
     try:
