@@ -221,7 +221,7 @@ NOT_VARIANCE = {k: v for k, v in AGGS.items() if k not in ("vs", "sd", "vp", "sp
 @given(streams("float64", DECIMAL_X))
 def test_inexact_float_aggregates_match_duckdb_within_rounding(changes):
     # values like 123.45 are not exact in binary: sums of inserts and deletes round, within 1e-9.
-    # The variances are left out here: see the xfail tests below (cancellation in Σx² - (Σx)²/n).
+    # The variances are left out here: DuckDB's own are rounded (dbspark's are exact, tests below).
     def expected(cur: Counter, grouped: bool) -> dict[tuple, int]:
         full = duckdb_expected(cur, "float64", grouped)
         k = 1 if grouped else 0
@@ -275,21 +275,11 @@ def _variances(
     return out
 
 
-FLOAT_VARIANCE = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "for float64 inputs VAR/STDDEV are finalized as (Σx² - (Σx)²/n)/(n-1) from float64 accumulators "
-        "(columnar/aggfold.py): catastrophic cancellation when the mean is large "
-        "against the spread; integer inputs use exact Int128 accumulators, floats need compensated sums"
-    ),
-)
-
-
 @pytest.mark.parametrize(
     "xtype, xs",
     [
         ("int64", [100_000_001, 100_000_002, 100_000_003]),
-        pytest.param("float64", [1e6 + 0.1, 1e6 + 0.2, 1e6 + 0.3], marks=FLOAT_VARIANCE),
+        ("float64", [1e6 + 0.1, 1e6 + 0.2, 1e6 + 0.3]),  # (exact sums: no cancellation)
     ],
 )
 def test_variance_with_large_mean_and_small_spread(xtype, xs, engine):
@@ -299,14 +289,8 @@ def test_variance_with_large_mean_and_small_spread(xtype, xs, engine):
             assert math.isclose(a, b, rel_tol=1e-6), (got, duck)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "incremental VAR/STDDEV of equal values after a delete is not 0: the float accumulators Σx, Σx² keep "
-        "rounding residue (STDDEV_POP of [75.53, 75.53] = 9.5e-07); same cause as the test above"
-    ),
-)
 def test_stddev_of_equal_values_after_delete_is_zero(engine):
+    """Σx and Σx² are exact (`columnar/exactsum.py`): no rounding residue is left after a delete."""
     steps = _variances("float64", [[(75.53, 3)], [(75.53, -1)]], engine)
     for inc, full, duck in steps:
         assert duck[2:] == (0.0, 0.0)

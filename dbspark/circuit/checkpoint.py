@@ -48,7 +48,7 @@ from dbspark.errors import CheckpointError
 MIN_ROWS = int(os.environ.get("DBSPARK_CHECKPOINT_FRAME_ROWS", "4096"))
 FRAMES = "frames"
 FORMAT = "dbspark-checkpoint"
-VERSION = 2  # 2 (2026-12-01): state by node key (`circuit/identity.py`), not node number
+VERSION = 3  # 3 (2026-12-02): floating sums in limbs (`columnar/exactsum.py`); 2: state by node key
 
 
 def fingerprint(circuit_text: str) -> str:

@@ -15,8 +15,12 @@ So the numbers are computed by one piece of code on every engine and every place
 integer sums run in 128 bits and are stored as DECIMAL(38, 0), DECIMAL arguments are summed exactly
 in units of their scale (DECIMAL(38, s)), an integer's Σx² exactly too; a sum that leaves DECIMAL(38),
 a SUM that leaves BIGINT or a row count that leaves BIGINT is a `WeightError`, a group whose row count
-would go below zero a `NegativeStateError` naming it. Floating sums are sums of doubles; VAR / STDDEV
-of a DECIMAL run in doubles. AVG is the correctly rounded double of the sum divided by the count.
+would go below zero a `NegativeStateError` naming it. Floating sums (SUM, AVG, VAR, STDDEV of a DOUBLE,
+and VAR / STDDEV of a DECIMAL, in doubles) are exact too (`columnar/exactsum.py`): Σx and Σx² are kept
+by powers of two, one accumulator row per (group, power) besides the group's row, and each value is
+the correctly rounded double of its exact formula over the current multiset, whatever the order of the
+inserts and deletes. AVG of an integer or DECIMAL is the correctly rounded double of the sum divided
+by the count.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import numpy as np
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.columnar import exactsum
+from dbspark.columnar.exactsum import LIMB, MAIN
 from dbspark.errors import NegativeStateError, WeightError
 from dbspark.ir.aggregate import AggCall, AggSpec, result_dtype
 
@@ -67,6 +73,40 @@ def mode_of(spec: AggSpec, c: AggCall) -> str:
     return "int" if t.is_integer() or t == pl.Boolean() else "float"
 
 
+SPECIALS = ("__nan", "__pinf", "__ninf")  # a floating call's counts of NaN, +inf and -inf
+
+
+def float_calls(spec: AggSpec) -> list[tuple[int, AggCall]]:
+    """The linear calls whose sums are floating (`mode_of` "float"), kept exactly in limbs."""
+    return [
+        (i, c)
+        for i, c in enumerate(spec.calls)
+        if c.kind == "linear" and c.arg is not None and c.func != "count" and mode_of(spec, c) == "float"
+    ]
+
+
+def has_floats(spec: AggSpec) -> bool:
+    """Whether the accumulators have limb rows (`exactsum`): some floating sum."""
+    return bool(float_calls(spec))
+
+
+def sum_owner(spec: AggSpec) -> dict[int, int]:
+    """Per floating call, the floating call whose Σx (and Σx²) it reads: the first on its argument (SUM
+    and AVG of one column share their sums)."""
+    first: dict[str, int] = {}
+    return {i: first.setdefault(str(c.arg), i) for i, c in float_calls(spec)}
+
+
+def limb_columns(spec: AggSpec) -> list[str]:
+    """The accumulator columns summed per (group, power of two): per argument of floating calls its Σx,
+    and its Σx² if one of them is a VAR / STDDEV."""
+    owner, out = sum_owner(spec), []
+    for i, c in float_calls(spec):
+        j = owner[i]
+        out += [n for n in (f"__s{j}", *((f"__q{j}",) if c.func in VAR else ())) if n not in out]
+    return out
+
+
 def accumulator_schema(spec: AggSpec) -> pl.Schema:
     """The accumulators' columns and the types they are stored in (the trace's summed columns)."""
     out: list[tuple[str, pl.DataType]] = [(CNT, pl.Int64())]
@@ -78,44 +118,36 @@ def accumulator_schema(spec: AggSpec) -> pl.Schema:
             continue
         mode = mode_of(spec, c)
         t = spec.input_schema[c.arg]
+        if mode == "float":
+            out.extend((f"{p}{i}", pl.Int64()) for p in SPECIALS)
+            continue
         if mode == "dec":
             assert isinstance(t, pl.Decimal)
             out.append((f"__s{i}", pl.Decimal(38, t.scale or 0)))
-        else:
-            out.append((f"__s{i}", pl.Decimal(38, 0) if mode == "int" else pl.Float64()))
+        else:  # (an integer's sum: Int128)
+            out.append((f"__s{i}", pl.Decimal(38, 0)))
         if c.func in VAR:
-            out.append((f"__q{i}", pl.Decimal(38, 0) if mode == "int" else pl.Float64()))
+            out.append((f"__q{i}", pl.Decimal(38, 0)))
+    out += [(c, pl.Decimal(38, 0)) for c in limb_columns(spec)]  # (Int128 sums by power of two)
     return pl.Schema(out)
 
 
 def key_schema(spec: AggSpec) -> pl.Schema:
-    if not spec.by:
-        return pl.Schema([(G, pl.Int8())])
-    return pl.Schema([(k, spec.input_schema[k]) for k in spec.by])
-
-
-def inexact(spec: AggSpec) -> bool:
-    """Whether some accumulator is a floating sum, whose value depends on the order of its additions:
-    the trace's entries of a group are summed in whatever runs they sit in, so the group's old row
-    recomputed from them may differ in its last bits from the row emitted before. Such an aggregate
-    keeps the rows it emitted (`emitted_schema`) and retracts those."""
-    return any(
-        c.kind == "linear" and c.arg is not None and c.func != "count" and mode_of(spec, c) == "float"
-        for c in spec.calls
-    )
-
-
-def emitted_schema(spec: AggSpec) -> pl.Schema:
-    """The rows an aggregate emitted, kept by group: its output's columns (after `G` without GROUP BY)."""
-    out = spec.output_schema()
-    return out if spec.by else pl.Schema([(G, pl.Int8()), *out.items()])
+    """The accumulator rows' data columns: the group keys (or `G`), and `LIMB` with floating sums."""
+    keys = [(k, spec.input_schema[k]) for k in spec.by] if spec.by else [(G, pl.Int8())]
+    return pl.Schema([*keys, *([(LIMB, pl.Int16())] if has_floats(spec) else [])])
 
 
 def empty_global(spec: AggSpec) -> pl.DataFrame:
     """The accumulators of an aggregate without GROUP BY over no rows: its one group, all sums 0."""
     sums = accumulator_schema(spec)
+    limb = [pl.Series(LIMB, [MAIN], pl.Int16())] if has_floats(spec) else []
     return pl.DataFrame(
-        [pl.Series(G, [0], pl.Int8()), *[pl.Series(c, [0], pl.Int64()).cast(t) for c, t in sums.items()]]
+        [
+            pl.Series(G, [0], pl.Int8()),
+            *limb,
+            *[pl.Series(c, [0], pl.Int64()).cast(t) for c, t in sums.items()],
+        ]
     )
 
 
@@ -131,7 +163,30 @@ def accumulate(spec: AggSpec, frames: list[pl.DataFrame]) -> pl.DataFrame:
     if d.height == 0:  # (a global aggregate's one group exists without rows)
         return empty_global(spec) if not spec.by else pl.DataFrame(schema={**key_schema(spec), **sums})
     guard(spec, d)
-    return stored(spec, d.group_by(keys).agg(accumulator_exprs(spec)))
+    return stored(spec, with_limbs(spec, d.group_by(keys).agg(accumulator_exprs(spec)), d))
+
+
+def limbs_of(spec: AggSpec, rows: pl.DataFrame) -> pl.DataFrame:
+    """The floating calls' limb sums of `rows` (the input's columns and the weight) per (group, limb):
+    the keys, `LIMB` and the limb columns as Int128 (`exactsum.limb_rows`)."""
+    args = {int(col[3:]): str(spec.calls[int(col[3:])].arg) for col in limb_columns(spec)}
+    calls = [(args[int(col[3:])], col, col.startswith("__q")) for col in limb_columns(spec)]
+    return exactsum.limb_rows(rows, keys_of(spec), calls)
+
+
+def with_limbs(spec: AggSpec, acc: pl.DataFrame, d: pl.DataFrame) -> pl.DataFrame:
+    """A change's accumulators per group (`acc`, no limb sums) as rows of `LIMB` `MAIN`, and its floating
+    calls' rows by power of two (`exactsum.limb_rows`) after them, each 0 in the columns it does not hold."""
+    lcols = limb_columns(spec)
+    if not lcols:
+        return acc
+    keys, limbs = keys_of(spec), limbs_of(spec, d)
+    main = acc.with_columns(
+        pl.lit(MAIN, pl.Int16).alias(LIMB), *[pl.lit(0, pl.Int128).alias(c) for c in lcols]
+    )
+    others = [c for c in main.columns if c not in (*keys, LIMB, *lcols)]
+    limbs = limbs.with_columns([pl.lit(0, main.schema[c]).alias(c) for c in others])
+    return pl.concat([main, limbs.select(main.columns)], how="vertical")
 
 
 def stored(spec: AggSpec, acc: pl.DataFrame) -> pl.DataFrame:
@@ -170,11 +225,11 @@ def accumulator_exprs(spec: AggSpec) -> list[pl.Expr]:
             aggs.append((xi * w128).sum().alias(f"__s{i}"))
             if c.func in VAR:
                 aggs.append((xi * xi * w128).sum().alias(f"__q{i}"))
-        else:
-            xf, wf = x.cast(pl.Float64), w.cast(pl.Float64)
-            aggs.append((xf * wf).sum().alias(f"__s{i}"))
-            if c.func in VAR:
-                aggs.append((xf * xf * wf).sum().alias(f"__q{i}"))
+        else:  # the counts of the values a floating sum does not add (its sums are limb rows)
+            xf = x.cast(pl.Float64)
+            flags = (xf.is_nan(), xf == float("inf"), xf == float("-inf"))
+            for p, flag in zip(SPECIALS, flags, strict=True):
+                aggs.append(pl.when(flag).then(w128).otherwise(0).sum().alias(f"{p}{i}"))
     return aggs
 
 
@@ -223,49 +278,86 @@ def _fits_long(s: pl.Series) -> None:
 def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
     """`cogroup` function: the output's change (the output's columns and the weight; -old, +new rows
     of the groups of `frames[0]`, the change's accumulators, whose row changed) from the trace's rows
-    at those groups `frames[1]` (not consolidated) and, for an `inexact` aggregate, the rows it emitted
-    at those groups `frames[2]` (`emitted_schema`, with weights). `was`: whether a global aggregate's
-    row exists."""
+    at those groups `frames[1]` (not consolidated). `was`: whether a global aggregate's row exists."""
     dacc, found = frames[0], frames[1]
     if dacc.height == 0:
         return pl.DataFrame(schema=pl.Schema([*spec.output_schema().items(), (WEIGHT, pl.Int64())]))
     o, n = old_new(spec, dacc, found)
-    if len(frames) == 2:
-        return emit(spec, o, n, results(spec, o), results(spec, n), was)
-    ro, exists = previous(spec, o, frames[2])
-    return emit(spec, o, n, ro, results(spec, n), was, old_exists=exists)
-
-
-def previous(spec: AggSpec, o: pl.DataFrame, kept: pl.DataFrame) -> tuple[dict[str, pl.Series], pl.Series]:
-    """The rows emitted before for the groups of `o` (in its order), from the entries of the kept
-    output at those groups (`emitted_schema`, with weights): each call's value, and which groups had a
-    row. An `inexact` aggregate retracts these as they were emitted, rather than recomputed."""
-    keys, names = keys_of(spec), [c.name for c in spec.calls]
-    kept = kept.group_by([*keys, *names]).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
-    old = o.select(keys).join(kept, on=keys, how="left", nulls_equal=True, maintain_order="left")
-    return {nm: old[nm] for nm in names}, old[WEIGHT].is_not_null()
+    return emit(spec, o, n, results(spec, o), results(spec, n), was)
 
 
 def old_new(spec: AggSpec, dacc: pl.DataFrame, found: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The accumulators of the change's groups (`dacc`, stored types) before and after it, row for row
-    and computable (`computable`), from the trace's rows at those groups (`found`); a sum that leaves
-    its type is a `WeightError`, a group whose row count would go below zero a `NegativeStateError`."""
-    keys, sums = keys_of(spec), accumulator_schema(spec)
+    """The accumulators of the change's groups (`dacc`, stored types) before and after it, one row per
+    group and computable (`computable`), from the trace's rows at those groups (`found`); a floating
+    call's exact value as `__v<i>` (`with_values`). A sum that leaves its type is a `WeightError`, a
+    group whose row count would go below zero a `NegativeStateError`."""
+    keys, sums, lcols = keys_of(spec), accumulator_schema(spec), limb_columns(spec)
+    plain = [c for c in sums if c not in lcols]
     d, f = computable(dacc, sums), computable(found, sums)
-    old = f.group_by(keys).agg([pl.col(c).sum() for c in sums])
-    j = d.join(old, on=keys, how="left", nulls_equal=True, suffix="__o").with_columns(
-        [pl.col(f"{c}__o").fill_null(0) for c in sums]
+    old = f.group_by(keys).agg([pl.col(c).sum() for c in plain])
+    d1 = d.group_by(keys, maintain_order=True).agg([pl.col(c).sum() for c in plain]) if lcols else d
+    j = d1.join(old, on=keys, how="left", nulls_equal=True, suffix="__o").with_columns(
+        [pl.col(f"{c}__o").fill_null(0) for c in plain]
     )
-    o = j.select(*keys, *[pl.col(f"{c}__o").alias(c) for c in sums])
-    n = j.select(*keys, *[(pl.col(f"{c}__o") + pl.col(c)).alias(c) for c in sums])
+    o = j.select(*keys, *[pl.col(f"{c}__o").alias(c) for c in plain])
+    n = j.select(*keys, *[(pl.col(f"{c}__o") + pl.col(c)).alias(c) for c in plain])
     check_fits(spec, n)
+    if lcols:
+        limbs = pl.concat([f.select(*keys, LIMB, *lcols), d.select(*keys, LIMB, *lcols)], how="vertical")
+        new_limbs = limbs.filter(pl.col(LIMB) != MAIN).group_by([*keys, LIMB]).agg(pl.col(lcols).sum())
+        for c in lcols:
+            _wide(new_limbs[c], c)
+        o = with_values(spec, o, f.filter(pl.col(LIMB) != MAIN))
+        n = with_values(spec, n, new_limbs)
     return o, n
+
+
+def with_values(spec: AggSpec, acc: pl.DataFrame, limbs: pl.DataFrame) -> pl.DataFrame:
+    """`acc` (computable accumulators, one row per group) with each floating call's value as `__v<i>`,
+    read from the group's rows by power of two `limbs` (keys, `LIMB`, the limb columns as Int128; not
+    necessarily one row per power): SUM and AVG vectorized where they can be (`exactsum.quick`), the
+    rest from the groups' exact integers (`exactsum.assemble`, `exactsum.read`)."""
+    keys, lcols = keys_of(spec), limb_columns(spec)
+    idx = acc.select(keys).with_row_index("__row")
+    rows = idx.join(limbs.group_by([*keys, LIMB]).agg(pl.col(lcols).sum()), on=keys, nulls_equal=True)
+    g, k, m = rows["__row"].cast(pl.Int64), rows[LIMB], acc.height
+    owner, out, per = sum_owner(spec), [], {}
+    for i, c in float_calls(spec):
+        j = owner[i]
+        func = str(c.func)
+        n, nan, pos, neg = (acc[f"{p}{i}"].cast(pl.Int64) for p in ("__c", *SPECIALS))
+        plain = ((nan == 0) & (pos == 0) & (neg == 0) & (n > 0)).to_numpy()
+        vals, found = np.full(m, np.nan), np.zeros(m, dtype=bool)
+        if func in ("sum", "avg"):
+            if j not in per:  # (SUM and AVG of one column share it)
+                per[j] = exactsum.windows(g, k, rows[f"__s{j}"])
+            vals, found = exactsum.quick(m, per[j], n if func == "avg" else None)
+        found &= plain
+        rest = np.flatnonzero(~found & (n > 0).to_numpy())
+        if rest.size:
+            sel = pl.Series(np.isin(g.to_numpy(), rest))
+            gs, ks = g.filter(sel), k.filter(sel)
+            s = exactsum.assemble(m, gs, ks, rows[f"__s{j}"].filter(sel))
+            q = exactsum.assemble(m, gs, ks, rows[f"__q{j}"].filter(sel)) if f"__q{j}" in lcols else None
+            nl, a, b, d = n.to_list(), nan.to_list(), pos.to_list(), neg.to_list()
+            for j in rest.tolist():
+                v = exactsum.read(func, nl[j], s[j], q[j] if q is not None else 0, a[j], b[j], d[j])
+                vals[j] = np.nan if v is None else v
+        out.append(pl.Series(f"__v{i}", vals).set((n <= 0) | _null_samp(func, n), None))
+    return acc.with_columns(out)
+
+
+def _null_samp(func: str, n: pl.Series) -> pl.Series:
+    """The groups whose VAR_SAMP / STDDEV_SAMP is NULL (a single value)."""
+    return (n == 1) if func in ("var_samp", "stddev_samp") else pl.Series([False] * n.len())
 
 
 def check_fits(spec: AggSpec, n: pl.DataFrame) -> None:
     """Computable accumulators of groups (`computable`) that fit their stored types (else a
     `WeightError`) and have no fewer than zero rows (else `check_group_counts`'s error)."""
     for c, t in accumulator_schema(spec).items():
+        if c not in n.columns:  # (limb sums: checked per limb)
+            continue
         if isinstance(t, pl.Decimal):
             _wide(n[c], c)
         elif t == pl.Int64():
@@ -279,7 +371,7 @@ def computable(acc: pl.DataFrame, sums: pl.Schema) -> pl.DataFrame:
         [
             pl.col(c).to_physical() if isinstance(t, pl.Decimal) else pl.col(c).cast(pl.Int128)
             for c, t in sums.items()
-            if not t.is_float()
+            if not t.is_float() and c in acc.columns
         ]
     )
 
@@ -332,7 +424,11 @@ def results(spec: AggSpec, acc: pl.DataFrame) -> dict[str, pl.Series]:
             if c.func == "count":
                 out[c.name] = n.cast(pl.Int64)
                 continue
-            some, nf, sx, mode = (n > 0).to_numpy(), _to_double(n), acc[f"__s{i}"], mode_of(spec, c)
+            mode = mode_of(spec, c)
+            if mode == "float":  # exact, read from the limbs (`with_values`)
+                out[c.name] = acc[f"__v{i}"].cast(t)
+                continue
+            some, nf, sx = (n > 0).to_numpy(), _to_double(n), acc[f"__s{i}"]
             if mode == "dec":  # SUM exact; AVG the nearest double of the sum, divided by the count
                 at = spec.input_schema[str(c.arg)]
                 scale = (at.scale or 0) if isinstance(at, pl.Decimal) else 0
@@ -342,26 +438,17 @@ def results(spec: AggSpec, acc: pl.DataFrame) -> dict[str, pl.Series]:
                     v = pl.Series(c.name, _units_to_double(sx, scale) / nf, pl.Float64)
                 out[c.name] = _where(some, v, t)
                 continue
-            if c.func == "sum":
-                if mode == "int":
-                    bad = sx.filter((n > 0) & ((sx < INT64[0]) | (sx > INT64[1])))
-                    if bad.len():
-                        raise WeightError(f"{c.describe()} = {bad[0]} does not fit in a 64-bit integer")
-                    v = pl.Series(c.name, sx.cast(pl.Int64, strict=False))
-                else:
-                    v = pl.Series(c.name, sx.cast(pl.Float64))
-                out[c.name] = _where(some, v, t)
+            if c.func == "sum":  # (an integer's: exact)
+                bad = sx.filter((n > 0) & ((sx < INT64[0]) | (sx > INT64[1])))
+                if bad.len():
+                    raise WeightError(f"{c.describe()} = {bad[0]} does not fit in a 64-bit integer")
+                out[c.name] = _where(some, pl.Series(c.name, sx.cast(pl.Int64, strict=False)), t)
                 continue
             sf = _to_double(sx)
             if c.func == "avg":
                 val, ok = sf / nf, some
-            else:
-                q = acc[f"__q{i}"]
-                if mode == "int":  # (n·Σx² - (Σx)²) exact, rounded once to a double, / n
-                    m2 = _exact_m2(n, q, sx) / nf
-                else:
-                    m2 = _to_double(q) - sf * sf / nf
-                m2 = np.where(np.isnan(m2), m2, np.maximum(m2, 0.0))  # cancellation below 0 is 0
+            else:  # (n·Σx² - (Σx)²) exact, rounded once to a double, / n
+                m2 = _exact_m2(n, acc[f"__q{i}"], sx) / nf
                 if c.func in ("var_samp", "stddev_samp"):
                     val, ok = m2 / (nf - 1.0), (n > 1).to_numpy()
                 else:

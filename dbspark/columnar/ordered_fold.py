@@ -18,22 +18,21 @@ any ordered type, NaN the greatest value, and user aggregates folded in Python p
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.columnar.aggfold import (
-    VAR,
     G,
     accumulator_exprs,
     check_group_counts,
     emit,
     guard,
+    has_floats,
     keys_of,
-    mode_of,
+    limbs_of,
     results,
+    with_values,
 )
 from dbspark.columnar.median import median_expr, median_frame
 from dbspark.errors import NegativeStateError
@@ -274,11 +273,9 @@ def _general(
     )
     o = j.select(*keys, *sums)
     n = j.select(*keys, *[(pl.col(c) + pl.col(f"{c}__d")).alias(c) for c in sums])
-    floats = [(i, c) for i, c in enumerate(spec.calls) if c.kind == "linear" and c.arg and c.func != "count"]
-    floats = [(i, c) for i, c in floats if mode_of(spec, c) == "float"]
-    if floats:  # recomputed from rows each step: summed so that the old side is last step's new side
-        o = _exact_float_sums(o, found, keys, floats)
-        n = _exact_float_sums(n, pl.concat([found.select(d.columns), d], how="vertical"), keys, floats)
+    if has_floats(spec):  # exact sums of the group's rows (`exactsum`), as the linear aggregate's
+        o = with_values(spec, o, limbs_of(spec, found))
+        n = with_values(spec, n, limbs_of(spec, pl.concat([found.select(d.columns), d], how="vertical")))
     ro, rn = results(spec, o), results(spec, n)
     for c in spec.calls:
         if c.kind == "linear":
@@ -290,31 +287,6 @@ def _general(
         ro[c.name] = _values(spec, c, o.select(keys), before, keys)
         rn[c.name] = _values(spec, c, n.select(keys), after, keys)
     return finish(spec, o, n, ro, rn, was)
-
-
-def _exact_float_sums(
-    acc: pl.DataFrame, rows: pl.DataFrame, keys: list[str], calls: list[tuple[int, AggCall]]
-) -> pl.DataFrame:
-    """`acc` with the floating Σx and Σx² of `calls` per group summed from `rows` as a function of the
-    multiset alone: the rows consolidated, each sum the correctly rounded sum of its products
-    (`math.fsum`). A group's values are recomputed from its rows at every step, and its old row must
-    be the row emitted the step before bit for bit, whatever runs the rows sit in now."""
-    data = [c for c in rows.columns if c != WEIGHT]
-    rows = rows.group_by(data).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
-    w = pl.col(WEIGHT).cast(pl.Float64)
-    parts = []
-    for i, c in calls:
-        x = pl.col(str(c.arg)).cast(pl.Float64)
-        parts.append((x * w).fill_null(0.0).alias(f"__s{i}"))
-        if c.func in VAR:
-            parts.append((x * x * w).fill_null(0.0).alias(f"__q{i}"))
-    lists = rows.select(*keys, *parts).group_by(keys).agg(pl.all())
-    names = [e.meta.output_name() for e in parts]
-    exact = lists.select(
-        *keys, *[pl.Series(nm, [math.fsum(v) for v in lists[nm].to_list()], pl.Float64) for nm in names]
-    )
-    out = acc.drop(names).join(exact, on=keys, how="left", nulls_equal=True, maintain_order="left")
-    return out.with_columns([pl.col(nm).fill_null(0.0) for nm in names]).select(acc.columns)
 
 
 def _multiplicities(rows: pl.DataFrame, keys: list[str], arg: str) -> pl.DataFrame:

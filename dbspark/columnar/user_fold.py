@@ -26,7 +26,7 @@ from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.aggfold import (
     G,
     emit,
-    inexact,
+    has_floats,
     key_schema,
     keys_of,
     linear,
@@ -41,9 +41,9 @@ K = "__k"  # 0: a row of the output's change; 1: an entry of the accumulator tra
 
 def invertible(spec: AggSpec) -> bool:
     """Whether the spec is folded here: user calls, each with an inverse, beside linear calls whose
-    sums are exact (a floating sum keeps the rows it emitted, `aggfold.inexact`: it is folded from the
+    sums are not floating (a floating sum's limb rows, `aggfold.has_floats`: it is folded from the
     group's rows with the ordered calls instead)."""
-    if linear(spec) or inexact(spec):
+    if linear(spec) or has_floats(spec):
         return False
     return all(
         c.kind == "linear" or (isinstance(c.func, UserAggregate) and c.func.d is not None) for c in spec.calls

@@ -33,9 +33,7 @@ from dbspark.columnar.aggfold import (
     G,
     accumulate,
     accumulator_schema,
-    emitted_schema,
     fold,
-    inexact,
     key_schema,
     keys_of,
     linear,
@@ -82,7 +80,7 @@ def aggregate(kernel: Kernel, z: Any, spec: AggSpec) -> Any:
     rows in another order, which must cancel bit for bit."""
     if kernel.known_empty(z) and spec.by:
         return kernel.empty(spec.output_schema())
-    fn = partial(_whole, spec) if linear(spec) and not inexact(spec) else partial(ordered_fold.whole, spec)
+    fn = partial(_whole, spec) if linear(spec) else partial(ordered_fold.whole, spec)
     return kernel.cogroup([z], spec.by, fn, spec.output_schema(), consolidated=True)
 
 
@@ -100,13 +98,12 @@ def _keyed(spec: AggSpec) -> tuple[list[tuple[str, Any]], pl.Schema]:
 
 
 class LinearState:
-    """An incremental linear aggregate's state: its accumulators by group, whether the one row of an
-    aggregate without GROUP BY exists yet and, for floating sums, the rows it emitted (`inexact`)."""
+    """An incremental linear aggregate's state: its accumulators by group (with floating sums, a row
+    per group and limb, `columnar/exactsum.py`), and whether the one row of an aggregate without GROUP
+    BY exists yet."""
 
     def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
-        keys = keys_of(spec)
-        self.trace = kernel.new_trace(key_schema(spec), keys, accumulator_schema(spec))
-        self.emitted = kernel.new_trace(emitted_schema(spec), keys) if inexact(spec) else None
+        self.trace = kernel.new_trace(key_schema(spec), keys_of(spec), accumulator_schema(spec))
         self.started = False
 
     def step(self, kernel: Kernel, spec: AggSpec, delta: Any, undo: list) -> Any:
@@ -121,38 +118,22 @@ class LinearState:
             [delta], spec.by, partial(accumulate, spec), key_schema(spec), accumulator_schema(spec), True
         )
         parts = [dacc, kernel.seek(prev, dacc, on, exact=True)]
-        if self.emitted is not None:
-            parts.append(kernel.seek(self.emitted.snapshot(), dacc, on, exact=True))
         out = kernel.cogroup(parts, keys, partial(fold, spec, was), spec.output_schema(), None, True)
         kernel.trace_insert(self.trace, dacc, undo)
-        if self.emitted is not None:
-            cols = [(c, col(c)) for c in spec.output_schema()]
-            kept = (
-                out
-                if spec.by
-                else kernel.map(out, [(G, Cast(lit(0), pl.Int8())), *cols], emitted_schema(spec))
-            )
-            kernel.trace_insert(self.emitted, kept, undo)
         self.started = True
         undo.append(lambda: setattr(self, "started", was))
         return out
 
     def traces(self) -> list[Any]:
         """The traces of the state, all by group (`circuit/waterline.py` collects their old groups)."""
-        return [self.trace] + ([self.emitted] if self.emitted is not None else [])
+        return [self.trace]
 
     def checkpoint(self) -> Any:
-        return (
-            self.trace.to_state(),
-            self.started,
-            self.emitted.to_state() if self.emitted is not None else None,
-        )
+        return (self.trace.to_state(), self.started)
 
     def restore(self, saved: Any) -> None:
         self.trace.restore(saved[0])
         self.started = saved[1]
-        if self.emitted is not None:
-            self.emitted.restore(saved[2])
 
 
 class OrderedState:

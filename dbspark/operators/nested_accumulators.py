@@ -11,7 +11,7 @@ group's rows: IncrEvalMonotonic's semi-naive loop would re-read a growing group 
 Θ(n²) on the company-control chain of the seed's Figure 1 (Example 5.1).
 
 For a spec of linear calls with exact accumulators (COUNT, and SUM / AVG of integers and DECIMALs:
-`aggfold.linear` and not `aggfold.inexact`), f is a function of the group's accumulators (its row count,
+`aggfold.linear` and not `aggfold.has_floats`), f is a function of the group's accumulators (its row count,
 and per call the count and sum of its values), and accumulators add: the seed's (f, g) with g = +,
 d = - (§2.3, Table 2). So every part is kept as accumulators, one row per group (and iteration), and
 the four values of f come from four sums of accumulators:
@@ -42,7 +42,7 @@ from dbspark.columnar.aggfold import (
     check_fits,
     computable,
     emit,
-    inexact,
+    has_floats,
     key_schema,
     linear,
     results,
@@ -91,9 +91,9 @@ class AccumulatorTrace(NestedTrace):
 
 def accumulates(spec: AggSpec) -> bool:
     """Whether a nested aggregate of `spec` is kept as accumulators: GROUP BY, linear calls only, and
-    exact accumulators (a floating sum depends on the order of its additions: whole groups are
-    summed exactly instead, `operators.aggregate.aggregate`)."""
-    return bool(spec.by) and linear(spec) and not inexact(spec)
+    no floating sum (whose limb rows the nested fold does not keep: whole groups are summed exactly
+    instead, `operators.aggregate.aggregate`)."""
+    return bool(spec.by) and linear(spec) and not has_floats(spec)
 
 
 def acc_schema(spec: AggSpec) -> pl.Schema:
