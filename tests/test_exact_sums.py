@@ -36,7 +36,9 @@ VALUE = st.one_of(FINITE, FINITE, FINITE, st.sampled_from([math.inf, -math.inf, 
 ROW = st.tuples(st.integers(0, 2), VALUE)
 # steps of (rows inserted with their weights, how many of the present rows to delete whole)
 STEPS = st.lists(
-    st.tuples(st.lists(st.tuples(ROW, st.sampled_from([1, 1, 2, 7, 1_000_003])), max_size=6), st.integers(0, 4)),
+    st.tuples(
+        st.lists(st.tuples(ROW, st.sampled_from([1, 1, 2, 7, 1_000_003])), max_size=6), st.integers(0, 4)
+    ),
     min_size=1,
     max_size=5,
 )
@@ -51,7 +53,11 @@ def _float(q: Fraction) -> float:
 
 def expected(values: Counter) -> tuple:
     """(SUM, AVG, VAR_POP, VAR_SAMP, STDDEV_POP, STDDEV_SAMP, COUNT) of a multiset of doubles."""
-    xs = [x for x, w in values.items() for _ in range(w) if x is not None] if sum(values.values()) < 50 else None
+    xs = (
+        [x for x, w in values.items() for _ in range(w) if x is not None]
+        if sum(values.values()) < 50
+        else None
+    )
     n = sum(w for x, w in values.items() if x is not None)
     if n == 0:
         return (None, None, None, None, None, None, 0)
@@ -159,7 +165,9 @@ def test_a_sum_keeps_no_residue_of_what_was_deleted(engine: Any) -> None:
         p.insert("t", [(1e300,), (-1e300,), (1e-300,)])
         p.delete("t", [(1.0,), (0.2,)])
         p.step()
-        assert p.view("v").to_dict() == {(math.fsum([0.1, 1e-300]), float(Fraction(0.1) + Fraction(1e-300)) / 6): 1}
+        assert p.view("v").to_dict() == {
+            (math.fsum([0.1, 1e-300]), float(Fraction(0.1) + Fraction(1e-300)) / 6): 1
+        }
         p.delete("t", [(1e16,), (-1e16,), (1e300,), (-1e300,)])
         p.step()
         assert p.view("v").to_dict() == {(0.1, float((Fraction(0.1) + Fraction(1e-300)) / 2)): 1}
