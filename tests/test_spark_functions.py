@@ -90,6 +90,19 @@ REFUSED = {
 }  # fmt: skip
 
 
+def test_lateral_view_is_refused_by_name() -> None:
+    p = dbspark.Pipeline(engine="local")
+    try:
+        p.sql(f"CREATE TABLE t ({SCHEMA})", dialect="spark")
+        with pytest.raises(UnsupportedError, match=r"LATERAL VIEW .* at line 2"):
+            p.sql(
+                "CREATE VIEW v AS SELECT k, v FROM t\n  LATERAL VIEW explode(array(a, b)) e AS v",
+                dialect="spark",
+            )
+    finally:
+        p.close()
+
+
 def _ulps(a: float, b: float) -> float:
     return abs(a - b) / math.ulp(max(abs(a), abs(b))) if a != b else 0.0
 

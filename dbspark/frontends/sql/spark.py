@@ -73,6 +73,13 @@ def _checked_divisor(node: exp.Expression) -> exp.Expression:
     return node
 
 
+def _refused(node: exp.Expression, src: Source) -> exp.Expression:
+    """Spark constructs the dialect does not translate, refused by name before their functions are."""
+    if isinstance(node, exp.Lateral) and node.args.get("view"):
+        src.unsupported("LATERAL VIEW (explode and the other generators) in Spark's dialect", node)
+    return node
+
+
 def _semi_anti_joins(node: exp.Expression, src: Source) -> exp.Expression:
     """`FROM t LEFT SEMI JOIN u ON c` as `FROM t WHERE EXISTS (SELECT 1 FROM u WHERE c)` (ANTI: NOT
     EXISTS), which keep the same rows of t: the join only filters them. Joins after it keep its filter
@@ -124,7 +131,7 @@ def to_duckdb(text: str) -> str:
     try:
         src = Source(text, "spark")
         sqls = [
-            translate_functions(st.transform(_semi_anti_joins, src), src)
+            translate_functions(st.transform(_refused, src).transform(_semi_anti_joins, src), src)
             .transform(_checked_divisor)
             .sql(dialect="duckdb")
             for st in statements
