@@ -282,6 +282,7 @@ class Pipeline:
         closure_operator: bool = True,
         magic_sets: bool = True,
         functors: Mapping[str, Callable[..., Any]] | None = None,
+        joins: str = "auto",
     ) -> list[str]:
         """Add a Datalog program: its input relations become tables, its output relations views;
         returns the names declared. See `dbspark.frontends.datalog`. With `closure_operator`, a
@@ -289,7 +290,10 @@ class Pipeline:
         closure operator instead of a recursive scope (same result). With `magic_sets`, a call with
         bound arguments (`reach1(y) :- path(1, y).`) derives only the facts it needs
         (`frontends/datalog/magic.py`; same result). `functors` binds the program's user-defined
-        functors (`.functor f(...)`, called `@f(...)`) to Python functions (`dbspark.functors`)."""
+        functors (`.functor f(...)`, called `@f(...)`) to Python functions (`dbspark.functors`).
+        `joins`: "auto" joins the atoms of a rule body whose variables form a cycle (a triangle, a
+        4-cycle) at once by the leapfrog join, worst-case optimal, and other bodies by binary joins;
+        "leapfrog" or "binary" force one plan for every body outside recursion (same result)."""
         from dbspark.frontends.datalog import load
 
         with self._declaring():
@@ -300,6 +304,7 @@ class Pipeline:
                 closure_operator=closure_operator,
                 magic_sets=magic_sets,
                 functors=functors,
+                joins=joins,
             )
 
     @property

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from dbspark.circuit.explain import evaluation_order
 from dbspark.errors import UnsupportedError
-from dbspark.operators.base import BILINEAR, LINEAR, NONLINEAR, SOURCE, TIME
+from dbspark.operators.base import BILINEAR, LINEAR, MULTILINEAR, NONLINEAR, SOURCE, TIME
 
 if TYPE_CHECKING:
     import graphviz
@@ -21,7 +21,14 @@ if TYPE_CHECKING:
     from dbspark.circuit.circuit import Circuit
 
 FORMATS = ("text", "dot", "mermaid", "svg", "png")
-COLOURS = {SOURCE: "#dbeafe", LINEAR: "#dcfce7", BILINEAR: "#fef3c7", NONLINEAR: "#fee2e2", TIME: "#ede9fe"}
+COLOURS = {
+    SOURCE: "#dbeafe",
+    LINEAR: "#dcfce7",
+    BILINEAR: "#fef3c7",
+    MULTILINEAR: "#fde68a",
+    NONLINEAR: "#fee2e2",
+    TIME: "#ede9fe",
+}
 OUTPUT = "#e5e7eb"
 LABEL = 60  # longest label drawn; the text format has the whole
 

@@ -23,6 +23,7 @@ from dbspark.operators.closure import Closure, StreamClosure
 from dbspark.operators.distinct import DistinctH, StreamDistinct
 from dbspark.operators.join import StreamJoin, StreamProduct, right_columns
 from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus, Ranges, Weigh
+from dbspark.operators.multijoin import MultiJoinTerm, StreamMultiJoin, fetch_plan
 from dbspark.operators.numbering import StreamNumber
 from dbspark.operators.time import Delay, Differentiate, Integrate
 from dbspark.operators.window import StreamWindow
@@ -172,6 +173,12 @@ class Stream:
         """↑×: Cartesian product of each step's Z-sets."""
         return self.circuit.add(StreamProduct(right_columns(self.schema, other.schema)), self, other)
 
+    def stream_multijoin(self, *others: Stream) -> Stream:
+        """↑⋈ of this stream and `others` at once, natural: columns of one name are equal (a NULL matches
+        nothing), each once in the output, in order of first appearance; weights multiply. Evaluated by
+        the leapfrog join, worst-case optimal on cyclic joins (`operators/multijoin.py`)."""
+        return self.circuit.add(StreamMultiJoin(1 + len(others)), self, *others)
+
     def stream_distinct(self) -> Stream:
         """↑distinct."""
         return self.circuit.add(StreamDistinct(), self)
@@ -221,6 +228,10 @@ class Stream:
         """(↑×)^Δ."""
         return bilinear_delta(StreamProduct(right_columns(self.schema, other.schema)), self, other)
 
+    def multijoin(self, *others: Stream) -> Stream:
+        """(↑⋈ of n inputs)^Δ: see `stream_multijoin`, and `multilinear_delta`."""
+        return multilinear_delta([self, *others])
+
     def distinct(self) -> Stream:
         """(↑distinct)^Δ = ↑H(z^-1(I(d)), d) (Prop 4.7)."""
         return distinct_delta(self)
@@ -264,6 +275,27 @@ def bilinear_delta(op: Any, a: Stream, b: Stream) -> Stream:
     """(a × b)^Δ = a × I(b) + z^-1(I(a)) × b  (Thm 3.4, with I(b) = b + z^-1(I(b)))."""
     c = a.circuit
     return c.add(op, a, b.integrate()) + c.add(op, a.integrate().delay(), b)
+
+
+def multilinear_delta(ins: Sequence[Stream]) -> Stream:
+    """(R_1 ⋈ ... ⋈ R_n)^Δ = Σ_k I(R_1) ⋈ ... ⋈ I(R_{k-1}) ⋈ ΔR_k ⋈ z^-1(I(R_{k+1})) ⋈ ... ⋈ z^-1(I(R_n)):
+    a multilinear operator's change telescopes input by input (Thm 3.4's proof, n times). Term k reads
+    the others' integrals only at the keys its change reaches (`MultiJoinTerm`), each indexed by the
+    column it is sought by (the circuit cache shares an integral among the terms that seek it so)."""
+    c = ins[0].circuit
+    StreamMultiJoin(len(ins)).shape([s.shape for s in ins])  # the inputs' columns checked once
+    atoms = [list(s.schema) for s in ins]
+    out: Stream | None = None
+    for k in range(len(ins)):
+        plan = fetch_plan(atoms, k)
+        traces = []
+        for j, on in plan:
+            trace = ins[j].index((on,)).integrate()
+            traces.append(trace.delay() if j > k else trace)
+        term = c.add(MultiJoinTerm((k, *(j for j, _ in plan)), tuple(on for _, on in plan)), ins[k], *traces)
+        out = term if out is None else out + term
+    assert out is not None
+    return out
 
 
 def distinct_delta(d: Stream) -> Stream:

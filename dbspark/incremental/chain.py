@@ -18,6 +18,7 @@ from dbspark.incremental import (
     distinct,
     fixpoint,
     linear,
+    multilinear,
     topk,
     window,
 )
@@ -28,6 +29,7 @@ NODE_RULES: tuple[ModuleType, ...] = (
     cycle,
     linear,
     bilinear,
+    multilinear,
     distinct,
     aggregate,
     closure,

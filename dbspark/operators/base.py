@@ -4,7 +4,8 @@ An operator is an immutable description (its `params` make it hashable, so the c
 build a derived stream once); per-run state lives in the runtime, created by `init` and keyed by the
 node id. `eval` may change that state but must register an undo for every change in `undo`, so the
 scheduler can reject a failed step atomically. `kind` tells incrementalization which rule applies:
-LINEAR (Thm 3.3: its own incremental version), BILINEAR (Thm 3.4), NONLINEAR (a dedicated rule or the
+LINEAR (Thm 3.3: its own incremental version), BILINEAR (Thm 3.4), MULTILINEAR (Thm 3.4 for n inputs:
+the multiway join), NONLINEAR (a dedicated rule or the
 definition D∘Q∘I), TIME (z^-1, I, D: linear and time-invariant, Prop 3.2 invariance), SOURCE (inputs).
 """
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 LINEAR = "linear"
 BILINEAR = "bilinear"
+MULTILINEAR = "multilinear"
 NONLINEAR = "nonlinear"
 TIME = "time"
 SOURCE = "source"

@@ -41,7 +41,7 @@ from dbspark.frontends.datalog.check import Checked, check, dtype_type
 from dbspark.frontends.datalog.components import expand_components
 from dbspark.frontends.datalog.eqrel import expand_eqrel
 from dbspark.frontends.datalog.files import fact_file, read_facts
-from dbspark.frontends.datalog.lower import _reads, lower_component
+from dbspark.frontends.datalog.lower import JOIN_PLANS, _reads, lower_component
 from dbspark.frontends.datalog.magic import magic_sets as rewrite_magic
 from dbspark.frontends.datalog.parser import parse
 from dbspark.frontends.datalog.stratify import stratify
@@ -69,12 +69,15 @@ def load(
     closure_operator: bool = True,
     magic_sets: bool = True,
     functors: Mapping[str, Callable[..., Any]] | None = None,
+    joins: str = "auto",
 ) -> list[str]:
     """Add the Datalog program `text` to `pipeline`; returns the names it declared (its input tables,
     then its output views). `base_dir`: where fact files are looked up (default: none for `.input p`,
     the working directory for relative `filename=`); `max_iterations` bounds each recursive component's
-    iterations per step (default: the pipeline's `recursion_limit`). A program with an error declares
-    nothing."""
+    iterations per step (default: the pipeline's `recursion_limit`); `joins` how a rule body's atoms
+    are joined (`lower.JOIN_PLANS`). A program with an error declares nothing."""
+    if joins not in JOIN_PLANS:
+        raise UnknownNameError(f"joins={joins!r}: the join plans are {', '.join(map(repr, JOIN_PLANS))}")
     if max_iterations is None:
         max_iterations = getattr(pipeline, "recursion_limit", 10_000)
     base = Path(base_dir) if base_dir is not None else None
@@ -165,7 +168,9 @@ def load(
     for comp in comps:
         if all(rels[p].origin == "external" for p in comp.preds):
             continue
-        env.update(lower_component(comp, rels, env, base_parts, unit, max_iterations, closure_operator))
+        env.update(
+            lower_component(comp, rels, env, base_parts, unit, max_iterations, closure_operator, joins)
+        )
     for name, r in rels.items():
         if r.output and r.origin == "input":  # the table, and what rules derive into it
             pipeline.output_table(name, env[name])

@@ -46,10 +46,16 @@ from dbspark.frontends.datalog.types import FUNCTOR_TYPES, check_types
 from dbspark.ir.expr import Binary, Case, Cast, Col, Expr, Func, Unary, col, lit
 from dbspark.ir.order import SortKey
 from dbspark.operators.checks import fail
+from dbspark.operators.multijoin import connected, is_cyclic
 from dbspark.operators.topk import StreamTopK
 
 AGG_FUNCS = {"count": "count", "sum": "sum", "min": "min", "max": "max", "mean": "avg"}
 Env = dict[str, Stream]
+
+
+# how a rule body's atoms are joined: "auto" (the leapfrog join for cyclic bodies of three or more atoms,
+# binary joins for the others), "leapfrog" (every body of two or more connected atoms), "binary"
+JOIN_PLANS = ("auto", "leapfrog", "binary")
 
 
 def _and(conds: list[Expr]) -> Expr:
@@ -69,8 +75,10 @@ class RuleLowering:
         env: Env,
         unit: Callable[[], Stream],
         recursive: frozenset[str] = frozenset(),
+        joins: str = "binary",
     ) -> None:
         self.rule = rule
+        self.joins = joins  # JOIN_PLANS: how the body's leading atoms are joined
         self.rels = rels
         self.env = env
         self.unit = unit
@@ -195,7 +203,10 @@ class RuleLowering:
     # ---- bodies
     def body(self, body: tuple[Literal, ...], start: Stream | None, bound: set[str]) -> Stream:
         cur = start
-        for step, lit_ in plan(body, bound, self.rule):
+        steps = plan(body, bound, self.rule)
+        if start is None:
+            cur, steps = self.multiway(steps)
+        for step, lit_ in steps:
             if step == "atom":
                 assert isinstance(lit_, Atom)
                 cur = self.join(cur, self.atom(lit_))
@@ -209,6 +220,24 @@ class RuleLowering:
         if cur is None:
             cur = self.unit().map((self.tmp("u"), lit(0)))
         return cur
+
+    def multiway(self, steps: list[tuple[str, Literal]]) -> tuple[Stream | None, list[tuple[str, Literal]]]:
+        """The body's leading atoms joined at once by the leapfrog join (`stream_multijoin`), when the
+        plan says so (`JOIN_PLANS`): "auto" for three or more atoms whose variables form a cyclic
+        hypergraph, "leapfrog" for any two or more connected atoms; else (None, steps) as they were."""
+        n = 0
+        while n < len(steps) and steps[n][0] == "atom":
+            n += 1
+        if self.joins == "binary" or n < 2 or (self.joins == "auto" and n < 3):
+            return None, steps
+        streams = []
+        for _, a in steps[:n]:
+            assert isinstance(a, Atom)
+            streams.append(self.atom(a))
+        cols = [s.columns for s in streams]
+        if not connected(cols) or (self.joins == "auto" and not is_cyclic(cols)):
+            return None, steps
+        return streams[0].stream_multijoin(*streams[1:]), steps[n:]
 
     def other(self, step: str, lit_: Literal, cur: Stream) -> Stream:
         if step == "filter":
@@ -432,10 +461,13 @@ def lower_component(
     unit: Callable[[], Stream],
     max_iterations: int,
     closure_operator: bool = True,
+    joins: str = "auto",
 ) -> dict[str, Stream]:
     """The streams of one component's relations. `env` has the streams of earlier components and of
     the hidden tables (keys in `base[pred]`: an input table, a facts table). A component that is the
-    transitive closure of one relation becomes the closure operator when `closure_operator` is set."""
+    transitive closure of one relation becomes the closure operator when `closure_operator` is set.
+    `joins` (`JOIN_PLANS`) chooses how a rule body's atoms are joined outside recursion; inside a
+    recursive scope they are binary joins (its doubly-incremental operators are written for those)."""
     for p in comp.preds if comp.recursive else ():
         if rels[p].limit is not None:
             raise UnsupportedError(
@@ -455,7 +487,7 @@ def lower_component(
         parts = [env[k] for k in base.get(p, [])]
         if len(parts) == 1 and not comp.rules and rels[p].origin == "input" and rels[p].limit is None:
             return {p: parts[0]}  # an input table is a set already
-        parts += [RuleLowering(r, rels, env, unit).lower() for r in comp.rules]
+        parts += [RuleLowering(r, rels, env, unit, joins=joins).lower() for r in comp.rules]
         return {p: limited(relation_stream(parts), rels[p].limit)}
 
     preds = comp.preds
