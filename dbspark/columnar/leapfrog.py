@@ -81,11 +81,7 @@ def leapfrog_join(frames: Sequence[pl.DataFrame], order: Sequence[str] | None = 
     if sorted(order) != sorted(joins):
         raise ValueError(f"leapfrog_join: the order {list(order)} is not of the join variables {joins}")
     # a NULL or NaN-signed zero: NULL matches nothing, -0.0 equals 0.0 (as a join compares them)
-    frames = [f.drop_nulls([v for v in order if v in a]) for f, a in zip(frames, atoms, strict=True)]
-    frames = [
-        f.with_columns(pl.col(c) + 0.0 for c in a if c in joins and f.schema[c].is_float())
-        for f, a in zip(frames, atoms, strict=True)
-    ]
+    frames = [_comparable(f, [v for v in order if v in a]) for f, a in zip(frames, atoms, strict=True)]
     if any(f.height == 0 for f in frames):
         return pl.DataFrame(schema=schema)
     levels = [[v for v in order if v in a] for a in atoms]  # each atom's variables, in the global order
@@ -102,6 +98,14 @@ def leapfrog_join(frames: Sequence[pl.DataFrame], order: Sequence[str] | None = 
     ]
     nodes = _bind(tries, levels, order)
     return _leaves(frames, tries, nodes, schema)
+
+
+def _comparable(f: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """The rows whose join columns can match: none NULL; a float's -0.0 as 0.0 (a join's equality)."""
+    if any(f[k].null_count() for k in keys):
+        f = f.drop_nulls(keys)
+    floats = [k for k in keys if f.schema[k].is_float()]
+    return f.with_columns(pl.col(k) + 0.0 for k in floats) if floats else f
 
 
 def _bind(tries: list[Trie], levels: list[list[str]], order: Sequence[str]) -> list[np.ndarray]:

@@ -135,7 +135,7 @@ class StreamMultiJoin(Operator):
 
     def eval(self, kernel: Kernel, state: Columns, inputs: list[Any], undo: list) -> Any:
         if all(kernel.is_local(v) for v in inputs):
-            frames = [kernel.to_local(v).consolidate().df for v in inputs]
+            frames = [kernel.to_local(v).df for v in inputs]
             return kernel.from_local(ZSet(leapfrog_join(frames)))
         steps = [(inputs[j], on, state.atoms[j]) for j, on in fetch_plan(state.atoms, 0)]
         return _chained(kernel, inputs[0], state.atoms[0], steps, state.schema)
@@ -176,12 +176,12 @@ class MultiJoinTerm(Operator):
         if not kernel.is_local(delta):
             steps = [(t, on, atoms[j]) for t, on, j in zip(traces, self.fetch, order[1:], strict=True)]
             return _chained(kernel, delta, atoms[order[0]], steps, state.schema)
-        frames = {order[0]: kernel.to_local(delta).consolidate().df}
+        frames = {order[0]: kernel.to_local(delta).df}  # (a join needs no consolidated input)
         for t, on, j in zip(traces, self.fetch, order[1:], strict=True):
             holder = next(f for f in frames.values() if on in f.schema)
             keys = holder.select(on).drop_nulls().unique().with_columns(pl.lit(1, pl.Int64).alias(WEIGHT))
             found = kernel.to_local(kernel.seek(t, kernel.from_local(ZSet(keys, True)), [(on, on)], False))
-            frames[j] = found.consolidate().df.select([*atoms[j], WEIGHT])
+            frames[j] = found.df.select([*atoms[j], WEIGHT])
             if frames[j].height == 0:
                 return kernel.empty(state.schema)
         ordered = [frames[i] for i in range(len(atoms))]
