@@ -267,14 +267,16 @@ class Pipeline:
             return None
         return out if isinstance(out, str) else None
 
-    def sql(self, text: str, dialect: str = "duckdb") -> list[str]:
+    def sql(self, text: str, dialect: str = "duckdb", joins: str = "auto") -> list[str]:
         """Declare tables and views in SQL (CREATE TABLE / CREATE VIEW statements); returns the names
         declared. `dialect`: "duckdb" (the default) or "spark" (Spark SQL with Spark 4's ANSI
-        semantics: `frontends/sql/spark.py`). See `dbspark.frontends.sql`."""
+        semantics: `frontends/sql/spark.py`). `joins`: "auto" joins a FROM clause's inner joins whose
+        equalities form a cycle (three or more tables) at once by the leapfrog join, the others by
+        binary joins; "leapfrog" or "binary" force one plan (same result). See `dbspark.frontends.sql`."""
         from dbspark.frontends.sql import load
 
         with self._declaring():
-            return load(self, text, dialect)
+            return load(self, text, dialect, joins)
 
     def datalog(
         self,

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING
 import polars as pl
 from sqlglot import exp
 
-from dbspark.errors import UnsupportedError
+from dbspark.errors import UnknownNameError, UnsupportedError
 from dbspark.frontends.sql.compiler import Compiler, view_stream
 from dbspark.frontends.sql.exprs import interval
+from dbspark.frontends.sql.multiway import JOIN_PLANS
 from dbspark.frontends.sql.parse import Source, name_of, parse
 from dbspark.frontends.sql.scope import Names
 from dbspark.frontends.sql.types import sql_type
@@ -34,12 +35,15 @@ if TYPE_CHECKING:
 __all__ = ["load"]
 
 
-def load(pipeline: Pipeline, text: str, dialect: str = "duckdb") -> list[str]:
+def load(pipeline: Pipeline, text: str, dialect: str = "duckdb", joins: str = "auto") -> list[str]:
     """Declare the tables and views of `text` in `pipeline`; returns their names in order.
 
     The statements are compiled in order against the catalog (a view may read earlier tables and
     views); all of them are checked before any is declared, so a faulty text declares nothing.
-    `dialect`: "duckdb", or "spark" (Spark SQL as Spark 4 reads it: `spark.py`)."""
+    `dialect`: "duckdb", or "spark" (Spark SQL as Spark 4 reads it: `spark.py`); `joins`: how a FROM
+    clause's inner joins whose equalities form a cycle are joined (`multiway.py`)."""
+    if joins not in JOIN_PLANS:
+        raise UnknownNameError(f"joins={joins!r}: the join plans are {', '.join(map(repr, JOIN_PLANS))}")
     if dialect not in ("duckdb", "spark"):
         raise UnsupportedError(f"the SQL dialect {dialect!r} (the dialects are 'duckdb' and 'spark')")
     if dialect == "spark":
@@ -48,7 +52,7 @@ def load(pipeline: Pipeline, text: str, dialect: str = "duckdb") -> list[str]:
         text = to_duckdb(text)
     src, statements = parse(text)
     src.dialect = dialect
-    compiler = Compiler(pipeline, src)
+    compiler = Compiler(pipeline, src, joins)
     names: list[str] = []
     relations_before = dict(pipeline.relations)
     inputs_before = dict(pipeline.circuit.inputs)

@@ -36,9 +36,10 @@ if TYPE_CHECKING:
 class Compiler:
     """Compiles the queries of one SQL text against a pipeline's catalog."""
 
-    def __init__(self, pipeline: Pipeline, src: Source) -> None:
+    def __init__(self, pipeline: Pipeline, src: Source, joins: str = "auto") -> None:
         self.p = pipeline
         self.src = src
+        self.joins = joins  # how a FROM clause's cyclic inner joins are joined (`multiway.JOIN_PLANS`)
         self.names = Names()
         self.ctes: list[dict[str, Rel]] = []
         self.view = ""  # the view being compiled (named by errors raised while it runs)

@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from dbspark.frontends.sql import timewindows
 from dbspark.frontends.sql.exprs import SUBQUERIES, ExprCompiler
+from dbspark.frontends.sql.multiway import multiway
 from dbspark.frontends.sql.parse import name_of
 from dbspark.frontends.sql.relops import add_columns, cast_to, drop_to, pad_nulls, semi_rows
 from dbspark.frontends.sql.scope import Field, Rel, Scope, field_ref
@@ -286,6 +287,9 @@ class FromPlanner:
                 pending.append(c)
         cur = rels[0]
         rest = rels[1:]
+        got = multiway(self.c, self.src, rels, pending)
+        if got is not None:  # a cyclic pool: one multiway join (`multiway.py`)
+            (cur, pending), rest = got, []
         while rest:
             pick, keys = None, []
             for i, r in enumerate(rest):
