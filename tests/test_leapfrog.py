@@ -31,7 +31,7 @@ from dbspark.operators.multijoin import connected, is_cyclic
 from dbspark.testing.datalog import change_streams, evaluate, programs, run_against_oracle
 from dbspark.testing.engines import engine_given, pipeline_on
 
-CFG = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CFG = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 QUERIES: dict[str, list[tuple[str, ...]]] = {
     "triangle": [("a", "b"), ("b", "c"), ("a", "c")],
@@ -253,7 +253,7 @@ clique(count : { e(a, b), e(b, c), e(c, d), e(a, c), e(b, d), e(a, d) }) :- e(_,
         min_size=1,
         max_size=4,
     ),
-    local=25,
+    local=15,
     spark=2,
 )
 def test_datalog_join_plans_equal_the_evaluator(engine: Any, joins: str, steps: list) -> None:
