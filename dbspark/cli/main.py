@@ -260,7 +260,9 @@ def run(
             )
             with Progress(*cols, console=err, transient=True, disable=not err.is_terminal) as bar:
                 task = bar.add_task("steps", total=len(steps), completed=min(done, len(steps)))
-                for i, d in enumerate(steps[done:], start=done):
+                # with --follow the batches already there are stepped by `follow_changes` too, under its
+                # Ctrl-C handler (a Ctrl-C while they run stops at a step boundary as well)
+                for i, d in enumerate([] if follow else steps[done:], start=done):
                     bar.update(task, description=f"step {i + 1} ({d.name})")
                     push_batch(p, d)
                     out = p.step(
