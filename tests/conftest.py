@@ -45,12 +45,16 @@ SPARK_CONF = {
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test instance parametrized to run on the spark engine with `spark` (a parameter, of
-    `engine` or of another engine fixture, whose value is "spark")."""
+    `engine` or of another engine fixture, whose value is "spark"), and every test that uses a Spark
+    session fixture: the local lane (`-m "not spark"`) starts no JVM."""
+    sessions = {"spark_session", "connect_session", "cluster_session"}
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and any(
             isinstance(v, str) and v == "spark" for v in callspec.params.values()
         ):
+            item.add_marker(pytest.mark.spark)
+        elif sessions & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.spark)
 
 
