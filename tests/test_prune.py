@@ -64,16 +64,16 @@ def test_pruned_joins_equal_duckdb_under_inserts_and_deletes(engine: Any, steps:
         pipeline.close()
 
 
-def _circuit(sql: str) -> dbspark.Circuit:
+def _circuit(sql: str, joins: str = "auto") -> dbspark.Circuit:
     p = dbspark.Pipeline(engine="local")
-    p.sql(sql)
+    p.sql(sql, joins=joins)
     return p.circuit
 
 
 def test_each_join_side_keeps_the_columns_read_after_it():
     """TPC-H Q5 joins six tables (47 columns); after pruning, the widest join output has 5 columns, and
     the lineitem side keeps its key, the next join's key and the two columns the revenue reads."""
-    c = prune_columns(_circuit(tpch.DDL + tpch.VIEWS["q05"]))
+    c = prune_columns(_circuit(tpch.DDL + tpch.VIEWS["q05"], joins="binary"))
     joins = [n for n in c.nodes.values() if n.op.name == "stream_join"]
     assert joins and max(len(n.shape.schema) for n in joins) <= 5
     projections = {
@@ -82,6 +82,16 @@ def test_each_join_side_keeps_the_columns_read_after_it():
         if n.op.name == "map" and "l_orderkey" in n.shape.schema
     }
     assert ("l_orderkey", "l_suppkey", "l_extendedprice", "l_discount") in projections
+
+
+def test_each_multiway_join_input_keeps_the_columns_read_after_it_and_its_join_columns():
+    """Q5 by default is one multiway join of six tables (its equalities form a cycle): after pruning
+    each input holds its join columns and what the view reads (region its key alone, lineitem its
+    order and supplier keys and the two columns of the revenue); 8 columns come out, not 47."""
+    c = prune_columns(_circuit(tpch.DDL + tpch.VIEWS["q05"]))
+    (mj,) = [n for n in c.nodes.values() if n.op.name == "stream_multijoin"]
+    widths = sorted(len(c.nodes[i].shape.schema) for i in mj.inputs)
+    assert widths == [1, 2, 2, 2, 3, 4] and len(mj.shape.schema) == 8, (widths, mj.shape.schema)
 
 
 def test_nothing_to_prune_leaves_the_circuit_as_it_was():

@@ -5,7 +5,8 @@ every join, so each join's integral stored them all (`stream_join` keeps both si
 the view reads three of them. This pass computes, from the outputs back to the inputs, the columns of
 each node that some later operator reads (`need`), and projects each side of an equi-join onto the
 columns that the join's consumers need plus its keys, before the side's `index`; the join then emits
-only the right side's columns that are needed.
+only the right side's columns that are needed. A multiway join's inputs likewise keep what is read
+after it and the columns they share.
 
 Projection commutes with the join on bags (π(a ⋈ b) = π(a) ⋈ π(b) when the keys are kept, weights
 multiply either way) and with filter and index. The pass never projects under an operator whose result
@@ -27,6 +28,7 @@ from dbspark.incremental.rewrite import copy_circuit, is_feedback, order, same
 from dbspark.ir.expr import col
 from dbspark.operators.join import StreamJoin
 from dbspark.operators.linear import Filter, Index, Map
+from dbspark.operators.multijoin import StreamMultiJoin
 from dbspark.operators.source import Input
 
 
@@ -44,6 +46,11 @@ def _requires(c: Circuit, n: Node, need: set[str]) -> list[set[str]]:
         left = (need & whole[0]) | set(op.left_keys)
         right = {s for s, d in op.right_out if d in need} | set(op.right_keys)
         return [left, right]
+    if isinstance(op, StreamMultiJoin):  # each input: what is read after it, and the columns it joins on
+        shared = {
+            x for i, w in enumerate(whole) for x in w if any(x in v for j, v in enumerate(whole) if j != i)
+        }
+        return [(need & w) | (w & shared) for w in whole]
     return whole
 
 
@@ -100,6 +107,25 @@ def _join(dst: Circuit, c: Circuit, n: Node, need: set[str], ins: list[Stream]) 
     return dst.add(op, _narrowed_side(dst, ins[0], left), _narrowed_side(dst, ins[1], right))
 
 
+def _multijoin(dst: Circuit, c: Circuit, n: Node, need: set[str], ins: list[Stream]) -> Stream:
+    """A multiway join over its inputs projected onto the columns `_requires` keeps."""
+    narrowed = []
+    for s, keep in zip(ins, _requires(c, n, need), strict=True):
+        cols = [x for x in dst.nodes[s.node_id].shape.schema if x in keep]
+        if len(cols) < len(dst.nodes[s.node_id].shape.schema):
+            s = dst.add(Map(tuple((x, col(x)) for x in cols)), s)
+        narrowed.append(s)
+    return dst.add(n.op, *narrowed)
+
+
+def _pruned(dst: Circuit, c: Circuit, n: Node, need: set[str], ins: list[Stream]) -> Stream:
+    if isinstance(n.op, StreamJoin):
+        return _join(dst, c, n, need, ins)
+    if isinstance(n.op, StreamMultiJoin):
+        return _multijoin(dst, c, n, need, ins)
+    return same(dst, n, ins)
+
+
 def _copies(c: Circuit) -> Circuit:
     """Each live node once per distinct set of its columns a consumer needs, made in the order the
     circuit's own nodes are (so a circuit with nothing to prune is copied as it is)."""
@@ -126,9 +152,7 @@ def _copies(c: Circuit) -> Circuit:
         for want in sorted(needs[nid], key=sorted):
             reqs = [frozenset(r) for r in _requires(c, n, set(want))]
             ins = [memo[(i, r)] for i, r in zip(n.inputs, reqs, strict=True)]
-            memo[(nid, want)] = (
-                _join(dst, c, n, set(want), ins) if isinstance(n.op, StreamJoin) else same(dst, n, ins)
-            )
+            memo[(nid, want)] = _pruned(dst, c, n, set(want), ins)
     for name, nid in c.outputs.items():
         dst.output(name, memo[(nid, frozenset(c.nodes[nid].shape.schema))])
     return dst
@@ -138,8 +162,6 @@ def _union(c: Circuit) -> Circuit:
     need = needed_columns(c)
 
     def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
-        if not isinstance(n.op, StreamJoin):
-            return same(dst, n, ins)
-        return _join(dst, c, n, need[n.id], ins)
+        return _pruned(dst, c, n, need[n.id], ins)
 
     return copy_circuit(c, rewrite)

@@ -288,7 +288,7 @@ class FromPlanner:
         cur = rels[0]
         rest = rels[1:]
         got = multiway(self.c, self.src, rels, pending)
-        if got is not None:  # a cyclic pool: one multiway join (`multiway.py`)
+        if got is not None:  # a cyclic pool: one multiway join (`multiway.py`), its fields in FROM order
             (cur, pending), rest = got, []
         while rest:
             pick, keys = None, []
@@ -312,6 +312,8 @@ class FromPlanner:
         if pending:
             cur = self.filter(cur, pending)
         # SELECT * lists the columns in FROM order, whatever order the joins ran in
+        if got is not None:
+            return Rel(cur.stream, cur.fields), usable
         return Rel(cur.stream, [f for r in pool.rels for f in r.fields]), usable
 
     def local_to(self, cond: exp.Expression, fields: list[Field]) -> bool:

@@ -5,7 +5,7 @@ of two of them define equivalence classes of columns (union-find); each class is
 relation an atom over the classes of its columns. When those atoms form a cyclic hypergraph (three or
 more relations; `operators/multijoin.is_cyclic`: a triangle of joins, TPC-H Q5's customer-orders-
 lineitem-supplier cycle through the nation key), the relations are joined at once by the leapfrog join
-(`Stream.stream_multijoin`), and every column of a class reads the class's value after it. The other
+(`Stream.stream_multijoin`), and every field of a class reads the class's column after it. The other
 conditions stay for the filter after the join. `JOIN_PLANS` chooses: "auto" (cyclic pools), "leapfrog"
 (any connected pool of two or more relations), "binary" (never). Not inside a recursive CTE's body
 (its doubly-incremental scope is written for binary joins), nor where a class's columns have different
@@ -14,6 +14,7 @@ types or a relation has two columns of one class (the binary joins cast and comp
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -92,8 +93,7 @@ def multiway(
         items = [(members.get((i, col), col), ir.Col(col)) for col in r.stream.schema]
         streams.append(r.stream.map(*items))
     joined = streams[0].stream_multijoin(*streams[1:])
-    back = [(col, ir.Col(members.get((i, col), col))) for i, r in enumerate(rels) for col in r.stream.schema]
-    out = joined.map(*back)
-    return Rel(out, [f for r in rels for f in r.fields]), [
-        x for x in pending if not any(x is u for u in used)
-    ]
+    # each field of a class reads the class's column (no copies: column pruning narrows the inputs to
+    # what is read after the join)
+    fields = [replace(f, col=members.get((i, f.col), f.col)) for i, r in enumerate(rels) for f in r.fields]
+    return Rel(joined, fields), [x for x in pending if not any(x is u for u in used)]
