@@ -623,6 +623,15 @@ def spark_dec_of(t: pl.DataType) -> tuple[int, int]:
     return (SPARK_INT_DIGITS[norm_int(t)], 0)
 
 
+def spark_decimal_bounded(precision: int, scale: int) -> tuple[int, int]:
+    """A DECIMAL result type past 38 digits as Spark adjusts it (`DecimalType.adjustPrecisionScale`,
+    precision loss allowed): the integer digits kept, the scale down to min(scale, 6) at least."""
+    if precision <= 38:
+        return precision, scale
+    whole = precision - scale
+    return 38, max(38 - whole, min(scale, 6))
+
+
 def spark_decimal_quotient(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
     """The (precision, scale) of Spark's DECIMAL(p1, s1) / DECIMAL(p2, s2) (`DecimalPrecision`, with
     spark.sql.decimalOperations.allowPrecisionLoss on, Spark's default): scale max(6, s1 + p2 + 1),

@@ -18,6 +18,7 @@ import polars as pl
 from sqlglot import exp
 
 from dbspark.columnar.sqlforms import parse_text
+from dbspark.errors import UnsupportedError
 from dbspark.frontends.sql import temporal
 from dbspark.frontends.sql.literals import coerce_literals
 from dbspark.frontends.sql.parse import Source
@@ -123,8 +124,25 @@ def spark_division(e: Any, schema: pl.Schema) -> Any:
         if (isinstance(ta, pl.Decimal) or isinstance(tb, pl.Decimal)) and all(
             isinstance(t, pl.Decimal) or t.is_integer() for t in (ta, tb)
         ):
-            da, db = _spark_operand(left, ta), _spark_operand(right, tb)
+            da, db = _spark_operand(left, ta, schema), _spark_operand(right, tb, schema)
             p, s = fn.spark_decimal_quotient(da, db)
+            # dbspark keeps every integer as 64-bit: where an integer operand's declared width (Spark
+            # types an INT as DECIMAL(10, 0), a BIGINT as DECIMAL(20, 0)) would change the quotient's
+            # scale (its value), refuse rather than guess
+            widths = (3, 5, 10, 20)
+            scales = {
+                fn.spark_decimal_quotient(
+                    _spark_operand(left, ta, schema, w1), _spark_operand(right, tb, schema, w2)
+                )[1]
+                for w1 in widths
+                for w2 in widths
+            }
+            if len(scales) > 1:
+                raise UnsupportedError(
+                    "a DECIMAL divided by an integer column or expression: the quotient's scale in Spark "
+                    "depends on the integer's declared width (INT or BIGINT), which dbspark does not keep; "
+                    "CAST the divisor to the DECIMAL Spark would use (DECIMAL(10, 0) for an INT)"
+                )
             args = tuple(
                 x if t == pl.Decimal(*d) else ir.Cast(x, pl.Decimal(*d))
                 for x, t, d in ((left, ta, da), (right, tb, db))
@@ -139,9 +157,14 @@ def spark_division(e: Any, schema: pl.Schema) -> Any:
     return e
 
 
-def _spark_operand(e: ir.Expr, t: pl.DataType) -> tuple[int, int]:
+def _spark_operand(e: ir.Expr, t: pl.DataType, schema: pl.Schema, width: int = 20) -> tuple[int, int]:
     """The DECIMAL type Spark divides an operand as: an integer literal as its digits
-    (`DecimalType.fromLiteral`), an integer column by its width, a DECIMAL as it is."""
+    (`DecimalType.fromLiteral`), an integer column by its width, a DECIMAL as it is, a sum, difference
+    or product of DECIMALs and integers as Spark types it (`DecimalPrecision`: its operands typed so,
+    recursively; a literal by its digits), another Spark division as its own type. (DuckDB types
+    `d + 1` of a DECIMAL(10, 2) as DECIMAL(13, 2), Spark as DECIMAL(11, 2): a quotient's scale
+    follows from it.) An integer other than a literal is taken as `width` digits (its declared width
+    is not kept: every integer is 64-bit here)."""
     v = (
         e.arg.value
         if isinstance(e, ir.Unary) and e.op == "neg" and isinstance(e.arg, ir.Lit)
@@ -149,7 +172,27 @@ def _spark_operand(e: ir.Expr, t: pl.DataType) -> tuple[int, int]:
     )
     if isinstance(e, (ir.Lit, ir.Unary)) and isinstance(v, int) and not isinstance(v, bool):
         return (max(1, len(str(abs(v)))), 0)
-    return fn.spark_dec_of(t)
+    if (  # a divisor's check for zero (`CASE WHEN x = 0 THEN error(...) ELSE x END`): x's type
+        isinstance(e, ir.Case)
+        and e.otherwise is not None
+        and all(isinstance(w, ir.Func) and w.name == "error" for _, w in e.whens)
+    ):
+        return _spark_operand(e.otherwise, t, schema, width)
+    if isinstance(e, ir.Binary) and e.op in ("add", "sub", "mul") and isinstance(t, pl.Decimal):
+        tl, tr = e.left.dtype(schema), e.right.dtype(schema)
+        if all(isinstance(x, pl.Decimal) or x.is_integer() for x in (tl, tr)):
+            (p1, s1), (p2, s2) = (
+                _spark_operand(x, tx, schema, width) for x, tx in ((e.left, tl), (e.right, tr))
+            )
+            if e.op == "mul":
+                return fn.spark_decimal_bounded(p1 + p2 + 1, s1 + s2)
+            scale = max(s1, s2)
+            return fn.spark_decimal_bounded(scale + max(p1 - s1, p2 - s2) + 1, scale)
+    if isinstance(e, ir.Func) and e.name == "spark_decimal_div":
+        p, s = (getattr(a, "value", None) for a in e.args[2:4])
+        if isinstance(p, int) and isinstance(s, int):
+            return (p, s)
+    return (width, 0) if t.is_integer() else fn.spark_dec_of(t)
 
 
 def _walk(e: Any) -> Iterator[ir.Expr]:
@@ -183,7 +226,10 @@ class ExprCompiler:
             if self.src.dialect == "spark" and any(
                 isinstance(d, ir.Binary) and d.op == "sql_div" for d in _walk(e)
             ):
-                e = spark_division(e, schema)
+                try:
+                    e = spark_division(e, schema)
+                except UnsupportedError as err:
+                    self.src.unsupported(str(err), node)
                 typecheck(e, schema, node, self.src)
         return e
 
