@@ -242,17 +242,16 @@ clique(count : { e(a, b), e(b, c), e(c, d), e(a, c), e(b, d), e(a, d) }) :- e(_,
 """
 
 
+def labelled_steps(edge: st.SearchStrategy, labels: int) -> st.SearchStrategy:
+    """Up to 4 steps, each: edges to insert, up to `labels` (node, tag) rows, the share of rows to delete."""
+    label = st.tuples(st.integers(0, 4), st.sampled_from(["p", "q"]))
+    step = st.tuples(st.lists(edge, max_size=10), st.lists(label, max_size=labels), st.floats(0, 1))
+    return st.lists(step, min_size=1, max_size=4)
+
+
 @pytest.mark.parametrize("joins", ["auto", "leapfrog", "binary"])
 @engine_given(
-    st.lists(
-        st.tuples(
-            st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=10),
-            st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["p", "q"])), max_size=3),
-            st.floats(0, 1),
-        ),
-        min_size=1,
-        max_size=4,
-    ),
+    labelled_steps(st.tuples(st.integers(0, 4), st.integers(0, 4)), 3),
     local=15,
     spark=2,
 )
@@ -322,21 +321,13 @@ CREATE VIEW covered AS SELECT r.x, s.y FROM e r, e s, e t WHERE r.y = s.x AND s.
 
 @pytest.mark.parametrize("joins", ["auto", "binary"])
 @engine_given(
-    st.lists(
+    labelled_steps(
         st.tuples(
-            st.lists(
-                st.tuples(
-                    st.one_of(st.none(), st.integers(0, 4)),
-                    st.integers(0, 4),
-                    st.one_of(st.none(), st.sampled_from(["a", "b"])),
-                ),
-                max_size=10,
-            ),
-            st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["p", "q"])), max_size=2),
-            st.floats(0, 1),
+            st.one_of(st.none(), st.integers(0, 4)),
+            st.integers(0, 4),
+            st.one_of(st.none(), st.sampled_from(["a", "b"])),
         ),
-        min_size=1,
-        max_size=4,
+        2,
     ),
     local=25,
     spark=2,

@@ -185,8 +185,8 @@ class MultiJoinTerm(Operator):
             if frames[j].height == 0:
                 return kernel.empty(state.schema)
         ordered = [frames[i] for i in range(len(atoms))]
-        first = variable_order([a for a in atoms], [f.height for f in ordered], atoms[order[0]])
-        return kernel.from_local(ZSet(leapfrog_join(ordered, first)))
+        variables = variable_order(atoms, [f.height for f in ordered], atoms[order[0]])
+        return kernel.from_local(ZSet(leapfrog_join(ordered, variables)))
 
 
 def _chained(

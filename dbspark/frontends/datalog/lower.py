@@ -230,13 +230,12 @@ class RuleLowering:
             n += 1
         if self.joins == "binary" or n < 2 or (self.joins == "auto" and n < 3):
             return None, steps
-        streams = []
-        for _, a in steps[:n]:
-            assert isinstance(a, Atom)
-            streams.append(self.atom(a))
-        cols = [s.columns for s in streams]
-        if not connected(cols) or (self.joins == "auto" and not is_cyclic(cols)):
+        atoms = [a for _, a in steps[:n] if isinstance(a, Atom)]
+        # the columns `atom` gives each (its variables; one without any connects nothing)
+        names = [[self.col_of(t.name) for t in a.args if isinstance(t, Var)] for a in atoms]
+        if not connected(names) or (self.joins == "auto" and not is_cyclic(names)):
             return None, steps
+        streams = [self.atom(a) for a in atoms]
         return streams[0].stream_multijoin(*streams[1:]), steps[n:]
 
     def other(self, step: str, lit_: Literal, cur: Stream) -> Stream:

@@ -70,7 +70,7 @@ def multiway(
         used.append(cond)
     classes: dict[tuple[int, str], str] = {}
     members: dict[tuple[int, str], str] = {}  # (relation, column) -> its class's variable
-    for k in list(parent) + [p for p in parent.values()]:
+    for k in dict.fromkeys([*parent, *parent.values()]):  # (in a fixed order: names are identities)
         top = root(k)
         if top not in classes:
             classes[top] = c.names.fresh("j")
