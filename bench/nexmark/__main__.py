@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -144,12 +145,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-anchor", action="store_true")
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument(
+        "--driver-memory",
+        default="8g",
+        help="the Spark driver's heap (Structured Streaming at 10M events needs more than Spark's 1g)",
+    )
     a = ap.parse_args(argv)
     engines = a.engines.split(",")
     spark = None
     if "spark" in engines or not a.no_anchor:
         from dbspark.engines.spark.session import get_session
 
+        os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-memory {a.driver_memory} pyspark-shell")
         spark = get_session(None, None).spark
     root = Path(tempfile.mkdtemp(prefix="nexmark-"))
     results: dict[str, Any] = {"events": a.events, "batch": a.batch, "queries": {}}
