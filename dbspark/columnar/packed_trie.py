@@ -1,0 +1,157 @@
+"""Versioned tries of packed keys, and the tree surgery between two versions
+(`lftj-incremental-maintenance.txt` §3.3 and §4.2.1).
+
+For the maintenance of a leapfrog join (`columnar/sensitivity.py`) each atom's rows stay indexed from
+one step to the next, as a trie over its columns in the join's variable order. A value is a stable code
+(`Dictionary`: codes are given in sorted order to the values first seen together, then appended); a
+node of depth d is its path's codes packed into one int64, `key_d = key_(d-1) << bits[d] | code_d`, so
+that a node's children are the keys in [key << bits, (key + 1) << bits) of the next level and a
+`seek_lub` is one binary search. Level d holds its sorted keys and, per key, the number of rows under it;
+the last level holds each row's weight. `apply` makes the next version (the older one stays valid: the
+arrays are not changed in place) and returns its tree surgery operations (§4.2.1): per depth, the
+nodes that appeared or disappeared, and at the last depth every row whose weight changed (a weight is
+part of what a join reads there, so a Z-set row's change of multiplicity is a change of the leaf).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+MAX_BITS = 62  # a packed key stays below 2**62: room for the end marker of any level
+
+
+class PackingError(ValueError):
+    """An atom's codes need more than 62 bits packed (too many distinct values for its columns)."""
+
+
+class Dictionary:
+    """A variable's values and their codes (0, 1, ...): stable once given."""
+
+    def __init__(self, dtype: pl.DataType) -> None:
+        self.values = pl.Series("v", [], dtype=dtype)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def encode(self, columns: Sequence[pl.Series]) -> list[np.ndarray]:
+        """The codes of each column's values; values not seen before get new codes, in sorted order."""
+        if not columns:
+            return []
+        allv = pl.concat([c.rename("v").cast(self.values.dtype) for c in columns], how="vertical")
+        known = pl.DataFrame({"v": self.values, "code": np.arange(len(self.values), dtype=np.int64)})
+        new = allv.unique().to_frame().join(known, on="v", how="anti", nulls_equal=True).sort("v")
+        if new.height:
+            self.values = pl.concat([self.values, new["v"]], how="vertical")
+            known = pl.DataFrame({"v": self.values, "code": np.arange(len(self.values), dtype=np.int64)})
+        out = []
+        for c in columns:
+            f = c.rename("v").cast(self.values.dtype).to_frame().with_row_index("i")
+            got = f.join(known, on="v", how="left", nulls_equal=True).sort("i")
+            out.append(got["code"].to_numpy().astype(np.int64))
+        return out
+
+    def decode(self, codes: np.ndarray) -> pl.Series:
+        return self.values.gather(codes)
+
+
+def bits_for(n_codes: int) -> int:
+    """Bits per code for a variable with n_codes values: room to double, and the end marker."""
+    return max(2, int(2 * max(n_codes, 1) + 1).bit_length())
+
+
+def pack(codes: Sequence[np.ndarray], bits: Sequence[int]) -> np.ndarray:
+    """The packed key of each row's first len(codes) codes."""
+    key = np.zeros(len(codes[0]) if codes else 0, dtype=np.int64)
+    for c, b in zip(codes, bits, strict=False):
+        key = (key << np.int64(b)) | c
+    return key
+
+
+def unpack(keys: np.ndarray, bits: Sequence[int]) -> list[np.ndarray]:
+    """The codes of packed keys of len(bits) levels."""
+    out = []
+    for b in reversed(bits):
+        out.append(keys & np.int64((1 << b) - 1))
+        keys = keys >> np.int64(b)
+    return out[::-1]
+
+
+@dataclass(frozen=True)
+class PackedTrie:
+    """One version of an atom's trie (see the module docstring)."""
+
+    bits: tuple[int, ...]
+    keys: tuple[np.ndarray, ...]  # per depth, ascending
+    counts: tuple[np.ndarray, ...]  # per depth: rows under the node; at the last depth, the row's weight
+
+    @classmethod
+    def empty(cls, bits: Sequence[int]) -> PackedTrie:
+        if sum(bits) > MAX_BITS:
+            raise PackingError(f"packed keys of {sum(bits)} bits (at most {MAX_BITS})")
+        e = tuple(np.zeros(0, dtype=np.int64) for _ in bits)
+        return cls(tuple(bits), e, e)
+
+    @property
+    def depth(self) -> int:
+        return len(self.bits)
+
+    def shift(self, d: int) -> np.int64:
+        """How far a leaf key is shifted right to give its ancestor of depth d."""
+        return np.int64(sum(self.bits[d + 1 :]))
+
+    def end(self, d: int) -> np.int64:
+        """The end marker of depth d's codes (above every code)."""
+        return np.int64((1 << self.bits[d]) - 1)
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The leaf keys and their weights."""
+        return self.keys[-1], self.counts[-1]
+
+    def apply(self, leaf: np.ndarray, weight: np.ndarray) -> tuple[PackedTrie, list[np.ndarray]]:
+        """The next version after adding `weight` to the rows of packed keys `leaf` (unique), and its
+        tree surgery operations per depth (keys of that depth)."""
+        last = self.depth - 1
+        keys, w = self.keys[last], self.counts[last]
+        at = np.searchsorted(keys, leaf)
+        found = at < len(keys)
+        found[found] = keys[at[found]] == leaf[found]
+        nw = w.copy()
+        nw[at[found]] += weight[found]
+        gone = at[found][nw[at[found]] == 0]
+        fresh = ~found & (weight != 0)
+        appear = leaf[fresh]
+        disappear = keys[gone]
+        nkeys = np.delete(keys, gone)
+        nw = np.delete(nw, gone)
+        ins = np.searchsorted(nkeys, appear)
+        new_keys = [np.insert(nkeys, ins, appear)]
+        new_counts = [np.insert(nw, ins, weight[fresh])]
+        ops = [leaf[weight != 0]]
+        # the levels above: a node's row count moves with the rows that appear or disappear under it
+        moved = np.concatenate([appear, disappear])
+        sign = np.concatenate([np.ones(len(appear), np.int64), -np.ones(len(disappear), np.int64)])
+        for d in range(last - 1, -1, -1):
+            prefix = moved >> self.shift(d)
+            u, inv = np.unique(prefix, return_inverse=True)
+            dc = np.bincount(inv, weights=sign, minlength=len(u)).astype(np.int64)
+            k, c = self.keys[d], self.counts[d]
+            at = np.searchsorted(k, u)
+            found = at < len(k)
+            found[found] = k[at[found]] == u[found]
+            nc = c.copy()
+            nc[at[found]] += dc[found]
+            gone = at[found][nc[at[found]] == 0]
+            fresh = ~found & (dc != 0)
+            k2, c2 = np.delete(k, gone), np.delete(nc, gone)
+            ins = np.searchsorted(k2, u[fresh])
+            new_keys.append(np.insert(k2, ins, u[fresh]))
+            new_counts.append(np.insert(c2, ins, dc[fresh]))
+            ops.append(np.concatenate([u[fresh], k[gone]]))
+        return (
+            PackedTrie(self.bits, tuple(new_keys[::-1]), tuple(new_counts[::-1])),
+            ops[::-1],
+        )

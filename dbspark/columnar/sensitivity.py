@@ -1,0 +1,486 @@
+"""Incremental maintenance of a leapfrog join by sensitivity indices and the change oracle
+(`lftj-incremental-maintenance.txt` §4; the derivation, with the soundness argument, is in
+`docs/multiway-joins.md`, "Maintenance by sensitivity indices").
+
+The join is evaluated by leapfrog triejoin over each atom's `PackedTrie`, every column a level (the join
+variables first, in the planner's order, then each atom's own columns). At a variable, for every partial
+binding at once, the iterators leapfrog as §4.1 describes them: each is opened (or sought to the start
+of the region evaluated); while they disagree, the one at the least key seeks the greatest; when they
+agree the key is emitted and the first atom's iterator moves to its next key; the run ends when one
+reaches its end or passes the region. Each operation is recorded as §4.1's sensitivity interval of
+the iterator's atom (open: [-∞, v]; seek to t landing at v: [t, v]; next from v to v': [v, v']), in
+the atom's index for that depth (§4.2: keyed by the atom's codes before the variable, with the codes
+of every variable bound before it as payload), an `IntervalIndex` (§3.2).
+
+A step (`MaintainedJoin.step`) applies each input's change to its trie, which gives the tree surgery
+operations (§4.2.1); each operation is matched against its atom's index at its depth (§4.2.2; matched
+intervals are removed) and each match names a region of the tuple space, the variables bound before
+and an interval of the next: the change oracle. The regions are merged (overlapping intervals of one
+prefix united; a region inside a shallower one dropped), the join is evaluated over them on the old and
+on the new tries, and the difference is the join's change (§1.2's maintenance rule); the new
+evaluation's operations are recorded, ready for the next step. When the index has grown to twice its
+size after the last full evaluation (intervals of regions evaluated again that no change matched stay
+behind, harmless but useless) it is rebuilt by one full evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from dbspark.algebra.weights import checked_mul
+from dbspark.algebra.zset import WEIGHT
+from dbspark.columnar.intervals import IntervalIndex
+from dbspark.columnar.leapfrog import _comparable, join_variables, output_schema, variable_order
+from dbspark.columnar.packed_trie import Dictionary, PackedTrie, bits_for, pack, unpack
+
+
+@dataclass
+class Regions:
+    """Regions of one level ℓ: rows of the codes of the ℓ variables before, and an interval [lo, hi]
+    of the ℓ-th (lo = -1: from the start; hi = the end marker: to the end)."""
+
+    prefix: np.ndarray  # (m, ℓ)
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+@dataclass
+class Trace:
+    """What an evaluation recorded: per (atom, depth), the intervals' keys, ends and payloads."""
+
+    rows: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = field(
+        default_factory=dict
+    )
+
+    def record(
+        self, atom: int, depth: int, key: np.ndarray, lo: np.ndarray, hi: np.ndarray, pay: np.ndarray
+    ) -> None:
+        if len(key):
+            self.rows.setdefault((atom, depth), []).append((key, lo, hi, pay))
+
+    def size(self) -> int:
+        return sum(len(k) for parts in self.rows.values() for k, _, _, _ in parts)
+
+
+class MaintainedJoin:
+    """The natural join of n Z-set inputs (frames of `schemas`' columns and a weight), kept by §4's
+    maintenance: `step` takes each input's change and returns the join's change (columns as
+    `leapfrog.output_schema`). `last` holds the step's figures: surgery operations, intervals matched,
+    regions evaluated, intervals recorded (the trace edit distance's two halves), and the oracle."""
+
+    def __init__(self, schemas: Sequence[pl.Schema], order: Sequence[str] | None = None) -> None:
+        atoms = [[c for c in s if c != WEIGHT] for s in schemas]
+        joins = join_variables(atoms)
+        order = list(order) if order is not None else variable_order(atoms, [1] * len(atoms))
+        if sorted(order) != sorted(joins):
+            raise ValueError(f"the order {order} is not of the join variables {joins}")
+        own = [c for a in atoms for c in a if c not in joins]
+        self.order: list[str] = order + own  # every column a level: the join variables, then the rest
+        self.atoms = atoms
+        self.schemas = [pl.Schema({c: s[c] for c in a}) for s, a in zip(schemas, atoms, strict=True)]
+        self.out_schema = output_schema(schemas)
+        types = {c: t for s in self.schemas for c, t in s.items()}
+        self.dicts = {v: Dictionary(types[v]) for v in self.order}
+        self.levels = [[v for v in self.order if v in a] for a in atoms]  # each atom's columns, in order
+        self.holders = [[i for i, lv in enumerate(self.levels) if v in lv] for v in self.order]
+        self.last: dict[str, object] = {}
+        self._setup(full=None)
+
+    # -- state ---------------------------------------------------------------------------------------
+
+    def _setup(self, full: list[tuple[np.ndarray, np.ndarray]] | None) -> None:
+        """Bits from the dictionaries' sizes, the tries (of `full`'s rows as codes, else empty) and a
+        fresh index from a full evaluation."""
+        self.bits = {v: bits_for(len(self.dicts[v])) for v in self.order}
+        self.tries = []
+        for i, lv in enumerate(self.levels):
+            t = PackedTrie.empty([self.bits[v] for v in lv])
+            if full is not None and len(full[i][0]):
+                t, _ = t.apply(pack(list(full[i][0].T), t.bits), full[i][1])
+            self.tries.append(t)
+        self.index = {
+            (i, d): IntervalIndex(width=self.order.index(v))
+            for i, lv in enumerate(self.levels)
+            for d, v in enumerate(lv)
+        }
+        whole = Regions(np.zeros((1, 0), dtype=np.int64), np.array([-1]), np.array([self._end(0)]))
+        trace = Trace()
+        self._evaluate(self.tries, {0: whole}, trace)
+        self._file(trace)
+        self.built = max(trace.size(), 1)
+
+    def _end(self, level: int) -> np.int64:
+        return np.int64((1 << self.bits[self.order[level]]) - 1)
+
+    def _file(self, trace: Trace) -> None:
+        for (i, d), parts in trace.rows.items():
+            self.index[(i, d)].add(*(np.concatenate([p[k] for p in parts]) for k in range(4)))
+
+    def _codes(
+        self, deltas: Sequence[pl.DataFrame | None]
+    ) -> tuple[list[tuple[np.ndarray, np.ndarray]], bool]:
+        """Each change as (codes (rows, columns) in the atom's level order, weights), consolidated; and
+        whether a variable outgrew its bits (then the tries are rebuilt)."""
+        frames = []
+        for i, d in enumerate(deltas):
+            f = pl.DataFrame(schema={**self.schemas[i], WEIGHT: pl.Int64}) if d is None else d
+            joined = [v for v in self.levels[i] if len(self.holders[self.order.index(v)]) > 1]
+            frames.append(_comparable(f.select([*self.levels[i], WEIGHT]), joined))
+        codes: list[dict[str, np.ndarray]] = [{} for _ in frames]
+        for li, v in enumerate(self.order):
+            hs = self.holders[li]
+            for i, c in zip(hs, self.dicts[v].encode([frames[i][v] for i in hs]), strict=True):
+                codes[i][v] = c
+        out = []
+        for i, f in enumerate(frames):
+            width = len(self.levels[i])
+            m = (
+                np.stack([codes[i][v] for v in self.levels[i]], axis=1)
+                if f.height
+                else np.zeros((0, width), np.int64)
+            )
+            out.append(_consolidate(m, f[WEIGHT].to_numpy().astype(np.int64)))
+        return out, any(len(self.dicts[v]) >= (1 << self.bits[v]) - 1 for v in self.order)
+
+    def _rows(self, tries: list[PackedTrie]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each trie's rows as (codes, weights)."""
+        out = []
+        for t in tries:
+            k, w = t.rows()
+            out.append(
+                (np.stack(unpack(k, t.bits), axis=1) if len(k) else np.zeros((0, t.depth), np.int64), w)
+            )
+        return out
+
+    # -- a step --------------------------------------------------------------------------------------
+
+    def step(self, deltas: Sequence[pl.DataFrame | None]) -> pl.DataFrame:
+        """The join's change for these changes of the inputs (None: no change)."""
+        old_tries = self.tries
+        changes, overflow = self._codes(deltas)
+        if overflow:  # a variable outgrew its bits: repack and evaluate everything again
+            old_out = self._evaluate(old_tries, self._whole(), None)
+            rows = [
+                _consolidate(np.concatenate([r[0], c[0]]), np.concatenate([r[1], c[1]]))
+                for r, c in zip(self._rows(old_tries), changes, strict=True)
+            ]
+            self._setup(rows)
+            new_out = self._evaluate(self.tries, self._whole(), None)
+            self.last = {"rebuilt": True}
+            return self._decode(_difference(new_out, old_out))
+        surgery = 0
+        contributions: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        matches: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        matched = 0
+        new_tries = []
+        for i, (t, (m, w)) in enumerate(zip(old_tries, changes, strict=True)):
+            if len(w) == 0:
+                new_tries.append(t)
+                continue
+            nt, ops = t.apply(pack(list(m.T), t.bits), w)
+            new_tries.append(nt)
+            for d, op in enumerate(ops):
+                if not len(op):
+                    continue
+                surgery += len(op)
+                b = np.int64(t.bits[d])
+                q, lo, hi, pay = self.index[(i, d)].take(op >> b, op & np.int64((1 << t.bits[d]) - 1))
+                contributions.append((i, d, op, q, lo, hi))
+                matched += len(lo)
+                if len(lo):
+                    matches.setdefault(self.order.index(self.levels[i][d]), []).append((pay, lo, hi))
+        self.tries = new_tries
+        regions = _normalize(
+            {
+                lv: Regions(*(np.concatenate([p[k] for p in parts]) for k in range(3)))
+                for lv, parts in matches.items()
+            }
+        )
+        trace = Trace()
+        old_out = self._evaluate(old_tries, regions, None)
+        new_out = self._evaluate(new_tries, regions, trace)
+        self._file(trace)
+        self.last = {
+            "surgery": surgery,
+            "matched": matched,
+            "recorded": trace.size(),
+            "regions": sum(len(r.lo) for r in regions.values()),
+            "oracle": {lv: r for lv, r in regions.items()},
+            "contributions": contributions,
+        }
+        if sum(len(ix) for ix in self.index.values()) > 2 * self.built + 1024:
+            self._rebuild_index()
+        return self._decode(_difference(new_out, old_out))
+
+    def _whole(self) -> dict[int, Regions]:
+        return {0: Regions(np.zeros((1, 0), dtype=np.int64), np.array([-1]), np.array([self._end(0)]))}
+
+    def _rebuild_index(self) -> None:
+        self._setup(self._rows(self.tries))
+
+    def _value(self, v: str, code: int) -> object:
+        """A code as its value; None for -∞ (-1) and +∞ (the end marker)."""
+        if code == -1 or code == (1 << self.bits[v]) - 1:
+            return None
+        return self.dicts[v].values[code]
+
+    def contributions(self) -> list[tuple[int, tuple[object, ...], list[tuple[object, object]]]]:
+        """The last step's tree surgery operations, each with the intervals it matched (§4.1.1's table):
+        (atom, the operation's node as values, [(lo, hi), ...]); None stands for -∞ / +∞."""
+        out = []
+        for i, d, op, q, lo, hi in self.last.get("contributions", []):  # type: ignore[attr-defined]
+            t = self.tries[i]
+            path = unpack(op, t.bits[: d + 1])
+            names = self.levels[i][: d + 1]
+            v = names[-1]
+            for k in range(len(op)):
+                node = tuple(self._value(n, int(c[k])) for n, c in zip(names, path, strict=True))
+                got = [
+                    (self._value(v, int(a)), self._value(v, int(b)))
+                    for a, b in zip(lo[q == k], hi[q == k], strict=True)
+                ]
+                out.append((i, node, got))
+        return out
+
+    def oracle(self) -> list[tuple[tuple[object, ...], object, object]]:
+        """The last step's change oracle (§4.1): its regions as (values of the variables before, lo, hi)."""
+        out = []
+        for lv, r in sorted(self.last.get("oracle", {}).items()):  # type: ignore[attr-defined]
+            names, v = self.order[:lv], self.order[lv]
+            for k in range(len(r.lo)):
+                pre = tuple(self._value(n, int(r.prefix[k, j])) for j, n in enumerate(names))
+                out.append((pre, self._value(v, int(r.lo[k])), self._value(v, int(r.hi[k]))))
+        return out
+
+    def sensitivity(self, atom: int, depth: int) -> list[tuple[object, object]]:
+        """The atom's sensitivity intervals at a depth, as values (None for -∞ / +∞), sorted; for tests
+        and for explaining a step."""
+        _, lo, hi, _ = self.index[(atom, depth)].rows()
+        v = self.levels[atom][depth]
+        out = [(self._value(v, a), self._value(v, b)) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+        return sorted(
+            out,
+            key=lambda iv: (
+                iv[0] is not None,
+                iv[0] if iv[0] is not None else 0,
+                iv[1] is None,
+                iv[1] if iv[1] is not None else 0,
+            ),
+        )
+
+    # -- evaluation ----------------------------------------------------------------------------------
+
+    def _evaluate(
+        self, tries: list[PackedTrie], regions: dict[int, Regions], trace: Trace | None
+    ) -> np.ndarray:
+        """The join's bindings over the regions, as rows of every variable's code and a last column of
+        weights (summed over the regions, which are disjoint)."""
+        parts = [self._evaluate_level(tries, lv, r, trace) for lv, r in sorted(regions.items()) if len(r.lo)]
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return np.zeros((0, len(self.order) + 1), dtype=np.int64)
+        return np.concatenate(parts)
+
+    def _evaluate_level(
+        self, tries: list[PackedTrie], start: int, r: Regions, trace: Trace | None
+    ) -> np.ndarray:
+        n = len(self.atoms)
+        depth = [sum(1 for v in self.order[:start] if v in lv) for lv in self.levels]
+        keys = [
+            pack([r.prefix[:, self.order.index(v)] for v in lv[: depth[i]]], tries[i].bits)
+            if depth[i]
+            else np.zeros(len(r.lo), np.int64)
+            for i, lv in enumerate(self.levels)
+        ]
+        alive = np.ones(len(r.lo), dtype=bool)
+        for i in range(n):  # a prefix some atom lacks is not reached: nothing under it
+            if depth[i]:
+                level = tries[i].keys[depth[i] - 1]
+                at = np.minimum(np.searchsorted(level, keys[i]), max(len(level) - 1, 0))
+                alive &= (level[at] == keys[i]) if len(level) else False
+        prefix = r.prefix[alive]
+        keys = [k[alive] for k in keys]
+        lo, hi = r.lo[alive], r.hi[alive]
+        for lv in range(start, len(self.order)):
+            if lv > start:
+                lo = np.full(len(prefix), -1, dtype=np.int64)
+                hi = np.full(len(prefix), self._end(lv), dtype=np.int64)
+            hs = self.holders[lv]
+            parent, code, ops = _leapfrog(
+                [tries[i] for i in hs],
+                [depth[i] for i in hs],
+                [keys[i] for i in hs],
+                lo,
+                hi,
+                self._end(lv),
+                trace is not None,
+            )
+            if trace is not None:
+                for h, key, a, b, at in ops:
+                    trace.record(hs[h], depth[hs[h]], key, a, b, prefix[at])
+            prefix = np.concatenate([prefix[parent], code[:, None]], axis=1)
+            for i in range(n):
+                keys[i] = keys[i][parent]
+            for i in hs:
+                keys[i] = (keys[i] << np.int64(tries[i].bits[depth[i]])) | code
+                depth[i] += 1
+        w = np.ones(len(prefix), dtype=np.int64)
+        for i, t in enumerate(tries):
+            lk, lw = t.rows()
+            w = checked_mul(w, lw[np.searchsorted(lk, keys[i])]) if len(w) else w
+        return np.concatenate([prefix, w[:, None]], axis=1)
+
+    def _decode(self, rows: np.ndarray) -> pl.DataFrame:
+        cols = []
+        for c in self.out_schema:
+            if c == WEIGHT:
+                continue
+            cols.append(self.dicts[c].decode(rows[:, self.order.index(c)]).rename(c).cast(self.out_schema[c]))
+        return pl.DataFrame([*cols, pl.Series(WEIGHT, rows[:, -1], dtype=pl.Int64)], schema=self.out_schema)
+
+
+Ops = list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+
+
+def _leapfrog(
+    tries: list[PackedTrie],
+    depth: list[int],
+    keys: list[np.ndarray],
+    lo: np.ndarray,
+    hi: np.ndarray,
+    end: np.int64,
+    record: bool,
+) -> tuple[np.ndarray, np.ndarray, Ops]:
+    """One variable's leapfrog for every binding at once (see the module docstring): the emitted
+    (binding, code) pairs, sorted, and (if `record`) each holder's operations as sensitivity intervals:
+    (holder, its prefix key, lo, hi, binding)."""
+    ops: Ops = []
+    k, m = len(tries), len(lo)
+    bits = [np.int64(t.bits[d]) for t, d in zip(tries, depth, strict=True)]
+    mask = [np.int64((1 << int(b)) - 1) for b in bits]
+    level = [t.keys[d] for t, d in zip(tries, depth, strict=True)]
+    base = [kk << b for kk, b in zip(keys, bits, strict=True)]
+    stop = [np.searchsorted(lv, bs + (np.int64(1) << b)) for lv, bs, b in zip(level, base, bits, strict=True)]
+
+    def at(h: int, pos: np.ndarray, who: np.ndarray) -> np.ndarray:
+        inside = pos < stop[h][who]
+        cur = np.full(len(pos), end, dtype=np.int64)
+        cur[inside] = level[h][pos[inside]] & mask[h]
+        return cur
+
+    pos = np.empty((k, m), dtype=np.int64)
+    cur = np.empty((k, m), dtype=np.int64)
+    who = np.arange(m)
+    for h in range(k):  # open (from the start) or seek (to the region's start)
+        pos[h] = np.searchsorted(level[h], base[h] + np.maximum(lo, 0))
+        cur[h] = at(h, pos[h], who)
+        if record:
+            ops.append((h, keys[h], lo.copy(), cur[h].copy(), who))
+    out_b, out_c = [], []
+    if k == 1:  # one iterator: every key up to the region's end is emitted, each followed by a next
+        last = np.searchsorted(level[0], base[0] + np.minimum(hi, end - 1), side="right")
+        last = np.minimum(last, stop[0])
+        take = np.maximum(last - pos[0], 0)
+        b = np.repeat(who, take)
+        p = np.repeat(pos[0], take) + (np.arange(len(b)) - np.repeat(np.cumsum(take) - take, take))
+        c = level[0][p] & mask[0]
+        if record:
+            ops.append((0, keys[0][b], c, at(0, p + 1, b), b))
+        return b, c, ops
+    while len(who):
+        mx, mn = cur.max(axis=0), cur.min(axis=0)
+        going = (mx != end) & (mx <= hi[who])
+        who, pos, cur, mx, mn = who[going], pos[:, going], cur[:, going], mx[going], mn[going]
+        if not len(who):
+            break
+        eq = mn == mx
+        if eq.any():
+            out_b.append(who[eq])
+            out_c.append(mn[eq])
+        least = np.where(eq, 0, np.argmin(cur, axis=0))  # after an emit the first iterator moves on
+        for h in range(k):
+            sel = least == h
+            if not sel.any():
+                continue
+            ws = who[sel]
+            nxt = eq[sel]
+            target = np.where(nxt, cur[h, sel], mx[sel])
+            p = np.where(nxt, pos[h, sel] + 1, np.searchsorted(level[h], base[h][ws] + mx[sel]))
+            pos[h, sel] = p
+            cur[h, sel] = at(h, p, ws)
+            if record:
+                ops.append((h, keys[h][ws], target, cur[h, sel].copy(), ws))
+    if not out_b:
+        e = np.zeros(0, dtype=np.int64)
+        return e, e, ops
+    b, c = np.concatenate(out_b), np.concatenate(out_c)
+    order = np.lexsort((c, b))
+    return b[order], c[order], ops
+
+
+def _consolidate(m: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of codes with their weights summed per distinct row, zeros dropped."""
+    if len(w) == 0:
+        return m, w
+    u, inv = np.unique(m, axis=0, return_inverse=True)
+    s = np.zeros(len(u), dtype=np.int64)
+    np.add.at(s, inv.ravel(), w)
+    keep = s != 0
+    return u[keep], s[keep]
+
+
+def _difference(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """new - old as consolidated rows of codes with a last column of weights."""
+    rows = np.concatenate([new[:, :-1], old[:, :-1]])
+    w = np.concatenate([new[:, -1], -old[:, -1]])
+    m, s = _consolidate(rows, w)
+    return np.concatenate([m, s[:, None]], axis=1) if len(s) else np.zeros((0, new.shape[1]), dtype=np.int64)
+
+
+def _normalize(regions: dict[int, Regions]) -> dict[int, Regions]:
+    """Disjoint regions covering the same tuples: a prefix's overlapping intervals united, a region
+    inside a shallower one dropped."""
+    out: dict[int, Regions] = {}
+    for lv in sorted(regions):
+        r = regions[lv]
+        cols = {f"p{j}": r.prefix[:, j] for j in range(lv)}
+        f = pl.DataFrame(
+            {**cols, "lo": r.lo, "hi": r.hi},
+            schema={**{c: pl.Int64 for c in cols}, "lo": pl.Int64, "hi": pl.Int64},
+        )
+        for up, u in out.items():  # drop what a shallower region covers
+            ucols = {f"p{j}": u.prefix[:, j] for j in range(up)}
+            g = pl.DataFrame(
+                {**ucols, "ulo": u.lo, "uhi": u.hi},
+                schema={**{c: pl.Int64 for c in ucols}, "ulo": pl.Int64, "uhi": pl.Int64},
+            )
+            f = f.with_row_index("_r")
+            inside = (f.join(g, on=list(ucols), how="inner") if ucols else f.join(g, how="cross")).filter(
+                (pl.col(f"p{up}") >= pl.col("ulo")) & (pl.col(f"p{up}") <= pl.col("uhi"))
+            )
+            f = f.filter(~pl.col("_r").is_in(inside["_r"].implode())).drop("_r")
+        keys = list(cols)
+        f = f.sort([*keys, "lo"])
+        reach = pl.col("hi").cum_max().over(keys) if keys else pl.col("hi").cum_max()
+        prev = reach.shift(1).over(keys) if keys else reach.shift(1)
+        f = f.with_columns(prev.alias("_reach"))
+        f = f.with_columns(
+            (pl.col("_reach").is_null() | (pl.col("lo") > pl.col("_reach"))).cum_sum().alias("_g")
+        )
+        f = f.group_by([*keys, "_g"], maintain_order=True).agg(pl.col("lo").min(), pl.col("hi").max())
+        if f.height:
+            prefix = (
+                np.stack([f[c].to_numpy() for c in keys], axis=1)
+                if keys
+                else np.zeros((f.height, 0), np.int64)
+            )
+            out[lv] = Regions(
+                prefix.astype(np.int64),
+                f["lo"].to_numpy().astype(np.int64),
+                f["hi"].to_numpy().astype(np.int64),
+            )
+    return out
