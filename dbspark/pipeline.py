@@ -272,7 +272,9 @@ class Pipeline:
         declared. `dialect`: "duckdb" (the default) or "spark" (Spark SQL with Spark 4's ANSI
         semantics: `frontends/sql/spark.py`). `joins`: "auto" joins a FROM clause's inner joins whose
         equalities form a cycle (three or more tables) at once by the leapfrog join, the others by
-        binary joins; "leapfrog" or "binary" force one plan (same result). See `dbspark.frontends.sql`."""
+        binary joins; "leapfrog" or "binary" force one plan (same result); "sensitivity" is "auto" with
+        the multiway joins maintained by sensitivity indices instead of delta joins
+        (`operators/maintained_join.py`; same result). See `dbspark.frontends.sql`."""
         from dbspark.frontends.sql import load
 
         with self._declaring():
@@ -295,7 +297,9 @@ class Pipeline:
         functors (`.functor f(...)`, called `@f(...)`) to Python functions (`dbspark.functors`).
         `joins`: "auto" joins the atoms of a rule body whose variables form a cycle (a triangle, a
         4-cycle) at once by the leapfrog join, worst-case optimal, and other bodies by binary joins;
-        "leapfrog" or "binary" force one plan for every body outside recursion (same result)."""
+        "leapfrog" or "binary" force one plan for every body outside recursion (same result);
+        "sensitivity" is "auto" with the multiway joins maintained by sensitivity indices
+        (`operators/maintained_join.py`; same result)."""
         from dbspark.frontends.datalog import load
 
         with self._declaring():

@@ -23,6 +23,7 @@ from dbspark.operators.closure import Closure, StreamClosure
 from dbspark.operators.distinct import DistinctH, StreamDistinct
 from dbspark.operators.join import StreamJoin, StreamProduct, right_columns
 from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus, Ranges, Weigh
+from dbspark.operators.maintained_join import MaintainedMultiJoin
 from dbspark.operators.multijoin import MultiJoinTerm, StreamMultiJoin, fetch_plan
 from dbspark.operators.numbering import StreamNumber
 from dbspark.operators.time import Delay, Differentiate, Integrate
@@ -173,11 +174,13 @@ class Stream:
         """↑×: Cartesian product of each step's Z-sets."""
         return self.circuit.add(StreamProduct(right_columns(self.schema, other.schema)), self, other)
 
-    def stream_multijoin(self, *others: Stream) -> Stream:
+    def stream_multijoin(self, *others: Stream, maintenance: str = "delta") -> Stream:
         """↑⋈ of this stream and `others` at once, natural: columns of one name are equal (a NULL matches
         nothing), each once in the output, in order of first appearance; weights multiply. Evaluated by
-        the leapfrog join, worst-case optimal on cyclic joins (`operators/multijoin.py`)."""
-        return self.circuit.add(StreamMultiJoin(1 + len(others)), self, *others)
+        the leapfrog join, worst-case optimal on cyclic joins (`operators/multijoin.py`). `maintenance`:
+        how its incremental form keeps it, "delta" (the delta join, `multilinear_delta`) or
+        "sensitivity" (sensitivity indices and the change oracle, `operators/maintained_join.py`)."""
+        return self.circuit.add(StreamMultiJoin(1 + len(others), maintenance), self, *others)
 
     def stream_distinct(self) -> Stream:
         """↑distinct."""
@@ -228,8 +231,11 @@ class Stream:
         """(↑×)^Δ."""
         return bilinear_delta(StreamProduct(right_columns(self.schema, other.schema)), self, other)
 
-    def multijoin(self, *others: Stream) -> Stream:
+    def multijoin(self, *others: Stream, maintenance: str = "delta") -> Stream:
         """(↑⋈ of n inputs)^Δ: see `stream_multijoin`, and `multilinear_delta`."""
+        if StreamMultiJoin(1 + len(others), maintenance).maintenance == "sensitivity":
+            StreamMultiJoin(1 + len(others)).shape([s.shape for s in (self, *others)])
+            return self.circuit.add(MaintainedMultiJoin(1 + len(others)), self, *others)
         return multilinear_delta([self, *others])
 
     def distinct(self) -> Stream:

@@ -109,6 +109,20 @@ class IntervalIndex:
         self.width = width
         self.max_runs = max_runs
         self.runs: list[Run] = []
+        self.taken: list[tuple[Run, np.ndarray, np.ndarray]] = []  # since the last `mark`: undo's log
+
+    def mark(self) -> list[Run]:
+        """Start logging removals; the runs as they are now (with `undo`, the index at this moment)."""
+        self.taken = []
+        return list(self.runs)
+
+    def undo(self, runs: list[Run]) -> None:
+        """Back to the moment of `mark` (runs merged since are dropped; removed intervals come back)."""
+        for r, row, hi in reversed(self.taken):
+            r.hi[row] = hi
+            r.tree.set(row, hi)
+        self.runs = runs
+        self.taken = []
 
     def __len__(self) -> int:
         return sum(int(r.live().sum()) for r in self.runs)
@@ -145,6 +159,7 @@ class IntervalIndex:
             los.append(r.lo[row])
             his.append(r.hi[row])
             pays.append(r.payload[row])
+            self.taken.append((r, row, r.hi[row].copy()))
             r.hi[row] = DEAD
             r.tree.set(row, np.full(len(row), DEAD, dtype=np.int64))
         if not qs:

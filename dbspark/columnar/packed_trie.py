@@ -115,43 +115,38 @@ class PackedTrie:
         """The next version after adding `weight` to the rows of packed keys `leaf` (unique), and its
         tree surgery operations per depth (keys of that depth)."""
         last = self.depth - 1
-        keys, w = self.keys[last], self.counts[last]
-        at = np.searchsorted(keys, leaf)
-        found = at < len(keys)
-        found[found] = keys[at[found]] == leaf[found]
-        nw = w.copy()
-        nw[at[found]] += weight[found]
-        gone = at[found][nw[at[found]] == 0]
-        fresh = ~found & (weight != 0)
-        appear = leaf[fresh]
-        disappear = keys[gone]
-        nkeys = np.delete(keys, gone)
-        nw = np.delete(nw, gone)
-        ins = np.searchsorted(nkeys, appear)
-        new_keys = [np.insert(nkeys, ins, appear)]
-        new_counts = [np.insert(nw, ins, weight[fresh])]
-        ops = [leaf[weight != 0]]
+        keys, counts, appear, disappear = _merge(self.keys[last], self.counts[last], leaf, weight)
+        new_keys, new_counts, ops = [keys], [counts], [leaf[weight != 0]]
         # the levels above: a node's row count moves with the rows that appear or disappear under it
         moved = np.concatenate([appear, disappear])
         sign = np.concatenate([np.ones(len(appear), np.int64), -np.ones(len(disappear), np.int64)])
         for d in range(last - 1, -1, -1):
-            prefix = moved >> self.shift(d)
-            u, inv = np.unique(prefix, return_inverse=True)
+            u, inv = np.unique(moved >> self.shift(d), return_inverse=True)
             dc = np.bincount(inv, weights=sign, minlength=len(u)).astype(np.int64)
-            k, c = self.keys[d], self.counts[d]
-            at = np.searchsorted(k, u)
-            found = at < len(k)
-            found[found] = k[at[found]] == u[found]
-            nc = c.copy()
-            nc[at[found]] += dc[found]
-            gone = at[found][nc[at[found]] == 0]
-            fresh = ~found & (dc != 0)
-            k2, c2 = np.delete(k, gone), np.delete(nc, gone)
-            ins = np.searchsorted(k2, u[fresh])
-            new_keys.append(np.insert(k2, ins, u[fresh]))
-            new_counts.append(np.insert(c2, ins, dc[fresh]))
-            ops.append(np.concatenate([u[fresh], k[gone]]))
-        return (
-            PackedTrie(self.bits, tuple(new_keys[::-1]), tuple(new_counts[::-1])),
-            ops[::-1],
-        )
+            keys, counts, appear_d, disappear_d = _merge(self.keys[d], self.counts[d], u, dc)
+            new_keys.append(keys)
+            new_counts.append(counts)
+            ops.append(np.concatenate([appear_d, disappear_d]))
+        return PackedTrie(self.bits, tuple(new_keys[::-1]), tuple(new_counts[::-1])), ops[::-1]
+
+
+def _merge(
+    keys: np.ndarray, counts: np.ndarray, add: np.ndarray, by: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted unique `keys` with `counts` after adding `by` to the counts of `add` (unique; new keys
+    inserted, keys whose count reaches 0 removed): new arrays, and the keys that appeared and went."""
+    pos: np.ndarray = np.searchsorted(keys, add)
+    found: np.ndarray = pos < len(keys)
+    found[found] = keys[pos[found]] == add[found]
+    nc = counts.copy()
+    nc[pos[found]] += by[found]
+    gone = pos[found][nc[pos[found]] == 0]
+    fresh = ~found & (by != 0)
+    kept_keys, kept_counts = np.delete(keys, gone), np.delete(nc, gone)
+    ins = np.searchsorted(kept_keys, add[fresh])
+    return (
+        np.insert(kept_keys, ins, add[fresh]),
+        np.insert(kept_counts, ins, by[fresh]),
+        add[fresh],
+        keys[gone],
+    )

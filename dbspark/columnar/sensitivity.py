@@ -158,8 +158,41 @@ class MaintainedJoin:
 
     # -- a step --------------------------------------------------------------------------------------
 
-    def step(self, deltas: Sequence[pl.DataFrame | None]) -> pl.DataFrame:
-        """The join's change for these changes of the inputs (None: no change)."""
+    def step(self, deltas: Sequence[pl.DataFrame | None], undo: list | None = None) -> pl.DataFrame:
+        """The join's change for these changes of the inputs (None: no change). `undo`: a callable that
+        puts the state back as it was before this step is appended to it."""
+        if undo is not None:
+            saved = self._mark()
+            undo.append(lambda: self._undo(saved))
+        return self._step(deltas)
+
+    def _mark(self) -> tuple:
+        runs = {k: ix.mark() for k, ix in self.index.items()}
+        dicts = {v: d.values for v, d in self.dicts.items()}
+        return (self.tries, self.bits, self.built, self.index, runs, dicts)
+
+    def _undo(self, saved: tuple) -> None:
+        self.tries, self.bits, self.built, index, runs, dicts = saved
+        for k, ix in index.items():
+            ix.undo(runs[k])
+        self.index = index
+        for v, d in self.dicts.items():
+            d.values = dicts[v]
+        self.last = {}
+
+    def rows(self) -> list[pl.DataFrame]:
+        """Each input's current rows (consolidated, with their weights)."""
+        out = []
+        for i, (m, w) in enumerate(self._rows(self.tries)):
+            cols = [
+                self.dicts[v].decode(m[:, k]).rename(v).cast(self.schemas[i][v])
+                for k, v in enumerate(self.levels[i])
+            ]
+            f = pl.DataFrame([*cols, pl.Series(WEIGHT, w, dtype=pl.Int64)])
+            out.append(f.select([*self.atoms[i], WEIGHT]))
+        return out
+
+    def _step(self, deltas: Sequence[pl.DataFrame | None]) -> pl.DataFrame:
         old_tries = self.tries
         changes, overflow = self._codes(deltas)
         if overflow:  # a variable outgrew its bits: repack and evaluate everything again

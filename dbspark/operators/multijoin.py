@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from dbspark.engines.base import Kernel, Value
 
 
+MAINTENANCE = ("delta", "sensitivity")  # see StreamMultiJoin and operators/maintained_join.py
+
+
 def is_cyclic(atoms: Sequence[Sequence[str]]) -> bool:
     """Whether the hypergraph of the atoms' variables is cyclic (GYO reduction: drop a variable only one
     atom has, or an atom another contains, until nothing changes; acyclic iff at most one atom is left)."""
@@ -117,6 +120,7 @@ class StreamMultiJoin(Operator):
     """The lifted natural join of `inputs` Z-sets (two or more), by the leapfrog join."""
 
     inputs: int
+    maintenance: str = "delta"  # its incremental form: "delta" (the delta join) or "sensitivity"
     name = "stream_multijoin"
     kind = MULTILINEAR
 
@@ -124,11 +128,18 @@ class StreamMultiJoin(Operator):
     def arity(self) -> int:  # type: ignore[override]
         return self.inputs
 
+    def __post_init__(self) -> None:
+        if self.maintenance not in MAINTENANCE:
+            raise SchemaError(
+                f"unknown maintenance {self.maintenance!r} for a multiway join; use one of {', '.join(MAINTENANCE)}"
+            )
+
     def shape(self, ins: list[Shape]) -> Shape:
         return Shape(check_inputs(ins))
 
     def label(self) -> str:
-        return f"stream_multijoin[{self.inputs}]"
+        extra = "" if self.maintenance == "delta" else f", {self.maintenance}"
+        return f"stream_multijoin[{self.inputs}{extra}]"
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Columns:
         return Columns(tuple(tuple(s.schema) for s in in_shapes), shape.schema)

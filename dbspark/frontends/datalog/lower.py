@@ -55,7 +55,7 @@ Env = dict[str, Stream]
 
 # how a rule body's atoms are joined: "auto" (the leapfrog join for cyclic bodies of three or more atoms,
 # binary joins for the others), "leapfrog" (every body of two or more connected atoms), "binary"
-JOIN_PLANS = ("auto", "leapfrog", "binary")
+JOIN_PLANS = ("auto", "leapfrog", "binary", "sensitivity")
 
 
 def _and(conds: list[Expr]) -> Expr:
@@ -224,19 +224,22 @@ class RuleLowering:
     def multiway(self, steps: list[tuple[str, Literal]]) -> tuple[Stream | None, list[tuple[str, Literal]]]:
         """The body's leading atoms joined at once by the leapfrog join (`stream_multijoin`), when the
         plan says so (`JOIN_PLANS`): "auto" for three or more atoms whose variables form a cyclic
-        hypergraph, "leapfrog" for any two or more connected atoms; else (None, steps) as they were."""
+        hypergraph, "leapfrog" for any two or more connected atoms, "sensitivity" as "auto" with the join
+        maintained by sensitivity indices (`operators/maintained_join.py`); else (None, steps) as they were."""
         n = 0
         while n < len(steps) and steps[n][0] == "atom":
             n += 1
-        if self.joins == "binary" or n < 2 or (self.joins == "auto" and n < 3):
+        auto = self.joins in ("auto", "sensitivity")
+        if self.joins == "binary" or n < 2 or (auto and n < 3):
             return None, steps
         atoms = [a for _, a in steps[:n] if isinstance(a, Atom)]
         # the columns `atom` gives each (its variables; one without any connects nothing)
         names = [[self.col_of(t.name) for t in a.args if isinstance(t, Var)] for a in atoms]
-        if not connected(names) or (self.joins == "auto" and not is_cyclic(names)):
+        if not connected(names) or (auto and not is_cyclic(names)):
             return None, steps
         streams = [self.atom(a) for a in atoms]
-        return streams[0].stream_multijoin(*streams[1:]), steps[n:]
+        how = "sensitivity" if self.joins == "sensitivity" else "delta"
+        return streams[0].stream_multijoin(*streams[1:], maintenance=how), steps[n:]
 
     def other(self, step: str, lit_: Literal, cur: Stream) -> Stream:
         if step == "filter":

@@ -7,7 +7,8 @@ more relations; `operators/multijoin.is_cyclic`: a triangle of joins, TPC-H Q5's
 lineitem-supplier cycle through the nation key), the relations are joined at once by the leapfrog join
 (`Stream.stream_multijoin`), and every field of a class reads the class's column after it. The other
 conditions stay for the filter after the join. `JOIN_PLANS` chooses: "auto" (cyclic pools), "leapfrog"
-(any connected pool of two or more relations), "binary" (never). Not inside a recursive CTE's body
+(any connected pool of two or more relations), "binary" (never), "sensitivity" (as "auto", the join
+maintained by sensitivity indices: `operators/maintained_join.py`). Not inside a recursive CTE's body
 (its doubly-incremental scope is written for binary joins), nor where a class's columns have different
 types or a relation has two columns of one class (the binary joins cast and compare those).
 """
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from dbspark.frontends.sql.compiler import Compiler
     from dbspark.frontends.sql.parse import Source
 
-JOIN_PLANS = ("auto", "leapfrog", "binary")
+JOIN_PLANS = ("auto", "leapfrog", "binary", "sensitivity")
 
 
 def multiway(
@@ -35,7 +36,8 @@ def multiway(
 ) -> tuple[Rel, list[exp.Expression]] | None:
     """The pool's relations joined at once (one relation: every column, in the pool's order of
     relations) and the conditions left to filter it by; None where the plan says binary joins."""
-    if c.joins == "binary" or len(rels) < 2 or (c.joins == "auto" and len(rels) < 3):
+    auto = c.joins in ("auto", "sensitivity")  # "sensitivity": as auto, maintained by sensitivity indices
+    if c.joins == "binary" or len(rels) < 2 or (auto and len(rels) < 3):
         return None
     if any(r.stream.circuit is not c.p.circuit for r in rels):  # inside a recursive CTE's body
         return None
@@ -86,13 +88,15 @@ def multiway(
         t = rels[i].stream.schema[col]
         if types.setdefault(v, t) != t:
             return None
-    if not connected(atoms) or (c.joins == "auto" and not is_cyclic(atoms)):
+    if not connected(atoms) or (auto and not is_cyclic(atoms)):
         return None
     streams = []
     for i, r in enumerate(rels):
         items = [(members.get((i, col), col), ir.Col(col)) for col in r.stream.schema]
         streams.append(r.stream.map(*items))
-    joined = streams[0].stream_multijoin(*streams[1:])
+    joined = streams[0].stream_multijoin(
+        *streams[1:], maintenance="sensitivity" if c.joins == "sensitivity" else "delta"
+    )
     # each field of a class reads the class's column (no copies: column pruning narrows the inputs to
     # what is read after the join)
     fields = [replace(f, col=members.get((i, f.col), f.col)) for i, r in enumerate(rels) for f in r.fields]

@@ -1,0 +1,63 @@
+"""The multiway join maintained by sensitivity indices: (↑⋈ of n inputs)^Δ as one stateful operator
+(`columnar/sensitivity.py`; `lftj-incremental-maintenance.txt` §4).
+
+Where the delta-join form (`incremental/multilinear.py`) joins each input's change with the others'
+integrals, reading whole neighbourhoods of the change, this operator keeps each input as a trie and the
+sensitivity intervals of the join's last evaluation, and per step evaluates the join again only over the
+regions of the tuple space that the change oracle names: its cost follows the edit distance between
+the two evaluations' traces. Chosen by `maintenance="sensitivity"` on `stream_multijoin` / `multijoin`
+(or the front ends' `joins="sensitivity"`). Its state (the tries and the indices) is held in this
+process on both engines: on Spark each step's changes are brought to the driver (a first step over
+large tables is one collect). A checkpoint keeps the inputs' rows; a restore rebuilds the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.columnar.sensitivity import MaintainedJoin
+from dbspark.operators.base import NONLINEAR, Operator, Shape
+from dbspark.operators.multijoin import check_inputs
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
+
+
+@dataclass(frozen=True)
+class MaintainedMultiJoin(Operator):
+    """(↑⋈ of `inputs` Z-sets)^Δ: the change of their natural join for their changes."""
+
+    inputs: int
+    name = "maintained_multijoin"
+    kind = NONLINEAR
+    stateful = True
+
+    @property
+    def arity(self) -> int:  # type: ignore[override]
+        return self.inputs
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        return Shape(check_inputs([Shape(s.schema) for s in ins]))
+
+    def label(self) -> str:
+        return f"{self.name}[{self.inputs}]"
+
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> MaintainedJoin:
+        return MaintainedJoin([pl.Schema([*s.schema.items(), (WEIGHT, pl.Int64())]) for s in in_shapes])
+
+    def eval(self, kernel: Kernel, state: MaintainedJoin, inputs: list[Any], undo: list) -> Any:
+        changes = [None if kernel.known_empty(v) else kernel.to_local(v).df for v in inputs]
+        if all(c is None or c.height == 0 for c in changes):
+            return kernel.empty(pl.Schema([(c, t) for c, t in state.out_schema.items() if c != WEIGHT]))
+        return kernel.from_local(ZSet(state.step(changes, undo), True))
+
+    def checkpoint(self, kernel: Kernel, state: MaintainedJoin) -> Any:
+        return state.rows()
+
+    def restore(self, kernel: Kernel, state: MaintainedJoin, saved: Any) -> Any:
+        state.step(saved)
+        return state
