@@ -11,7 +11,9 @@ binary plan (R ⋈ S on b, then ⋈ T on (a, c), Polars, as the local engine's j
 columnar joins and as the first step of a maintained view (`stream_multijoin` against a chain of
 `stream_join`s), and DuckDB's SQL. Incremental: batches of 100 edge changes (50 deletes of present
 edges, 50 inserts), per batch: the multiway join's change (`multijoin`) against the binary delta-join
-plan of the same view (DBSP's `join` chain) and against recomputing the listing (the leapfrog join and
+plan of the same view (DBSP's `join` chain), the multiway join maintained by sensitivity indices
+(`maintenance="sensitivity"`, with the trace edit distance beside: the intervals the change oracle
+matched and those the regions' evaluation recorded) and against recomputing the listing (the leapfrog join and
 DuckDB from scratch), with the batch's output change (rows of the view that changed: the edit distance
 of the result) beside the time. Wall and process CPU, median over the batches; the views are checked
 equal after the last batch.
@@ -32,6 +34,7 @@ import polars as pl
 from bench.tc import Clock
 from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.leapfrog import leapfrog_join
+from dbspark.columnar.sensitivity import MaintainedJoin
 
 ATOMS = [("a", "b"), ("b", "c"), ("a", "c")]
 SQL = "SELECT r.x AS a, r.y AS b, s.y AS c FROM e r JOIN e s ON r.y = s.x JOIN e t ON t.x = r.x AND t.y = s.y"
@@ -66,14 +69,19 @@ def binary(e: pl.DataFrame) -> pl.DataFrame:
     return j.drop(f"{WEIGHT}_t")
 
 
-def circuit(multiway: bool, stream: bool) -> Any:
+def circuit(multiway: bool, stream: bool, maintenance: str = "delta") -> Any:
     import dbspark
 
     c = dbspark.Circuit()
     e = c.input("e", {"x": pl.Int64, "y": pl.Int64}, kind="set")
     r, s, t = (e.map(**{u: "x", v: "y"}) for u, v in ATOMS)
     if multiway:
-        c.output("v", r.stream_multijoin(s, t) if stream else r.multijoin(s, t))
+        c.output(
+            "v",
+            r.stream_multijoin(s, t, maintenance=maintenance)
+            if stream
+            else r.multijoin(s, t, maintenance=maintenance),
+        )
     elif stream:
         c.output("v", r.stream_join(s, on="b").stream_join(t, on=["a", "c"]).map("a", "b", "c"))
     else:
@@ -117,11 +125,16 @@ def scratch(e: pl.DataFrame, duck: Any) -> dict[str, Any]:
 def incremental(e: pl.DataFrame, duck: Any, batches: int, seed: int, run_binary: bool) -> dict[str, Any]:
     rng = np.random.default_rng(seed + 1)
     plans = {"multijoin": circuit(True, stream=False).run()}
+    plans["sensitivity"] = circuit(True, stream=False, maintenance="sensitivity").run()
     if run_binary:
         plans["delta_join"] = circuit(False, stream=False).run()
-    for rt in plans.values():
+    loads = {}
+    for name, rt in plans.items():
         rt.push("e", e.select("x", "y"), e[WEIGHT])
-        rt.step()
+        loads[name], _ = timed(rt.step)
+    maintained = next(st for st in plans["sensitivity"].states.values() if isinstance(st, MaintainedJoin))
+    index_rows = sum(len(ix) for ix in maintained.index.values())
+    edits: list[dict[str, int]] = []
     cur = e.select("x", "y")
     n_nodes = int(max(cur["y"].max(), 1))  # type: ignore[arg-type]
     times: dict[str, list[dict[str, float]]] = {
@@ -146,6 +159,10 @@ def incremental(e: pl.DataFrame, duck: Any, batches: int, seed: int, run_binary:
             t, outs[name] = timed(rt.step)
             times[name].append(t)
         changed.append(len(outs["multijoin"]["v"]))
+        edits.append(
+            {k: int(maintained.last.get(k, -1)) for k in ("surgery", "matched", "recorded", "regions")}
+        )  # type: ignore[call-overload]
+        assert outs["sensitivity"]["v"].to_dict() == outs["multijoin"]["v"].to_dict()
         if "delta_join" in outs:
             assert outs["delta_join"]["v"].to_dict() == outs["multijoin"]["v"].to_dict()
         cur = pl.concat([cur.join(dele, on=["x", "y"], how="anti"), ins])
@@ -159,7 +176,13 @@ def incremental(e: pl.DataFrame, duck: Any, batches: int, seed: int, run_binary:
     n = duck.execute(f"SELECT count(*) FROM ({SQL})").fetchone()
     assert n is not None and n[0] == len(plans["multijoin"].view("v"))
     med = {k: {m: statistics.median(x[m] for x in v) for m in ("wall", "cpu")} for k, v in times.items()}
-    return {"median": med, "view_change_rows": changed}
+    return {
+        "median": med,
+        "view_change_rows": changed,
+        "trace_edits": edits,
+        "first_step": loads,
+        "sensitivity_index_rows": index_rows,
+    }
 
 
 def run(edges: int, batches: int, seed: int) -> dict[str, Any]:
@@ -195,6 +218,16 @@ def report(results: list[dict[str, Any]]) -> str:
                 lines.append(f"  scratch {k:15s} {s[k]['wall']:8.3f} s wall {s[k]['cpu']:8.3f} s CPU")
         for k, v in inc.items():
             lines.append(f"  batch   {k:18s} {v['wall'] * 1000:9.2f} ms wall {v['cpu'] * 1000:9.2f} ms CPU")
+        for k, v in r["incremental"]["first_step"].items():
+            lines.append(f"  first step (load) {k:12s} {v['wall']:8.3f} s wall {v['cpu']:8.3f} s CPU")
+        ed = r["incremental"]["trace_edits"]
+        med_edit = statistics.median(x["matched"] + x["recorded"] for x in ed)
+        lines.append(
+            f"  sensitivity: {r['incremental']['sensitivity_index_rows']:,} intervals after the load; per batch "
+            f"median {med_edit:,.0f} trace edits (intervals matched + recorded), "
+            f"{statistics.median(x['regions'] for x in ed):,.0f} oracle regions, "
+            f"{statistics.median(x['surgery'] for x in ed):,.0f} surgery operations"
+        )
         ch = r["incremental"]["view_change_rows"]
         lines.append(
             f"  view rows changed per batch: median {statistics.median(ch):,.0f} (min {min(ch)}, max {max(ch)})"

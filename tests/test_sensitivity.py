@@ -326,3 +326,26 @@ def test_a_durable_pipeline_resumes_the_maintained_join(tmp_path: Any) -> None:
     got = {tuple(r[:3]) for r in view_frame(q.view("tri")).iter_rows()}
     assert got == evaluate(TRIANGLES, {"e": edges})["tri"] and got
     q.close()
+
+
+def test_columns_too_wide_to_pack_are_refused_by_name_and_the_step_rolled_back() -> None:
+    """Four columns of 2^15 distinct values each need more than 62 bits: the step is refused naming
+    the input's columns and the maintenance to use, and the state is as before it."""
+    import pytest as _pytest
+
+    from dbspark.errors import SchemaError
+
+    schema = pl.Schema({"a": pl.Int64, "b": pl.Int64, "c": pl.Int64, "d": pl.Int64, WEIGHT: pl.Int64})
+    small = pl.DataFrame({"a": [1], "b": [2], "c": [3], "d": [4], WEIGHT: [1]}, schema=schema)
+    j = MaintainedJoin([schema, pl.Schema({"a": pl.Int64, WEIGHT: pl.Int64})])
+    j.step([small, pl.DataFrame({"a": [1], WEIGHT: [1]})])
+    n = 1 << 15
+    wide = pl.DataFrame(
+        {c: np.arange(n) for c in "abcd"} | {WEIGHT: np.ones(n, dtype=np.int64)}, schema=schema
+    )
+    undo: list = []
+    with _pytest.raises(SchemaError, match=r"input 0's columns \(a, b, c, d\).*maintenance='delta'"):
+        j.step([wide, None], undo)
+    for u in reversed(undo):
+        u()
+    assert [consolidated(f) for f in j.rows()] == [{(1, 2, 3, 4): 1}, {(1,): 1}]

@@ -33,6 +33,9 @@ class Dictionary:
 
     def __init__(self, dtype: pl.DataType) -> None:
         self.values = pl.Series("v", [], dtype=dtype)
+        self.integer = dtype.is_integer()
+        self.sorted = np.zeros(0, dtype=np.int64)  # integers: the values sorted, and their codes
+        self.sorted_codes = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.values)
@@ -41,6 +44,8 @@ class Dictionary:
         """The codes of each column's values; values not seen before get new codes, in sorted order."""
         if not columns:
             return []
+        if self.integer and not any(c.null_count() for c in columns) and self.values.null_count() == 0:
+            return self._encode_integers(columns)
         allv = pl.concat([c.rename("v").cast(self.values.dtype) for c in columns], how="vertical")
         known = pl.DataFrame({"v": self.values, "code": np.arange(len(self.values), dtype=np.int64)})
         new = allv.unique().to_frame().join(known, on="v", how="anti", nulls_equal=True).sort("v")
@@ -53,6 +58,24 @@ class Dictionary:
             got = f.join(known, on="v", how="left", nulls_equal=True).sort("i")
             out.append(got["code"].to_numpy().astype(np.int64))
         return out
+
+    def _encode_integers(self, columns: Sequence[pl.Series]) -> list[np.ndarray]:
+        """`encode` for integer columns without NULLs: binary searches in the sorted values."""
+        arrays = [c.cast(pl.Int64).to_numpy() for c in columns]
+        u = np.unique(np.concatenate(arrays))
+        pos = np.searchsorted(self.sorted, u)
+        known = pos < len(self.sorted)
+        known[known] = self.sorted[pos[known]] == u[known]
+        new = u[~known]
+        if len(new):
+            codes = np.arange(len(self.values), len(self.values) + len(new), dtype=np.int64)
+            self.values = pl.concat(
+                [self.values, pl.Series("v", new).cast(self.values.dtype)], how="vertical"
+            )
+            at = np.searchsorted(self.sorted, new)
+            self.sorted = np.insert(self.sorted, at, new)
+            self.sorted_codes = np.insert(self.sorted_codes, at, codes)
+        return [self.sorted_codes[np.searchsorted(self.sorted, a)] for a in arrays]
 
     def decode(self, codes: np.ndarray) -> pl.Series:
         return self.values.gather(codes)

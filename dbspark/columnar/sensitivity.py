@@ -35,7 +35,8 @@ from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.intervals import IntervalIndex
 from dbspark.columnar.leapfrog import _comparable, join_variables, output_schema, variable_order
-from dbspark.columnar.packed_trie import Dictionary, PackedTrie, bits_for, pack, unpack
+from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, PackedTrie, bits_for, pack, unpack
+from dbspark.errors import SchemaError
 
 
 @dataclass
@@ -98,6 +99,13 @@ class MaintainedJoin:
         self.bits = {v: bits_for(len(self.dicts[v])) for v in self.order}
         self.tries = []
         for i, lv in enumerate(self.levels):
+            need = sum(self.bits[v] for v in lv)
+            if need > MAX_BITS:
+                raise SchemaError(
+                    f"the multiway join maintained by sensitivity indices packs each input's columns in "
+                    f"{MAX_BITS} bits; input {i}'s columns ({', '.join(lv)}) now need {need} bits for their "
+                    "distinct values: use maintenance='delta' (joins='auto' in SQL and Datalog) for this join"
+                )
             t = PackedTrie.empty([self.bits[v] for v in lv])
             if full is not None and len(full[i][0]):
                 t, _ = t.apply(pack(list(full[i][0].T), t.bits), full[i][1])
@@ -168,7 +176,7 @@ class MaintainedJoin:
 
     def _mark(self) -> tuple:
         runs = {k: ix.mark() for k, ix in self.index.items()}
-        dicts = {v: d.values for v, d in self.dicts.items()}
+        dicts = {v: (d.values, d.sorted, d.sorted_codes) for v, d in self.dicts.items()}
         return (self.tries, self.bits, self.built, self.index, runs, dicts)
 
     def _undo(self, saved: tuple) -> None:
@@ -177,7 +185,7 @@ class MaintainedJoin:
             ix.undo(runs[k])
         self.index = index
         for v, d in self.dicts.items():
-            d.values = dicts[v]
+            d.values, d.sorted, d.sorted_codes = dicts[v]
         self.last = {}
 
     def rows(self) -> list[pl.DataFrame]:
