@@ -44,7 +44,7 @@ def test_section_4_1_1_worked_example() -> None:
     """A = {0, 2, 4, 5, 6}, B = {1, 2, 6, 7} (§4.1), then δA = {(5, ERASE), (8, INSERT)} and
     δB = {(2, ERASE), (3, INSERT)} (§4.1.1). None is -∞ / +∞ ("end")."""
     a, b = zset("x", dict.fromkeys([0, 2, 4, 5, 6], 1)), zset("x", dict.fromkeys([1, 2, 6, 7], 1))
-    j = MaintainedJoin([a.schema, b.schema])
+    j = MaintainedJoin([a.schema, b.schema], regions="intervals", discipline="leapfrog")  # the seed's own
     first = j.step([a, b])
     assert dict(zip(first["x"], first[WEIGHT], strict=True)) == {2: 1, 6: 1}
     # §4.1: A_sens = {[-∞,0], [1,2], [2,4], [6,6], [6,+∞]}, B_sens = {[-∞,1], [2,2], [4,6]}
@@ -64,6 +64,20 @@ def test_section_4_1_1_worked_example() -> None:
     # lands on 2; in [6, +∞] A moves from 6 to 8 and B's seek to 8 ends
     assert (2, 2) in j.sensitivity(0, 0) and (6, 8) in j.sensitivity(0, 0)
     assert (6, None) not in j.sensitivity(0, 0) and (8, None) in j.sensitivity(1, 0)
+    # regions="points" (the default): the same contributions; the oracle is the changed values within
+    # them, and the matched intervals stay
+    p = MaintainedJoin([a.schema, b.schema], discipline="leapfrog")
+    p.step([a, b])
+    change = p.step([zset("x", {5: -1, 8: 1}), zset("x", {2: -1, 3: 1})])
+    assert sorted(p.contributions(), key=lambda c: (c[0], c[1])) == [
+        (0, (5,), []),
+        (0, (8,), [(6, None)]),
+        (1, (2,), [(2, 2)]),
+        (1, (3,), []),
+    ]
+    assert p.oracle() == [((), 2, 2), ((), 8, 8)]
+    assert dict(zip(change["x"], change[WEIGHT], strict=True)) == {2: -1}
+    assert (6, None) in p.sensitivity(0, 0) and (2, 2) in p.sensitivity(1, 0)
 
 
 def test_section_4_2_1_tree_surgery() -> None:
@@ -152,8 +166,9 @@ def change_streams(draw: Any, query: str, strings: bool) -> list[list[pl.DataFra
     t = pl.Utf8 if strings else pl.Int64
     current: list[dict[tuple, int]] = [{} for _ in atoms]
     steps = []
-    for s in range(draw(st.integers(1, 5))):
-        domain = 3 + 4 * s
+    domain = 3
+    for _ in range(draw(st.integers(1, 5))):
+        domain += draw(st.sampled_from([0, 1, 1, 2, 16]))  # mostly values between those there; a jump
         step: list[pl.DataFrame | None] = []
         for i, atom in enumerate(atoms):
             if draw(st.integers(0, 4)) == 0:
@@ -198,15 +213,24 @@ def consolidated(f: pl.DataFrame) -> dict[tuple, int]:
     return {k: v for k, v in out.items() if v}
 
 
+@pytest.mark.parametrize("query", sorted(QUERIES))
 @settings(CFG)
-@given(st.sampled_from(sorted(QUERIES)), st.booleans(), st.data())
-def test_maintenance_equals_evaluating_again(query: str, strings: bool, data: st.DataObject) -> None:
+@given(
+    st.booleans(),
+    st.sampled_from(["points", "intervals"]),
+    st.sampled_from(["smallest", "leapfrog"]),
+    st.data(),
+)
+def test_maintenance_equals_evaluating_again(
+    query: str, strings: bool, regions: str, discipline: str, data: st.DataObject
+) -> None:
     """After every step the sum of the maintained changes equals the join of the current inputs (the
-    leapfrog join evaluated again), whatever changed, including the steps that rebuild the tries."""
+    leapfrog join evaluated again), whatever changed, including the steps that rebuild the tries, under
+    both kinds of regions and both disciplines of the intersection."""
     steps = data.draw(change_streams(query, strings))
     t = pl.Utf8 if strings else pl.Int64
     schemas = [pl.Schema({**dict.fromkeys(a, t), WEIGHT: pl.Int64}) for a in QUERIES[query]]
-    j = MaintainedJoin(schemas)
+    j = MaintainedJoin(schemas, regions=regions, discipline=discipline)
     current = [pl.DataFrame(schema=s) for s in schemas]
     total: dict[tuple, int] = {}
     for step in steps:
@@ -220,19 +244,21 @@ def test_maintenance_equals_evaluating_again(query: str, strings: bool, data: st
 
 
 @st.composite
-def undo_streams(draw: Any) -> tuple[list[list[pl.DataFrame | None]], int]:
+def undo_streams(draw: Any) -> tuple[list[list[pl.DataFrame | None]], int, str]:
     steps = draw(change_streams("triangle", False))
-    return steps, draw(st.integers(0, len(steps) - 1))
+    return steps, draw(st.integers(0, len(steps) - 1)), draw(st.sampled_from(["points", "intervals"]))
 
 
 @settings(CFG)
 @given(undo_streams())
-def test_a_step_undone_leaves_the_state_as_before(case: tuple[list[list[pl.DataFrame | None]], int]) -> None:
+def test_a_step_undone_leaves_the_state_as_before(
+    case: tuple[list[list[pl.DataFrame | None]], int, str],
+) -> None:
     """A step rolled back (its undo run) and taken again gives the same change, and what follows is
     still the join's change: the tries, the dictionaries and the indices were put back."""
-    steps, k = case
+    steps, k, regions = case
     schemas = [pl.Schema({**dict.fromkeys(a, pl.Int64), WEIGHT: pl.Int64}) for a in QUERIES["triangle"]]
-    j, ref = MaintainedJoin(schemas), MaintainedJoin(schemas)
+    j, ref = MaintainedJoin(schemas, regions=regions), MaintainedJoin(schemas, regions=regions)
     for t, step in enumerate(steps):
         if t == k:
             undo: list = []

@@ -149,19 +149,32 @@ class IntervalIndex:
         """The intervals of key keys[q] containing x[q], removed from the index (§4.1: a matched
         interval is removed; evaluating its region records it anew). Returns (query, lo, hi, payload)
         with each interval once, however many queries it contains."""
+        return self._stab(keys, x, remove=True)
+
+    def find(self, keys: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(query, lo, hi, payload) for every pair of a query and an interval of its key containing its
+        value; nothing removed."""
+        return self._stab(keys, x, remove=False)
+
+    def _stab(
+        self, keys: np.ndarray, x: np.ndarray, remove: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         qs, los, his, pays = [], [], [], []
         for r in self.runs:
             q, row = r.stab(keys, x)
             if len(row) == 0:
                 continue
-            row, first = np.unique(row, return_index=True)
-            qs.append(q[first])
+            if remove:
+                row, first = np.unique(row, return_index=True)
+                q = q[first]
+            qs.append(q)
             los.append(r.lo[row])
             his.append(r.hi[row])
             pays.append(r.payload[row])
-            self.taken.append((r, row, r.hi[row].copy()))
-            r.hi[row] = DEAD
-            r.tree.set(row, np.full(len(row), DEAD, dtype=np.int64))
+            if remove:
+                self.taken.append((r, row, r.hi[row].copy()))
+                r.hi[row] = DEAD
+                r.tree.set(row, np.full(len(row), DEAD, dtype=np.int64))
         if not qs:
             e = np.zeros(0, dtype=np.int64)
             return e, e, e, np.zeros((0, self.width), dtype=np.int64)

@@ -18,7 +18,12 @@ intervals are removed) and each match names a region of the tuple space, the var
 and an interval of the next: the change oracle. The regions are merged (overlapping intervals of one
 prefix united; a region inside a shallower one dropped), the join is evaluated over them on the old and
 on the new tries, and the difference is the join's change (§1.2's maintenance rule); the new
-evaluation's operations are recorded, ready for the next step. When the index has grown to twice its
+evaluation's operations are recorded, ready for the next step. With `regions="intervals"` (the seed's
+§4.1) a region's interval is the whole matched interval, removed from the index and recorded anew by
+the evaluation; with `regions="points"` (the default) it is the changed value alone: a binding whose
+result changed has the changed node's value there, so the point is enough for the result, and the
+matched interval stays in the index, still a sound (wider) record, since a point's evaluation would not
+record the part of the interval before it. When the index has grown to twice its
 size after the last full evaluation (intervals of regions evaluated again that no change matched stay
 behind, harmless but useless) it is rebuilt by one full evaluation.
 """
@@ -73,7 +78,19 @@ class MaintainedJoin:
     `leapfrog.output_schema`). `last` holds the step's figures: surgery operations, intervals matched,
     regions evaluated, intervals recorded (the trace edit distance's two halves), and the oracle."""
 
-    def __init__(self, schemas: Sequence[pl.Schema], order: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        schemas: Sequence[pl.Schema],
+        order: Sequence[str] | None = None,
+        regions: str = "points",
+        discipline: str = "smallest",
+    ) -> None:
+        if regions not in ("points", "intervals"):
+            raise ValueError(f"regions={regions!r}: 'points' or 'intervals'")
+        if discipline not in ("smallest", "leapfrog"):
+            raise ValueError(f"discipline={discipline!r}: 'smallest' or 'leapfrog'")
+        self.regions = regions
+        self.discipline = discipline
         atoms = [[c for c in s if c != WEIGHT] for s in schemas]
         joins = join_variables(atoms)
         order = list(order) if order is not None else variable_order(atoms, [1] * len(atoms))
@@ -229,11 +246,17 @@ class MaintainedJoin:
                     continue
                 surgery += len(op)
                 b = np.int64(t.bits[d])
-                q, lo, hi, pay = self.index[(i, d)].take(op >> b, op & np.int64((1 << t.bits[d]) - 1))
+                code = op & np.int64((1 << t.bits[d]) - 1)
+                if self.regions == "intervals":  # §4.1: the matched intervals, removed and evaluated again
+                    q, lo, hi, pay = self.index[(i, d)].take(op >> b, code)
+                    found = (pay, lo, hi)
+                else:  # the points changed within them: the intervals stay (sound, see the module docstring)
+                    q, lo, hi, pay = self.index[(i, d)].find(op >> b, code)
+                    found = (pay, code[q], code[q])
                 contributions.append((i, d, op, q, lo, hi))
                 matched += len(lo)
                 if len(lo):
-                    matches.setdefault(self.order.index(self.levels[i][d]), []).append((pay, lo, hi))
+                    matches.setdefault(self.order.index(self.levels[i][d]), []).append(found)
         self.tries = new_tries
         regions = _normalize(
             {
@@ -351,7 +374,7 @@ class MaintainedJoin:
                 lo = np.full(len(prefix), -1, dtype=np.int64)
                 hi = np.full(len(prefix), self._end(lv), dtype=np.int64)
             hs = self.holders[lv]
-            parent, code, ops = _leapfrog(
+            parent, code, ops = (_leapfrog if self.discipline == "leapfrog" else _smallest_leads)(
                 [tries[i] for i in hs],
                 [depth[i] for i in hs],
                 [keys[i] for i in hs],
@@ -461,6 +484,72 @@ def _leapfrog(
     b, c = np.concatenate(out_b), np.concatenate(out_c)
     order = np.lexsort((c, b))
     return b[order], c[order], ops
+
+
+def _smallest_leads(
+    tries: list[PackedTrie],
+    depth: list[int],
+    keys: list[np.ndarray],
+    lo: np.ndarray,
+    hi: np.ndarray,
+    end: np.int64,
+    record: bool,
+) -> tuple[np.ndarray, np.ndarray, Ops]:
+    """One variable's intersection for every binding at once, led by the holder with the fewest keys in
+    the region (`columnar/leapfrog.py`'s discipline): the leader seeks the region's start and moves
+    next through its keys, each of which the others seek. Its operations are sensitivity intervals as
+    the leapfrog's are (seek [t, v], next [v, v']) and as sound (docs/multiway-joins.md): the leader's
+    intervals cover the whole region, and a key the leader has is covered in every other holder by its
+    seek. No rounds: a handful of NumPy calls per holder, whatever the keys' number."""
+    ops: Ops = []
+    k, m = len(tries), len(lo)
+    bits = [np.int64(t.bits[d]) for t, d in zip(tries, depth, strict=True)]
+    mask = [np.int64((1 << int(b)) - 1) for b in bits]
+    level = [t.keys[d] for t, d in zip(tries, depth, strict=True)]
+    base = [kk << b for kk, b in zip(keys, bits, strict=True)]
+    stop = [np.searchsorted(lv, bs + (np.int64(1) << b)) for lv, bs, b in zip(level, base, bits, strict=True)]
+
+    def at(h: int, pos: np.ndarray, who: np.ndarray) -> np.ndarray:
+        inside = pos < stop[h][who]
+        cur = np.full(len(pos), end, dtype=np.int64)
+        cur[inside] = level[h][pos[inside]] & mask[h]
+        return cur
+
+    start = [np.searchsorted(level[h], base[h] + np.maximum(lo, 0)) for h in range(k)]
+    upto = [
+        np.minimum(np.searchsorted(level[h], base[h] + np.minimum(hi, end - 1), side="right"), stop[h])
+        for h in range(k)
+    ]
+    counts = np.stack([np.maximum(u - s, 0) for s, u in zip(start, upto, strict=True)])
+    lead = np.argmin(counts, axis=0)
+    who = np.arange(m)
+    take = counts[lead, who]
+    rep = np.repeat(who, take)
+    nth = np.arange(len(rep)) - np.repeat(np.cumsum(take) - take, take)
+    cand = np.empty(len(rep), dtype=np.int64)
+    lead_of = lead[rep]
+    for h in range(k):
+        led = lead == h
+        if record and led.any():  # the leader's seek to the region's start
+            ops.append((h, keys[h][led], lo[led], at(h, start[h][led], who[led]), who[led]))
+        mine = lead_of == h
+        if not mine.any():
+            continue
+        pos = start[h][rep[mine]] + nth[mine]
+        cand[mine] = level[h][pos] & mask[h]
+        if record:  # its nexts
+            ops.append((h, keys[h][rep[mine]], cand[mine], at(h, pos + 1, rep[mine]), rep[mine]))
+    keep = np.ones(len(rep), dtype=bool)
+    for h in range(k):  # every other holder seeks each candidate
+        other = lead_of != h
+        if not other.any():
+            continue
+        b = rep[other]
+        landed = at(h, np.searchsorted(level[h], base[h][b] + cand[other]), b)
+        keep[other] &= landed == cand[other]
+        if record:
+            ops.append((h, keys[h][b], cand[other], landed, b))
+    return rep[keep], cand[keep], ops
 
 
 def _consolidate(m: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
