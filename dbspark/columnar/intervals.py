@@ -110,26 +110,28 @@ class IntervalIndex:
         self.max_runs = max_runs
         self.runs: list[Run] = []
         self.taken: list[tuple[Run, np.ndarray, np.ndarray]] = []  # since the last `mark`: undo's log
+        self.live = 0  # intervals in the index
 
-    def mark(self) -> list[Run]:
-        """Start logging removals; the runs as they are now (with `undo`, the index at this moment)."""
+    def mark(self) -> tuple[list[Run], int]:
+        """Start logging removals; the index as it is now (for `undo`)."""
         self.taken = []
-        return list(self.runs)
+        return list(self.runs), self.live
 
-    def undo(self, runs: list[Run]) -> None:
+    def undo(self, marked: tuple[list[Run], int]) -> None:
         """Back to the moment of `mark` (runs merged since are dropped; removed intervals come back)."""
         for r, row, hi in reversed(self.taken):
             r.hi[row] = hi
             r.tree.set(row, hi)
-        self.runs = runs
+        self.runs, self.live = marked
         self.taken = []
 
     def __len__(self) -> int:
-        return sum(int(r.live().sum()) for r in self.runs)
+        return self.live
 
     def add(self, keys: np.ndarray, lo: np.ndarray, hi: np.ndarray, payload: np.ndarray) -> None:
         if len(keys) == 0:
             return
+        self.live += len(keys)
         self.runs.append(Run.build(keys, lo, hi, payload.reshape(len(keys), self.width)))
         while len(self.runs) > self.max_runs or (
             len(self.runs) > 1 and len(self.runs[-1].keys) * 2 > len(self.runs[-2].keys)
@@ -173,6 +175,7 @@ class IntervalIndex:
             pays.append(r.payload[row])
             if remove:
                 self.taken.append((r, row, r.hi[row].copy()))
+                self.live -= len(row)
                 r.hi[row] = DEAD
                 r.tree.set(row, np.full(len(row), DEAD, dtype=np.int64))
         if not qs:
