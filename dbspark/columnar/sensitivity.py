@@ -4,13 +4,15 @@
 
 The join is evaluated by leapfrog triejoin over each atom's `PackedTrie`, every column a level (the join
 variables first, in the planner's order, then each atom's own columns). At a variable, for every partial
-binding at once, the iterators leapfrog as §4.1 describes them: each is opened (or sought to the start
-of the region evaluated); while they disagree, the one at the least key seeks the greatest; when they
-agree the key is emitted and the first atom's iterator moves to its next key; the run ends when one
-reaches its end or passes the region. Each operation is recorded as §4.1's sensitivity interval of
-the iterator's atom (open: [-∞, v]; seek to t landing at v: [t, v]; next from v to v': [v, v']), in
-the atom's index for that depth (§4.2: keyed by the atom's codes before the variable, with the codes
-of every variable bound before it as payload), an `IntervalIndex` (§3.2).
+binding at once, the holders' keys are intersected in one of two disciplines: `"leapfrog"` as §4.1
+describes it (each iterator is opened, or sought to the start of the region evaluated; while they
+disagree, the one at the least key seeks the greatest; when they agree the key is emitted and the first
+atom's iterator moves to its next key; the run ends when one reaches its end or passes the region), one
+round of NumPy calls per operation; or `"smallest"` (the default), the holder with the fewest keys in
+the region leading and the others seeking each of its keys, with no rounds. Each operation is recorded
+as §4.1's sensitivity interval of the iterator's atom (open: [-∞, v]; seek to t landing at v: [t, v];
+next from v to v': [v, v']), in the atom's index for that depth (§4.2: keyed by the atom's codes before
+the variable, with the codes of every variable bound before it as payload), an `IntervalIndex` (§3.2).
 
 A step (`MaintainedJoin.step`) applies each input's change to its trie, which gives the tree surgery
 operations (§4.2.1); each operation is matched against its atom's index at its depth (§4.2.2; matched
