@@ -375,3 +375,23 @@ def test_columns_too_wide_to_pack_are_refused_by_name_and_the_step_rolled_back()
     for u in reversed(undo):
         u()
     assert [consolidated(f) for f in j.rows()] == [{(1, 2, 3, 4): 1}, {(1,): 1}]
+
+
+def test_weight_overflow_is_an_error_not_a_wrap() -> None:
+    """A product of weights past 64 bits (the join) and a sum past it (an input's row) raise."""
+    from dbspark.errors import WeightError
+
+    schemas = [pl.Schema({**dict.fromkeys(a, pl.Int64), WEIGHT: pl.Int64}) for a in QUERIES["triangle"]]
+    big = 1 << 40
+    VALUE = {"a": 1, "b": 2, "c": 3}  # noqa: N806
+    rows = [
+        pl.DataFrame({**{c: [VALUE[c]] for c in a}, WEIGHT: [big]}, schema=s)
+        for a, s in zip(QUERIES["triangle"], schemas, strict=True)
+    ]
+    with pytest.raises(WeightError, match="overflow"):
+        MaintainedJoin(schemas).step(rows)
+    j = MaintainedJoin(schemas)
+    huge = pl.DataFrame({"a": [1], "b": [2], WEIGHT: [1 << 62]}, schema=schemas[0])
+    j.step([huge, None, None])
+    with pytest.raises(WeightError, match="overflow"):
+        j.step([huge, None, None])

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from dbspark.errors import WeightError
+
 MAX_BITS = 62  # a packed key stays below 2**62: room for the end marker of any level
 
 
@@ -163,6 +165,8 @@ def _merge(
     found[found] = keys[pos[found]] == add[found]
     nc = counts.copy()
     nc[pos[found]] += by[found]
+    if np.any(np.abs(counts[pos[found]].astype(np.float64) + by[found]) > 9.2e18):
+        raise WeightError("weight overflow in a sum of weights (a multiway join's input)")
     gone = pos[found][nc[pos[found]] == 0]
     fresh = ~found & (by != 0)
     kept_keys, kept_counts = np.delete(keys, gone), np.delete(nc, gone)

@@ -43,7 +43,7 @@ from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.intervals import IntervalIndex, Run
 from dbspark.columnar.leapfrog import _comparable, join_variables, output_schema, variable_order
 from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, PackedTrie, bits_for, pack, unpack
-from dbspark.errors import SchemaError
+from dbspark.errors import SchemaError, WeightError
 
 
 @dataclass
@@ -561,6 +561,8 @@ def _consolidate(m: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     u, inv = np.unique(m, axis=0, return_inverse=True)
     s = np.zeros(len(u), dtype=np.int64)
     np.add.at(s, inv.ravel(), w)
+    if np.any(np.abs(np.bincount(inv.ravel(), weights=w.astype(np.float64), minlength=len(u))) > 9.2e18):
+        raise WeightError("weight overflow in a sum of weights (a multiway join's change)")
     keep = s != 0
     return u[keep], s[keep]
 
