@@ -81,7 +81,7 @@ def leapfrog_join(frames: Sequence[pl.DataFrame], order: Sequence[str] | None = 
     if sorted(order) != sorted(joins):
         raise ValueError(f"leapfrog_join: the order {list(order)} is not of the join variables {joins}")
     # a NULL or NaN-signed zero: NULL matches nothing, -0.0 equals 0.0 (as a join compares them)
-    frames = [_comparable(f, [v for v in order if v in a]) for f, a in zip(frames, atoms, strict=True)]
+    frames = [matchable(f, [v for v in order if v in a]) for f, a in zip(frames, atoms, strict=True)]
     if any(f.height == 0 for f in frames):
         return pl.DataFrame(schema=schema)
     levels = [[v for v in order if v in a] for a in atoms]  # each atom's variables, in the global order
@@ -100,7 +100,7 @@ def leapfrog_join(frames: Sequence[pl.DataFrame], order: Sequence[str] | None = 
     return _leaves(frames, tries, nodes, schema)
 
 
-def _comparable(f: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+def matchable(f: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """The rows whose join columns can match: none NULL; a float's -0.0 as 0.0 (a join's equality)."""
     if any(f[k].null_count() for k in keys):
         f = f.drop_nulls(keys)

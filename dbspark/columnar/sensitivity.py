@@ -40,20 +40,12 @@ import polars as pl
 
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT
-from dbspark.columnar.intervals import IntervalIndex, Run
-from dbspark.columnar.leapfrog import _comparable, join_variables, output_schema, variable_order
+from dbspark.columnar.intersections import leapfrog, smallest_leads
+from dbspark.columnar.intervals import IntervalIndex
+from dbspark.columnar.leapfrog import join_variables, matchable, output_schema, variable_order
 from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, PackedTrie, bits_for, pack, unpack
+from dbspark.columnar.regions import Regions, normalize
 from dbspark.errors import SchemaError, WeightError
-
-
-@dataclass
-class Regions:
-    """Regions of one level ℓ: rows of the codes of the ℓ variables before, and an interval [lo, hi]
-    of the ℓ-th (lo = -1: from the start; hi = the end marker: to the end)."""
-
-    prefix: np.ndarray  # (m, ℓ)
-    lo: np.ndarray
-    hi: np.ndarray
 
 
 @dataclass
@@ -156,7 +148,7 @@ class MaintainedJoin:
         for i, d in enumerate(deltas):
             f = pl.DataFrame(schema={**self.schemas[i], WEIGHT: pl.Int64}) if d is None else d
             joined = [v for v in self.levels[i] if len(self.holders[self.order.index(v)]) > 1]
-            frames.append(_comparable(f.select([*self.levels[i], WEIGHT]), joined))
+            frames.append(matchable(f.select([*self.levels[i], WEIGHT]), joined))
         codes: list[dict[str, np.ndarray]] = [{} for _ in frames]
         for li, v in enumerate(self.order):
             hs = self.holders[li]
@@ -260,7 +252,7 @@ class MaintainedJoin:
                 if len(lo):
                     matches.setdefault(self.order.index(self.levels[i][d]), []).append(found)
         self.tries = new_tries
-        regions = _normalize(
+        regions = normalize(
             {
                 lv: Regions(*(np.concatenate([p[k] for p in parts]) for k in range(3)))
                 for lv, parts in matches.items()
@@ -376,7 +368,7 @@ class MaintainedJoin:
                 lo = np.full(len(prefix), -1, dtype=np.int64)
                 hi = np.full(len(prefix), self._end(lv), dtype=np.int64)
             hs = self.holders[lv]
-            parent, code, ops = (_leapfrog if self.discipline == "leapfrog" else _smallest_leads)(
+            parent, code, ops = (leapfrog if self.discipline == "leapfrog" else smallest_leads)(
                 [tries[i] for i in hs],
                 [depth[i] for i in hs],
                 [keys[i] for i in hs],
@@ -409,151 +401,6 @@ class MaintainedJoin:
         return pl.DataFrame([*cols, pl.Series(WEIGHT, rows[:, -1], dtype=pl.Int64)], schema=self.out_schema)
 
 
-Ops = list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
-
-
-def _leapfrog(
-    tries: list[PackedTrie],
-    depth: list[int],
-    keys: list[np.ndarray],
-    lo: np.ndarray,
-    hi: np.ndarray,
-    end: np.int64,
-    record: bool,
-) -> tuple[np.ndarray, np.ndarray, Ops]:
-    """One variable's leapfrog for every binding at once (see the module docstring): the emitted
-    (binding, code) pairs, sorted, and (if `record`) each holder's operations as sensitivity intervals:
-    (holder, its prefix key, lo, hi, binding)."""
-    ops: Ops = []
-    k, m = len(tries), len(lo)
-    bits = [np.int64(t.bits[d]) for t, d in zip(tries, depth, strict=True)]
-    mask = [np.int64((1 << int(b)) - 1) for b in bits]
-    level = [t.keys[d] for t, d in zip(tries, depth, strict=True)]
-    base = [kk << b for kk, b in zip(keys, bits, strict=True)]
-    stop = [np.searchsorted(lv, bs + (np.int64(1) << b)) for lv, bs, b in zip(level, base, bits, strict=True)]
-
-    def at(h: int, pos: np.ndarray, who: np.ndarray) -> np.ndarray:
-        inside = pos < stop[h][who]
-        cur = np.full(len(pos), end, dtype=np.int64)
-        cur[inside] = level[h][pos[inside]] & mask[h]
-        return cur
-
-    pos = np.empty((k, m), dtype=np.int64)
-    cur = np.empty((k, m), dtype=np.int64)
-    who = np.arange(m)
-    for h in range(k):  # open (from the start) or seek (to the region's start)
-        pos[h] = np.searchsorted(level[h], base[h] + np.maximum(lo, 0))
-        cur[h] = at(h, pos[h], who)
-        if record:
-            ops.append((h, keys[h], lo.copy(), cur[h].copy(), who))
-    out_b, out_c = [], []
-    if k == 1:  # one iterator: every key up to the region's end is emitted, each followed by a next
-        last = np.searchsorted(level[0], base[0] + np.minimum(hi, end - 1), side="right")
-        last = np.minimum(last, stop[0])
-        take = np.maximum(last - pos[0], 0)
-        b = np.repeat(who, take)
-        p = np.repeat(pos[0], take) + (np.arange(len(b)) - np.repeat(np.cumsum(take) - take, take))
-        c = level[0][p] & mask[0]
-        if record:
-            ops.append((0, keys[0][b], c, at(0, p + 1, b), b))
-        return b, c, ops
-    while len(who):
-        mx, mn = cur.max(axis=0), cur.min(axis=0)
-        going = (mx != end) & (mx <= hi[who])
-        who, pos, cur, mx, mn = who[going], pos[:, going], cur[:, going], mx[going], mn[going]
-        if not len(who):
-            break
-        eq = mn == mx
-        if eq.any():
-            out_b.append(who[eq])
-            out_c.append(mn[eq])
-        least = np.where(eq, 0, np.argmin(cur, axis=0))  # after an emit the first iterator moves on
-        for h in range(k):
-            sel = least == h
-            if not sel.any():
-                continue
-            ws = who[sel]
-            nxt = eq[sel]
-            target = np.where(nxt, cur[h, sel], mx[sel])
-            p = np.where(nxt, pos[h, sel] + 1, np.searchsorted(level[h], base[h][ws] + mx[sel]))
-            pos[h, sel] = p
-            cur[h, sel] = at(h, p, ws)
-            if record:
-                ops.append((h, keys[h][ws], target, cur[h, sel].copy(), ws))
-    if not out_b:
-        e = np.zeros(0, dtype=np.int64)
-        return e, e, ops
-    b, c = np.concatenate(out_b), np.concatenate(out_c)
-    order = np.lexsort((c, b))
-    return b[order], c[order], ops
-
-
-def _smallest_leads(
-    tries: list[PackedTrie],
-    depth: list[int],
-    keys: list[np.ndarray],
-    lo: np.ndarray,
-    hi: np.ndarray,
-    end: np.int64,
-    record: bool,
-) -> tuple[np.ndarray, np.ndarray, Ops]:
-    """One variable's intersection for every binding at once, led by the holder with the fewest keys in
-    the region (`columnar/leapfrog.py`'s discipline): the leader seeks the region's start and moves
-    next through its keys, each of which the others seek. Its operations are sensitivity intervals as
-    the leapfrog's are (seek [t, v], next [v, v']) and as sound (docs/multiway-joins.md): the leader's
-    intervals cover the whole region, and a key the leader has is covered in every other holder by its
-    seek. No rounds: a handful of NumPy calls per holder, whatever the keys' number."""
-    ops: Ops = []
-    k, m = len(tries), len(lo)
-    bits = [np.int64(t.bits[d]) for t, d in zip(tries, depth, strict=True)]
-    mask = [np.int64((1 << int(b)) - 1) for b in bits]
-    level = [t.keys[d] for t, d in zip(tries, depth, strict=True)]
-    base = [kk << b for kk, b in zip(keys, bits, strict=True)]
-    stop = [np.searchsorted(lv, bs + (np.int64(1) << b)) for lv, bs, b in zip(level, base, bits, strict=True)]
-
-    def at(h: int, pos: np.ndarray, who: np.ndarray) -> np.ndarray:
-        inside = pos < stop[h][who]
-        cur = np.full(len(pos), end, dtype=np.int64)
-        cur[inside] = level[h][pos[inside]] & mask[h]
-        return cur
-
-    start = [np.searchsorted(level[h], base[h] + np.maximum(lo, 0)) for h in range(k)]
-    upto = [
-        np.minimum(np.searchsorted(level[h], base[h] + np.minimum(hi, end - 1), side="right"), stop[h])
-        for h in range(k)
-    ]
-    counts = np.stack([np.maximum(u - s, 0) for s, u in zip(start, upto, strict=True)])
-    lead = np.argmin(counts, axis=0)
-    who = np.arange(m)
-    take = counts[lead, who]
-    rep = np.repeat(who, take)
-    nth = np.arange(len(rep)) - np.repeat(np.cumsum(take) - take, take)
-    cand = np.empty(len(rep), dtype=np.int64)
-    lead_of = lead[rep]
-    for h in range(k):
-        led = lead == h
-        if record and led.any():  # the leader's seek to the region's start
-            ops.append((h, keys[h][led], lo[led], at(h, start[h][led], who[led]), who[led]))
-        mine = lead_of == h
-        if not mine.any():
-            continue
-        pos = start[h][rep[mine]] + nth[mine]
-        cand[mine] = level[h][pos] & mask[h]
-        if record:  # its nexts
-            ops.append((h, keys[h][rep[mine]], cand[mine], at(h, pos + 1, rep[mine]), rep[mine]))
-    keep = np.ones(len(rep), dtype=bool)
-    for h in range(k):  # every other holder seeks each candidate
-        other = lead_of != h
-        if not other.any():
-            continue
-        b = rep[other]
-        landed = at(h, np.searchsorted(level[h], base[h][b] + cand[other]), b)
-        keep[other] &= landed == cand[other]
-        if record:
-            ops.append((h, keys[h][b], cand[other], landed, b))
-    return rep[keep], cand[keep], ops
-
-
 def _consolidate(m: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of codes with their weights summed per distinct row, zeros dropped."""
     if len(w) == 0:
@@ -573,68 +420,3 @@ def _difference(new: np.ndarray, old: np.ndarray) -> np.ndarray:
     w = np.concatenate([new[:, -1], -old[:, -1]])
     m, s = _consolidate(rows, w)
     return np.concatenate([m, s[:, None]], axis=1) if len(s) else np.zeros((0, new.shape[1]), dtype=np.int64)
-
-
-def _normalize(regions: dict[int, Regions]) -> dict[int, Regions]:
-    """Disjoint regions covering the same tuples: a region inside a shallower one dropped (its prefix
-    extends the shallower prefix by a value inside the shallower interval: an interval index's stab),
-    then a prefix's points deduplicated or its overlapping intervals united."""
-    out: dict[int, Regions] = {}
-    for lv in sorted(regions):
-        r = regions[lv]
-        keep = np.ones(len(r.lo), dtype=bool)
-        for up, u in out.items():
-            g_u, g_r = _group_ids(u.prefix, r.prefix[:, :up])
-            shallow = Run.build(g_u, u.lo, u.hi, np.zeros((len(g_u), 0), dtype=np.int64))
-            inside, _ = shallow.stab(g_r, r.prefix[:, up])
-            keep[inside] = False
-        prefix, lo, hi = r.prefix[keep], r.lo[keep], r.hi[keep]
-        if not len(lo):
-            continue
-        if np.array_equal(lo, hi):  # points
-            rows = _distinct_rows(np.concatenate([prefix, lo[:, None]], axis=1))
-            out[lv] = Regions(rows[:, :lv], rows[:, lv], rows[:, lv])
-        else:
-            out[lv] = _united(prefix, lo, hi)
-    return out
-
-
-def _group_ids(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Ids of the rows of a and of b, equal where the rows are."""
-    if a.shape[1] == 0:
-        return np.zeros(len(a), dtype=np.int64), np.zeros(len(b), dtype=np.int64)
-    both = np.concatenate([a, b])
-    order = np.lexsort(both.T[::-1])
-    srt = both[order]
-    new = np.ones(len(srt), dtype=bool)
-    new[1:] = np.any(srt[1:] != srt[:-1], axis=1)
-    ids = np.empty(len(srt), dtype=np.int64)
-    ids[order] = np.cumsum(new) - 1
-    return ids[: len(a)], ids[len(a) :]
-
-
-def _distinct_rows(m: np.ndarray) -> np.ndarray:
-    """The distinct rows of an int64 matrix, sorted."""
-    srt = m[np.lexsort(m.T[::-1])]
-    new = np.ones(len(srt), dtype=bool)
-    new[1:] = np.any(srt[1:] != srt[:-1], axis=1)
-    return srt[new]
-
-
-def _united(prefix: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Regions:
-    """Each prefix's overlapping intervals united (closed intervals: [1, 2] and [2, 4] overlap)."""
-    lv = prefix.shape[1]
-    keys = [f"p{j}" for j in range(lv)]
-    f = pl.DataFrame(
-        {**{k: prefix[:, j] for j, k in enumerate(keys)}, "lo": lo, "hi": hi},
-        schema={**dict.fromkeys(keys, pl.Int64), "lo": pl.Int64, "hi": pl.Int64},
-    ).sort([*keys, "lo"])
-    reach = pl.col("hi").cum_max().over(keys) if keys else pl.col("hi").cum_max()
-    prev = reach.shift(1).over(keys) if keys else reach.shift(1)
-    f = f.with_columns(prev.alias("_reach"))
-    f = f.with_columns((pl.col("_reach").is_null() | (pl.col("lo") > pl.col("_reach"))).cum_sum().alias("_g"))
-    f = f.group_by([*keys, "_g"], maintain_order=True).agg(pl.col("lo").min(), pl.col("hi").max())
-    rows = np.stack([f[k].to_numpy() for k in keys], axis=1) if keys else np.zeros((f.height, 0), np.int64)
-    return Regions(
-        rows.astype(np.int64), f["lo"].to_numpy().astype(np.int64), f["hi"].to_numpy().astype(np.int64)
-    )
