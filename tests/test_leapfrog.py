@@ -53,7 +53,8 @@ def frames(draw: Any, query: str, strings: bool) -> list[pl.DataFrame]:
         for v in atom:
             vals = draw(st.lists(key, min_size=n, max_size=n))
             cols[v] = [None if x is None else (f"s{x}" if strings else x) for x in vals]
-        w = draw(st.lists(st.sampled_from([1, 1, 2, -1, -3, 10**6]), min_size=n, max_size=n))
+        big = 10 ** (17 // len(QUERIES[query]))  # a product over every atom stays within 64 bits
+        w = draw(st.lists(st.sampled_from([1, 1, 2, -1, -3, big]), min_size=n, max_size=n))
         t = pl.Utf8 if strings else pl.Int64
         out.append(pl.DataFrame({**cols, WEIGHT: w}, schema={**{v: t for v in atom}, WEIGHT: pl.Int64}))
     return out
