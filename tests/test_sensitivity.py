@@ -40,6 +40,10 @@ def zset(col: str, rows: dict[Any, int]) -> pl.DataFrame:
     )
 
 
+# §4.1.1's table: A:(5,ERASE) ∅; A:(8,INSERT) {[6,end]}; B:(2,ERASE) {[2,2]}; B:(3,INSERT) ∅
+CONTRIBUTIONS = [(0, (5,), []), (0, (8,), [(6, None)]), (1, (2,), [(2, 2)]), (1, (3,), [])]
+
+
 def test_section_4_1_1_worked_example() -> None:
     """A = {0, 2, 4, 5, 6}, B = {1, 2, 6, 7} (§4.1), then δA = {(5, ERASE), (8, INSERT)} and
     δB = {(2, ERASE), (3, INSERT)} (§4.1.1). None is -∞ / +∞ ("end")."""
@@ -51,13 +55,7 @@ def test_section_4_1_1_worked_example() -> None:
     assert j.sensitivity(0, 0) == [(None, 0), (1, 2), (2, 4), (6, 6), (6, None)]
     assert j.sensitivity(1, 0) == [(None, 1), (2, 2), (4, 6)]
     change = j.step([zset("x", {5: -1, 8: 1}), zset("x", {2: -1, 3: 1})])
-    # §4.1.1's table: A:(5,ERASE) ∅; A:(8,INSERT) {[6,end]}; B:(2,ERASE) {[2,2]}; B:(3,INSERT) ∅
-    assert sorted(j.contributions(), key=lambda c: (c[0], c[1])) == [
-        (0, (5,), []),
-        (0, (8,), [(6, None)]),
-        (1, (2,), [(2, 2)]),
-        (1, (3,), []),
-    ]
+    assert sorted(j.contributions(), key=lambda c: (c[0], c[1])) == CONTRIBUTIONS
     assert j.oracle() == [((), 2, 2), ((), 6, None)]  # ChangeOracle(x) = [2,2] ∪ [6,+∞]
     assert dict(zip(change["x"], change[WEIGHT], strict=True)) == {2: -1}  # 2 is no longer in A ∩ B
     # the matched intervals were removed and the regions' evaluation recorded anew: the seek to 2 in A
@@ -69,12 +67,7 @@ def test_section_4_1_1_worked_example() -> None:
     p = MaintainedJoin([a.schema, b.schema], discipline="leapfrog")
     p.step([a, b])
     change = p.step([zset("x", {5: -1, 8: 1}), zset("x", {2: -1, 3: 1})])
-    assert sorted(p.contributions(), key=lambda c: (c[0], c[1])) == [
-        (0, (5,), []),
-        (0, (8,), [(6, None)]),
-        (1, (2,), [(2, 2)]),
-        (1, (3,), []),
-    ]
+    assert sorted(p.contributions(), key=lambda c: (c[0], c[1])) == CONTRIBUTIONS
     assert p.oracle() == [((), 2, 2), ((), 8, 8)]
     assert dict(zip(change["x"], change[WEIGHT], strict=True)) == {2: -1}
     assert (6, None) in p.sensitivity(0, 0) and (2, 2) in p.sensitivity(1, 0)

@@ -233,9 +233,10 @@ class Stream:
 
     def multijoin(self, *others: Stream, maintenance: str = "delta") -> Stream:
         """(↑⋈ of n inputs)^Δ: see `stream_multijoin`, and `multilinear_delta`."""
-        if StreamMultiJoin(1 + len(others), maintenance).maintenance == "sensitivity":
-            StreamMultiJoin(1 + len(others)).shape([s.shape for s in (self, *others)])
-            return self.circuit.add(MaintainedMultiJoin(1 + len(others)), self, *others)
+        op = StreamMultiJoin(1 + len(others), maintenance)  # checks the maintenance's name
+        if op.maintenance == "sensitivity":
+            op.shape([s.shape for s in (self, *others)])  # the inputs' columns checked
+            return self.circuit.add(MaintainedMultiJoin(op.inputs), self, *others)
         return multilinear_delta([self, *others])
 
     def distinct(self) -> Stream:

@@ -18,6 +18,31 @@ from dbspark.columnar.packed_trie import PackedTrie
 Ops = list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
 
 
+class _Holders:
+    """The holders' levels at the variable, and for each binding the range of its children in each:
+    keys in [base, base + 2^bits), positions below `stop`."""
+
+    def __init__(
+        self, tries: list[PackedTrie], depth: list[int], keys: list[np.ndarray], end: np.int64
+    ) -> None:
+        bits = [np.int64(t.bits[d]) for t, d in zip(tries, depth, strict=True)]
+        self.end = end
+        self.mask = [np.int64((1 << int(b)) - 1) for b in bits]
+        self.level = [t.keys[d] for t, d in zip(tries, depth, strict=True)]
+        self.base = [kk << b for kk, b in zip(keys, bits, strict=True)]
+        self.stop = [
+            np.searchsorted(lv, bs + (np.int64(1) << b))
+            for lv, bs, b in zip(self.level, self.base, bits, strict=True)
+        ]
+
+    def at(self, h: int, pos: np.ndarray, who: np.ndarray) -> np.ndarray:
+        """Holder h's code at positions `pos` of bindings `who` (the end marker past a binding's range)."""
+        inside = pos < self.stop[h][who]
+        cur = np.full(len(pos), self.end, dtype=np.int64)
+        cur[inside] = self.level[h][pos[inside]] & self.mask[h]
+        return cur
+
+
 def leapfrog(
     tries: list[PackedTrie],
     depth: list[int],
@@ -32,17 +57,8 @@ def leapfrog(
     (holder, its prefix key, lo, hi, binding)."""
     ops: Ops = []
     k, m = len(tries), len(lo)
-    bits = [np.int64(t.bits[d]) for t, d in zip(tries, depth, strict=True)]
-    mask = [np.int64((1 << int(b)) - 1) for b in bits]
-    level = [t.keys[d] for t, d in zip(tries, depth, strict=True)]
-    base = [kk << b for kk, b in zip(keys, bits, strict=True)]
-    stop = [np.searchsorted(lv, bs + (np.int64(1) << b)) for lv, bs, b in zip(level, base, bits, strict=True)]
-
-    def at(h: int, pos: np.ndarray, who: np.ndarray) -> np.ndarray:
-        inside = pos < stop[h][who]
-        cur = np.full(len(pos), end, dtype=np.int64)
-        cur[inside] = level[h][pos[inside]] & mask[h]
-        return cur
+    holders = _Holders(tries, depth, keys, end)
+    level, base, stop, mask, at = holders.level, holders.base, holders.stop, holders.mask, holders.at
 
     pos = np.empty((k, m), dtype=np.int64)
     cur = np.empty((k, m), dtype=np.int64)
@@ -111,17 +127,8 @@ def smallest_leads(
     seek. No rounds: a handful of NumPy calls per holder, whatever the keys' number."""
     ops: Ops = []
     k, m = len(tries), len(lo)
-    bits = [np.int64(t.bits[d]) for t, d in zip(tries, depth, strict=True)]
-    mask = [np.int64((1 << int(b)) - 1) for b in bits]
-    level = [t.keys[d] for t, d in zip(tries, depth, strict=True)]
-    base = [kk << b for kk, b in zip(keys, bits, strict=True)]
-    stop = [np.searchsorted(lv, bs + (np.int64(1) << b)) for lv, bs, b in zip(level, base, bits, strict=True)]
-
-    def at(h: int, pos: np.ndarray, who: np.ndarray) -> np.ndarray:
-        inside = pos < stop[h][who]
-        cur = np.full(len(pos), end, dtype=np.int64)
-        cur[inside] = level[h][pos[inside]] & mask[h]
-        return cur
+    holders = _Holders(tries, depth, keys, end)
+    level, base, stop, mask, at = holders.level, holders.base, holders.stop, holders.mask, holders.at
 
     start = [np.searchsorted(level[h], base[h] + np.maximum(lo, 0)) for h in range(k)]
     upto = [

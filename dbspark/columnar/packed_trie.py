@@ -26,10 +26,6 @@ from dbspark.errors import WeightError
 MAX_BITS = 62  # a packed key stays below 2**62: room for the end marker of any level
 
 
-class PackingError(ValueError):
-    """An atom's codes need more than 62 bits packed (too many distinct values for its columns)."""
-
-
 class Dictionary:
     """A variable's values and their codes (0, 1, ...): stable once given."""
 
@@ -116,7 +112,7 @@ class PackedTrie:
     @classmethod
     def empty(cls, bits: Sequence[int]) -> PackedTrie:
         if sum(bits) > MAX_BITS:
-            raise PackingError(f"packed keys of {sum(bits)} bits (at most {MAX_BITS})")
+            raise ValueError(f"packed keys of {sum(bits)} bits (at most {MAX_BITS})")  # callers check first
         e = tuple(np.zeros(0, dtype=np.int64) for _ in bits)
         return cls(tuple(bits), e, e)
 

@@ -126,9 +126,8 @@ class MaintainedJoin:
             for i, lv in enumerate(self.levels)
             for d, v in enumerate(lv)
         }
-        whole = Regions(np.zeros((1, 0), dtype=np.int64), np.array([-1]), np.array([self._end(0)]))
         trace = Trace()
-        self._evaluate(self.tries, {0: whole}, trace)
+        self._evaluate(self.tries, self._whole(), trace)
         self._file(trace)
         self.built = max(trace.size(), 1)
 
