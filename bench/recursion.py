@@ -99,7 +99,8 @@ QUICK = {"tc": 300, "reach": 20_000, "sg": 5_000, "pointsto": 20_000, "sg_forest
 SMOKE = {"tc": 60, "reach": 2_000, "sg": 500, "pointsto": 2_000, "sg_forest": 2_000}
 VIEW = {"tc": "path", "reach": "reach", "sg": "sg", "pointsto": "pt", "sg_forest": "sg"}
 TREE = 16  # sg_forest's trees' nodes
-STRATEGIES = ("nested", "dred", "auto")
+# "dred-usual": dred with its first step run the usual way, not as a fresh run (`operators/fresh.py`)
+STRATEGIES = ("nested", "dred", "auto", "dred-usual")
 
 
 # ---- inputs: each workload's relations at the start and its batches (all deterministic) ------------
@@ -236,6 +237,10 @@ def digest_rows(df: Any) -> dict:
 def _pipeline(w: str, text: str, rels: dict, strategy: str | None) -> tuple[Any, Clock]:
     import dbspark
 
+    if strategy == "dred-usual":
+        import dbspark.operators.dred as dred
+
+        dred.FRESH_RUNS, strategy = False, "dred"
     p = dbspark.Pipeline(engine="local", recursion=strategy)
     p.datalog(text, closure_operator=False)
     for k, rows in rels.items():
@@ -413,6 +418,7 @@ def run(
     nb: int | None = None,
     timeout: float = 1800,
     size: int | None = None,
+    only: list[str] | None = None,
 ) -> dict:
     nb = nb or h.sized(5, 3, quick, smoke=2)
     sizes = dict(h.sized(FULL, QUICK, quick, smoke=SMOKE))
@@ -421,13 +427,18 @@ def run(
     res: dict[str, Any] = {"params": {"batches": nb, "change": CHANGE, "sizes": sizes}, "workloads": {}}
     for w in workloads or list(FULL):
         size = sizes[w]
-        systems: dict[str, dict] = {s: spawn("inc", w, size, nb, s, timeout=timeout) for s in STRATEGIES}
-        systems["recompute"] = spawn("recompute", w, size, nb, timeout=timeout)
-        if w in DUCK:
-            systems["duckdb"] = spawn("duckdb", w, size, nb, timeout=timeout)
-        if w == "pointsto":
-            systems["python"] = spawn("python", w, size, nb, timeout=timeout)
-        want = systems["recompute"].get("final")
+        chosen = [
+            *STRATEGIES,
+            "recompute",
+            "duckdb" if w in DUCK else "",
+            "python" if w == "pointsto" else "",
+        ]
+        systems: dict[str, dict] = {}
+        for s in chosen:
+            if s and (only is None or s in only):
+                args = ("inc", w, size, nb, s) if s in STRATEGIES else (s, w, size, nb)
+                systems[s] = spawn(*args, timeout=timeout)
+        want = next((r["final"] for r in systems.values() if "final" in r), None)
         for s, r in systems.items():
             if "final" in r and want is not None and r["final"] != want:
                 raise h.Mismatch(f"{w}: {s} ends with {r['final']}, the recompute with {want}")
@@ -454,7 +465,7 @@ def render(res: dict) -> str:
     rows = []
     for w, z in res["workloads"].items():
         sy = z["systems"]
-        rec = _med(sy["recompute"])
+        rec = _med(sy["recompute"]) if "recompute" in sy else None
         anchor = sy.get("duckdb") or sy.get("python") or {}
         for s, r in sy.items():
             if "error" in r:
@@ -508,8 +519,17 @@ if __name__ == "__main__":
         ap.add_argument("--workloads", help=f"comma-separated, of {','.join(FULL)}")
         ap.add_argument("--batches", type=int)
         ap.add_argument("--size", type=int, help="the chosen workloads' input facts (nodes for tc)")
+        ap.add_argument(
+            "--systems", help=f"comma-separated, of {','.join(STRATEGIES)},recompute,duckdb,python"
+        )
         a = ap.parse_args()
-        out = run(a.quick, a.workloads.split(",") if a.workloads else None, a.batches, size=a.size)
+        out = run(
+            a.quick,
+            a.workloads.split(",") if a.workloads else None,
+            a.batches,
+            size=a.size,
+            only=a.systems.split(",") if a.systems else None,
+        )
         del out["plot"], out["plot_title"]  # `python -m bench recursion` draws them
         print(out["table"])
         print("written:", h.write_json("recursion", a.quick, out))

@@ -30,6 +30,7 @@ from dbspark.ir.expr import Case, Expr, col, lit
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.distinct import H_WEIGHT, positive
 from dbspark.operators.fixpoint import Iteration, ScopeState
+from dbspark.operators.fresh import FreshRun, NotFresh
 from dbspark.operators.nested_trace import total
 from dbspark.operators.time import Delay, Integrate
 
@@ -47,6 +48,9 @@ RESYNC_WEIGHT: Expr = positive(W1 + W0) - Case(((W2.eq(0), positive(W1)),), lit(
 # so the second run puts them back unless those go too (`AutoScopeState`'s early switch counts them)
 SUPPORTED_WEIGHT: Expr = Case((((W0 < 0) & (W1 > 0) & W2.eq(0) & (W1 + W0 > 0), lit(1)),), lit(0))
 NORMAL, OVERDELETE = "normal", "overdelete"
+# a step from empty state that removes nothing runs as `FreshRun` (`DRedScopeState.fresh_runs`; tests
+# switch it off to compare)
+FRESH_RUNS = True
 
 
 class Runaway(Exception):
@@ -150,6 +154,9 @@ class DRedScopeState:
         self.it = Iteration(op.inner, kernel)
         inner = op.inner
         self.distincts = [s for s in self.it.states.values() if isinstance(s, RecursiveDistinctState)]
+        self.distinct_nodes = [
+            nid for nid in self.it.order if isinstance(inner.nodes[nid].op, RecursiveDistinct)
+        ]
         # each delay of an integral, with the integral's node: re-read from the trace at each step
         self.trace_delays = [
             (nid, inner.nodes[nid].inputs[0])
@@ -160,6 +167,9 @@ class DRedScopeState:
         self.overdeleted: list[bool] = []  # whether a step ran the over-delete
         self.put_back = 0  # the last step's facts over-deleted and re-derived (at most: less what changed)
         self.removed: list[Any] = []  # the last over-delete's removals from each result
+        self.integrals = [nid for nid in self.it.order if isinstance(inner.nodes[nid].op, Integrate)]
+        self.fresh: FreshRun | None = None  # made at the first step from empty state
+        self.fresh_runs = FRESH_RUNS
         # raise `Runaway` from an over-delete whose removals are still supported (`AutoScopeState`)
         self.watch: Callable[[int | None, int | None], bool] | None = None
 
@@ -188,7 +198,14 @@ class DRedScopeState:
             for s in self.distincts:
                 s.set(undo, phase=NORMAL, resync=True)
             removed = self.removed = [k.consolidate(total(k, ps)) for ps in parts]
-        if over or not all(k.is_empty(v) for v in adding.values()):
+        if not over and self.fresh_runs and self._fresh(adding):
+            assert self.fresh is not None
+            try:
+                runs += self.fresh.run(adding, parts, undo)
+            except NotFresh:  # (nothing changed: the step runs the usual way)
+                parts = [[] for _ in op.results]
+                runs += self._run(adding, parts, undo)
+        elif over or not all(k.is_empty(v) for v in adding.values()):
             runs += self._run(adding, parts, undo)
         for s in self.distincts:
             s.set(undo, removed=None, resync=False, watch=False)
@@ -200,6 +217,15 @@ class DRedScopeState:
         if over:
             self.put_back = _rows(k, removed) - _rows(k, out)
         return out
+
+    def _fresh(self, imports: dict[str, Any]) -> bool:
+        """Whether the step starts from empty state with changes held in this process (`FreshRun`)."""
+        k = self.kernel
+        if not all(k.is_local(v) for v in imports.values()) or all(k.is_empty(v) for v in imports.values()):
+            return False
+        if self.fresh is None:
+            self.fresh = FreshRun(self)
+        return all(k.trace_stats(self.it.states[nid])[0] == 0 for nid in self.integrals)
 
     def reread(self) -> None:
         """The delays of integrals read their traces again: at a step's start, and after it once its

@@ -1,0 +1,245 @@
+"""A growing set of rows that tells which rows of a batch are new: the `distinct` of semi-naive
+evaluation from empty state (`operators/fresh.py`), where a fact is derived once and then only looked
+up.
+
+Each row is packed into one int64 key, exactly (no hashing, so no collisions to check): an integer-like
+column (integers, booleans, dates, times) by its offset from the smallest value seen, any other column
+by a stable code (`packed_trie.Dictionary`), the columns' codes side by side in `bits` each. Keys of at
+most DENSE_BITS are held as a bitmap (a test is one read); longer ones in sorted runs of geometrically
+decreasing length (a log-structured set: a batch's new keys are a run, merged into the one before while
+that is less than twice as long), so that a batch costs a few binary searches per run and each key is
+merged O(log n) times. A value outside a column's current range (or a dictionary past its bits)
+repacks every key; rows whose columns need more than 62 bits together, or a NULL in an integer column,
+make the set a frame, and a batch an anti-join against it. `summed` consolidates a weighted frame of
+such rows by the same keys (a count per key, or one sort of the keys).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from dbspark.algebra.consolidate import WEIGHT, max_abs, weight_sum_checked
+from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, bits_for, pack, unpack
+
+DENSE_BITS = 25  # keys of at most this many bits are held as a bitmap (at most 32 MB)
+COUNT_BITS = 22  # and summed by a count per key (at most 32 MB of float64)
+
+_INTEGER_LIKE = (
+    pl.Int8,
+    pl.Int16,
+    pl.Int32,
+    pl.Int64,
+    pl.UInt8,
+    pl.UInt16,
+    pl.UInt32,
+    pl.Boolean,
+    pl.Date,
+    pl.Datetime,
+    pl.Duration,
+    pl.Time,
+)
+
+
+class _Offsets:
+    """An integer-like column's codes: value - lo, in [0, 2**bits)."""
+
+    def __init__(self, dtype: pl.DataType) -> None:
+        self.dtype = dtype
+        self.physical = pl.Series([], dtype=dtype).to_physical().dtype
+        self.lo, self.hi = 0, -1  # the range seen (empty)
+
+    def fits(self, s: pl.Series) -> bool:
+        return s.null_count() == 0
+
+    def grow(self, s: pl.Series) -> bool:
+        """Take in the values of `s`; True when the codes' bits changed (every key is repacked)."""
+        if len(s) == 0:
+            return False
+        p = s.to_physical()
+        lo, hi = int(p.min()), int(p.max())  # type: ignore[arg-type]
+        if self.hi >= self.lo and lo >= self.lo and hi <= self.hi:
+            return False
+        before = self.bits
+        self.lo, self.hi = (lo, hi) if self.hi < self.lo else (min(lo, self.lo), max(hi, self.hi))
+        return self.bits != before
+
+    @property
+    def bits(self) -> int:
+        return bits_for(self.hi - self.lo + 1) if self.hi >= self.lo else 1
+
+    def encode(self, s: pl.Series) -> np.ndarray:
+        return s.to_physical().cast(pl.Int64).to_numpy() - np.int64(self.lo)
+
+    def decode(self, codes: np.ndarray, name: str, lo: int | None = None) -> pl.Series:
+        base = np.int64(self.lo if lo is None else lo)
+        return pl.Series(name, codes + base).cast(self.physical).cast(self.dtype)
+
+
+class _Codes:
+    """Any other column's codes: a stable dictionary of its values (NULL one of them)."""
+
+    def __init__(self, dtype: pl.DataType) -> None:
+        self.dtype = dtype
+        self.dictionary = Dictionary(dtype)
+        self.pending: np.ndarray | None = None
+
+    def fits(self, s: pl.Series) -> bool:
+        return True
+
+    def grow(self, s: pl.Series) -> bool:
+        before = self.bits
+        (self.pending,) = self.dictionary.encode([s])
+        return self.bits != before
+
+    @property
+    def bits(self) -> int:
+        return bits_for(len(self.dictionary))
+
+    def encode(self, s: pl.Series) -> np.ndarray:
+        codes, self.pending = self.pending, None  # (the batch just taken in by `grow`)
+        return codes if codes is not None else self.dictionary.encode([s])[0]
+
+    def decode(self, codes: np.ndarray, name: str, lo: int | None = None) -> pl.Series:
+        return self.dictionary.decode(codes).rename(name)
+
+
+class RowSet:
+    """The rows of `schema` seen so far; `new(batch)` returns the batch's distinct rows not seen yet, and
+    adds them."""
+
+    def __init__(self, schema: pl.Schema) -> None:
+        self.schema = schema
+        self.cols = list(schema)
+        self.columns = [
+            _Offsets(t) if any(t == k or t.base_type() == k for k in _INTEGER_LIKE) else _Codes(t)
+            for t in schema.values()
+        ]
+        self.runs: list[np.ndarray] = []  # sorted keys, each run at least twice the next one's length
+        self.dense: np.ndarray | None = None  # instead of runs, keys of at most DENSE_BITS: a bitmap
+        self.frame: pl.DataFrame | None = (
+            None  # instead of keys: past MAX_BITS, or a NULL in an offset column
+        )
+        self.size = 0
+        self._place(np.zeros(0, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def new(self, batch: pl.DataFrame) -> pl.DataFrame:
+        """The distinct rows of `batch` (its columns `schema`'s, in that order) not in the set; they are
+        added to it."""
+        batch = batch.select(self.cols)
+        keys = self._pack(batch)
+        if keys is None:
+            assert self.frame is not None
+            fresh = batch.unique().join(self.frame, on=self.cols, how="anti", nulls_equal=True)
+            self.frame = pl.concat([self.frame, fresh], how="vertical")
+            self.size += fresh.height
+            return fresh
+        if self.dense is not None:
+            keys = keys[~self.dense[keys]]
+            keys = pl.Series(keys).unique().to_numpy()  # (a hash set: no sort)
+            self.dense[keys] = True
+        else:
+            keys = pl.Series(keys).unique().to_numpy()
+            keys = np.sort(keys[~self._contains(keys)])
+            self._add(keys)
+        self.size += len(keys)
+        return self._decode(keys)
+
+    def summed(self, df: pl.DataFrame) -> pl.DataFrame:
+        """`df` (the set's columns, then WEIGHT) consolidated: each row once, its weights summed, rows of
+        weight 0 dropped; grouped by the rows' keys (the set's contents do not change)."""
+        keys = self._pack(df.select(self.cols))
+        w = df[WEIGHT].to_numpy()
+        if keys is None or not len(w) or max_abs(df[WEIGHT]) * len(w) >= 2**53:  # (sums exact as floats)
+            out = weight_sum_checked(df, self.cols).select(df.columns)
+            return out.filter(pl.col(WEIGHT) != 0)
+        if sum(self.bits) <= COUNT_BITS:
+            sums = np.bincount(keys, weights=w, minlength=1 << sum(self.bits))
+            at = np.flatnonzero(sums)
+            u, total = at.astype(np.int64), sums[at].astype(np.int64)
+        else:
+            f = pl.DataFrame({"k": keys, "w": w}).sort("k")
+            k, ws = f["k"].to_numpy(), f["w"].to_numpy()
+            starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+            u, total = k[starts], np.add.reduceat(ws, starts)
+            u, total = u[total != 0], total[total != 0]
+        return self._decode(u).with_columns(pl.Series(WEIGHT, total, dtype=pl.Int64))
+
+    @property
+    def bits(self) -> list[int]:
+        return [c.bits for c in self.columns]
+
+    def _layout(self) -> list[tuple[int, int]]:
+        """Each column's bits and offset (0 for a dictionary's codes): what a key's decoding needs."""
+        return [(c.bits, c.lo if isinstance(c, _Offsets) else 0) for c in self.columns]
+
+    def _pack(self, batch: pl.DataFrame) -> np.ndarray | None:
+        """The rows' keys, the columns' codes taking in their values first (every key repacked when the
+        layout changes); None once the set is kept as a frame."""
+        if self.frame is None and not all(
+            c.fits(batch[n]) for c, n in zip(self.columns, self.cols, strict=True)
+        ):
+            self._to_frame()
+        if self.frame is not None:
+            return None
+        before = self._layout()
+        for c, n in zip(self.columns, self.cols, strict=True):
+            c.grow(batch[n])
+        if sum(self.bits) > MAX_BITS:
+            self._to_frame(before)
+            return None
+        if before != self._layout():
+            codes = unpack(self._keys(), [b for b, _ in before])
+            for i, (c, (_, lo)) in enumerate(zip(self.columns, before, strict=True)):
+                if isinstance(c, _Offsets):
+                    codes[i] = codes[i] + np.int64(lo - c.lo)
+            self._place(np.sort(pack(codes, self.bits)))
+        return pack([c.encode(batch[n]) for c, n in zip(self.columns, self.cols, strict=True)], self.bits)
+
+    def _place(self, keys: np.ndarray) -> None:
+        """Hold `keys` (sorted, unique) as a bitmap when the layout is small enough, else as one run."""
+        if sum(self.bits) <= DENSE_BITS:
+            self.dense = np.zeros(1 << sum(self.bits), dtype=bool)
+            self.dense[keys] = True
+            self.runs = []
+        else:
+            self.dense, self.runs = None, [keys] if len(keys) else []
+
+    def _contains(self, keys: np.ndarray) -> np.ndarray:
+        found = np.zeros(len(keys), dtype=bool)
+        for run in self.runs:
+            at = np.searchsorted(run, keys)
+            at[at == len(run)] = len(run) - 1
+            found |= run[at] == keys
+        return found
+
+    def _add(self, keys: np.ndarray) -> None:
+        if not len(keys):
+            return
+        self.runs.append(keys)
+        while len(self.runs) > 1 and len(self.runs[-2]) < 2 * len(self.runs[-1]):
+            b, a = self.runs.pop(), self.runs.pop()
+            self.runs.append(np.sort(np.concatenate([a, b]), kind="stable"))  # (two runs: a linear merge)
+
+    def _keys(self) -> np.ndarray:
+        if self.dense is not None:
+            return np.flatnonzero(self.dense).astype(np.int64)
+        return np.concatenate(self.runs) if self.runs else np.zeros(0, dtype=np.int64)
+
+    def _decode(self, keys: np.ndarray, layout: list[tuple[int, int]] | None = None) -> pl.DataFrame:
+        layout = layout or self._layout()
+        codes = unpack(keys, [b for b, _ in layout])
+        return pl.DataFrame(
+            [
+                c.decode(k, n, lo)
+                for c, k, n, (_, lo) in zip(self.columns, codes, self.cols, layout, strict=True)
+            ]
+        )
+
+    def _to_frame(self, old: list[tuple[int, int]] | None = None) -> None:
+        keys = self._keys()
+        self.frame = self._decode(keys, old) if len(keys) else pl.DataFrame(schema=self.schema)
+        self.runs, self.dense = [], None

@@ -1,0 +1,89 @@
+"""`columnar/row_set.py`: the growing set of rows behind a fresh step's recursive distincts, against a
+Python set (and its `summed` against a dict of weights), on generated batches whose values move the
+columns' ranges, grow their dictionaries, cross the bitmap's size and the 62 bits of a key, and carry
+NULLs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dbspark.algebra.consolidate import WEIGHT
+from dbspark.columnar import row_set
+from dbspark.columnar.row_set import RowSet
+
+SCHEMAS = {
+    "ints": pl.Schema({"x": pl.Int64, "y": pl.Int64}),
+    "mixed": pl.Schema({"s": pl.String, "d": pl.Date, "n": pl.Int32}),
+    "one": pl.Schema({"v": pl.UInt16}),
+}
+
+
+def values(dtype: pl.DataType) -> st.SearchStrategy:
+    small = st.integers(-20, 20)
+    if dtype == pl.Int64:  # mostly small; sometimes far apart, past 62 bits for two columns
+        return st.one_of(small, small, small, st.integers(-(2**40), 2**40), st.integers(-(2**62), 2**62))
+    if dtype == pl.Int32:
+        return st.one_of(small, small, st.none(), st.integers(-(2**31), 2**31 - 1))
+    if dtype == pl.UInt16:
+        return st.integers(0, 2**16 - 1)
+    if dtype == pl.Date:
+        return st.dates(dt.date(1990, 1, 1), dt.date(2030, 1, 1))
+    return st.one_of(st.sampled_from(["a", "b", "", "é"]), st.none(), st.text(max_size=3))
+
+
+def batches(schema: pl.Schema) -> st.SearchStrategy:
+    row = st.tuples(*(values(t) for t in schema.values()))
+    return st.lists(st.lists(st.tuples(row, st.integers(-3, 5)), max_size=25), min_size=1, max_size=6)
+
+
+def frame(schema: pl.Schema, rows: list[tuple]) -> pl.DataFrame:
+    return pl.DataFrame([r for r, _ in rows], schema=schema, orient="row")
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+@pytest.mark.parametrize("bitmap", ["default", "never", "always"])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_new_rows_and_sums_against_python(name, bitmap, data):
+    """Every batch's new rows are exactly its rows not seen before (each once), and `summed` of a
+    weighted batch of rows seen is their weights summed, zeros dropped."""
+    with pytest.MonkeyPatch.context() as mp:
+        if bitmap != "default":  # held as sorted runs only, or as a bitmap (and counts) whenever it can
+            mp.setattr(row_set, "DENSE_BITS", 0 if bitmap == "never" else 25)
+            mp.setattr(row_set, "COUNT_BITS", 0 if bitmap == "never" else 25)
+        check_against_python(SCHEMAS[name], data)
+
+
+def check_against_python(schema: pl.Schema, data: st.DataObject) -> None:
+    s, seen = RowSet(schema), set()
+    for rows in data.draw(batches(schema)):
+        got = s.new(frame(schema, rows))
+        assert got.schema == schema
+        new = list(got.iter_rows())
+        assert len(new) == len(set(new)), "a new row twice"
+        assert set(new) == {r for r, _ in rows} - seen
+        seen |= set(new)
+        assert len(s) == len(seen)
+        weighted = frame(schema, rows).with_columns(pl.Series(WEIGHT, [w for _, w in rows], dtype=pl.Int64))
+        want: Counter = Counter()
+        for r, w in rows:
+            want[r] += w
+        summed = {r[:-1]: r[-1] for r in s.summed(weighted).iter_rows()}
+        assert summed == {r: w for r, w in want.items() if w}
+        assert s.summed(weighted).schema == weighted.schema
+
+
+def test_a_key_past_62_bits_keeps_the_rows_as_a_frame():
+    s = RowSet(SCHEMAS["ints"])
+    assert s.new(pl.DataFrame({"x": [1, 2], "y": [3, 3]})).height == 2
+    assert s.frame is None and s.dense is not None
+    got = s.new(pl.DataFrame({"x": [1, -(2**62), 2], "y": [3, 2**62, 4]}))
+    assert s.frame is not None
+    assert sorted(got.iter_rows()) == [(-(2**62), 2**62), (2, 4)]
+    assert s.new(pl.DataFrame({"x": [1, 2], "y": [3, 4]})).height == 0
