@@ -53,6 +53,17 @@ def take(df: pl.DataFrame, positions: np.ndarray) -> pl.DataFrame:
     return df[pl.Series(positions.astype(_INDEX, copy=False))]
 
 
+_POLARS_SORT = 1 << 15  # from this many hashes on, Polars sorts them (2.6x NumPy at 2M on two cores)
+
+
+def hash_order(h: np.ndarray) -> np.ndarray:
+    """The positions that sort the hashes `h` (equal hashes in any order): NumPy's argsort for a few,
+    Polars' (parallel) for many, 1.4x faster at 100k, 2.6x at 2M."""
+    if len(h) < _POLARS_SORT:
+        return np.argsort(h)
+    return pl.Series(h).arg_sort().to_numpy()
+
+
 def key_hash(df: pl.DataFrame, keys: Sequence[str]) -> np.ndarray:
     """A uint64 hash of the key columns of each row, independent of the columns' names.
 
@@ -141,7 +152,7 @@ def consolidate_sorted(
         and all(isinstance(df.schema[c], _HASHED) for c in data_cols)
     ):
         h = key_hash(df, data_cols)
-        order = np.argsort(h)
+        order = hash_order(h)
         s = h[order]
         dup = s[1:] == s[:-1]
         if not dup.any():  # distinct rows: put in hash order (one gather), their hashes kept

@@ -142,8 +142,8 @@ class RowSet:
             keys = pl.Series(keys).unique().to_numpy()  # (a hash set: no sort)
             self.dense[keys] = True
         else:
-            keys = pl.Series(keys).unique().to_numpy()
-            keys = np.sort(keys[~self._contains(keys)])
+            keys = pl.Series(keys).unique().sort().to_numpy()  # (sorted: the searches run in order)
+            keys = keys[~self._contains(keys)]
             self._add(keys)
         self.size += len(keys)
         return self._decode(keys)

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from dbspark.operators.dred import DRedScopeState
 
 
+COMPACT = 4_000_000  # rows of a recursive distinct's input kept before they are summed (`_Sum.plus`)
+
+
 class NotFresh(Exception):
     """A derivation of negative weight: the step is not semi-naive evaluation from empty state."""
 
@@ -48,13 +51,29 @@ class _Sum:
     """An integral's value kept as its changes (local Z-sets, in order); immutable, so that a delay holds
     the value of the iteration before. `value()` their sum, for a join."""
 
-    def __init__(self, schema: Any, parts: tuple[ZSet, ...] = ()) -> None:
+    def __init__(
+        self, schema: Any, parts: tuple[ZSet, ...] = (), rows: int = 0, compact: int | None = None
+    ) -> None:
         self.schema = schema
         self.parts = parts
+        self.rows = rows  # the parts' rows
+        self.compact = (
+            COMPACT if compact is None else compact
+        )  # rows past which a recursive distinct's input is summed (`plus`)
         self._value: ZSet | None = None
 
-    def plus(self, z: ZSet) -> _Sum:
-        return _Sum(self.schema, (*self.parts, z)) if len(z) else self
+    def plus(self, z: ZSet, facts: RowSet | None = None) -> _Sum:
+        """The integral after the change `z`. A recursive distinct's input (`facts`: the distinct's set)
+        is summed when its parts pass `compact` rows, which then doubles: its memory stays within a
+        small multiple of the derivations' counts (transitive closure derives each fact about as many
+        times as a node has edges), each row summed O(log) times."""
+        if not len(z):
+            return self
+        out = _Sum(self.schema, (*self.parts, z), self.rows + len(z), self.compact)
+        if facts is not None and out.rows > out.compact:
+            total = out.total(facts)
+            out = _Sum(self.schema, (total,), len(total), max(self.compact, 2 * len(total)))
+        return out
 
     def value(self) -> ZSet:
         if self._value is None:
@@ -185,9 +204,8 @@ class FreshRun:
                 values[nid] = delayed[nid]
             elif nid in sums:
                 d = values[n.inputs[0]]
-                sums[nid] = values[nid] = sums[nid].plus(
-                    k.to_local(k.consolidate(d) if nid in self.for_join else d)
-                )
+                z = k.to_local(k.consolidate(d) if nid in self.for_join else d)
+                sums[nid] = values[nid] = sums[nid].plus(z, seen.get(self.counted.get(nid, -1)))
             elif nid in seen:
                 values[nid] = self._distinct(seen[nid], values[n.inputs[1]])
             else:

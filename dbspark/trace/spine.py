@@ -28,6 +28,7 @@ from dbspark.algebra.consolidate import (
     WEIGHT,
     consolidate_frame,
     consolidate_sorted,
+    hash_order,
     key_hash,
     sorted_unique,
     take,
@@ -69,7 +70,7 @@ class Batch:
             return
         h = key_hash(df, keys) if hashes is None else hashes
         if order is None:
-            idx = np.argsort(h)  # equal hashes in any order
+            idx = hash_order(h)  # equal hashes in any order
         else:
             x = df[order]
             idx = np.lexsort((x.to_physical().fill_null(0).to_numpy(), x.is_not_null().to_numpy(), h))
