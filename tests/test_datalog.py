@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dbspark
+from dbspark.columnar import row_set
 from dbspark.errors import NegativeStateError, UnsupportedError
-from dbspark.operators import fresh
 from dbspark.testing.datalog import (
     DOMAIN,
     GenProgram,
@@ -75,7 +75,7 @@ def test_recursion_strategies_agree_step_by_step(engine, ps):
     oracle's difference; and the two delete-and-rederive pipelines hold the same integrals. (A fresh
     step sums a recursive distinct's input whenever it passes a few rows: its compaction, too.)"""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fresh, "COMPACT", 3)
+        mp.setattr(row_set, "COMPACT", 3)
         check_strategies(engine, *ps)
 
 
@@ -153,7 +153,7 @@ def test_a_fresh_step_leaves_the_usual_state(engine, name, edges, changes):
     negated relation's changes, which the usual way runs; a step that empties the state runs fresh
     again)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fresh, "COMPACT", 3)
+        mp.setattr(row_set, "COMPACT", 3)
         pipes = [pipeline_on(engine, recursion="dred") for _ in range(2)]
         try:
             for p in pipes:

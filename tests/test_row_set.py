@@ -1,13 +1,14 @@
 """`columnar/row_set.py`: the growing set of rows behind a fresh step's recursive distincts, against a
-Python set (and its `summed` against a dict of weights), on generated batches whose values move the
-columns' ranges, grow their dictionaries, cross the bitmap's size and the 62 bits of a key, and carry
-NULLs."""
+Python set (and its tally of the rows' weights against a dict), on generated batches whose values move
+the columns' ranges, grow their dictionaries, cross the bitmap's size and the 62 bits of a key, and
+carry NULLs."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import given, settings
@@ -51,32 +52,32 @@ def frame(schema: pl.Schema, rows: list[tuple]) -> pl.DataFrame:
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_new_rows_and_sums_against_python(name, bitmap, data):
-    """Every batch's new rows are exactly its rows not seen before (each once), and `summed` of a
-    weighted batch of rows seen is their weights summed, zeros dropped."""
+    """Every batch's new rows are exactly its rows not seen before (each once), and the tally of all
+    the batches' weights is their sum by row, zeros dropped."""
     with pytest.MonkeyPatch.context() as mp:
-        if bitmap != "default":  # held as sorted runs only, or as a bitmap (and counts) whenever it can
+        if bitmap != "default":  # sorted runs only, the tally summed every few rows; or a bitmap when it can
             mp.setattr(row_set, "DENSE_BITS", 0 if bitmap == "never" else 25)
             mp.setattr(row_set, "COUNT_BITS", 0 if bitmap == "never" else 25)
+            mp.setattr(row_set, "COMPACT", 4 if bitmap == "never" else 10**6)
         check_against_python(SCHEMAS[name], data)
 
 
 def check_against_python(schema: pl.Schema, data: st.DataObject) -> None:
-    s, seen = RowSet(schema), set()
+    s, seen, tally = RowSet(schema), set(), Counter()
     for rows in data.draw(batches(schema)):
-        got = s.new(frame(schema, rows))
+        weights = np.array([w for _, w in rows], dtype=np.int64)
+        got = s.new(frame(schema, rows), weights)
         assert got.schema == schema
         new = list(got.iter_rows())
         assert len(new) == len(set(new)), "a new row twice"
         assert set(new) == {r for r, _ in rows} - seen
         seen |= set(new)
         assert len(s) == len(seen)
-        weighted = frame(schema, rows).with_columns(pl.Series(WEIGHT, [w for _, w in rows], dtype=pl.Int64))
-        want: Counter = Counter()
         for r, w in rows:
-            want[r] += w
-        summed = {r[:-1]: r[-1] for r in s.summed(weighted).iter_rows()}
-        assert summed == {r: w for r, w in want.items() if w}
-        assert s.summed(weighted).schema == weighted.schema
+            tally[r] += w
+        counts = s.counts()
+        assert counts.columns == [*schema, WEIGHT]
+        assert {r[:-1]: r[-1] for r in counts.iter_rows()} == {r: w for r, w in tally.items() if w}
 
 
 def test_a_key_past_62_bits_keeps_the_rows_as_a_frame():

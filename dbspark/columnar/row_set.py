@@ -10,8 +10,9 @@ decreasing length (a log-structured set: a batch's new keys are a run, merged in
 that is less than twice as long), so that a batch costs a few binary searches per run and each key is
 merged O(log n) times. A value outside a column's current range (or a dictionary past its bits)
 repacks every key; rows whose columns need more than 62 bits together, or a NULL in an integer column,
-make the set a frame, and a batch an anti-join against it. `summed` consolidates a weighted frame of
-such rows by the same keys (a count per key, or one sort of the keys).
+make the set a frame, and a batch an anti-join against it. `new` also tallies its rows' weights by the
+same keys (a recursive distinct's derivations), summed whenever they pass COMPACT rows (a count per key,
+or one sort of the keys); `counts` gives them as a consolidated frame.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import WEIGHT, max_abs, weight_sum_checked
+from dbspark.algebra.consolidate import WEIGHT, weight_sum_checked
 from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, bits_for, pack, unpack
+from dbspark.errors import WeightError
 
 DENSE_BITS = 25  # keys of at most this many bits are held as a bitmap (at most 32 MB)
-COUNT_BITS = 22  # and summed by a count per key (at most 32 MB of float64)
+COUNT_BITS = 24  # and tallied by a count per key (at most 128 MB, for the moment of a sum)
+COMPACT = 4_000_000  # tallied rows kept before they are summed (then twice what that left)
 
 _INTEGER_LIKE = (
     pl.Int8,
@@ -121,22 +124,31 @@ class RowSet:
             None  # instead of keys: past MAX_BITS, or a NULL in an offset column
         )
         self.size = 0
+        # the weights of the rows `new` was given (a recursive distinct's derivations): (keys, weights)
+        # pairs, summed into one whenever they pass `compact` rows; frames once the set is a frame
+        self.tally: list[tuple[np.ndarray, np.ndarray]] = []
+        self.tally_frames: list[pl.DataFrame] = []
+        self.compact = COMPACT
         self._place(np.zeros(0, dtype=np.int64))
 
     def __len__(self) -> int:
         return self.size
 
-    def new(self, batch: pl.DataFrame) -> pl.DataFrame:
+    def new(self, batch: pl.DataFrame, weights: np.ndarray | None = None) -> pl.DataFrame:
         """The distinct rows of `batch` (its columns `schema`'s, in that order) not in the set; they are
-        added to it."""
+        added to it. `weights`: the rows' weights, tallied by row (`counts`)."""
         batch = batch.select(self.cols)
         keys = self._pack(batch)
         if keys is None:
             assert self.frame is not None
+            if weights is not None:
+                self.tally_frames.append(batch.with_columns(pl.Series(WEIGHT, weights, dtype=pl.Int64)))
             fresh = batch.unique().join(self.frame, on=self.cols, how="anti", nulls_equal=True)
             self.frame = pl.concat([self.frame, fresh], how="vertical")
             self.size += fresh.height
             return fresh
+        if weights is not None:
+            self._count(keys, weights)
         if self.dense is not None:
             keys = keys[~self.dense[keys]]
             keys = pl.Series(keys).unique().to_numpy()  # (a hash set: no sort)
@@ -148,25 +160,45 @@ class RowSet:
         self.size += len(keys)
         return self._decode(keys)
 
-    def summed(self, df: pl.DataFrame) -> pl.DataFrame:
-        """`df` (the set's columns, then WEIGHT) consolidated: each row once, its weights summed, rows of
-        weight 0 dropped; grouped by the rows' keys (the set's contents do not change)."""
-        keys = self._pack(df.select(self.cols))
-        w = df[WEIGHT].to_numpy()
-        if keys is None or not len(w) or max_abs(df[WEIGHT]) * len(w) >= 2**53:  # (sums exact as floats)
-            out = weight_sum_checked(df, self.cols).select(df.columns)
-            return out.filter(pl.col(WEIGHT) != 0)
-        if sum(self.bits) <= COUNT_BITS:
-            sums = np.bincount(keys, weights=w, minlength=1 << sum(self.bits))
+    def counts(self) -> pl.DataFrame:
+        """The rows tallied by `new`, each once with its weights summed (0 dropped): the set's columns,
+        then WEIGHT."""
+        parts = list(self.tally_frames)
+        if self.tally:
+            u, w = self._summed(*(np.concatenate(x) for x in zip(*self.tally, strict=True)))
+            parts.insert(0, self._decode(u).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)))
+        if not parts:
+            return pl.DataFrame(schema={**self.schema, WEIGHT: pl.Int64})
+        if len(parts) == 1 and not self.tally_frames:
+            return parts[0]
+        out = weight_sum_checked(pl.concat(parts, how="vertical_relaxed"), self.cols)
+        return out.filter(pl.col(WEIGHT) != 0).select([*self.cols, WEIGHT])
+
+    def _count(self, keys: np.ndarray, weights: np.ndarray) -> None:
+        self.tally.append((keys, weights))
+        if sum(len(k) for k, _ in self.tally) > self.compact:
+            u, w = self._summed(*(np.concatenate(x) for x in zip(*self.tally, strict=True)))
+            self.tally = [(u, w)]
+            self.compact = max(self.compact, 2 * len(u))
+
+    def _summed(self, keys: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The keys once each, with their weights summed (0 dropped): a count per key for a small
+        layout, else one sort; a sum that could leave int64 raises `WeightError`."""
+        if not len(w):
+            return keys, w
+        bound = max(abs(int(w.min())), abs(int(w.max()))) * len(w)
+        if bound >= 2**63 - 1:
+            raise WeightError("weight overflow while counting a recursive distinct's derivations")
+        if sum(self.bits) <= COUNT_BITS and bound < 2**53:  # (float sums exact)
+            ones = bool((w == 1).all())
+            sums = np.bincount(keys, weights=None if ones else w, minlength=1 << sum(self.bits))
             at = np.flatnonzero(sums)
-            u, total = at.astype(np.int64), sums[at].astype(np.int64)
-        else:
-            f = pl.DataFrame({"k": keys, "w": w}).sort("k")
-            k, ws = f["k"].to_numpy(), f["w"].to_numpy()
-            starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
-            u, total = k[starts], np.add.reduceat(ws, starts)
-            u, total = u[total != 0], total[total != 0]
-        return self._decode(u).with_columns(pl.Series(WEIGHT, total, dtype=pl.Int64))
+            return at.astype(np.int64), sums[at].astype(np.int64)
+        f = pl.DataFrame({"k": keys, "w": w}).sort("k")
+        k, ws = f["k"].to_numpy(), f["w"].to_numpy()
+        starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+        u, total = k[starts], np.add.reduceat(ws, starts)
+        return u[total != 0], total[total != 0]
 
     @property
     def bits(self) -> list[int]:
@@ -192,12 +224,18 @@ class RowSet:
             self._to_frame(before)
             return None
         if before != self._layout():
-            codes = unpack(self._keys(), [b for b, _ in before])
-            for i, (c, (_, lo)) in enumerate(zip(self.columns, before, strict=True)):
-                if isinstance(c, _Offsets):
-                    codes[i] = codes[i] + np.int64(lo - c.lo)
-            self._place(np.sort(pack(codes, self.bits)))
+            self._place(np.sort(self._repacked(self._keys(), before)))
+            self.tally = [(self._repacked(k, before), w) for k, w in self.tally]
         return pack([c.encode(batch[n]) for c, n in zip(self.columns, self.cols, strict=True)], self.bits)
+
+    def _repacked(self, keys: np.ndarray, old: list[tuple[int, int]]) -> np.ndarray:
+        """Keys of the layout `old` in the current one (an offset column's codes shifted by the old
+        offset less the new)."""
+        codes = unpack(keys, [b for b, _ in old])
+        for i, (c, (_, lo)) in enumerate(zip(self.columns, old, strict=True)):
+            if isinstance(c, _Offsets):
+                codes[i] = codes[i] + np.int64(lo - c.lo)
+        return pack(codes, self.bits)
 
     def _place(self, keys: np.ndarray) -> None:
         """Hold `keys` (sorted, unique) as a bitmap when the layout is small enough, else as one run."""
@@ -240,6 +278,9 @@ class RowSet:
         )
 
     def _to_frame(self, old: list[tuple[int, int]] | None = None) -> None:
+        for k, w in self.tally:
+            self.tally_frames.append(self._decode(k, old).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)))
+        self.tally = []
         keys = self._keys()
         self.frame = self._decode(keys, old) if len(keys) else pl.DataFrame(schema=self.schema)
         self.runs, self.dense = [], None

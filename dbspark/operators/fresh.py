@@ -33,14 +33,12 @@ from dbspark.algebra.zset import ZSet
 from dbspark.columnar.row_set import RowSet
 from dbspark.errors import RecursionLimitError
 from dbspark.operators.join import StreamJoin, StreamProduct
+from dbspark.operators.linear import Index
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, Integrate
 
 if TYPE_CHECKING:
     from dbspark.operators.dred import DRedScopeState
-
-
-COMPACT = 4_000_000  # rows of a recursive distinct's input kept before they are summed (`_Sum.plus`)
 
 
 class NotFresh(Exception):
@@ -51,29 +49,13 @@ class _Sum:
     """An integral's value kept as its changes (local Z-sets, in order); immutable, so that a delay holds
     the value of the iteration before. `value()` their sum, for a join."""
 
-    def __init__(
-        self, schema: Any, parts: tuple[ZSet, ...] = (), rows: int = 0, compact: int | None = None
-    ) -> None:
+    def __init__(self, schema: Any, parts: tuple[ZSet, ...] = ()) -> None:
         self.schema = schema
         self.parts = parts
-        self.rows = rows  # the parts' rows
-        self.compact = (
-            COMPACT if compact is None else compact
-        )  # rows past which a recursive distinct's input is summed (`plus`)
         self._value: ZSet | None = None
 
-    def plus(self, z: ZSet, facts: RowSet | None = None) -> _Sum:
-        """The integral after the change `z`. A recursive distinct's input (`facts`: the distinct's set)
-        is summed when its parts pass `compact` rows, which then doubles: its memory stays within a
-        small multiple of the derivations' counts (transitive closure derives each fact about as many
-        times as a node has edges), each row summed O(log) times."""
-        if not len(z):
-            return self
-        out = _Sum(self.schema, (*self.parts, z), self.rows + len(z), self.compact)
-        if facts is not None and out.rows > out.compact:
-            total = out.total(facts)
-            out = _Sum(self.schema, (total,), len(total), max(self.compact, 2 * len(total)))
-        return out
+    def plus(self, z: ZSet) -> _Sum:
+        return _Sum(self.schema, (*self.parts, z)) if len(z) else self
 
     def value(self) -> ZSet:
         if self._value is None:
@@ -85,12 +67,10 @@ class _Sum:
                 self._value = ZSet(_frames(self.parts), consolidated=True)
         return self._value
 
-    def total(self, facts: RowSet | None) -> ZSet:
+    def total(self) -> ZSet:
         """The integral's Z-set: its changes' frames one after another (the trace consolidates them
-        once), or, for a recursive distinct's input, summed by the keys of its set of `facts` (every row
-        a fact: the derivations' counts)."""
-        df = _frames(self.parts)
-        return ZSet(facts.summed(df)) if facts is not None else ZSet(df)
+        once)."""
+        return ZSet(_frames(self.parts))
 
 
 def _frames(parts: tuple[ZSet, ...]) -> pl.DataFrame:
@@ -134,8 +114,16 @@ class FreshRun:
 
         self.sums = {nid for nid in self.order if isinstance(inner.nodes[nid].op, Integrate) and joined(nid)}
         self.for_join = {nid for nid in self.sums if by_join(nid)}
-        # a recursive distinct's input integral (the derivations' counts), with the distinct
-        self.counted = {inner.nodes[inner.nodes[d].inputs[0]].inputs[0]: d for d in distincts}
+        # a recursive distinct's input integral (the derivations' counts: its set tallies them), with
+        # the distinct, where the integral's input is the distinct's change (indexed by every column)
+        self.counted: dict[int, int] = {}
+        for d in distincts:
+            x = inner.nodes[inner.nodes[d].inputs[0]].inputs[0]
+            src, change = inner.nodes[x].inputs[0], inner.nodes[d].inputs[1]
+            if src != change and isinstance(inner.nodes[src].op, Index):
+                src = inner.nodes[src].inputs[0]
+            if x in self.sums and src == change:
+                self.counted[x] = d
 
     def run(self, imports: dict[str, Any], parts: list[list[Any]], undo: list) -> int:
         """Iterations from `imports` until nothing is fed back, each result's changes appended to
@@ -175,9 +163,12 @@ class FreshRun:
                         f"{st.op.max_iterations} iterations"
                     )
             for nid, s in sums.items():  # the integrals kept as sums: indexed once
-                if s.parts:
-                    facts = seen.get(self.counted.get(nid, -1))
-                    k.trace_insert(st.it.states[nid], k.from_local(s.total(facts)), sub)
+                if nid in self.counted:
+                    k.trace_insert(
+                        st.it.states[nid], k.from_local(ZSet(seen[self.counted[nid]].counts())), sub
+                    )
+                elif s.parts:
+                    k.trace_insert(st.it.states[nid], k.from_local(s.total()), sub)
         except NotFresh:
             for f in reversed(sub):
                 f()
@@ -203,9 +194,10 @@ class FreshRun:
             elif isinstance(op, Delay):
                 values[nid] = delayed[nid]
             elif nid in sums:
-                d = values[n.inputs[0]]
-                z = k.to_local(k.consolidate(d) if nid in self.for_join else d)
-                sums[nid] = values[nid] = sums[nid].plus(z, seen.get(self.counted.get(nid, -1)))
+                if nid not in self.counted:  # (a counted one is tallied by its distinct's set)
+                    d = values[n.inputs[0]]
+                    sums[nid] = sums[nid].plus(k.to_local(k.consolidate(d) if nid in self.for_join else d))
+                values[nid] = sums[nid]
             elif nid in seen:
                 values[nid] = self._distinct(seen[nid], values[n.inputs[1]])
             else:
@@ -226,7 +218,7 @@ class FreshRun:
             z = z.consolidate()
             if len(z) and (z.weights() < 0).any():
                 raise NotFresh
-        new = facts.new(z.data())
+        new = facts.new(z.data(), z.weights())
         return k.from_local(
             ZSet(new.with_columns(pl.lit(1, dtype=pl.Int64).alias(WEIGHT)), consolidated=True)
         )
