@@ -1223,6 +1223,24 @@ def test_runaway_rollback_leaves_incremental_scope_state_intact(engine: Any, mod
     assert rt.view("p").to_dict() == {(2, 0): 1}
 
 
+@pytest.mark.parametrize("strategy", ["dred", "auto", "nested"])
+def test_a_first_step_that_runs_away_leaves_the_scope_empty(engine: Any, strategy: str):
+    """The first step of all (a fresh run under dred and auto: `operators/fresh.py`) fails at the
+    iteration limit; the scope is left empty: the next first step gives the fixpoint of its own seeds
+    alone, and later steps maintain it."""
+    rt = stride_circuit("naive").incrementalize(recursion=strategy).run(engine)
+    rt.insert("seed", [(9, 2), (0, 0)])
+    with pytest.raises(RecursionLimitError, match="'stride'"):
+        rt.step()
+    assert rt.view("p").to_dict() == {}
+    rt.insert("seed", [(0, 0), (4, 0)])
+    assert rt.step()["p"].to_dict() == {(0, 0): 1, (4, 0): 1}
+    rt.delete("seed", [(0, 0)])
+    rt.insert("seed", [(3, 0)])
+    assert rt.step()["p"].to_dict() == {(0, 0): -1, (3, 0): 1}
+    assert rt.view("p").to_dict() == {(3, 0): 1, (4, 0): 1}
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_runaway_rolls_back_a_scope_that_converged_in_the_same_step(engine: Any, mode):
     """The counter scope reads the closure, so it runs after the closure scope has finished its

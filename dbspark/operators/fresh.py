@@ -174,6 +174,9 @@ class FreshRun:
             for f in reversed(sub):
                 f()
             raise
+        except BaseException:  # (a failed step: the runtime undoes it, these inserts too)
+            undo.extend(sub)
+            raise
         undo.extend(sub)
         return runs
 
