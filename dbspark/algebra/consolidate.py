@@ -24,7 +24,7 @@ from dbspark.errors import WeightError
 WEIGHT = "__w"
 SEED = 0x5EED
 _OVERFLOW = 9.2e18
-_PHYSICAL_INT = (  # types whose physical values are integers (compared by NumPy)
+PHYSICAL_INT = (  # types whose physical values are integers (compared by NumPy)
     pl.Int8,
     pl.Int16,
     pl.Int32,
@@ -40,7 +40,7 @@ _PHYSICAL_INT = (  # types whose physical values are integers (compared by NumPy
     pl.Time,
 )
 # column types whose Polars hash is equal exactly for the values a group-by takes as equal
-_HASHED = (*_PHYSICAL_INT, pl.Float32, pl.Float64, pl.String, pl.Binary, pl.Decimal, pl.Null)
+_HASHED = (*PHYSICAL_INT, pl.Float32, pl.Float64, pl.String, pl.Binary, pl.Decimal, pl.Null)
 
 
 _INDEX = np.uint32 if pl.get_index_type() == pl.UInt32 else np.uint64
@@ -206,7 +206,7 @@ def _summable(df: pl.DataFrame, data_cols: list[str], weight_cols: Sequence[str]
     """Whether `_summed_runs` applies: an int64 weight alone, integer-like data columns without NULLs."""
     if list(weight_cols) != [WEIGHT] or df.schema[WEIGHT] != pl.Int64:
         return False
-    return all(isinstance(df.schema[c], _PHYSICAL_INT) and df[c].null_count() == 0 for c in data_cols)
+    return all(isinstance(df.schema[c], PHYSICAL_INT) and df[c].null_count() == 0 for c in data_cols)
 
 
 def _grouped(df: pl.DataFrame, data_cols: list[str], weight_cols: Sequence[str]) -> pl.DataFrame:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import WEIGHT, weight_sum_checked
+from dbspark.algebra.consolidate import PHYSICAL_INT, WEIGHT, weight_sum_checked
 from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, bits_for, pack, unpack
 from dbspark.errors import WeightError
 
@@ -28,20 +28,8 @@ DENSE_BITS = 25  # keys of at most this many bits are held as a bitmap (at most 
 COUNT_BITS = 24  # and tallied by a count per key (at most 128 MB, for the moment of a sum)
 COMPACT = 4_000_000  # tallied rows kept before they are summed (then twice what that left)
 
-_INTEGER_LIKE = (
-    pl.Int8,
-    pl.Int16,
-    pl.Int32,
-    pl.Int64,
-    pl.UInt8,
-    pl.UInt16,
-    pl.UInt32,
-    pl.Boolean,
-    pl.Date,
-    pl.Datetime,
-    pl.Duration,
-    pl.Time,
-)
+# integer-like columns, coded by offset (UInt64: a value past 2**63 has no int64 offset)
+_INTEGER_LIKE = tuple(t for t in PHYSICAL_INT if t is not pl.UInt64)
 
 
 class _Offsets:
@@ -55,17 +43,13 @@ class _Offsets:
     def fits(self, s: pl.Series) -> bool:
         return s.null_count() == 0
 
-    def grow(self, s: pl.Series) -> bool:
-        """Take in the values of `s`; True when the codes' bits changed (every key is repacked)."""
+    def grow(self, s: pl.Series) -> None:
+        """Take in the values of `s` (the range widened: `RowSet._pack` repacks on a new layout)."""
         if len(s) == 0:
-            return False
+            return
         p = s.to_physical()
         lo, hi = int(p.min()), int(p.max())  # type: ignore[arg-type]
-        if self.hi >= self.lo and lo >= self.lo and hi <= self.hi:
-            return False
-        before = self.bits
         self.lo, self.hi = (lo, hi) if self.hi < self.lo else (min(lo, self.lo), max(hi, self.hi))
-        return self.bits != before
 
     @property
     def bits(self) -> int:
@@ -90,10 +74,9 @@ class _Codes:
     def fits(self, s: pl.Series) -> bool:
         return True
 
-    def grow(self, s: pl.Series) -> bool:
-        before = self.bits
+    def grow(self, s: pl.Series) -> None:
+        """Take in the values of `s` (new ones get codes), keeping their codes for `encode`."""
         (self.pending,) = self.dictionary.encode([s])
-        return self.bits != before
 
     @property
     def bits(self) -> int:
@@ -114,10 +97,7 @@ class RowSet:
     def __init__(self, schema: pl.Schema) -> None:
         self.schema = schema
         self.cols = list(schema)
-        self.columns = [
-            _Offsets(t) if any(t == k or t.base_type() == k for k in _INTEGER_LIKE) else _Codes(t)
-            for t in schema.values()
-        ]
+        self.columns = [_Offsets(t) if isinstance(t, _INTEGER_LIKE) else _Codes(t) for t in schema.values()]
         self.runs: list[np.ndarray] = []  # sorted keys, each run at least twice the next one's length
         self.dense: np.ndarray | None = None  # instead of runs, keys of at most DENSE_BITS: a bitmap
         self.frame: pl.DataFrame | None = (

@@ -168,7 +168,7 @@ class DRedScopeState:
         self.put_back = 0  # the last step's facts over-deleted and re-derived (at most: less what changed)
         self.removed: list[Any] = []  # the last over-delete's removals from each result
         self.integrals = [nid for nid in self.it.order if isinstance(inner.nodes[nid].op, Integrate)]
-        self.fresh: FreshRun | None = None  # made at the first step from empty state
+        self.fresh: FreshRun | None = None
         self.fresh_runs = FRESH_RUNS
         # raise `Runaway` from an over-delete whose removals are still supported (`AutoScopeState`)
         self.watch: Callable[[int | None, int | None], bool] | None = None
@@ -199,7 +199,7 @@ class DRedScopeState:
                 s.set(undo, phase=NORMAL, resync=True)
             removed = self.removed = [k.consolidate(total(k, ps)) for ps in parts]
         if not over and self.fresh_runs and self._fresh(adding):
-            assert self.fresh is not None
+            self.fresh = self.fresh or FreshRun(self)  # (made at the first step from empty state)
             try:
                 runs += self.fresh.run(adding, parts, undo)
             except NotFresh:  # (nothing changed: the step runs the usual way)
@@ -223,8 +223,6 @@ class DRedScopeState:
         k = self.kernel
         if not all(k.is_local(v) for v in imports.values()) or all(k.is_empty(v) for v in imports.values()):
             return False
-        if self.fresh is None:
-            self.fresh = FreshRun(self)
         return all(k.trace_stats(self.it.states[nid])[0] == 0 for nid in self.integrals)
 
     def reread(self) -> None:
