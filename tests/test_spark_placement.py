@@ -490,3 +490,63 @@ def test_a_global_aggregate_over_a_change_spark_proves_empty_has_its_row(
         assert got == {"n": {(0,): 1}, "d": {(0,): 1}, "s": {(None, 0): 1}}
     finally:
         p.close()
+
+
+@pytest.mark.parametrize(
+    ("master", "local"),
+    [
+        ("local", True),
+        ("local[2]", True),
+        ("local[*]", True),
+        ("local-cluster[2,1,1024]", False),
+        ("spark://host:7077", False),
+        ("yarn", False),
+        (None, False),
+    ],
+)
+def test_the_driver_threshold_follows_the_master(master: str | None, local: bool) -> None:
+    """On a `local[n]` master (the cluster's tasks are the driver's threads) a step holds up to
+    `LOCAL_DRIVER_ROWS` rows in the driver, on any other `DRIVER_ROWS`; the setting overrides both."""
+    from types import SimpleNamespace
+
+    from dbspark.engines.spark.placement import DRIVER_ROWS, LOCAL_DRIVER_ROWS, driver_rows
+    from dbspark.engines.spark.session import SessionHandle
+
+    conf: dict[str, str] = {} if master is None else {"spark.master": master}
+    session = SimpleNamespace(conf=SimpleNamespace(get=lambda k, d=None: conf.get(k, d)))
+    kernel: Any = SimpleNamespace(handle=SessionHandle(session, owned=False))
+    assert kernel.handle.local_master is local
+    assert driver_rows(kernel) == (LOCAL_DRIVER_ROWS if local else DRIVER_ROWS)
+    conf["spark.dbspark.driver_rows"] = "7"
+    assert driver_rows(kernel) == 7
+
+
+def test_a_change_past_the_cluster_threshold_steps_in_the_driver_on_a_local_master(
+    spark_session: Any, placement_conf: Any, tmp_path: Any
+) -> None:
+    """`auto` on the tests' `local[2]` session: a pushed DataFrame of more rows than a cluster's threshold
+    is read into the driver (no job past the placement read's) and the view equals the local engine's;
+    with the cluster's threshold set, the same step runs on Spark, with the same result."""
+    from dbspark.engines.spark.placement import DRIVER_ROWS
+
+    n = DRIVER_ROWS + 1_000
+    rows = pd.DataFrame({"k": range(n), "g": [i % 97 for i in range(n)]})
+    want = None
+    for limit in (None, DRIVER_ROWS):
+        if limit is not None:
+            placement_conf.set("spark.dbspark.driver_rows", str(limit))
+        p = dbspark.Pipeline(tmp_path / f"p{limit}", engine="spark", spark=spark_session)
+        try:
+            p.sql(
+                "CREATE TABLE r(k BIGINT, g BIGINT); CREATE VIEW c AS SELECT g, COUNT(*) AS n, SUM(k) AS s FROM r GROUP BY g;"
+            )
+            p.insert("r", spark_session.createDataFrame(rows))
+            p.step()
+            assert p.runtime.kernel.placed_to_driver == (1 if limit is None else 0)  # type: ignore[union-attr]
+            got = p.view("c").to_dict()
+        finally:
+            p.close()
+        want = want or got
+        assert got == want
+    assert want is not None and len(want) == 97 and sum(r[1] for r in want) == n
+    assert sum(r[2] for r in want) == n * (n - 1) // 2

@@ -764,10 +764,9 @@ class SparkKernel:
         snapshot of at most `driver_rows` stored entries whose pending changes are held there."""
         if not isinstance(a, BucketSnap) or _local(z):
             return z
-        from dbspark.engines.spark.placement import DRIVER_ROWS
+        from dbspark.engines.spark.placement import driver_rows
 
-        limit = int(self.handle.setting("driver_rows", str(DRIVER_ROWS)))
-        if sum(e.n_rows for e in a.files.values()) > limit:
+        if sum(e.n_rows for e in a.files.values()) > driver_rows(self):
             return z
         rows = a.scan_local()
         return z if rows is None else SparkZSet(self.spark, a.schema, local=rows)

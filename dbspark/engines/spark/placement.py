@@ -4,10 +4,18 @@ A Spark step costs at least its jobs (0.1-0.6 s each on a local session, more on
 the size of its change; the same operators run in the driver over the same bucket files in tens of
 milliseconds (`docs/engine-state.md`). So at the start of a step the DataFrames pushed for it are
 read into the driver together, in ONE Spark job, each cut at `spark.dbspark.driver_rows` + 1 rows
-(default 100,000): a DataFrame that fits is the step's change held in the driver from then on (its
-seeks, joins, checks and trace writes run there, no Spark job); one that does not stays on Spark and
-its step runs on the cluster (it paid one job for the first rows it did not keep). Rows pushed from
-Python are always in the driver.
+(`driver_rows`: 100,000 on a cluster, 2,000,000 on a `local[n]` master): a DataFrame that fits is
+the step's change held in the driver from then on (its seeks, joins, checks and trace writes run
+there, no Spark job); one that does not stays on Spark and its step runs on the cluster (it paid one
+job for the first rows it did not keep). Rows pushed from Python are always in the driver.
+
+On a `local[n]` master the cluster's tasks are threads of the driver's JVM on the driver's own cores:
+the cluster path buys no parallelism there, only Spark jobs (Nexmark's q16, a 125,000-bid step: 140
+jobs and 185 s on the cluster path against 5 s in the driver; reachability over a 1M-edge load: 176 s
+against 3.2 s, `bench/README.md`), so its threshold is what the driver's memory holds rather than
+what a job costs: two million rows (a step holds its change and what its operators derive from it, as
+the local engine does; the state stays in the bucket files). A larger change (a bulk load) still runs
+on the cluster.
 
 `spark.dbspark.placement` forces either side: `driver` reads every pushed DataFrame into the driver
 whatever its size; `cluster` moves every change to Spark, rows pushed from Python too; `auto` (the
@@ -32,6 +40,7 @@ if TYPE_CHECKING:
 
 MODES = ("auto", "driver", "cluster")
 DRIVER_ROWS = 100_000
+LOCAL_DRIVER_ROWS = 2_000_000
 
 
 TAG = "__ptag"
@@ -88,6 +97,13 @@ def mode(kernel: SparkKernel) -> str:
     return m
 
 
+def driver_rows(kernel: SparkKernel) -> int:
+    """The most rows of a pushed DataFrame (or of a trace a product reads whole) that a step holds in
+    the driver: `spark.dbspark.driver_rows` if set, else by the session's master (above)."""
+    default = LOCAL_DRIVER_ROWS if kernel.handle.local_master else DRIVER_ROWS
+    return int(kernel.handle.setting("driver_rows", str(default)))
+
+
 def place(kernel: SparkKernel, batches: Sequence[SparkZSet], loop: bool = False) -> list[SparkZSet]:
     """The step's pushed values, each held in the driver or on Spark as the placement decides.
 
@@ -110,7 +126,7 @@ def place(kernel: SparkKernel, batches: Sequence[SparkZSet], loop: bool = False)
     on_spark = [i for i, b in enumerate(out) if b._df is not None]
     if not on_spark:
         return out
-    limit = None if m == "driver" else int(kernel.handle.setting("driver_rows", str(DRIVER_ROWS)))
+    limit = None if m == "driver" else driver_rows(kernel)
     wide = _wide([out[i].frame for i in on_spark], [out[i].schema for i in on_spark], limit)
     with kernel.step_settings():
         got = kernel.act(lambda: wide.toArrow())

@@ -104,6 +104,21 @@ class SessionHandle:
         finally:
             self._frozen = None
 
+    _local: bool | None = field(default=None, repr=False)
+
+    @property
+    def local_master(self) -> bool:
+        """Whether the session runs on a `local` / `local[n]` master: its executors are threads of the
+        driver's JVM on the driver's machine (not `local-cluster`, whose executors are processes of
+        their own, nor a Connect server whose master is not known here)."""
+        if self._local is None:
+            try:
+                master = str(self.spark.conf.get("spark.master", "") or "")
+            except Exception:  # (Spark Connect may refuse the key)
+                master = ""
+            self._local = master == "local" or master.startswith("local[")
+        return self._local
+
     def close(self) -> None:
         if self.owned:
             self.spark.stop()
