@@ -238,7 +238,8 @@ def _write_reach_inputs(n: int, m: int, nb: int, d: str) -> None:
 
 def worker_spark_inc_cluster(n: int, m: int, nb: int) -> dict:
     """Reachability as a Spark user loads it: the edges a DataFrame read from Parquet, the from-scratch
-    step on the cluster (placement `cluster` for it: what `auto` does past `spark.dbspark.driver_rows`),
+    step on the cluster (placement `cluster` for it: what `auto` does past `spark.dbspark.driver_rows`, on a
+    cluster 100,000 rows),
     the batches pushed from Python (placement `auto`: in the driver). The driver's heap (RssAnon) is recorded before the pipeline, after the load and
     after each batch, each before any view is read into Python."""
     import multiprocessing
@@ -257,7 +258,7 @@ def worker_spark_inc_cluster(n: int, m: int, nb: int) -> dict:
         p.datalog(REACH)
         p.insert("edge", spark.read.parquet(f"{d}/edges.parquet"))
         p.insert("root", _frame(rest["roots"], ("x",)))
-        spark.conf.set("spark.dbspark.placement", "cluster")  # (at 100k edges `auto` reads them in)
+        spark.conf.set("spark.dbspark.placement", "cluster")  # (on local[n] `auto` reads them in)
         with Clock() as c:
             p.step()
         spark.conf.unset("spark.dbspark.placement")
