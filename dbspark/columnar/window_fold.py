@@ -11,7 +11,8 @@ reads the frame of each row as an interval [a, b] of the partition's positions:
 - ROWS BETWEEN x AND y, each bound UNBOUNDED, n PRECEDING / FOLLOWING or CURRENT ROW.
 
 SUM / COUNT / AVG are differences of prefix sums at the interval's ends, MIN / MAX running extremes at
-its end (their frames start at the partition's first row), FIRST_VALUE / LAST_VALUE the values at its
+its end (frames from the partition's first row) or a sparse table's two blocks (frames from an offset),
+FIRST_VALUE / LAST_VALUE the values at its
 ends; ROW_NUMBER, RANK, DENSE_RANK, PERCENT_RANK, CUME_DIST, NTILE, LAG and LEAD ignore the frame, as SQL.
 Two calls serve other operators: `asof` (the last right-side row so far: ASOF joins) and
 `session_start` / `session_end` (session windows). The calls are described in `ir/window.py`.
@@ -170,6 +171,9 @@ def _framed(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFram
         if base and c.func == "first_value":
             v = pl.when(pl.col(BU) > 0).then(pl.col(based(c, "first"))).otherwise(v)
         return v
+    if c.func in ("min", "max") and c.rows and c.start is not None:
+        assert c.arg is not None
+        return _sliding_extreme(c, df, lo, hi, empty, over)
     if c.func in ("min", "max"):
         assert c.arg is not None
         x = pl.col(c.arg)
@@ -195,6 +199,40 @@ def _framed(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFram
     if c.func == "avg":
         total = total.cast(pl.Float64) / count
     return pl.when(count == 0).then(None).otherwise(total)
+
+
+def _sliding_extreme(
+    c: WindowCall, df: pl.DataFrame, lo: pl.Expr, hi: pl.Expr, empty: pl.Expr, over: list[str] | None
+) -> pl.Expr:
+    """MIN / MAX over the global rows lo..hi of a ROWS frame that starts at an offset (NULLs skipped).
+    To UNBOUNDED FOLLOWING: the partition's extreme of the rows from lo on (a reversed running extreme).
+    Else the frame holds at most W = end - start + 1 rows, and a sparse table answers it: level j holds
+    the extreme of the 2^j rows from each row; a frame of length L is the extreme of the two blocks of
+    level floor(log2 L) at its ends (they overlap, which an extreme allows). Blocks may run past a
+    partition's end (levels are over all rows), but a frame's two blocks lie inside it."""
+    assert c.arg is not None and c.start is not None
+    ext = pl.min_horizontal if c.func == "min" else pl.max_horizontal
+    top = max(df.height - 1, 0)
+    if c.end is None:
+        x = pl.col(c.arg)
+        run = x.cum_min(reverse=True) if c.func == "min" else x.cum_max(reverse=True)
+        run = run.over(over).backward_fill().over(over) if over else run.backward_fill()
+        return pl.when(empty).then(None).otherwise(run.gather(lo.clip(0, top)))
+    width = c.end - c.start + 1
+    if width <= 0 or not df.height:
+        return pl.lit(None, df.schema[c.arg])
+    levels = [df.get_column(c.arg).rename("a")]
+    while 1 << len(levels) <= width:
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        pair = pl.DataFrame([prev, prev.shift(-half).rename("b")])
+        levels.append(pair.select(ext("a", "b")).to_series().rename("a"))
+    length = hi - lo + 1
+    e: pl.Expr = pl.lit(None, df.schema[c.arg])
+    for j in range(len(levels)):  # (the largest block that fits the frame's length is applied last)
+        lv = pl.lit(levels[j])
+        block = ext(lv.gather(lo.clip(0, top)), lv.gather((hi - (1 << j) + 1).clip(0, top)))
+        e = pl.when(length >= 1 << j).then(block).otherwise(e)
+    return pl.when(empty).then(None).otherwise(e)
 
 
 def sum_type(c: WindowCall, arg: pl.DataType) -> pl.DataType:

@@ -184,8 +184,6 @@ def _frame(c: Compiler, w: exp.Window, func: str) -> tuple[bool, int | None, int
         c.src.unsupported(
             f"the window frame {spec.sql(dialect='duckdb')} (ROWS frames and the default are)", w
         )
-    if func in ("min", "max") and start is not None:
-        c.src.unsupported(f"{func.upper()} over a frame that does not start at UNBOUNDED PRECEDING", w)
     return True, start, end
 
 
