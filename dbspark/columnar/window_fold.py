@@ -20,11 +20,12 @@ Two calls serve other operators: `asof` (the last right-side row so far: ASOF jo
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT
 from dbspark.errors import NegativeStateError
-from dbspark.ir.window import ASOF, SESSIONS, SHIFTS, WindowCall, WindowSpec
+from dbspark.ir.window import ASOF, PEERS, SESSIONS, SHIFTS, WindowCall, WindowSpec
 
 IX, N, S, PEER, RN = "__wi", "__wn", "__ws", "__wpeer", "__wrn"
 # a fold of a partition's last rows (`window_suffix.py`): the units and peer groups before them, and per
@@ -158,6 +159,8 @@ def _framed(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFram
     if c.rows:
         a = pl.lit(0, pl.Int64) if c.start is None else (rn + c.start).clip(0)
         b = n - 1 if c.end is None else (rn + c.end).clip(upper_bound=n - 1)
+    elif c.bounds is not None:
+        a, b = _range_ends(c, spec, df)
     else:
         a = pl.lit(0, pl.Int64)
         b = last_peer if spec.order else n - 1
@@ -171,9 +174,10 @@ def _framed(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFram
         if base and c.func == "first_value":
             v = pl.when(pl.col(BU) > 0).then(pl.col(based(c, "first"))).otherwise(v)
         return v
-    if c.func in ("min", "max") and c.rows and c.start is not None:
+    if c.func in ("min", "max") and (c.start if c.rows else c.bounds and c.bounds[0]) is not None:
         assert c.arg is not None
-        return _sliding_extreme(c, df, lo, hi, empty, over)
+        to_end = (c.end if c.rows else c.bounds and c.bounds[1]) is None
+        return _sliding_extreme(c, df, lo, hi, empty, over, to_end)
     if c.func in ("min", "max"):
         assert c.arg is not None
         x = pl.col(c.arg)
@@ -202,24 +206,35 @@ def _framed(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFram
 
 
 def _sliding_extreme(
-    c: WindowCall, df: pl.DataFrame, lo: pl.Expr, hi: pl.Expr, empty: pl.Expr, over: list[str] | None
+    c: WindowCall,
+    df: pl.DataFrame,
+    lo: pl.Expr,
+    hi: pl.Expr,
+    empty: pl.Expr,
+    over: list[str] | None,
+    to_end: bool,
 ) -> pl.Expr:
-    """MIN / MAX over the global rows lo..hi of a ROWS frame that starts at an offset (NULLs skipped).
-    To UNBOUNDED FOLLOWING: the partition's extreme of the rows from lo on (a reversed running extreme).
-    Else the frame holds at most W = end - start + 1 rows, and a sparse table answers it: level j holds
-    the extreme of the 2^j rows from each row; a frame of length L is the extreme of the two blocks of
-    level floor(log2 L) at its ends (they overlap, which an extreme allows). Blocks may run past a
-    partition's end (levels are over all rows), but a frame's two blocks lie inside it."""
-    assert c.arg is not None and c.start is not None
+    """MIN / MAX over the global rows lo..hi of a frame that does not start at the partition's first row
+    (NULLs skipped). To UNBOUNDED FOLLOWING: the partition's extreme of the rows from lo on (a reversed
+    running extreme). Else a sparse table answers it: level j holds the extreme of the 2^j rows from each
+    row; a frame of length L is the extreme of the two blocks of level floor(log2 L) at its ends (they
+    overlap, which an extreme allows), levels up to the longest frame's (a ROWS frame's width, a RANGE
+    frame's longest). Blocks may run past a partition's end (levels are over all rows), but a frame's two
+    blocks lie inside it."""
+    assert c.arg is not None
     ext = pl.min_horizontal if c.func == "min" else pl.max_horizontal
     top = max(df.height - 1, 0)
-    if c.end is None:
+    if to_end:
         x = pl.col(c.arg)
         run = x.cum_min(reverse=True) if c.func == "min" else x.cum_max(reverse=True)
         run = run.over(over).backward_fill().over(over) if over else run.backward_fill()
         return pl.when(empty).then(None).otherwise(run.gather(lo.clip(0, top)))
-    width = c.end - c.start + 1
-    if width <= 0 or not df.height:
+    if c.rows:
+        assert c.start is not None and c.end is not None
+        width = c.end - c.start + 1
+    else:
+        width = df.select((hi - lo + 1).max()).item() if df.height else 0
+    if width is None or width <= 0 or not df.height:
         return pl.lit(None, df.schema[c.arg])
     levels = [df.get_column(c.arg).rename("a")]
     while 1 << len(levels) <= width:
@@ -233,6 +248,67 @@ def _sliding_extreme(
         block = ext(lv.gather(lo.clip(0, top)), lv.gather((hi - (1 << j) + 1).clip(0, top)))
         e = pl.when(length >= 1 << j).then(block).otherwise(e)
     return pl.when(empty).then(None).otherwise(e)
+
+
+def _range_ends(c: WindowCall, spec: WindowSpec, df: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
+    """The positions (in the partition) of the first and last rows of each row's RANGE frame
+    (`WindowCall.bounds`): UNBOUNDED the partition's ends, CURRENT ROW the row's peers' ends, a bound
+    value the first row at or past it (start) or the last row at or before it (end) in the window's
+    order, among rows whose ORDER BY value is not NULL."""
+    assert c.bounds is not None
+    start, end = c.bounds
+    rn = pl.col(RN)
+    peers = df.select(rn.min().over(PEER).alias("a"), rn.max().over(PEER).alias("b"))
+    a = pl.lit(0, pl.Int64) if start is None else pl.lit(_range_end(spec, df, start, peers["a"], True))
+    b = pl.col(N) - 1 if end is None else pl.lit(_range_end(spec, df, end, peers["b"], False))
+    return a, b
+
+
+def _range_end(spec: WindowSpec, df: pl.DataFrame, bound: str, peer: pl.Series, first: bool) -> pl.Series:
+    """A RANGE frame's start (`first`) or end for every row of `df`: searched per partition (`S`) by an
+    as-of join of the rows' bound values against the partition's distinct ORDER BY values, each with its
+    first and last position. Ascending, a start is the first row of the smallest value at or above the
+    bound, an end the last row of the largest at or below it; descending, the reverse."""
+    if bound == PEERS:
+        return peer.cast(pl.Int64)
+    (key,) = spec.order
+    t = _common(df.schema[key.column], df.schema[bound])
+    values = (
+        df.select(S, pl.col(key.column).cast(t).alias("v"), RN)
+        .drop_nulls("v")
+        .group_by(S, "v")
+        .agg(pl.col(RN).min().alias("first"), pl.col(RN).max().alias("last"))
+        .sort(S, "v")
+    )
+    targets = df.select(IX, S, pl.col(bound).cast(t).alias("t")).drop_nulls("t").sort(S, "t")
+    forward = first != key.descending
+    found = targets.join_asof(
+        values,
+        left_on="t",
+        right_on="v",
+        by=S,
+        strategy="forward" if forward else "backward",
+        check_sortedness=False,
+    )
+    out = peer.cast(pl.Int64).to_numpy().copy()  # a NULL ORDER BY value: its peers' end
+    at = found.get_column(IX).to_numpy()
+    # no row at the bound: a start past every non-NULL row, an end before every one (NULLS LAST, a
+    # frame to UNBOUNDED FOLLOWING then holds the NULLs, as DuckDB's)
+    placed = pl.when(pl.col(key.column).is_not_null()).then(pl.col(RN))
+    edge = df.select((placed.max() + 1 if first else placed.min() - 1).over(S)).to_series()
+    past = edge.to_numpy()[at]
+    pos = found.get_column("first" if first else "last")
+    out[at] = np.where(pos.is_null().to_numpy(), past, pos.fill_null(0).to_numpy())
+    return pl.Series(out, dtype=pl.Int64)
+
+
+def _common(a: pl.DataType, b: pl.DataType) -> pl.DataType:
+    """The type both an ORDER BY value and a bound compare in (an integer and a decimal: the decimal; a
+    DATE and a TIMESTAMP: the timestamp)."""
+    if a == b:
+        return a
+    both = [pl.DataFrame({"x": pl.Series([], dtype=t)}) for t in (a, b)]
+    return pl.concat(both, how="vertical_relaxed").schema["x"]
 
 
 def sum_type(c: WindowCall, arg: pl.DataType) -> pl.DataType:

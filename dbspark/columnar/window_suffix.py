@@ -18,7 +18,8 @@ rows before `cut` keep theirs. Per partition, with `R` the calls' largest offset
 The rows from `lb` on are folded before and after the change; the rows from `cut` on are emitted as
 -old +new. Sums are exact (integers, decimals: `eligible`), so a value folded now with one base equals
 the value an earlier step emitted with another, and the retraction cancels it. Functions over the whole
-partition (NTILE, PERCENT_RANK, CUME_DIST, frames to UNBOUNDED FOLLOWING, windows without ORDER BY),
+partition (NTILE, PERCENT_RANK, CUME_DIST, frames to UNBOUNDED FOLLOWING, windows without ORDER BY), RANGE
+frames other than the default (they reach by value),
 floating-point sums and the ASOF and session calls refold whole partitions (`window_fold.change`).
 """
 
@@ -80,6 +81,8 @@ def eligible(spec: WindowSpec, schema: pl.Schema) -> bool:
             return False
         if c.rows and c.end is None and c.func not in RANKING and c.func not in SHIFTS:
             return False
+        if c.bounds is not None and c.func not in RANKING and c.func not in SHIFTS:
+            return False  # a RANGE frame reaches by value, not by a number of rows
         if c.func in ("sum", "avg") and not _exact(sum_type(c, schema[c.arg or ""])):
             return False
     return True

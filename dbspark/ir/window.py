@@ -15,6 +15,7 @@ RANKING = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "nti
 SHIFTS = ("lag", "lead")
 VALUES = ("first_value", "last_value")
 SESSIONS = ("session_start", "session_end")  # a session window's bounds: gap `n`, times `arg` (Int64)
+PEERS = "__wpeers"  # a RANGE frame's CURRENT ROW end: the current row's peer group's (`WindowCall.bounds`)
 ASOF = "asof"  # an ASOF join's match: `arg` of the last row at or before this one whose `default` column is 0
 AGGREGATES = ("sum", "count", "count_star", "avg", "min", "max")
 FUNCS = (*RANKING, *SHIFTS, *VALUES, *AGGREGATES, ASOF, *SESSIONS)
@@ -24,7 +25,11 @@ FUNCS = (*RANKING, *SHIFTS, *VALUES, *AGGREGATES, ASOF, *SESSIONS)
 class WindowCall:
     """One call: `out` = func(arg) over the window. `n`: LAG / LEAD's offset, NTILE's buckets; `default`:
     the column of LAG / LEAD's default; `start` / `end`: a ROWS frame's bounds as offsets from the
-    current row (None: unbounded), or `rows` False for the default frame."""
+    current row (None: unbounded), or `rows` False for the default frame. `bounds`: a RANGE frame other
+    than the default and the whole partition (with `rows` False), its start and end each None
+    (UNBOUNDED), `PEERS` (CURRENT ROW: the first / last row tied with the current one) or the column
+    holding the bound's value (`x PRECEDING` in an ascending order: the ORDER BY value minus x; NULL
+    where that value is NULL, whose frame ends at its peers' end, as DuckDB's)."""
 
     out: str
     func: str
@@ -35,6 +40,7 @@ class WindowCall:
     rows: bool = False
     start: int | None = None
     end: int | None = None
+    bounds: tuple[str | None, str | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,11 @@ They are evaluated after WHERE, GROUP BY and HAVING, as in DuckDB: the windows o
 ORDER BY share one window operator (`operators/window.py`), whose output columns stand for the window
 expressions wherever the SELECT list uses them. Functions: ROW_NUMBER, RANK, DENSE_RANK, PERCENT_RANK,
 CUME_DIST, NTILE(n), LAG / LEAD(x[, n[, default]]), FIRST_VALUE, LAST_VALUE, and SUM, COUNT, AVG, MIN,
-MAX over the default frame or a ROWS frame (MIN / MAX from UNBOUNDED PRECEDING). Refused, naming them:
-other frames (RANGE with an offset, GROUPS, EXCLUDE), named windows, IGNORE NULLS, FILTER, DISTINCT
-inside a window call, and window functions outside the SELECT list.
+MAX over the default frame, a ROWS frame or a RANGE frame (bounds UNBOUNDED, CURRENT ROW, or an offset
+from the one ORDER BY expression: a number, or an INTERVAL for a DATE / TIMESTAMP order). Refused,
+naming them: GROUPS frames, EXCLUDE, RANGE offsets other than a number or an INTERVAL literal, named
+windows, IGNORE NULLS, FILTER, DISTINCT inside a window call, and window functions outside the SELECT
+list.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from typing import TYPE_CHECKING
 import polars as pl
 from sqlglot import exp
 
-from dbspark.frontends.sql.exprs import ExprCompiler
+from dbspark.frontends.sql.exprs import ExprCompiler, interval
 from dbspark.frontends.sql.scope import Rel, Scope, canonical
 from dbspark.ir.aggregate import AggCall, result_dtype
 from dbspark.ir.expr import Col, Expr
 from dbspark.ir.order import SortKey
-from dbspark.ir.window import WindowCall, WindowSpec
+from dbspark.ir.window import PEERS, WindowCall, WindowSpec
 
 if TYPE_CHECKING:
     from dbspark.frontends.sql.compiler import Compiler
@@ -164,27 +166,57 @@ def _call(
         "max": t,
         "sum": result_dtype(AggCall(out, "sum", "x"), pl.Schema({"x": t})),
     }.get(func, pl.Int64())
-    rows, start, end = _frame(c, w, func)
-    return WindowCall(out, func, dtype, arg, n, default, rows, start, end), pre
+    rows, start, end = _frame(c, w)
+    bounds = _range(c, w, comp, schema, pre) if _ranged(w) else None
+    return WindowCall(out, func, dtype, arg, n, default, rows, start, end, bounds), pre
 
 
-def _frame(c: Compiler, w: exp.Window, func: str) -> tuple[bool, int | None, int | None]:
-    """(ROWS frame?, start, end) as offsets from the current row (None: unbounded)."""
+def _kind(w: exp.Window) -> str:
+    spec = w.args.get("spec")
+    return str(spec.args.get("kind") or "").upper() if spec is not None else ""
+
+
+def _frame(c: Compiler, w: exp.Window) -> tuple[bool, int | None, int | None]:
+    """(ROWS frame?, start, end) as offsets from the current row (None: unbounded); a RANGE frame other
+    than the default and the whole partition is described by `_range` (`WindowCall.bounds`)."""
     spec = w.args.get("spec")
     if spec is None:
         return False, None, None
-    kind = str(spec.args.get("kind") or "").upper()
+    kind = _kind(w)
+    if spec.args.get("exclude") or kind not in ("ROWS", "RANGE"):
+        c.src.unsupported(
+            f"the window frame {spec.sql(dialect='duckdb')} (ROWS and RANGE frames without EXCLUDE are)", w
+        )
+    for key, side in (("start", "start_side"), ("end", "end_side")):
+        if str(spec.args.get(side) or "").upper() == ("FOLLOWING" if key == "start" else "PRECEDING"):
+            if str(spec.args.get(key)).upper() == "UNBOUNDED":
+                c.src.schema_error(f"a window frame cannot {key} at UNBOUNDED {spec.args[side].upper()}", w)
+    if kind == "RANGE":  # the whole partition, else the default frame or `_range`'s
+        return _word(spec, "start") == _word(spec, "end") == "UNBOUNDED", None, None
     start = _bound(c, spec, "start", "start_side", w)
     end = _bound(c, spec, "end", "end_side", w) if spec.args.get("end") is not None else 0
-    if kind == "RANGE" and start is None and end == 0:
-        return False, None, None  # the default frame, written out
-    if kind in ("RANGE", "ROWS") and start is None and end is None and not spec.args.get("exclude"):
-        return True, None, None  # the whole partition
-    if kind != "ROWS" or spec.args.get("exclude"):
-        c.src.unsupported(
-            f"the window frame {spec.sql(dialect='duckdb')} (ROWS frames and the default are)", w
-        )
     return True, start, end
+
+
+def _ranged(w: exp.Window) -> bool:
+    """Whether `w` has a RANGE frame other than the default and the whole partition."""
+    if _kind(w) != "RANGE":
+        return False
+    spec = w.args["spec"]
+    return not (_word(spec, "start") == "UNBOUNDED" and _word(spec, "end") in ("CURRENT ROW", "UNBOUNDED"))
+
+
+def _word(spec: exp.WindowSpec, key: str) -> str:
+    """UNBOUNDED or CURRENT ROW for such a bound (a frame without an end ends at CURRENT ROW), else ""."""
+    v = spec.args.get(key)
+    if v is None and key == "end":
+        return "CURRENT ROW"
+    return v.upper() if isinstance(v, str) else ""
+
+
+def _plain(spec: exp.WindowSpec) -> bool:
+    """Whether a RANGE frame's bounds are UNBOUNDED or CURRENT ROW only."""
+    return all(_word(spec, k) in ("UNBOUNDED", "CURRENT ROW") for k in ("start", "end"))
 
 
 def _bound(c: Compiler, spec: exp.WindowSpec, key: str, side: str, w: exp.Window) -> int | None:
@@ -199,3 +231,49 @@ def _bound(c: Compiler, spec: exp.WindowSpec, key: str, side: str, w: exp.Window
         c.src.unsupported(f"the window frame {spec.sql(dialect='duckdb')}", w)
     k = c.constant_int(v, "a window frame's offset")
     return -k if s == "PRECEDING" else k
+
+
+def _range(
+    c: Compiler, w: exp.Window, comp: ExprCompiler, schema: pl.Schema, pre: list[tuple[str, object]]
+) -> tuple[str | None, str | None]:
+    """A RANGE frame's bounds (`WindowCall.bounds`): UNBOUNDED, CURRENT ROW (the peers' end: any ORDER BY)
+    or `x PRECEDING` / `x FOLLOWING`, whose value (the one ORDER BY expression moved by x: a number for a
+    numeric order, an INTERVAL for a DATE or TIMESTAMP one, DuckDB's rule) is a column computed first."""
+    spec = w.args["spec"]
+    order = w.args["order"].expressions if w.args.get("order") else []
+    sides = [str(spec.args.get(k) or "").upper() for k in ("start_side", "end_side")]
+    if not _plain(spec) and sides[0] == "FOLLOWING" and sides[1] == "PRECEDING":
+        c.src.schema_error("a window frame that starts FOLLOWING cannot end PRECEDING", w)
+    out: list[str | None] = []
+    for key, side in zip(("start", "end"), sides, strict=True):
+        word = _word(spec, key)
+        if word == "UNBOUNDED":
+            out.append(None)
+            continue
+        if word == "CURRENT ROW":
+            out.append(PEERS)
+            continue
+        if len(order) != 1:
+            c.src.schema_error("a RANGE frame with an offset needs exactly one ORDER BY expression", w)
+        offset = spec.args[key]
+        o = order[0]
+        t = comp(o.this, schema).dtype(schema)
+        if isinstance(offset, exp.Interval):
+            if any(v < 0 for v in interval(offset, c.src)):
+                c.src.schema_error(f"a RANGE frame's offset {offset.sql(dialect='duckdb')} is negative", w)
+            if not t.is_temporal():
+                c.src.schema_error(f"a RANGE frame's INTERVAL offset over the {t} ORDER BY {o.this.sql()}", w)
+        elif isinstance(offset, exp.Literal) and not offset.is_string:
+            if not t.is_numeric():
+                c.src.schema_error(f"a RANGE frame's numeric offset over the {t} ORDER BY {o.this.sql()}", w)
+        else:
+            c.src.unsupported(
+                f"the RANGE frame offset {offset.sql(dialect='duckdb')} (a number or an INTERVAL literal is)",
+                w,
+            )
+        later = (side == "FOLLOWING") != bool(o.args.get("desc"))  # the bound's value is above the row's
+        moved = (exp.Add if later else exp.Sub)(this=o.this.copy(), expression=offset.copy())
+        name = c.names.fresh("wb")
+        pre.append((name, comp(moved, schema)))
+        out.append(name)
+    return out[0], out[1]
