@@ -12,7 +12,9 @@ partition); `recent`, a stream's, each step inserts 500 rows after every row so 
 deletes 500 random rows of the 10,000 latest (late corrections); `total`, a running sum over the whole
 table (one partition, `SUM(x) OVER (ORDER BY o, id)`) whose `o` has a lateness of 1,000, the stream's
 changes with deletes within the lateness: the rows below the waterline leave the window's state for
-its totals, so a step reads the live rows only. DuckDB applies the same changes to its copy of the
+its totals, so a step reads the live rows only; `range`, the random changes through a RANGE frame,
+`SUM(x) OVER (PARTITION BY p ORDER BY o RANGE BETWEEN 50000 PRECEDING AND 50000 FOLLOWING)` (about ten
+rows a frame; such a view refolds each changed partition whole). DuckDB applies the same changes to its copy of the
 table and
 recomputes the view (`CREATE OR REPLACE TABLE ... AS SELECT ... OVER ...`) each step. Reported: the median
 step's wall and CPU time (process CPU: every thread, DuckDB's too), the growth from the smallest size to
@@ -45,6 +47,9 @@ TOTAL_DDL = (
     "CREATE TABLE t (id BIGINT, p BIGINT, o BIGINT, x BIGINT) WITH (lateness_column = o, "
     f"lateness = {LATENESS}); CREATE VIEW running AS {TOTAL};"
 )
+# the `range` workload: a sliding sum over a RANGE frame
+RANGE = "SELECT id, p, o, x, SUM(x) OVER (PARTITION BY p ORDER BY o RANGE BETWEEN 50000 PRECEDING AND 50000 FOLLOWING) AS rs FROM t"
+RANGE_DDL = f"CREATE TABLE t (id BIGINT, p BIGINT, o BIGINT, x BIGINT); CREATE VIEW running AS {RANGE};"
 CHANGE = 1000
 PER_PARTITION = 100
 
@@ -68,7 +73,7 @@ def change(
     half = CHANGE // 2
     seed = int(rng.integers(1 << 31))
     ids = np.arange(next_id, next_id + half)
-    if workload == "random":
+    if workload in ("random", "range"):
         return live.sample(half, seed=seed), rows(rng, ids, parts)
     top = int(live["o"].max() or 0)  # type: ignore[arg-type]
     new = rows(rng, ids, parts, np.arange(top + 1, top + 1 + half))
@@ -90,9 +95,9 @@ def run(size: int, steps: int, seed: int, workload: str) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     parts = max(size // PER_PARTITION, 1)
     table = rows(rng, np.arange(size), parts)
-    view = TOTAL if workload == "total" else VIEW
+    view, ddl = {"total": (TOTAL, TOTAL_DDL), "range": (RANGE, RANGE_DDL)}.get(workload, (VIEW, DDL))
     p = dbspark.Pipeline(engine="local")
-    p.sql(TOTAL_DDL if workload == "total" else DDL)
+    p.sql(ddl)
     p.insert("t", table)
     with Clock() as load:
         summed = _summed(p.step()["running"])
@@ -148,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", default="1000000,10000000")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--workloads", default="random,recent,total", help="of random, recent, total")
+    ap.add_argument("--workloads", default="random,recent,total", help="of random, recent, total, range")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     a = ap.parse_args(argv)
     works = a.workloads.split(",")

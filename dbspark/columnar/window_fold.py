@@ -273,14 +273,15 @@ def _range_end(spec: WindowSpec, df: pl.DataFrame, bound: str, peer: pl.Series, 
         return peer.cast(pl.Int64)
     (key,) = spec.order
     t = _common(df.schema[key.column], df.schema[bound])
-    values = (
-        df.select(S, pl.col(key.column).cast(t).alias("v"), RN)
-        .drop_nulls("v")
-        .group_by(S, "v")
-        .agg(pl.col(RN).min().alias("first"), pl.col(RN).max().alias("last"))
-        .sort(S, "v")
-    )
-    targets = df.select(IX, S, pl.col(bound).cast(t).alias("t")).drop_nulls("t").sort(S, "t")
+    # `df` is in the window's order, so each partition's peer groups (its distinct values) are runs in
+    # order, and so are the bounds (the value moved by a constant): no sort, reversed when descending
+    g = df.select(S, pl.col(key.column).cast(t).alias("v"), RN, PEER)
+    head = g.filter((pl.col(PEER) != pl.col(PEER).shift(1)).fill_null(True))
+    tail = g.filter((pl.col(PEER) != pl.col(PEER).shift(-1)).fill_null(True))
+    values = head.select(S, "v", pl.col(RN).alias("first"), tail.get_column(RN).alias("last")).drop_nulls("v")
+    targets = df.select(IX, S, pl.col(bound).cast(t).alias("t")).drop_nulls("t")
+    if key.descending:
+        values, targets = values.reverse(), targets.reverse()
     forward = first != key.descending
     found = targets.join_asof(
         values,
