@@ -25,6 +25,7 @@ import polars as pl
 
 from dbspark.algebra.zset import WEIGHT
 from dbspark.errors import NegativeStateError
+from dbspark.ir.functions import supertype2
 from dbspark.ir.window import ASOF, PEERS, SESSIONS, SHIFTS, WindowCall, WindowSpec
 
 IX, N, S, PEER, RN = "__wi", "__wn", "__ws", "__wpeer", "__wrn"
@@ -160,7 +161,7 @@ def _framed(c: WindowCall, spec: WindowSpec, last_peer: pl.Expr, df: pl.DataFram
         a = pl.lit(0, pl.Int64) if c.start is None else (rn + c.start).clip(0)
         b = n - 1 if c.end is None else (rn + c.end).clip(upper_bound=n - 1)
     elif c.bounds is not None:
-        a, b = _range_ends(c, spec, df)
+        a, b = _range_ends(c, spec, df, last_peer)
     else:
         a = pl.lit(0, pl.Int64)
         b = last_peer if spec.order else n - 1
@@ -250,29 +251,35 @@ def _sliding_extreme(
     return pl.when(empty).then(None).otherwise(e)
 
 
-def _range_ends(c: WindowCall, spec: WindowSpec, df: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
+def _range_ends(
+    c: WindowCall, spec: WindowSpec, df: pl.DataFrame, last_peer: pl.Expr
+) -> tuple[pl.Expr, pl.Expr]:
     """The positions (in the partition) of the first and last rows of each row's RANGE frame
     (`WindowCall.bounds`): UNBOUNDED the partition's ends, CURRENT ROW the row's peers' ends, a bound
     value the first row at or past it (start) or the last row at or before it (end) in the window's
-    order, among rows whose ORDER BY value is not NULL."""
+    order, among rows whose ORDER BY value is not NULL (a row whose value is NULL: its peers' ends)."""
     assert c.bounds is not None
-    start, end = c.bounds
-    rn = pl.col(RN)
-    peers = df.select(rn.min().over(PEER).alias("a"), rn.max().over(PEER).alias("b"))
-    a = pl.lit(0, pl.Int64) if start is None else pl.lit(_range_end(spec, df, start, peers["a"], True))
-    b = pl.col(N) - 1 if end is None else pl.lit(_range_end(spec, df, end, peers["b"], False))
-    return a, b
+    ends = []
+    for bound, first, peer, whole in (
+        (c.bounds[0], True, pl.col(RN).min().over(PEER), pl.lit(0, pl.Int64)),
+        (c.bounds[1], False, last_peer, pl.col(N) - 1),
+    ):
+        if bound is None:
+            ends.append(whole)
+        else:  # evaluated once here: the frame's ends are read several times by the call
+            at = peer if bound == PEERS else pl.lit(_range_end(spec, df, bound, first)).fill_null(peer)
+            ends.append(pl.lit(df.select(at.cast(pl.Int64)).to_series()))
+    return ends[0], ends[1]
 
 
-def _range_end(spec: WindowSpec, df: pl.DataFrame, bound: str, peer: pl.Series, first: bool) -> pl.Series:
-    """A RANGE frame's start (`first`) or end for every row of `df`: searched per partition (`S`) by an
-    as-of join of the rows' bound values against the partition's distinct ORDER BY values, each with its
-    first and last position. Ascending, a start is the first row of the smallest value at or above the
-    bound, an end the last row of the largest at or below it; descending, the reverse."""
-    if bound == PEERS:
-        return peer.cast(pl.Int64)
+def _range_end(spec: WindowSpec, df: pl.DataFrame, bound: str, first: bool) -> pl.Series:
+    """A RANGE frame's start (`first`) or end for every row of `df` whose bound value is not NULL (NULL
+    for the others): searched per partition (`S`) by an as-of join of the rows' bound values against the
+    partition's distinct ORDER BY values, each with its first and last position. Ascending, a start is
+    the first row of the smallest value at or above the bound, an end the last row of the largest at or
+    below it; descending, the reverse."""
     (key,) = spec.order
-    t = _common(df.schema[key.column], df.schema[bound])
+    t = supertype2(df.schema[key.column], df.schema[bound], "a RANGE frame's bound")
     # `df` is in the window's order, so each partition's peer groups (its distinct values) are runs in
     # order, and so are the bounds (the value moved by a constant): no sort, reversed when descending
     g = df.select(S, pl.col(key.column).cast(t).alias("v"), RN, PEER)
@@ -282,34 +289,23 @@ def _range_end(spec: WindowSpec, df: pl.DataFrame, bound: str, peer: pl.Series, 
     targets = df.select(IX, S, pl.col(bound).cast(t).alias("t")).drop_nulls("t")
     if key.descending:
         values, targets = values.reverse(), targets.reverse()
-    forward = first != key.descending
     found = targets.join_asof(
         values,
         left_on="t",
         right_on="v",
         by=S,
-        strategy="forward" if forward else "backward",
+        strategy="forward" if first != key.descending else "backward",
         check_sortedness=False,
     )
-    out = peer.cast(pl.Int64).to_numpy().copy()  # a NULL ORDER BY value: its peers' end
-    at = found.get_column(IX).to_numpy()
     # no row at the bound: a start past every non-NULL row, an end before every one (NULLS LAST, a
     # frame to UNBOUNDED FOLLOWING then holds the NULLs, as DuckDB's)
     placed = pl.when(pl.col(key.column).is_not_null()).then(pl.col(RN))
-    edge = df.select((placed.max() + 1 if first else placed.min() - 1).over(S)).to_series()
-    past = edge.to_numpy()[at]
+    edge = df.select((placed.max() + 1 if first else placed.min() - 1).over(S)).to_series().to_numpy()
+    at = found.get_column(IX).to_numpy()
     pos = found.get_column("first" if first else "last")
-    out[at] = np.where(pos.is_null().to_numpy(), past, pos.fill_null(0).to_numpy())
-    return pl.Series(out, dtype=pl.Int64)
-
-
-def _common(a: pl.DataType, b: pl.DataType) -> pl.DataType:
-    """The type both an ORDER BY value and a bound compare in (an integer and a decimal: the decimal; a
-    DATE and a TIMESTAMP: the timestamp)."""
-    if a == b:
-        return a
-    both = [pl.DataFrame({"x": pl.Series([], dtype=t)}) for t in (a, b)]
-    return pl.concat(both, how="vertical_relaxed").schema["x"]
+    out = np.full(df.height, np.nan)
+    out[at] = np.where(pos.is_null().to_numpy(), edge[at], pos.fill_null(0).to_numpy())
+    return pl.Series(out, nan_to_null=True).cast(pl.Int64)
 
 
 def sum_type(c: WindowCall, arg: pl.DataType) -> pl.DataType:

@@ -187,10 +187,9 @@ def _frame(c: Compiler, w: exp.Window) -> tuple[bool, int | None, int | None]:
         c.src.unsupported(
             f"the window frame {spec.sql(dialect='duckdb')} (ROWS and RANGE frames without EXCLUDE are)", w
         )
-    for key, side in (("start", "start_side"), ("end", "end_side")):
-        if str(spec.args.get(side) or "").upper() == ("FOLLOWING" if key == "start" else "PRECEDING"):
-            if str(spec.args.get(key)).upper() == "UNBOUNDED":
-                c.src.schema_error(f"a window frame cannot {key} at UNBOUNDED {spec.args[side].upper()}", w)
+    for key, wrong in (("start", "FOLLOWING"), ("end", "PRECEDING")):
+        if _word(spec, key) == "UNBOUNDED" and str(spec.args.get(f"{key}_side") or "").upper() == wrong:
+            c.src.schema_error(f"a window frame cannot {key} at UNBOUNDED {wrong}", w)
     if kind == "RANGE":  # the whole partition, else the default frame or `_range`'s
         return _word(spec, "start") == _word(spec, "end") == "UNBOUNDED", None, None
     start = _bound(c, spec, "start", "start_side", w)
@@ -245,6 +244,8 @@ def _range(
     if not _plain(spec) and sides[0] == "FOLLOWING" and sides[1] == "PRECEDING":
         c.src.schema_error("a window frame that starts FOLLOWING cannot end PRECEDING", w)
     out: list[str | None] = []
+    o = order[0] if len(order) == 1 else None
+    t = comp(o.this, schema).dtype(schema) if o is not None else None
     for key, side in zip(("start", "end"), sides, strict=True):
         word = _word(spec, key)
         if word == "UNBOUNDED":
@@ -253,11 +254,9 @@ def _range(
         if word == "CURRENT ROW":
             out.append(PEERS)
             continue
-        if len(order) != 1:
+        if o is None or t is None:
             c.src.schema_error("a RANGE frame with an offset needs exactly one ORDER BY expression", w)
         offset = spec.args[key]
-        o = order[0]
-        t = comp(o.this, schema).dtype(schema)
         if isinstance(offset, exp.Interval):
             if any(v < 0 for v in interval(offset, c.src)):
                 c.src.schema_error(f"a RANGE frame's offset {offset.sql(dialect='duckdb')} is negative", w)
