@@ -100,7 +100,8 @@ SMOKE = {"tc": 60, "reach": 2_000, "sg": 500, "pointsto": 2_000, "sg_forest": 2_
 VIEW = {"tc": "path", "reach": "reach", "sg": "sg", "pointsto": "pt", "sg_forest": "sg"}
 TREE = 16  # sg_forest's trees' nodes
 # "dred-usual": dred with its first step run the usual way, not as a fresh run (`operators/fresh.py`)
-STRATEGIES = ("nested", "dred", "auto", "dred-usual")
+# "-unranked": without ranks, DRed's own over-delete (`incremental/ranked.py`)
+STRATEGIES = ("nested", "dred", "auto", "dred-usual", "dred-unranked", "auto-unranked")
 
 
 # ---- inputs: each workload's relations at the start and its batches (all deterministic) ------------
@@ -241,6 +242,10 @@ def _pipeline(w: str, text: str, rels: dict, strategy: str | None) -> tuple[Any,
         import dbspark.operators.dred as dred
 
         dred.FRESH_RUNS, strategy = False, "dred"
+    if strategy is not None and strategy.endswith("-unranked"):
+        import dbspark.incremental.fixpoint as fixpoint
+
+        fixpoint.RANKS, strategy = False, strategy.removesuffix("-unranked")
     p = dbspark.Pipeline(engine="local", recursion=strategy)
     p.datalog(text, closure_operator=False)
     for k, rows in rels.items():
@@ -427,8 +432,10 @@ def run(
     res: dict[str, Any] = {"params": {"batches": nb, "change": CHANGE, "sizes": sizes}, "workloads": {}}
     for w in workloads or list(FULL):
         size = sizes[w]
+        # (the smoke run leaves out the variants kept for comparison: it checks the harness)
+        variants = h.sized(STRATEGIES, STRATEGIES, quick, smoke=("nested", "dred", "auto"))
         chosen = [
-            *STRATEGIES,
+            *variants,
             "recompute",
             "duckdb" if w in DUCK else "",
             "python" if w == "pointsto" else "",

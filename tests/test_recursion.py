@@ -35,6 +35,7 @@ import dbspark
 from dbspark import col, lit
 from dbspark.circuit.stream import Stream
 from dbspark.errors import CircuitError, RecursionLimitError, UnsupportedError
+from dbspark.incremental import fixpoint
 from dbspark.testing.engines import engine_given
 
 NODES = tuple(range(8))
@@ -1397,23 +1398,55 @@ def py_overdelete(old: Rel, dels: Rel) -> Rel:
         gone |= more
 
 
-@settings(SETTINGS, max_examples=30)
-@given(st.data())
-def test_the_over_delete_is_dreds(data):
-    """For random graphs and deletes, the over-delete run removes exactly DRed's over-delete set from the
-    closure, and the step's result is the closure of what is left (the re-derive put back the rest)."""
-    edges = data.draw(st.sets(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=14))
-    dels = data.draw(st.sets(st.sampled_from(sorted(edges)), min_size=1))
+def _overdeleted(edges: Rel, dels: Rel) -> tuple[dict, dict]:
+    """The facts a dred step deleting `dels` over-deletes, and the step's change."""
     rt = make_circuit(TC, "naive").incrementalize(recursion="dred").run("local")
     rt.insert("e", sorted(edges))
     rt.step()
     rt.delete("e", sorted(dels))
     out = rt.step()["tc"].to_dict()
     (scope,) = [s for s in rt.states.values() if hasattr(s, "removed")]
-    removed = scope.removed[0].to_dict()
+    return scope.removed[0].to_dict(), out
+
+
+@settings(SETTINGS, max_examples=30)
+@given(st.data())
+def test_the_over_delete_is_dreds(data):
+    """Without ranks, for random graphs and deletes, the over-delete run removes exactly DRed's
+    over-delete set from the closure, and the step's result is the closure of what is left (the
+    re-derive put back the rest)."""
+    edges = data.draw(st.sets(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=14))
+    dels = data.draw(st.sets(st.sampled_from(sorted(edges)), min_size=1))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fixpoint, "RANKS", False)
+        removed, out = _overdeleted(edges, dels)
     assert set(removed.values()) <= {-1}
     assert set(removed) == py_overdelete(edges, dels)
     assert out == add_into(as_set(py_tc(edges - dels)), {f: -1 for f in py_tc(edges)})
+
+
+@settings(SETTINGS, max_examples=40)
+@given(st.data())
+def test_the_ranked_over_delete_keeps_only_facts_still_derived(data):
+    """With ranks (`incremental/ranked.py`), the over-delete removes part of DRed's set, and every fact
+    it keeps is in the closure of the edges left (what makes the re-derive exact)."""
+    edges = data.draw(st.sets(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=18))
+    dels = data.draw(st.sets(st.sampled_from(sorted(edges)), min_size=1))
+    removed, out = _overdeleted(edges, dels)
+    assert set(removed.values()) <= {-1}
+    assert set(removed) <= py_overdelete(edges, dels)
+    assert py_tc(edges) - set(removed) <= py_tc(edges - dels)
+    assert out == add_into(as_set(py_tc(edges - dels)), {f: -1 for f in py_tc(edges)})
+
+
+def test_the_ranked_over_delete_stops_at_a_fact_with_a_shorter_derivation():
+    """0 -> 1 -> 2 -> 3 and 0 -> 2: deleting 1 -> 2, DRed over-deletes (0, 2) and (0, 3) too; with ranks
+    (0, 2) keeps its derivation from the edge 0 -> 2, which ranks below it, and so does (0, 3)."""
+    edges = {(0, 1), (1, 2), (2, 3), (0, 2)}
+    assert py_overdelete(edges, {(1, 2)}) == {(0, 2), (0, 3), (1, 2), (1, 3)}
+    removed, out = _overdeleted(edges, {(1, 2)})
+    assert removed == {(1, 2): -1, (1, 3): -1}
+    assert out == {(1, 2): -1, (1, 3): -1}
 
 
 @pytest.mark.parametrize("write_rows", [2, 3, 5, 9])

@@ -140,6 +140,15 @@ class RowSet:
         self.size += len(keys)
         return self._decode(keys)
 
+    def count(self, batch: pl.DataFrame, weights: np.ndarray) -> None:
+        """Tally the rows' weights (`counts`) without adding them to the set."""
+        batch = batch.select(self.cols)
+        keys = self._pack(batch)
+        if keys is None:
+            self.tally_frames.append(batch.with_columns(pl.Series(WEIGHT, weights, dtype=pl.Int64)))
+        else:
+            self._count(keys, weights)
+
     def counts(self) -> pl.DataFrame:
         """The rows tallied by `new`, each once with its weights summed (0 dropped): the set's columns,
         then WEIGHT."""

@@ -116,6 +116,9 @@ def nested_delta(inner: Circuit) -> Circuit:
 
 
 STRATEGIES = ("auto", "nested", "dred")
+# delete-and-rederive over a body that ranks its facts (`incremental/ranked.py`): its over-delete stops at
+# the facts that keep a derivation of smaller rank (tests and benchmarks switch it off to compare)
+RANKS = True
 
 
 def with_strategy(c: Circuit, strategy: str) -> Circuit:
@@ -140,6 +143,7 @@ def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
     over-delete runs away (`operators/dred.py` `AutoScopeState`), else "nested"
     (`docs/recursion-strategies.md`)."""
     from dbspark.incremental.monotone import dred_body, polarity
+    from dbspark.incremental.ranked import ranked_body
 
     op = n.op
     assert isinstance(op, Fixpoint)
@@ -161,7 +165,7 @@ def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
     if pol is not None and pol.monotone:
         mode = "dred" if op.strategy == "dred" else "auto"
         inc = Fixpoint(
-            dred_body(plain),
+            dred_body((RANKS and ranked_body(plain)) or plain),
             op.imports,
             op.results,
             op.scope,

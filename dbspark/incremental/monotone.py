@@ -31,6 +31,7 @@ from dbspark.operators.base import BILINEAR
 from dbspark.operators.distinct import StreamDistinct
 from dbspark.operators.dred import RecursiveDistinct
 from dbspark.operators.join import StreamJoin
+from dbspark.operators.ranked_distinct import RANK, RankedDistinct
 from dbspark.operators.source import Constant, Input
 
 Signs = dict[str, int]  # source -> +1 (monotone), -1 (antitone), 0 (both ways)
@@ -121,6 +122,9 @@ def dred_body(inner: Circuit) -> Circuit:
     def node(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
         if isinstance(n.op, StreamDistinct) and n.id in varying:
             d = ins[0]
+            if RANK in d.schema:  # (`incremental/ranked.py`: the derivations' counts by fact and rank)
+                by_fact = d.index(tuple(c for c in d.schema if c != RANK))
+                return dst.add(RankedDistinct(), by_fact.integrate().delay(), d)
             plain = d.index(tuple(d.schema))
             return dst.add(RecursiveDistinct(), plain.integrate().delay(), d)
         if isinstance(n.op, StreamDistinct):

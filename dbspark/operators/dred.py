@@ -8,7 +8,9 @@ iteration column). An outer step splits each import's change into the part that 
 only add them, and runs the body's iterations twice:
 
 1. **over-delete**: the removing part flows through the circuit; a recursive distinct removes a fact
-   as soon as it loses a derivation (its count of derivations drops), once, even if others remain;
+   as soon as it loses a derivation (its count of derivations drops), once, even if others remain
+   (`RecursiveDistinct`), or, where the body ranks its facts (`incremental/ranked.py`, the default),
+   only when no derivation ranking below the fact is left (`operators/ranked_distinct.py`);
 2. **re-derive and insert**: at the first iteration of the second run, each recursive distinct puts
    back the facts it removed that still have a derivation (count > 0), and the adding part flows in;
    the iterations go on until nothing changes, as semi-naive evaluation does.
@@ -154,8 +156,9 @@ class DRedScopeState:
         self.it = Iteration(op.inner, kernel)
         inner = op.inner
         self.distincts = [s for s in self.it.states.values() if isinstance(s, RecursiveDistinctState)]
+        # (a `RankedDistinct`'s state is a `RecursiveDistinctState` too)
         self.distinct_nodes = [
-            nid for nid in self.it.order if isinstance(inner.nodes[nid].op, RecursiveDistinct)
+            nid for nid in self.it.order if isinstance(self.it.states.get(nid), RecursiveDistinctState)
         ]
         # each delay of an integral, with the integral's node: re-read from the trace at each step
         self.trace_delays = [
@@ -259,11 +262,12 @@ class DRedScopeState:
                 )
 
     def to_state(self) -> Any:
+        """The integrals' states, and a ranked distinct's facts (`operators/ranked_distinct.py`)."""
         inner = self.op.inner
         return {
             nid: self.it.states[nid].to_state()
             for nid in self.it.order
-            if isinstance(inner.nodes[nid].op, Integrate)
+            if isinstance(inner.nodes[nid].op, Integrate) or hasattr(self.it.states[nid], "facts")
         }
 
     def restore(self, saved: Any) -> None:
@@ -410,8 +414,12 @@ class AutoScopeState:
         out = []
         for r in self.op.results:
             node = inner.nodes[inner.outputs[r]]
-            integral = inner.nodes[node.inputs[0]].inputs[0]  # distinct(z^-1(I(d)), d): I(d)
-            snap = self.dred.it.states[integral].snapshot()
+            facts = getattr(self.dred.it.states.get(node.inputs[0]), "facts", None)
+            if facts is not None:  # a ranked distinct's facts, the rank left out by a map
+                snap = facts.snapshot()
+            else:
+                integral = inner.nodes[node.inputs[0]].inputs[0]  # distinct(z^-1(I(d)), d): I(d)
+                snap = self.dred.it.states[integral].snapshot()
             out.append(k.combine([k.as_zset(snap)], list(node.shape.schema), positive(W0)))
         return tuple(out)
 

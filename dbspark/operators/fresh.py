@@ -31,6 +31,7 @@ import polars as pl
 
 from dbspark.algebra.consolidate import WEIGHT
 from dbspark.algebra.zset import ZSet
+from dbspark.columnar.rank_fold import RANK
 from dbspark.columnar.row_set import RowSet
 from dbspark.errors import RecursionLimitError
 from dbspark.operators.join import StreamJoin, StreamProduct
@@ -113,6 +114,7 @@ class FreshRun:
                 for r, _ in readers[nid]
             )
 
+        self.ranked = {nid for nid in distincts if hasattr(scope.it.states[nid], "facts")}
         self.sums = {nid for nid in self.order if isinstance(inner.nodes[nid].op, Integrate) and joined(nid)}
         self.for_join = {nid for nid in self.sums if by_join(nid)}
         # a recursive distinct's input integral (the derivations' counts: its set tallies them), with
@@ -131,7 +133,12 @@ class FreshRun:
         `parts`; returns how many ran. Raises `NotFresh` having changed nothing."""
         k, st, inner = self.kernel, self.scope, self.inner
         sums = {nid: _Sum(inner.nodes[nid].shape.schema) for nid in self.sums}  # each one's value now
-        seen = {nid: RowSet(inner.nodes[nid].shape.schema) for nid in self.distincts}
+        seen = {
+            nid: RowSet(inner.nodes[nid].shape.schema) for nid in self.distincts if nid not in self.ranked
+        }
+        # a ranked distinct (`operators/ranked_distinct.py`): its set holds the facts (rank left out), a
+        # second one tallies the derivations by rank, and its output goes to its facts at the end
+        ranked = {nid: _Ranked(st.it.states[nid]) for nid in self.ranked}
         delayed: dict[int, Any] = {}  # each delay's value: the iteration before's
         for nid in self.order:
             n = inner.nodes[nid]
@@ -144,7 +151,7 @@ class FreshRun:
         try:
             runs = 0
             while True:
-                values = self._iteration(imports if runs == 0 else empty, sums, seen, delayed, sub)
+                values = self._iteration(imports if runs == 0 else empty, sums, seen, ranked, delayed, sub)
                 for i, r in enumerate(st.op.results):
                     parts[i].append(values[inner.outputs[r]])
                 runs += 1
@@ -165,11 +172,13 @@ class FreshRun:
                     )
             for nid, s in sums.items():  # the integrals kept as sums: indexed once
                 if nid in self.counted:
-                    k.trace_insert(
-                        st.it.states[nid], k.from_local(ZSet(seen[self.counted[nid]].counts())), sub
-                    )
+                    d = self.counted[nid]
+                    tally = ranked[d].tally if d in ranked else seen[d]
+                    k.trace_insert(st.it.states[nid], k.from_local(ZSet(tally.counts())), sub)
                 elif s.parts:
                     k.trace_insert(st.it.states[nid], k.from_local(s.total()), sub)
+            for rd in ranked.values():
+                rd.finish(k, sub)
         except NotFresh:
             for f in reversed(sub):
                 f()
@@ -185,6 +194,7 @@ class FreshRun:
         imports: dict[str, Any],
         sums: dict[int, _Sum],
         seen: dict[int, RowSet],
+        ranked: dict[int, _Ranked],
         delayed: dict[int, Any],
         undo: list,
     ) -> dict[int, Any]:
@@ -204,6 +214,8 @@ class FreshRun:
                 values[nid] = sums[nid]
             elif nid in seen:
                 values[nid] = self._distinct(seen[nid], values[n.inputs[1]])
+            elif nid in ranked:
+                values[nid] = k.from_local(ranked[nid].new(_derived(k, values[n.inputs[1]])))
             else:
                 ins = [values[i] for i in n.inputs]
                 if isinstance(op, (StreamJoin, StreamProduct)):
@@ -217,12 +229,49 @@ class FreshRun:
     def _distinct(self, facts: RowSet, d: Any) -> Any:
         """The facts of the change `d` not derived before (weight 1 each)."""
         k = self.kernel
-        z = k.to_local(d)
-        if len(z) and (z.weights() <= 0).any():
-            z = z.consolidate()
-            if len(z) and (z.weights() < 0).any():
-                raise NotFresh
+        z = _derived(k, d)
         new = facts.new(z.data(), z.weights())
         return k.from_local(
             ZSet(new.with_columns(pl.lit(1, dtype=pl.Int64).alias(WEIGHT)), consolidated=True)
         )
+
+
+def _derived(k: Any, d: Any) -> ZSet:
+    """A distinct's change of derivations, held here, each of positive weight (else `NotFresh`)."""
+    z = k.to_local(d)
+    if len(z) and (z.weights() <= 0).any():
+        z = z.consolidate()
+        if len(z) and (z.weights() < 0).any():
+            raise NotFresh
+    return z
+
+
+class _Ranked:
+    """A ranked distinct's fresh run: the facts derived so far (a set of the facts' columns), the
+    derivations tallied by fact and rank, and the facts' changes for its trace of facts."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        self.cols = list(state.cols)
+        self.facts = RowSet(pl.Schema([(c, state.schema[c]) for c in self.cols]))
+        self.tally = RowSet(pl.Schema(state.schema))
+        self.out: list[pl.DataFrame] = []
+
+    def new(self, z: ZSet) -> ZSet:
+        """The facts of `z` not derived before, each at 1 + the least rank of its derivations here."""
+        data = z.data()
+        self.tally.count(data, z.weights())
+        new = self.facts.new(data.select(self.cols))
+        least = (
+            data.join(new, on=self.cols, how="semi", nulls_equal=True)
+            .group_by(self.cols)
+            .agg((pl.col(RANK).min() + 1).alias(RANK))
+            .with_columns(pl.lit(1, dtype=pl.Int64).alias(WEIGHT))
+        )
+        self.out.append(least)
+        return ZSet(least, consolidated=True)
+
+    def finish(self, k: Any, undo: list) -> None:
+        """The facts derived, with their ranks, into the distinct's trace of facts."""
+        if self.out:
+            k.trace_insert(self.state.facts, k.from_local(ZSet(pl.concat(self.out))), undo)
