@@ -88,6 +88,7 @@ class RankedDistinct(Operator):
                 else:
                     state.counts = None
                 out = k.map(out, [(c, col(c)) for c in schema], schema)
+            out = _computed(k, out)
             k.trace_insert(state.removed, out, undo)
             k.trace_insert(state.facts, out, undo)
             return out
@@ -103,6 +104,12 @@ class RankedDistinct(Operator):
         losing = not k.is_local(d) or bool((k.to_local(d).weights() < 0).any())
         facts = k.seek(state.facts.snapshot(), d, on, exact=True) if losing else k.empty(schema)
         parts = [d, k.seek(prev, probe, on, exact=True), facts, gone]
-        out = k.cogroup(parts, state.cols, RankFold(state.cols, False), schema, None, True)
+        out = _computed(k, k.cogroup(parts, state.cols, RankFold(state.cols, False), schema, None, True))
         k.trace_insert(state.facts, out, undo)
         return out
+
+
+def _computed(k: Kernel, out: Any) -> Any:
+    """The output computed once where it is a plan (on Spark): it goes to the facts' trace, which the
+    next iterations seek, and downstream; kept as a plan, each iteration's would carry the ones before."""
+    return out if k.is_local(out) else k.place([out], loop=True)[0]
