@@ -39,7 +39,7 @@ def _result(df: pl.DataFrame) -> set[tuple[int, int, int]]:
     return {(x, r, w) for x, r, w in df.select("x", RANK, WEIGHT).iter_rows()}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     st.dictionaries(FACTS, RANKS, max_size=5),
     st.lists(st.tuples(FACTS, RANKS, st.integers(1, 3)), max_size=8),
