@@ -64,8 +64,15 @@ def test_new_rows_and_sums_against_python(name, bitmap, data):
 
 def check_against_python(schema: pl.Schema, data: st.DataObject) -> None:
     s, seen, tally = RowSet(schema), set(), Counter()
+    m = RowSet(schema)  # the same batches through `new_rows`: a mask of the rows not seen before
     for rows in data.draw(batches(schema)):
         weights = np.array([w for _, w in rows], dtype=np.int64)
+        mask = m.new_rows(frame(schema, rows))
+        if mask is not None:
+            assert mask.tolist() == [r not in seen for r, _ in rows]
+        else:
+            m.new(frame(schema, rows))
+        assert len(m) == len(seen | {r for r, _ in rows})
         got = s.new(frame(schema, rows), weights)
         assert got.schema == schema
         new = list(got.iter_rows())

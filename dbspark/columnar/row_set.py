@@ -140,6 +140,24 @@ class RowSet:
         self.size += len(keys)
         return self._decode(keys)
 
+    def new_rows(self, batch: pl.DataFrame) -> np.ndarray | None:
+        """Which rows of `batch` are rows not in the set (a mask; their rows are added to it); None once
+        the set is kept as a frame (then `new` serves)."""
+        keys = self._pack(batch.select(self.cols))
+        if keys is None:
+            return None
+        if self.dense is not None:
+            mask = ~self.dense[keys]
+            fresh = pl.Series(keys[mask]).unique().to_numpy()
+            self.dense[fresh] = True
+        else:
+            uk = pl.Series(keys).unique().sort().to_numpy()
+            fresh = uk[~self._contains(uk)]
+            self._add(fresh)
+            mask = np.isin(keys, fresh, assume_unique=False)
+        self.size += len(fresh)
+        return mask
+
     def count(self, batch: pl.DataFrame, weights: np.ndarray) -> None:
         """Tally the rows' weights (`counts`) without adding them to the set."""
         batch = batch.select(self.cols)

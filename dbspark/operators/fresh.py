@@ -261,10 +261,14 @@ class _Ranked:
         """The facts of `z` not derived before, each at 1 + the least rank of its derivations here."""
         data = z.data()
         self.tally.count(data, z.weights())
-        new = self.facts.new(data.select(self.cols))
+        mask = self.facts.new_rows(data)
+        if mask is None:  # (the set is a frame: its new facts, and their derivations by a semi-join)
+            new = self.facts.new(data.select(self.cols))
+            derived = data.join(new, on=self.cols, how="semi", nulls_equal=True)
+        else:
+            derived = data.filter(pl.Series(mask))
         least = (
-            data.join(new, on=self.cols, how="semi", nulls_equal=True)
-            .group_by(self.cols)
+            derived.group_by(self.cols)
             .agg((pl.col(RANK).min() + 1).alias(RANK))
             .with_columns(pl.lit(1, dtype=pl.Int64).alias(WEIGHT))
         )
