@@ -18,8 +18,8 @@ import polars as pl
 
 from dbspark.columnar.rank_fold import KEPT, RANK, RankFold
 from dbspark.ir.expr import col
-from dbspark.operators.base import NONLINEAR, Operator, Shape
-from dbspark.operators.dred import OVERDELETE, RecursiveDistinctState
+from dbspark.operators.base import Shape
+from dbspark.operators.dred import OVERDELETE, RecursiveDistinct, RecursiveDistinctState
 
 if TYPE_CHECKING:
     from dbspark.engines.base import Kernel
@@ -42,17 +42,12 @@ class RankedDistinctState(RecursiveDistinctState):
 
 
 @dataclass(frozen=True)
-class RankedDistinct(Operator):
+class RankedDistinct(RecursiveDistinct):
     """Inputs: the delayed integral of its input (indexed by the fact's columns) and the input's change,
-    both with the derivations' ranks; output: the facts' changes with their ranks."""
+    both with the derivations' ranks; output: the facts' changes with their ranks. Its declaration is
+    `RecursiveDistinct`'s; its state (the facts and their ranks) is kept across steps."""
 
     name = "ranked_distinct"
-    kind = NONLINEAR
-    arity = 2
-    stateful = True
-
-    def shape(self, ins: list[Shape]) -> Shape:
-        return Shape(ins[1].schema)
 
     def label(self) -> str:
         return "distinct (delete-and-rederive, ranked)"
@@ -67,7 +62,8 @@ class RankedDistinct(Operator):
         state.restore(saved)
         return state
 
-    def eval(self, kernel: Kernel, state: RankedDistinctState, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: RecursiveDistinctState, inputs: list[Any], undo: list) -> Any:
+        assert isinstance(state, RankedDistinctState)  # (made by `init`)
         k = kernel
         prev, d = inputs
         d = k.consolidate(d)
