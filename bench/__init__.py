@@ -6,6 +6,7 @@ Each workload is a module with `run(quick: bool) -> dict`; shared machinery is i
 WORKLOADS = (
     "state_scaling",
     "ordered_aggregates",
+    "semigroup_aggregates",
     "join_groupby",
     "topk",
     "tc",

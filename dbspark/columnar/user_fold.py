@@ -11,12 +11,14 @@ both the output's change (`K` 0) and the accumulator trace's change (`K` 1: -old
 
 A group whose count of values for a call goes below zero is a `NegativeStateError`; a call whose
 count returns to 0 forgets its accumulator (a later insert starts from f again). User aggregates
-without an inverse, and specs with ordered calls or floating sums, are folded from the group's rows
-instead (`ordered_fold`).
+without an inverse are folded by scan trees (`scan_fold`, which computes their new values and hands
+them to `fold_groups`); specs with ordered calls or floating sums are folded from the group's rows
+(`ordered_fold`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -24,6 +26,7 @@ import polars as pl
 from dbspark import codec
 from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.aggfold import (
+    CNT,
     G,
     emit,
     has_floats,
@@ -61,10 +64,11 @@ def user_schema(spec: AggSpec) -> pl.Schema:
     return pl.Schema([*key_schema(spec).items(), *cols])
 
 
-def out_schema(spec: AggSpec) -> pl.Schema:
-    """`fold`'s rows: the kind `K`, the output's columns, and the accumulator trace's."""
+def out_schema(spec: AggSpec, accs: pl.Schema | None = None) -> pl.Schema:
+    """`fold`'s rows: the kind `K`, the output's columns, and the accumulator trace's (`accs`, default
+    `user_schema`)."""
     out = spec.output_schema()
-    acc = user_schema(spec)
+    acc = accs if accs is not None else user_schema(spec)
     rest = [(c, t) for c, t in acc.items() if c not in out]
     return pl.Schema([(K, pl.Int8()), *out.items(), *rest])
 
@@ -75,14 +79,35 @@ def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
     those groups (`frames[2]`: linear accumulators; `frames[3]`: `user_schema`, with weights), the
     output's change and the accumulator trace's change, tagged by `K` (`out_schema`, with weights)."""
     dacc, d, lin_found, user_found = frames
-    schema = pl.Schema([*out_schema(spec).items(), (WEIGHT, pl.Int64())])
+    return fold_groups(spec, was, dacc, d, lin_found, user_found)
+
+
+Tree = Callable[[pl.DataFrame, pl.DataFrame], tuple[dict[int, list[Any]], dict[str, pl.Series]]]
+
+
+def fold_groups(
+    spec: AggSpec,
+    was: bool,
+    dacc: pl.DataFrame,
+    d: pl.DataFrame,
+    lin_found: pl.DataFrame,
+    user_found: pl.DataFrame,
+    tree: Tree | None = None,
+    accs: pl.Schema | None = None,
+) -> pl.DataFrame:
+    """`fold` on its frames. `tree` (for calls without an inverse, `scan_fold`): given the groups'
+    keys and their accumulators after the change (`old_new`'s n, with `CNT`), the new accumulated
+    value of each such call by its index (row for row with the groups) and the new values of the
+    accumulator trace's further columns `accs` (default `user_schema`); a group's row is then kept while
+    it has rows at all (its count), not only while a call has values."""
+    accs = accs if accs is not None else user_schema(spec)
+    schema = pl.Schema([*out_schema(spec, accs).items(), (WEIGHT, pl.Int64())])
     if dacc.height == 0:
         return pl.DataFrame(schema=schema)
     keys = keys_of(spec)
     o, n = old_new(spec, dacc, lin_found)
     ro, rn = results(spec, o), results(spec, n)
     groups = o.select(keys)
-    accs = user_schema(spec)
     kept = (
         user_found.group_by(list(accs)).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
         if user_found.height
@@ -91,6 +116,7 @@ def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
     old = groups.join(kept, on=keys, how="left", nulls_equal=True, maintain_order="left")
     pos = {g: j for j, g in enumerate(groups.rows())}
     new_cols: dict[str, pl.Series] = {}
+    roots, extra = tree(groups, n) if tree is not None else ({}, {})
     for i, c in _user_calls(spec):
         ua: UserAggregate = c.func
         before = [codec.loads(b) if b is not None else None for b in old[f"__u{i}"].to_list()]
@@ -108,6 +134,8 @@ def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
         for row in ch.iter_rows():
             j, v, w = pos[row[: len(keys)]], row[len(keys)], row[-1]
             after_n[j] += w
+            if i in roots:
+                continue
             p = ua.power(ua.f(v), abs(w))
             if w > 0:
                 after[j] = p if after[j] is None else ua.g(after[j], p)
@@ -122,11 +150,14 @@ def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
                 )
             if m == 0:
                 after[j] = None
+        if i in roots:
+            after = [a if m > 0 else None for a, m in zip(roots[i], after_n, strict=True)]
         t = result_dtype(c, spec.input_schema)
         ro[c.name] = pl.Series(c.name, [ua.final(a) if a is not None else None for a in before], dtype=t)
         rn[c.name] = pl.Series(c.name, [ua.final(a) if a is not None else None for a in after], dtype=t)
         new_cols[f"__u{i}"] = pl.Series(f"__u{i}", _stored(ua, after), dtype=pl.Binary())
         new_cols[f"__n{i}"] = pl.Series(f"__n{i}", after_n, dtype=pl.Int64())
+    new_cols.update(extra)
     outs = spec.output_schema()
     view = emit(spec, o, n, ro, rn, was).with_columns(
         pl.lit(0, pl.Int8).alias(K),
@@ -134,7 +165,8 @@ def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
         *[pl.lit(None, t).alias(c) for c, t in accs.items() if c not in outs and c != G],
     )
     had = old[WEIGHT].is_not_null()
-    has = pl.any_horizontal([new_cols[f"__n{i}"] > 0 for i, _ in _user_calls(spec)])
+    counts_left = [new_cols[f"__n{i}"] > 0 for i, _ in _user_calls(spec)]
+    has = pl.any_horizontal(counts_left + ([n[CNT] > 0] if tree is not None else []))
     nulls = [pl.lit(None, t).alias(c) for c, t in outs.items() if c not in accs]
     gone = old.lazy().filter(had).select(*accs, pl.lit(-1, pl.Int64).alias(WEIGHT))
     made = groups.lazy().with_columns(list(new_cols.values())).filter(has)
@@ -145,8 +177,15 @@ def fold(spec: AggSpec, was: bool, frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 def _stored(ua: UserAggregate, values: list[Any]) -> list[bytes | None]:
     """A user aggregate's accumulated values as kept in its trace (`codec.dumps`)."""
+    return [stored_value(ua, a) for a in values]
+
+
+def stored_value(ua: UserAggregate, value: Any) -> bytes | None:
+    """A user aggregate's accumulated value as kept in a trace (`codec.dumps`; None for None)."""
+    if value is None:
+        return None
     try:
-        return [codec.dumps(a) if a is not None else None for a in values]
+        return codec.dumps(value)
     except codec.CodecError as e:
         raise UnsupportedError(
             f"user aggregate {ua.name!r}: its accumulated value cannot be kept in dbspark's state ({e}); "

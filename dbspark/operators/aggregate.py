@@ -10,7 +10,11 @@ kernel runs where the rows are (in this process, or inside Spark's tasks after a
   `incremental-aggregation-monotonic-programs.txt` §2.3): the linear accumulators as above, and the
   user calls' accumulated values by group in a trace of their own, a change folded into them by g and
   d (`user_fold.fold`: O(change)).
-- Any other spec, with MIN / MAX / MEDIAN / MODE or user aggregates (`OrderedState`,
+- A spec with user aggregates without an inverse, beside user or linear calls (`SemigroupState`,
+  `lftj-incremental-maintenance.txt` §2.3.3): each group's rows under a scan tree whose leaves are
+  pages of rows; a change refolds its pages and their ancestors (`scan_fold.fold`: O(change · log
+  group) calls of g).
+- Any other spec, with MIN / MAX / MEDIAN / MODE (and user aggregates beside them) (`OrderedState`,
   `incremental-aggregation-monotonic-programs.txt` §2.4: not invertible, a delete needs the group's
   values): the input's integral by group, sought at the change's groups and folded with the change
   (`ordered_fold.fold`: O(changed groups' sizes)). A group of at least `ranked_fold.BIG` entries, of
@@ -28,7 +32,7 @@ import numpy as np
 import polars as pl
 
 from dbspark.algebra.zset import ZSet
-from dbspark.columnar import ordered_fold, ranked_fold, user_fold
+from dbspark.columnar import ordered_fold, ranked_fold, scan_fold, user_fold
 from dbspark.columnar.aggfold import (
     G,
     accumulate,
@@ -249,7 +253,84 @@ class InvertibleState:
         self.started = saved[2]
 
 
-State = LinearState | InvertibleState | OrderedState
+class SemigroupState:
+    """An incremental aggregate with user calls that have no inverse (and user or linear calls beside
+    them, `scan_fold.applies`): the linear calls' accumulators by group; the user calls' values by group
+    with each group's tree depth (the roots); the input's rows by (group, page) and the scan trees'
+    nodes below the roots (`scan_fold`, `lftj-incremental-maintenance.txt` §2.3.3): a step refolds the
+    change's pages and their ancestors, O(change · log group) calls of g."""
+
+    def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
+        keys = keys_of(spec)
+        self.geo = scan_fold.Geometry(scan_fold.PAGE)
+        self.cols, self.schema = _keyed(spec)
+        self.acc = kernel.new_trace(key_schema(spec), keys, accumulator_schema(spec))
+        self.roots = kernel.new_trace(scan_fold.root_schema(spec), keys)
+        self.records = kernel.new_trace(scan_fold.record_schema(self.schema), [*keys, scan_fold.PG])
+        self.nodes = kernel.new_trace(scan_fold.node_schema(spec), [*keys, scan_fold.LVL, scan_fold.PAR])
+        self.started = False
+
+    def step(self, kernel: Kernel, spec: AggSpec, delta: Any, undo: list) -> Any:
+        """The output's change: -old, +new rows of the change's groups whose row changed."""
+        if kernel.known_empty(delta) and (self.started or spec.by):
+            return kernel.empty(spec.output_schema())
+        was = self.started
+        keys = keys_of(spec)
+        on = [(k, k) for k in keys]
+        dacc = kernel.cogroup(
+            [delta], spec.by, partial(accumulate, spec), key_schema(spec), accumulator_schema(spec), True
+        )
+        d = delta if spec.by else kernel.map(delta, self.cols, self.schema)
+        lin = kernel.seek(self.acc.snapshot(), dacc, on, True)
+        roots = kernel.seek(self.roots.snapshot(), dacc, on, True)
+        probes = [d, roots, lin]
+        pg, lvl, par = scan_fold.PG, scan_fold.LVL, scan_fold.PAR
+        rp = kernel.cogroup(probes, keys, partial(scan_fold.record_probes, spec, self.geo), _probe(spec, pg))
+        np_ = kernel.cogroup(
+            probes, keys, partial(scan_fold.node_probes, spec, self.geo), _probe(spec, lvl, par)
+        )
+        recs = kernel.seek(self.records.snapshot(), rp, [*on, (pg, pg)], True)
+        nodes = kernel.seek(self.nodes.snapshot(), np_, [*on, (lvl, lvl), (par, par)], True)
+        fn = partial(scan_fold.fold, spec, self.geo, was, self.schema)
+        both = kernel.cogroup(
+            [dacc, d, lin, roots, recs, nodes], keys, fn, scan_fold.fold_schema(spec, self.schema)
+        )
+
+        def part(k: int, exprs: list[tuple[str, Any]], schema: pl.Schema) -> Any:
+            return kernel.map(kernel.filter(both, col(scan_fold.K).eq(lit(k))), exprs, schema)
+
+        out_schema, root_schema = spec.output_schema(), scan_fold.root_schema(spec)
+        rec_schema, node_schema = scan_fold.record_schema(self.schema), scan_fold.node_schema(spec)
+        out = part(0, [(c, col(c)) for c in out_schema], out_schema)
+        kept = set(keys) | {pg}
+        rec_cols = [(c, col(c if c in kept else scan_fold.REC + c)) for c in rec_schema]
+        kernel.trace_insert(self.acc, dacc, undo)
+        kernel.trace_insert(self.roots, part(1, [(c, col(c)) for c in root_schema], root_schema), undo)
+        kernel.trace_insert(self.records, part(2, rec_cols, rec_schema), undo)
+        kernel.trace_insert(self.nodes, part(3, [(c, col(c)) for c in node_schema], node_schema), undo)
+        self.started = True
+        undo.append(lambda: setattr(self, "started", was))
+        return out
+
+    def traces(self) -> list[Any]:
+        return [self.acc, self.roots, self.records, self.nodes]
+
+    def checkpoint(self) -> Any:
+        return (*[t.to_state() for t in self.traces()], self.started)
+
+    def restore(self, saved: Any) -> None:
+        for t, s in zip(self.traces(), saved[:-1], strict=True):
+            t.restore(s)
+        self.started = saved[-1]
+
+
+def _probe(spec: AggSpec, *cols: str) -> pl.Schema:
+    """A probe of a tree's trace: the group's keys and `cols` (`scan_fold.record_probes`, `node_probes`)."""
+    types = {scan_fold.PG: pl.Int64(), scan_fold.LVL: pl.Int8(), scan_fold.PAR: pl.Int64()}
+    return pl.Schema([*key_schema(spec).items(), *[(c, types[c]) for c in cols]])
+
+
+State = LinearState | InvertibleState | OrderedState | SemigroupState
 
 
 @dataclass(frozen=True)
@@ -272,6 +353,8 @@ class Aggregate(Operator):
             return LinearState(kernel, self.spec)
         if user_fold.invertible(self.spec):
             return InvertibleState(kernel, self.spec)
+        if scan_fold.applies(self.spec):
+            return SemigroupState(kernel, self.spec)
         return OrderedState(kernel, self.spec)
 
     def eval(self, kernel: Kernel, state: State, inputs: list[Any], undo: list) -> Any:
