@@ -280,11 +280,18 @@ def _no_frames(obj: Any) -> Any:
 
 def dumps(value: Any) -> bytes:
     """A plain value (no frames) as canonical JSON bytes: equal values, equal bytes."""
+    if type(value) is int:  # (not a bool) what json.dumps gives, without the tree
+        return str(value).encode()
     return json.dumps(encode(value, _no_frames), separators=(",", ":"), allow_nan=False).encode()
 
 
 def loads(data: bytes) -> Any:
     """The value `dumps` made `data` of."""
+    if data[:1].isdigit() or (data[:1] == b"-" and data[1:2].isdigit()):
+        try:  # an integer (most accumulated values): what json.loads gives, 20x faster
+            return int(data)
+        except ValueError:  # a float
+            pass
     try:
         tree = json.loads(data)
     except ValueError as e:

@@ -343,10 +343,9 @@ class _Folder:
         """The found nodes by (level, prefix): their count and stored values."""
         if nodes is None:
             return {}
-        out = {}
-        for r in nodes.iter_rows(named=True):
-            out[(int(r[LVL]), int(r[PFX]))] = (int(r[RC]), [r[f"__u{i}"] for i, _ in self.calls])
-        return out
+        values = [nodes[f"__u{i}"].to_list() for i, _ in self.calls]
+        cols = zip(nodes[LVL].to_list(), nodes[PFX].to_list(), nodes[RC].to_list(), strict=True)
+        return {(lv, pfx): (rc, [v[k] for v in values]) for k, (lv, pfx, rc) in enumerate(cols)}
 
     def _pages(
         self, rows: pl.DataFrame, depth: int, pages: set[int]
