@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from dbspark.testing.engines import scale_examples
+
 ENGINES = ("local", "spark")
 
 SPARK_CONF = {
@@ -46,9 +48,11 @@ SPARK_CONF = {
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test instance parametrized to run on the spark engine with `spark` (a parameter, of
     `engine` or of another engine fixture, whose value is "spark"), and every test that uses a Spark
-    session fixture: the local lane (`-m "not spark"`) starts no JVM."""
+    session fixture: the local lane (`-m "not spark"`) starts no JVM. Every property test runs its
+    share of examples (`dbspark.testing.engines.EXAMPLES`)."""
     sessions = {"spark_session", "connect_session", "cluster_session"}
     for item in items:
+        scale_examples(getattr(item, "obj", None))
         callspec = getattr(item, "callspec", None)
         if callspec is not None and any(
             isinstance(v, str) and v == "spark" for v in callspec.params.values()

@@ -8,11 +8,18 @@ is a few Spark jobs, so a hypothesis test runs fewer examples (and sometimes sho
     def test_x(engine, changes): ...
 
 `pipeline_on(engine)` is a `dbspark.Pipeline` on that engine.
+
+Example counts: every property test runs `EXAMPLES` (the environment's `DBSPARK_EXAMPLES`, default
+0.5) of the examples its settings name, at least one (`scale_examples`, applied to every collected
+test by tests/conftest.py): the default keeps the README's test command within CI's time; the full
+lane is `DBSPARK_EXAMPLES=1 pytest` (about twice as long).
 """
 
 from __future__ import annotations
 
 import inspect
+import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.strategies import SearchStrategy
 
 import dbspark
+
+EXAMPLES = float(os.environ.get("DBSPARK_EXAMPLES", "0.5"))
 
 BASE = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -39,6 +48,22 @@ def pipeline_on(engine: Any, directory: Any = None, **options: Any) -> dbspark.P
     if is_spark(engine):
         return dbspark.Pipeline(directory, engine="spark", spark=engine.spark, **options)
     return dbspark.Pipeline(directory, engine="local", **options)
+
+
+def scaled(n: int) -> int:
+    """The examples a property test written for n runs: `EXAMPLES` of them, at least one."""
+    return max(1, math.ceil(n * EXAMPLES))
+
+
+def scale_examples(test: Any) -> None:
+    """Run `EXAMPLES` of a hypothesis test's examples (its own settings otherwise), and of the two
+    inner tests of an `engine_given` test; once per function (parametrized items share it)."""
+    for fn in (test, *getattr(test, "_dbspark_inner", ())):
+        s = getattr(fn, "_hypothesis_internal_use_settings", None)
+        if s is None or getattr(fn, "_dbspark_scaled", False):
+            continue
+        fn._hypothesis_internal_use_settings = settings(s, max_examples=scaled(s.max_examples))
+        fn._dbspark_scaled = True
 
 
 def _settings(s: settings | int) -> settings:
@@ -71,6 +96,7 @@ def engine_given(
         run.__module__, run.__doc__ = test.__module__, test.__doc__
         run.__dict__.update({k: v for k, v in test.__dict__.items() if k == "pytestmark"})
         run.__signature__ = sig  # type: ignore[attr-defined]
+        run._dbspark_inner = (on_local, on_spark)  # type: ignore[attr-defined]
         return run
 
     return decorate
