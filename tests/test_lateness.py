@@ -428,8 +428,8 @@ def bounded_run(engine, steps: int, per_step: int, keys: int, spark_frames: bool
         p.close()
 
 
-def test_state_stays_bounded_over_a_million_events():
-    bounded_run("local", steps=100, per_step=10_000, keys=50)
+def test_state_stays_bounded_over_half_a_million_events():
+    bounded_run("local", steps=50, per_step=10_000, keys=50)
 
 
 @pytest.mark.spark

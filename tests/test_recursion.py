@@ -36,7 +36,7 @@ from dbspark import col, lit
 from dbspark.circuit.stream import Stream
 from dbspark.errors import CircuitError, RecursionLimitError, UnsupportedError
 from dbspark.incremental import fixpoint
-from dbspark.testing.engines import engine_given
+from dbspark.testing.engines import engine_given, is_spark
 
 NODES = tuple(range(8))
 EDGES = [(a, b) for a in NODES for b in NODES]
@@ -793,7 +793,9 @@ def test_breaking_and_restoring_a_ring(engine: Any, q):
         Step("clear", {}, {"e": sorted((set(RING) - {(0, 1), (5, 6), (7, 0)}) | {(6, 1), (4, 4)}), **other}),
         Step("empty", {}, {}),
     ]
-    check_against_oracles(q, steps, engine=engine)
+    # on Spark one circuit form per query, the two forms between the three queries (CI's time)
+    modes = (MODES[[TC, EVEN_ODD, UNREACH].index(q) % 2],) if is_spark(engine) else MODES
+    check_against_oracles(q, steps, modes, engine=engine)
 
 
 # ---- 2. Theorem 5.4: naive and semi-naive circuits compute the Datalog semantics ----------------------------
