@@ -289,3 +289,39 @@ def test_a_group_deepens_and_flattens_its_tree(monkeypatch):
         _check_trees(r.kernel, grouped, cur)
         seen.append(_rows(r.kernel, grouped.roots)[0][scan_fold.DEP])
     assert seen == [3, 3, 3, 2, 1, 0]  # 900 rows stay at depth 3: above half the band (512)
+
+
+@pytest.mark.parametrize("agg", [PRODMOD, SUMSQ], ids=["without-inverse", "with-inverse"])
+def test_nan_and_signed_zero_group_keys(engine, agg):
+    """Float group keys: NaN is one group, -0.0 and 0.0 are one group (as GROUP BY has them), for user
+    aggregates folded by trees and by their inverse alike."""
+    nan = float("nan")
+    c = dbspark.Circuit()
+    t = c.input("t", {"g": "float64", "x": "int64"}, kind="bag")
+    c.output("v", t.aggregate(by="g", u=(agg, "x"), n="count"))
+    r = c.run(engine)
+    steps = [
+        [((nan, 3), 1), ((nan, 5), 1), ((1.0, 2), 1), ((-0.0, 4), 1), ((0.0, 6), 1)],
+        [((nan, 3), -1), ((0.0, 4), -1)],
+        [((nan, 5), -1), ((-0.0, 7), 2)],
+    ]
+    cur: Counter = Counter()
+    for step in steps:
+        r.push("t", [row for row, _ in step], [w for _, w in step])
+        r.step()
+        for (g, x), w in step:
+            cur[("nan" if g != g else abs(g), x)] += w
+        want: dict[Any, list[int]] = {}
+        for (g, x), w in cur.items():
+            want.setdefault(g, []).extend([x] * w)
+        got = {
+            ("nan" if g != g else abs(g)): (u, n) for (g, u, n), w in r.view("v").to_dict().items() if w == 1
+        }
+        expect = {}
+        for g, xs in want.items():
+            if xs:
+                v = 1
+                for x in xs:
+                    v = v * (x % P) % P if agg is PRODMOD else v
+                expect[g] = (v if agg is PRODMOD else sum(x * x for x in xs), len(xs))
+        assert got == expect

@@ -246,11 +246,11 @@ def fold(
     changes: list[pl.DataFrame] = []
 
     def tree(groups: pl.DataFrame, n: pl.DataFrame) -> tuple[dict[int, list[Any]], dict[str, pl.Series]]:
-        folded = _Folder(spec, geo, rows, d, roots, recs, nodes)
+        folded = _Folder(spec, geo, rows, groups, d, roots, recs, nodes)
         values: dict[int, list[Any]] = {i: [] for i, _ in tree_calls(spec)}
         deps = []
         for j, key in enumerate(groups.rows()):
-            accs, depth = folded.group(key, int(n[CNT][j]))
+            accs, depth = folded.group(j, key, int(n[CNT][j]))
             for i, _ in tree_calls(spec):
                 values[i].append(accs[i])
             deps.append(depth)
@@ -263,19 +263,22 @@ def fold(
 
 
 class _Folder:
-    """The refold of one batch of groups (`fold`): the change's and the found rows split by group."""
+    """The refold of one batch of groups (`fold`): the change's and the found rows split by group (by
+    the group's position in `groups`, found by a join: NaN keys are equal there, not in a dict)."""
 
     def __init__(
         self,
         spec: AggSpec,
         geo: Geometry,
         rows: pl.Schema,
+        groups: pl.DataFrame,
         d: pl.DataFrame,
         roots: pl.DataFrame,
         recs: pl.DataFrame,
         nodes: pl.DataFrame,
     ) -> None:
         self.spec, self.geo, self.keys = spec, geo, keys_of(spec)
+        self.at = groups.with_row_index("__j")
         self.calls = tree_calls(spec)
         self.funcs = [c.func for _, c in self.calls if isinstance(c.func, UserAggregate)]
         self.vcols = [c for c in rows if c not in self.keys]
@@ -286,14 +289,18 @@ class _Folder:
         live = nodes.group_by(list(nschema)).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) != 0)
         self.nodes = self._split(live)
         dep = roots.group_by([*self.keys, DEP]).agg(pl.col(WEIGHT).sum()).filter(pl.col(WEIGHT) > 0)
-        self.depth = {r[: len(self.keys)]: int(r[len(self.keys)]) for r in dep.iter_rows()}
+        self.depth = {j: int(v) for j, v in self._indexed(dep).select("__j", DEP).iter_rows()}
         self.rows = rows
         self.changes: list[pl.DataFrame] = []
 
-    def _split(self, frame: pl.DataFrame) -> dict[tuple, pl.DataFrame]:
+    def _indexed(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.join(self.at, on=self.keys, how="inner", nulls_equal=True)
+
+    def _split(self, frame: pl.DataFrame) -> dict[int, pl.DataFrame]:
         if frame.height == 0:
             return {}
-        return {k: v for k, v in frame.partition_by(self.keys, as_dict=True, maintain_order=False).items()}
+        parts = self._indexed(frame).partition_by("__j", as_dict=True, maintain_order=False)
+        return {int(k[0]): v.drop("__j") for k, v in parts.items()}
 
     def _keyed(self, frame: pl.DataFrame, key: tuple) -> pl.DataFrame:
         """`frame` with the group's keys as columns of their types (the hash reads them)."""
@@ -304,13 +311,14 @@ class _Folder:
         h = _hashes(self._keyed(frame, key), self.spec)
         return frame.with_columns(pl.Series(PG, prefix(h, depth), dtype=pl.Int64))
 
-    def group(self, key: tuple, n: int) -> tuple[dict[int, Any], int]:
-        """The group's new accumulated values (by call) and depth; its traces' changes to `changes`."""
-        d0 = self.depth.get(key, 0)
+    def group(self, j: int, key: tuple, n: int) -> tuple[dict[int, Any], int]:
+        """The new accumulated values (by call) and depth of group `j` (keys `key`); its traces'
+        changes to `changes`."""
+        d0 = self.depth.get(j, 0)
         d1 = self.geo.depth(d0, n)
-        ch = self.d.get(key)
-        found = self.recs.get(key)
-        old_nodes = self.nodes.get(key)
+        ch = self.d.get(j)
+        found = self.recs.get(j)
+        old_nodes = self.nodes.get(j)
         parts = [f.select(*self.vcols, WEIGHT) for f in (found, ch) if f is not None and f.height]
         if not parts:
             return {i: None for i, _ in self.calls}, d1

@@ -114,7 +114,7 @@ def fold_groups(
         else user_found.select(*accs, WEIGHT)
     )
     old = groups.join(kept, on=keys, how="left", nulls_equal=True, maintain_order="left")
-    pos = {g: j for j, g in enumerate(groups.rows())}
+    at = groups.with_row_index("__j")  # a row's group by a join: NaN keys are equal there, not in a dict
     new_cols: dict[str, pl.Series] = {}
     roots, extra = tree(groups, n) if tree is not None else ({}, {})
     for i, c in _user_calls(spec):
@@ -129,10 +129,11 @@ def fold_groups(
             .agg(pl.col(WEIGHT).sum())
             .filter(pl.col(WEIGHT) != 0)
             .sort(WEIGHT, descending=True)  # inserts before deletes: d undoes what g did
+            .join(at.lazy(), on=keys, how="left", nulls_equal=True, maintain_order="left")
+            .select("__j", str(c.arg), WEIGHT)
             .collect()
         )
-        for row in ch.iter_rows():
-            j, v, w = pos[row[: len(keys)]], row[len(keys)], row[-1]
+        for j, v, w in ch.iter_rows():
             after_n[j] += w
             if i in roots:
                 continue
