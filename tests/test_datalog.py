@@ -228,7 +228,7 @@ def test_dred_over_many_batches_of_a_random_graph(engine, program, seed):
     import random
 
     rng = random.Random(seed)
-    nodes, n_edges, batches, change = (600, 1200, 8, 20) if engine == "local" else (60, 120, 4, 8)
+    nodes, n_edges, batches, change = (600, 1200, 8, 20) if engine == "local" else (50, 100, 3, 8)
     if program == "path":
         nodes, n_edges = nodes // 3, n_edges // 3
     edges = set()

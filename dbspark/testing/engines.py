@@ -10,9 +10,10 @@ is a few Spark jobs, so a hypothesis test runs fewer examples (and sometimes sho
 `pipeline_on(engine)` is a `dbspark.Pipeline` on that engine.
 
 Example counts: every property test runs `EXAMPLES` (the environment's `DBSPARK_EXAMPLES`, default
-0.5) of the examples its settings name, at least one (`scale_examples`, applied to every collected
-test by tests/conftest.py): the default keeps the README's test command within CI's time; the full
-lane is `DBSPARK_EXAMPLES=1 pytest` (about twice as long).
+0.4) of the examples its settings name, on Spark `SPARK_SHARE` of that, at least one
+(`scale_examples`, applied to every collected test by tests/conftest.py): the default keeps the
+README's test command within CI's time; the full lane is `DBSPARK_EXAMPLES=1 pytest` (about twice as
+long).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from hypothesis.strategies import SearchStrategy
 
 import dbspark
 
-EXAMPLES = float(os.environ.get("DBSPARK_EXAMPLES", "0.5"))
+EXAMPLES = float(os.environ.get("DBSPARK_EXAMPLES", "0.4"))
+SPARK_SHARE = 0.7  # a Spark example costs several Spark jobs per step: Spark's counts are cut first
 
 BASE = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -50,19 +52,20 @@ def pipeline_on(engine: Any, directory: Any = None, **options: Any) -> dbspark.P
     return dbspark.Pipeline(directory, engine="local", **options)
 
 
-def scaled(n: int) -> int:
-    """The examples a property test written for n runs: `EXAMPLES` of them, at least one."""
-    return max(1, math.ceil(n * EXAMPLES))
+def scaled(n: int, share: float = 1.0) -> int:
+    """The examples a property test written for n runs: `EXAMPLES` · `share` of them, at least one."""
+    return max(1, math.ceil(n * EXAMPLES * share))
 
 
 def scale_examples(test: Any) -> None:
     """Run `EXAMPLES` of a hypothesis test's examples (its own settings otherwise), and of the two
     inner tests of an `engine_given` test; once per function (parametrized items share it)."""
-    for fn in (test, *getattr(test, "_dbspark_inner", ())):
+    inner = getattr(test, "_dbspark_inner", ())
+    for fn, share in ((test, 1.0), *zip(inner, (1.0, SPARK_SHARE), strict=False)):
         s = getattr(fn, "_hypothesis_internal_use_settings", None)
         if s is None or getattr(fn, "_dbspark_scaled", False):
             continue
-        fn._hypothesis_internal_use_settings = settings(s, max_examples=scaled(s.max_examples))
+        fn._hypothesis_internal_use_settings = settings(s, max_examples=scaled(s.max_examples, share))
         fn._dbspark_scaled = True
 
 
