@@ -157,13 +157,20 @@ def _everything(plan: pl.DataFrame, keys: list[str], values: Callable[[int], pl.
     return pl.concat(parts, how="vertical") if parts else pl.DataFrame()
 
 
-def record_probes(spec: AggSpec, geo: Geometry, frames: list[pl.DataFrame]) -> pl.DataFrame:
+def probe_schema(spec: AggSpec) -> pl.Schema:
+    """`probes`' rows: the group's keys, `PG` for a record's page (`LVL`, `PAR` NULL) or `LVL`, `PAR`
+    for a node's (`PG` NULL)."""
+    return pl.Schema([*key_schema(spec).items(), (PG, pl.Int64()), (LVL, pl.Int8()), (PAR, pl.Int64())])
+
+
+def probes(spec: AggSpec, geo: Geometry, frames: list[pl.DataFrame]) -> pl.DataFrame:
     """`cogroup` function over (the change's rows, the roots and the linear accumulators at its
-    groups): the (group, page) keys of the records a step reads: the change's pages, or every page of
-    a group whose tree is built again."""
+    groups): the keys of what a step reads of the trees: the (group, page) of each change row's page
+    and, for each node on its path (levels 1 to the depth), the (group, level, parent) of its parent's
+    children; of a group whose tree is built again, every page and node at its old depth."""
     d, roots, lin = frames
     keys = keys_of(spec)
-    schema = pl.Schema([*key_schema(spec).items(), (PG, pl.Int64()), (WEIGHT, pl.Int64())])
+    schema = pl.Schema([*probe_schema(spec).items(), (WEIGHT, pl.Int64())])
     if d.height == 0:
         return pl.DataFrame(schema=schema)
     plan = _depths(spec, geo, d, roots, lin)
@@ -171,19 +178,25 @@ def record_probes(spec: AggSpec, geo: Geometry, frames: list[pl.DataFrame]) -> p
     h = _hashes(rows, spec)
     dep = rows["__d0"].to_numpy()
     pg = np.zeros(len(h), dtype=np.int64)
+    parts = [pl.DataFrame(schema=probe_schema(spec))]  # every column, where no row has a node's
     for level in range(1, MAX_DEPTH + 1):
-        at = dep == level
-        pg[at] = prefix(h[at], level)
-    parts = [rows.select(keys).with_columns(pl.Series(PG, pg, dtype=pl.Int64))]
-    every = _everything(plan, keys, _all_pages)
-    if every.height:
-        parts.append(every.select(*keys, PG))
-    return (
-        pl.concat(parts, how="vertical")
-        .unique()
-        .with_columns(pl.lit(1, pl.Int64).alias(WEIGHT))
-        .select(list(schema))
-    )
+        pg[dep == level] = prefix(h[dep == level], level)
+        at = dep >= level
+        if at.any():
+            parts.append(
+                rows.filter(pl.Series(at))
+                .select(keys)
+                .with_columns(
+                    pl.lit(level, pl.Int8).alias(LVL),
+                    pl.Series(PAR, prefix(h[at], level - 1), dtype=pl.Int64),
+                )
+            )
+    parts.append(rows.select(keys).with_columns(pl.Series(PG, pg, dtype=pl.Int64)))
+    parts += [
+        f for f in (_everything(plan, keys, _all_pages), _everything(plan, keys, _all_nodes)) if f.height
+    ]
+    out = pl.concat(parts, how="diagonal").unique().with_columns(pl.lit(1, pl.Int64).alias(WEIGHT))
+    return out.select(list(schema))
 
 
 def _all_pages(depth: int) -> pl.DataFrame:
@@ -196,42 +209,6 @@ def _all_nodes(depth: int) -> pl.DataFrame:
     if not lv:
         return pl.DataFrame({LVL: [], PAR: []}, schema={LVL: pl.Int8, PAR: pl.Int64})
     return pl.DataFrame({LVL: np.concatenate(lv), PAR: np.concatenate(par)})
-
-
-def node_probes(spec: AggSpec, geo: Geometry, frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """`cogroup` function as `record_probes`: the (group, level, parent) keys of the nodes a step reads:
-    for each node on a change row's path (levels 1 to the depth), its parent's children; every node of
-    a group whose tree is built again."""
-    d, roots, lin = frames
-    keys = keys_of(spec)
-    schema = pl.Schema([*key_schema(spec).items(), (LVL, pl.Int8()), (PAR, pl.Int64()), (WEIGHT, pl.Int64())])
-    if d.height == 0:
-        return pl.DataFrame(schema=schema)
-    plan = _depths(spec, geo, d, roots, lin)
-    rows = d.join(plan, on=keys, how="left", nulls_equal=True).filter(pl.col("__d0") == pl.col("__d1"))
-    h = _hashes(rows, spec)
-    dep = rows["__d0"].to_numpy()
-    parts = []
-    for level in range(1, MAX_DEPTH + 1):
-        at = dep >= level
-        if at.any():
-            par = prefix(h[at], level - 1)
-            parts.append(
-                rows.filter(pl.Series(at))
-                .select(keys)
-                .with_columns(pl.lit(level, pl.Int8).alias(LVL), pl.Series(PAR, par, dtype=pl.Int64))
-            )
-    every = _everything(plan, keys, _all_nodes)
-    if every.height:
-        parts.append(every.select(*keys, LVL, PAR))
-    if not parts:
-        return pl.DataFrame(schema=schema)
-    return (
-        pl.concat(parts, how="vertical")
-        .unique()
-        .with_columns(pl.lit(1, pl.Int64).alias(WEIGHT))
-        .select(list(schema))
-    )
 
 
 def fold(

@@ -201,119 +201,32 @@ class OrderedState:
         self.started = saved[1]
 
 
-class InvertibleState:
-    """An incremental aggregate of linear calls and user aggregates with an inverse (`user_fold`):
-    the linear calls' accumulators by group, as `LinearState` keeps them, and the user calls'
-    accumulated values by group, a Z-set of one row per group; O(change) per step."""
+class _UserState:
+    """What the states of user aggregates share: the linear calls' accumulators by group (as
+    `LinearState` keeps them), the change's rows as the traces keep them (`_keyed`), whether the one
+    row of an aggregate without GROUP BY exists yet, and a checkpoint of every trace."""
 
     def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
-        keys = keys_of(spec)
-        self.acc = kernel.new_trace(key_schema(spec), keys, accumulator_schema(spec))
-        self.user = kernel.new_trace(user_fold.user_schema(spec), keys)
+        self.acc = kernel.new_trace(key_schema(spec), keys_of(spec), accumulator_schema(spec))
         self.cols, self.schema = _keyed(spec)
         self.started = False
 
-    def step(self, kernel: Kernel, spec: AggSpec, delta: Any, undo: list) -> Any:
-        """The output's change: -old, +new rows of the change's groups whose row changed."""
-        if kernel.known_empty(delta) and (self.started or spec.by):
-            return kernel.empty(spec.output_schema())
-        was = self.started
-        keys = keys_of(spec)
-        on = [(k, k) for k in keys]
+    def _change(self, kernel: Kernel, spec: AggSpec, delta: Any) -> tuple[Any, Any, Any]:
+        """The change's accumulators by group, its rows (with `G` without GROUP BY) and the linear
+        accumulators' entries at its groups."""
         dacc = kernel.cogroup(
             [delta], spec.by, partial(accumulate, spec), key_schema(spec), accumulator_schema(spec), True
         )
         d = delta if spec.by else kernel.map(delta, self.cols, self.schema)
-        parts = [dacc, d, kernel.seek(self.acc.snapshot(), dacc, on, True)]
-        parts.append(kernel.seek(self.user.snapshot(), dacc, on, True))
-        fn = partial(user_fold.fold, spec, was)
-        both = kernel.cogroup(parts, keys, fn, user_fold.out_schema(spec))
-        out_schema, user_schema = spec.output_schema(), user_fold.user_schema(spec)
-        out = kernel.map(
-            kernel.filter(both, col(user_fold.K).eq(lit(0))), [(c, col(c)) for c in out_schema], out_schema
-        )
-        accs = kernel.map(
-            kernel.filter(both, col(user_fold.K).eq(lit(1))), [(c, col(c)) for c in user_schema], user_schema
-        )
-        kernel.trace_insert(self.acc, dacc, undo)
-        kernel.trace_insert(self.user, accs, undo)
-        self.started = True
-        undo.append(lambda: setattr(self, "started", was))
-        return out
+        return dacc, d, kernel.seek(self.acc.snapshot(), dacc, [(k, k) for k in keys_of(spec)], True)
 
-    def traces(self) -> list[Any]:
-        return [self.acc, self.user]
-
-    def checkpoint(self) -> Any:
-        return (self.acc.to_state(), self.user.to_state(), self.started)
-
-    def restore(self, saved: Any) -> None:
-        self.acc.restore(saved[0])
-        self.user.restore(saved[1])
-        self.started = saved[2]
-
-
-class SemigroupState:
-    """An incremental aggregate with user calls that have no inverse (and user or linear calls beside
-    them, `scan_fold.applies`): the linear calls' accumulators by group; the user calls' values by group
-    with each group's tree depth (the roots); the input's rows by (group, page) and the scan trees'
-    nodes below the roots (`scan_fold`, `lftj-incremental-maintenance.txt` §2.3.3): a step refolds the
-    change's pages and their ancestors, O(change · log group) calls of g."""
-
-    def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
-        keys = keys_of(spec)
-        self.geo = scan_fold.Geometry(scan_fold.PAGE)
-        self.cols, self.schema = _keyed(spec)
-        self.acc = kernel.new_trace(key_schema(spec), keys, accumulator_schema(spec))
-        self.roots = kernel.new_trace(scan_fold.root_schema(spec), keys)
-        self.records = kernel.new_trace(scan_fold.record_schema(self.schema), [*keys, scan_fold.PG])
-        self.nodes = kernel.new_trace(scan_fold.node_schema(spec), [*keys, scan_fold.LVL, scan_fold.PAR])
-        self.started = False
-
-    def step(self, kernel: Kernel, spec: AggSpec, delta: Any, undo: list) -> Any:
-        """The output's change: -old, +new rows of the change's groups whose row changed."""
-        if kernel.known_empty(delta) and (self.started or spec.by):
-            return kernel.empty(spec.output_schema())
+    def _started(self, undo: list) -> None:
         was = self.started
-        keys = keys_of(spec)
-        on = [(k, k) for k in keys]
-        dacc = kernel.cogroup(
-            [delta], spec.by, partial(accumulate, spec), key_schema(spec), accumulator_schema(spec), True
-        )
-        d = delta if spec.by else kernel.map(delta, self.cols, self.schema)
-        lin = kernel.seek(self.acc.snapshot(), dacc, on, True)
-        roots = kernel.seek(self.roots.snapshot(), dacc, on, True)
-        probes = [d, roots, lin]
-        pg, lvl, par = scan_fold.PG, scan_fold.LVL, scan_fold.PAR
-        rp = kernel.cogroup(probes, keys, partial(scan_fold.record_probes, spec, self.geo), _probe(spec, pg))
-        np_ = kernel.cogroup(
-            probes, keys, partial(scan_fold.node_probes, spec, self.geo), _probe(spec, lvl, par)
-        )
-        recs = kernel.seek(self.records.snapshot(), rp, [*on, (pg, pg)], True)
-        nodes = kernel.seek(self.nodes.snapshot(), np_, [*on, (lvl, lvl), (par, par)], True)
-        fn = partial(scan_fold.fold, spec, self.geo, was, self.schema)
-        both = kernel.cogroup(
-            [dacc, d, lin, roots, recs, nodes], keys, fn, scan_fold.fold_schema(spec, self.schema)
-        )
-
-        def part(k: int, exprs: list[tuple[str, Any]], schema: pl.Schema) -> Any:
-            return kernel.map(kernel.filter(both, col(scan_fold.K).eq(lit(k))), exprs, schema)
-
-        out_schema, root_schema = spec.output_schema(), scan_fold.root_schema(spec)
-        rec_schema, node_schema = scan_fold.record_schema(self.schema), scan_fold.node_schema(spec)
-        out = part(0, [(c, col(c)) for c in out_schema], out_schema)
-        kept = set(keys) | {pg}
-        rec_cols = [(c, col(c if c in kept else scan_fold.REC + c)) for c in rec_schema]
-        kernel.trace_insert(self.acc, dacc, undo)
-        kernel.trace_insert(self.roots, part(1, [(c, col(c)) for c in root_schema], root_schema), undo)
-        kernel.trace_insert(self.records, part(2, rec_cols, rec_schema), undo)
-        kernel.trace_insert(self.nodes, part(3, [(c, col(c)) for c in node_schema], node_schema), undo)
         self.started = True
         undo.append(lambda: setattr(self, "started", was))
-        return out
 
     def traces(self) -> list[Any]:
-        return [self.acc, self.roots, self.records, self.nodes]
+        return [self.acc]
 
     def checkpoint(self) -> Any:
         return (*[t.to_state() for t in self.traces()], self.started)
@@ -324,10 +237,88 @@ class SemigroupState:
         self.started = saved[-1]
 
 
-def _probe(spec: AggSpec, *cols: str) -> pl.Schema:
-    """A probe of a tree's trace: the group's keys and `cols` (`scan_fold.record_probes`, `node_probes`)."""
-    types = {scan_fold.PG: pl.Int64(), scan_fold.LVL: pl.Int8(), scan_fold.PAR: pl.Int64()}
-    return pl.Schema([*key_schema(spec).items(), *[(c, types[c]) for c in cols]])
+def _tagged(
+    kernel: Kernel, both: Any, k: int, schema: pl.Schema, exprs: list[tuple[str, Any]] | None = None
+) -> Any:
+    """The rows of a fold's output tagged `K` = k (`user_fold`, `scan_fold`), as rows of `schema`."""
+    exprs = exprs if exprs is not None else [(c, col(c)) for c in schema]
+    return kernel.map(kernel.filter(both, col(user_fold.K).eq(lit(k))), exprs, schema)
+
+
+class InvertibleState(_UserState):
+    """An incremental aggregate of linear calls and user aggregates with an inverse (`user_fold`):
+    the linear calls' accumulators by group, as `LinearState` keeps them, and the user calls'
+    accumulated values by group, a Z-set of one row per group; O(change) per step."""
+
+    def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
+        super().__init__(kernel, spec)
+        self.user = kernel.new_trace(user_fold.user_schema(spec), keys_of(spec))
+
+    def step(self, kernel: Kernel, spec: AggSpec, delta: Any, undo: list) -> Any:
+        """The output's change: -old, +new rows of the change's groups whose row changed."""
+        if kernel.known_empty(delta) and (self.started or spec.by):
+            return kernel.empty(spec.output_schema())
+        keys = keys_of(spec)
+        dacc, d, lin = self._change(kernel, spec, delta)
+        users = kernel.seek(self.user.snapshot(), dacc, [(k, k) for k in keys], True)
+        fn = partial(user_fold.fold, spec, self.started)
+        both = kernel.cogroup([dacc, d, lin, users], keys, fn, user_fold.out_schema(spec))
+        out = _tagged(kernel, both, 0, spec.output_schema())
+        kernel.trace_insert(self.acc, dacc, undo)
+        kernel.trace_insert(self.user, _tagged(kernel, both, 1, user_fold.user_schema(spec)), undo)
+        self._started(undo)
+        return out
+
+    def traces(self) -> list[Any]:
+        return [self.acc, self.user]
+
+
+class SemigroupState(_UserState):
+    """An incremental aggregate with user calls that have no inverse (and user or linear calls beside
+    them, `scan_fold.applies`): the linear calls' accumulators by group; the user calls' values by group
+    with each group's tree depth (the roots); the input's rows by (group, page) and the scan trees'
+    nodes below the roots (`scan_fold`, `lftj-incremental-maintenance.txt` §2.3.3): a step refolds the
+    change's pages and their ancestors, O(change · log group) calls of g."""
+
+    def __init__(self, kernel: Kernel, spec: AggSpec) -> None:
+        super().__init__(kernel, spec)
+        keys = keys_of(spec)
+        self.geo = scan_fold.Geometry(scan_fold.PAGE)
+        self.roots = kernel.new_trace(scan_fold.root_schema(spec), keys)
+        self.records = kernel.new_trace(scan_fold.record_schema(self.schema), [*keys, scan_fold.PG])
+        self.nodes = kernel.new_trace(scan_fold.node_schema(spec), [*keys, scan_fold.LVL, scan_fold.PAR])
+
+    def step(self, kernel: Kernel, spec: AggSpec, delta: Any, undo: list) -> Any:
+        """The output's change: -old, +new rows of the change's groups whose row changed."""
+        if kernel.known_empty(delta) and (self.started or spec.by):
+            return kernel.empty(spec.output_schema())
+        keys = keys_of(spec)
+        on = [(k, k) for k in keys]
+        pg, lvl, par = scan_fold.PG, scan_fold.LVL, scan_fold.PAR
+        dacc, d, lin = self._change(kernel, spec, delta)
+        roots = kernel.seek(self.roots.snapshot(), dacc, on, True)
+        fn = partial(scan_fold.probes, spec, self.geo)
+        probes = kernel.cogroup([d, roots, lin], keys, fn, scan_fold.probe_schema(spec))
+        rp = kernel.filter(probes, col(pg).is_not_null())
+        np_ = kernel.filter(probes, col(lvl).is_not_null())
+        recs = kernel.seek(self.records.snapshot(), rp, [*on, (pg, pg)], True)
+        nodes = kernel.seek(self.nodes.snapshot(), np_, [*on, (lvl, lvl), (par, par)], True)
+        fn = partial(scan_fold.fold, spec, self.geo, self.started, self.schema)
+        parts = [dacc, d, lin, roots, recs, nodes]
+        both = kernel.cogroup(parts, keys, fn, scan_fold.fold_schema(spec, self.schema))
+        rec_schema = scan_fold.record_schema(self.schema)
+        kept = set(keys) | {pg}
+        rec_cols = [(c, col(c if c in kept else scan_fold.REC + c)) for c in rec_schema]
+        out = _tagged(kernel, both, 0, spec.output_schema())
+        kernel.trace_insert(self.acc, dacc, undo)
+        kernel.trace_insert(self.roots, _tagged(kernel, both, 1, scan_fold.root_schema(spec)), undo)
+        kernel.trace_insert(self.records, _tagged(kernel, both, 2, rec_schema, rec_cols), undo)
+        kernel.trace_insert(self.nodes, _tagged(kernel, both, 3, scan_fold.node_schema(spec)), undo)
+        self._started(undo)
+        return out
+
+    def traces(self) -> list[Any]:
+        return [self.acc, self.roots, self.records, self.nodes]
 
 
 State = LinearState | InvertibleState | OrderedState | SemigroupState
