@@ -24,11 +24,13 @@ from hypothesis import strategies as st
 
 import dbspark
 from dbspark.algebra.zset import WEIGHT
+from dbspark.columnar import intervals
 from dbspark.columnar.intervals import IntervalIndex, ScanTree
 from dbspark.columnar.leapfrog import leapfrog_join
 from dbspark.columnar.packed_trie import PackedTrie, pack, unpack
 from dbspark.columnar.sensitivity import MaintainedJoin
 from dbspark.testing.engines import engine_given, pipeline_on
+from dbspark.testing.join_streams import QUERIES, change_streams, consolidated
 from dbspark.testing.sql_oracle import view_frame
 
 CFG = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -96,6 +98,7 @@ def test_section_4_2_1_tree_surgery() -> None:
     assert sorted(t1.rows()[0].tolist()) == sorted(keys(v1).tolist())  # the older version is intact
 
 
+@pytest.mark.parametrize("scan", [0, 4, intervals.SCAN])
 @settings(CFG)
 @given(
     st.lists(st.tuples(st.integers(0, 3), st.integers(-1, 20), st.integers(0, 8)), max_size=60),
@@ -103,6 +106,18 @@ def test_section_4_2_1_tree_surgery() -> None:
     st.integers(1, 4),
 )
 def test_interval_index_takes_what_brute_force_finds(
+    scan: int, rows: list[tuple[int, int, int]], queries: list[list[tuple[int, int]]], chunks: int
+) -> None:
+    """Stabs read a key's intervals one by one (keys of at most `SCAN` intervals in a run) or search
+    them by the scan tree (the others): each way, and mixed, against brute force."""
+    saved, intervals.SCAN = intervals.SCAN, scan
+    try:
+        _takes_what_brute_force_finds(rows, queries, chunks)
+    finally:
+        intervals.SCAN = saved
+
+
+def _takes_what_brute_force_finds(
     rows: list[tuple[int, int, int]], queries: list[list[tuple[int, int]]], chunks: int
 ) -> None:
     keys = np.array([r[0] for r in rows], dtype=np.int64)
@@ -140,72 +155,6 @@ def test_scan_tree_range_maxima(values: list[int], data: st.DataObject) -> None:
         x = data.draw(st.integers(-5, 50))
         _, leaves = t.reaching(np.array([s]), np.array([e]), np.array([x]))
         assert sorted(leaves.tolist()) == [i for i in range(s, e) if cur[i] >= x]
-
-
-QUERIES: dict[str, list[tuple[str, ...]]] = {
-    "triangle": [("a", "b"), ("b", "c"), ("a", "c")],
-    "4-cycle": [("a", "b"), ("b", "c"), ("c", "d"), ("d", "a")],
-    "4-clique": [("a", "b"), ("b", "c"), ("c", "d"), ("d", "a"), ("a", "c"), ("b", "d")],
-    "payload": [("a", "b", "p"), ("b", "c"), ("c", "a", "q")],
-    "unary": [("x",), ("x",), ("x", "y")],
-}
-
-
-@st.composite
-def change_streams(draw: Any, query: str, strings: bool) -> list[list[pl.DataFrame | None]]:
-    """Steps of changes to each atom: inserts over a domain that grows (past the codes' first bits),
-    deletes of present rows, duplicates, NULLs, large weights (10^2-10^5, by the number of atoms), atoms left
-    unchanged."""
-    atoms = QUERIES[query]
-    t = pl.Utf8 if strings else pl.Int64
-    big = 10 ** (17 // len(atoms))  # large, yet a product over every atom stays within 64 bits
-    current: list[dict[tuple, int]] = [{} for _ in atoms]
-    steps = []
-    domain = 3
-    for _ in range(draw(st.integers(1, 5))):
-        domain += draw(st.sampled_from([0, 1, 1, 2, 16]))  # mostly values between those there; a jump
-        step: list[pl.DataFrame | None] = []
-        for i, atom in enumerate(atoms):
-            if draw(st.integers(0, 4)) == 0:
-                step.append(None)
-                continue
-            value = (
-                st.one_of(st.none(), st.integers(0, domain))
-                if draw(st.booleans())
-                else st.integers(0, domain)
-            )
-            rows = draw(st.lists(st.tuples(*[value] * len(atom)), max_size=10))
-            weights = draw(
-                st.lists(st.sampled_from([1, 1, 2, -1, big]), min_size=len(rows), max_size=len(rows))
-            )
-            present = sorted(current[i], key=repr)
-            gone = draw(st.lists(st.sampled_from(present), max_size=4, unique=True)) if present else []
-            change: dict[tuple, int] = {}
-            for r, w in [*zip(rows, weights, strict=True), *((r, -current[i][r]) for r in gone)]:
-                change[r] = change.get(r, 0) + w
-            for r, w in change.items():
-                current[i][r] = current[i].get(r, 0) + w
-                if current[i][r] == 0:
-                    del current[i][r]
-            cols = {
-                v: [None if r[k] is None else (f"s{r[k]:03d}" if strings else r[k]) for r in change]
-                for k, v in enumerate(atom)
-            }
-            step.append(
-                pl.DataFrame(
-                    {**cols, WEIGHT: list(change.values())},
-                    schema={**dict.fromkeys(atom, t), WEIGHT: pl.Int64},
-                )
-            )
-        steps.append(step)
-    return steps
-
-
-def consolidated(f: pl.DataFrame) -> dict[tuple, int]:
-    out: dict[tuple, int] = {}
-    for *row, w in f.iter_rows():
-        out[tuple(row)] = out.get(tuple(row), 0) + w
-    return {k: v for k, v in out.items() if v}
 
 
 @pytest.mark.parametrize("query", sorted(QUERIES))

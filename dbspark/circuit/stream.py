@@ -24,7 +24,7 @@ from dbspark.operators.distinct import DistinctH, StreamDistinct
 from dbspark.operators.join import StreamJoin, StreamProduct, right_columns
 from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus, Ranges, Weigh
 from dbspark.operators.maintained_join import MaintainedMultiJoin
-from dbspark.operators.multijoin import MultiJoinTerm, StreamMultiJoin, fetch_plan
+from dbspark.operators.multijoin import MultiJoinTerm, StreamExistsJoin, StreamMultiJoin, fetch_plan
 from dbspark.operators.numbering import StreamNumber
 from dbspark.operators.time import Delay, Differentiate, Integrate
 from dbspark.operators.window import StreamWindow
@@ -174,13 +174,21 @@ class Stream:
         """↑×: Cartesian product of each step's Z-sets."""
         return self.circuit.add(StreamProduct(right_columns(self.schema, other.schema)), self, other)
 
-    def stream_multijoin(self, *others: Stream, maintenance: str = "delta") -> Stream:
+    def stream_multijoin(
+        self, *others: Stream, maintenance: str = "delta", project: Sequence[str] | None = None
+    ) -> Stream:
         """↑⋈ of this stream and `others` at once, natural: columns of one name are equal (a NULL matches
         nothing), each once in the output, in order of first appearance; weights multiply. Evaluated by
         the leapfrog join, worst-case optimal on cyclic joins (`operators/multijoin.py`). `maintenance`:
         how its incremental form keeps it, "delta" (the delta join, `multilinear_delta`) or
-        "sensitivity" (sensitivity indices and the change oracle, `operators/maintained_join.py`)."""
-        return self.circuit.add(StreamMultiJoin(1 + len(others), maintenance), self, *others)
+        "sensitivity" (sensitivity indices and the change oracle, `operators/maintained_join.py`).
+        `project` (with "sensitivity"): the set of the bindings of these columns that some binding of the
+        others completes, `distinct(π(⋈))` over inputs of positive weights, by short-circuit evaluation
+        (`StreamExistsJoin`)."""
+        op = StreamMultiJoin(1 + len(others), maintenance)  # checks the maintenance's name
+        if project is None:
+            return self.circuit.add(op, self, *others)
+        return self.circuit.add(_exists_join(op, project), self, *others)
 
     def stream_distinct(self) -> Stream:
         """↑distinct."""
@@ -231,12 +239,16 @@ class Stream:
         """(↑×)^Δ."""
         return bilinear_delta(StreamProduct(right_columns(self.schema, other.schema)), self, other)
 
-    def multijoin(self, *others: Stream, maintenance: str = "delta") -> Stream:
+    def multijoin(
+        self, *others: Stream, maintenance: str = "delta", project: Sequence[str] | None = None
+    ) -> Stream:
         """(↑⋈ of n inputs)^Δ: see `stream_multijoin`, and `multilinear_delta`."""
         op = StreamMultiJoin(1 + len(others), maintenance)  # checks the maintenance's name
-        if op.maintenance == "sensitivity":
-            op.shape([s.shape for s in (self, *others)])  # the inputs' columns checked
-            return self.circuit.add(MaintainedMultiJoin(op.inputs), self, *others)
+        if op.maintenance == "sensitivity" or project is not None:
+            keep = None if project is None else _exists_join(op, project).project
+            maintained = MaintainedMultiJoin(op.inputs, keep)
+            maintained.shape([s.shape for s in (self, *others)])  # the inputs' columns checked
+            return self.circuit.add(maintained, self, *others)
         return multilinear_delta([self, *others])
 
     def distinct(self) -> Stream:
@@ -282,6 +294,16 @@ def bilinear_delta(op: Any, a: Stream, b: Stream) -> Stream:
     """(a × b)^Δ = a × I(b) + z^-1(I(a)) × b  (Thm 3.4, with I(b) = b + z^-1(I(b)))."""
     c = a.circuit
     return c.add(op, a, b.integrate()) + c.add(op, a.integrate().delay(), b)
+
+
+def _exists_join(op: StreamMultiJoin, project: Sequence[str]) -> StreamExistsJoin:
+    """The projected join of `op`'s inputs; short-circuit evaluation is kept by sensitivity indices only."""
+    if op.maintenance != "sensitivity":
+        raise SchemaError(
+            "a multiway join with project= (short-circuit evaluation) is maintained by sensitivity indices: "
+            "use maintenance='sensitivity', or project its rows after the join with map and distinct"
+        )
+    return StreamExistsJoin(op.inputs, tuple(project))
 
 
 def multilinear_delta(ins: Sequence[Stream]) -> Stream:

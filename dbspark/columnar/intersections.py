@@ -125,6 +125,24 @@ def smallest_leads(
     the leapfrog's are (seek [t, v], next [v, v']) and as sound (docs/multiway-joins.md): the leader's
     intervals cover the whole region, and a key the leader has is covered in every other holder by its
     seek. No rounds: a handful of NumPy calls per holder, whatever the keys' number."""
+    b, c, ops, _, _ = first_keys(tries, depth, keys, lo, hi, end, record, None)
+    return b, c, ops
+
+
+def first_keys(
+    tries: list[PackedTrie],
+    depth: list[int],
+    keys: list[np.ndarray],
+    lo: np.ndarray,
+    hi: np.ndarray,
+    end: np.int64,
+    record: bool,
+    limit: int | None,
+) -> tuple[np.ndarray, np.ndarray, Ops, np.ndarray, np.ndarray]:
+    """`smallest_leads` over the leader's first `limit` keys in each binding's region (all: None), for
+    short-circuit evaluation (`lftj-incremental-maintenance.txt` §2.2.1): the emitted pairs and the
+    operations, and per binding the leader's last key taken and whether it has more in the region. The
+    operations cover the region from its start to that last key, as a full evaluation of that part."""
     ops: Ops = []
     k, m = len(tries), len(lo)
     holders = _Holders(tries, depth, keys, end)
@@ -138,7 +156,8 @@ def smallest_leads(
     counts = np.stack([np.maximum(u - s, 0) for s, u in zip(start, upto, strict=True)])
     lead = np.argmin(counts, axis=0)
     who = np.arange(m)
-    take = counts[lead, who]
+    have = counts[lead, who]
+    take = have if limit is None else np.minimum(have, limit)
     rep = np.repeat(who, take)
     nth = np.arange(len(rep)) - np.repeat(np.cumsum(take) - take, take)
     cand = np.empty(len(rep), dtype=np.int64)
@@ -164,4 +183,7 @@ def smallest_leads(
         keep[other] &= landed == cand[other]
         if record:
             ops.append((h, keys[h][b], cand[other], landed, b))
-    return rep[keep], cand[keep], ops
+    last = np.full(m, -1, dtype=np.int64)
+    ends = np.cumsum(take) - 1
+    last[take > 0] = cand[ends[take > 0]]
+    return rep[keep], cand[keep], ops, last, have > take

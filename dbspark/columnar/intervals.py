@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 DEAD = np.int64(-(2**62))  # the end of a removed interval: below every query
+SCAN = 48  # a key with at most this many intervals in a run is stabbed by reading them all
 
 
 class ScanTree:
@@ -82,9 +83,29 @@ class Run:
         return cls(keys[order], lo[order], hi[order], payload[order], ScanTree(hi[order]))
 
     def stab(self, keys: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(query, row) for each live row of key keys[q] whose interval contains x[q]."""
+        """(query, row) for each live row of key keys[q] whose interval contains x[q]. A key of few rows
+        (at most `SCAN` here) is read row by row, in one pass for all such queries; a larger one is
+        searched by its start and the scan tree of its ends."""
         start = np.searchsorted(self.keys, keys, side="left")
         end = np.searchsorted(self.keys, keys, side="right")
+        few = end - start <= SCAN
+        if few.all() or not len(keys):
+            return self._scan(np.flatnonzero(few), start[few], end[few], x)
+        q1, r1 = self._scan(np.flatnonzero(few), start[few], end[few], x)
+        many = np.flatnonzero(~few)
+        q2, r2 = self._search(start[many], end[many], x[many])
+        return np.concatenate([q1, many[q2]]), np.concatenate([r1, r2])
+
+    def _scan(
+        self, q: np.ndarray, start: np.ndarray, end: np.ndarray, x: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        take = end - start
+        qq = np.repeat(q, take)
+        row = np.repeat(start, take) + (np.arange(int(take.sum())) - np.repeat(np.cumsum(take) - take, take))
+        hit = (self.lo[row] <= x[qq]) & (self.hi[row] >= x[qq])
+        return qq[hit], row[hit]
+
+    def _search(self, start: np.ndarray, end: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # among a key's rows (sorted by lo) those with lo <= x: a binary search per query within its range
         lo, hi = start.copy(), end.copy()
         while True:

@@ -45,6 +45,7 @@ from dbspark.columnar.intervals import IntervalIndex
 from dbspark.columnar.leapfrog import join_variables, matchable, output_schema, variable_order
 from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, PackedTrie, bits_for, pack, unpack
 from dbspark.columnar.regions import Regions, normalize
+from dbspark.columnar.short_circuit import Heads, exists
 from dbspark.errors import SchemaError, WeightError
 
 
@@ -78,6 +79,7 @@ class MaintainedJoin:
         order: Sequence[str] | None = None,
         regions: str = "points",
         discipline: str = "smallest",
+        project: Sequence[str] | None = None,
     ) -> None:
         if regions not in ("points", "intervals"):
             raise ValueError(f"regions={regions!r}: 'points' or 'intervals'")
@@ -92,15 +94,34 @@ class MaintainedJoin:
             raise ValueError(f"the order {order} is not of the join variables {joins}")
         own = [c for a in atoms for c in a if c not in joins]
         self.order: list[str] = order + own  # every column a level: the join variables, then the rest
+        self.out_schema = output_schema(schemas)
+        self.head: int | None = None  # under `project`: how many levels (the first) the head binds
+        if project is not None:
+            self._project(project, discipline)
         self.atoms = atoms
         self.schemas = [pl.Schema({c: s[c] for c in a}) for s, a in zip(schemas, atoms, strict=True)]
-        self.out_schema = output_schema(schemas)
         types = {c: t for s in self.schemas for c, t in s.items()}
         self.dicts = {v: Dictionary(types[v]) for v in self.order}
         self.levels = [[v for v in self.order if v in a] for a in atoms]  # each atom's columns, in order
         self.holders = [[i for i, lv in enumerate(self.levels) if v in lv] for v in self.order]
         self.last: dict[str, object] = {}
         self._setup(full=None)
+
+    def _project(self, project: Sequence[str], discipline: str) -> None:
+        """Short-circuit evaluation (§2.2.1; `columnar/short_circuit.py`): the output is the set of
+        `project`'s bindings that some binding of the other columns completes with rows of positive
+        weight, each of weight 1; its columns are bound first."""
+        keep = list(dict.fromkeys(project))
+        missing = [c for c in keep if c not in self.order]
+        if missing or not keep:
+            raise SchemaError(
+                f"a multiway join's projection names {missing or 'no columns'}; its columns are {self.order}"
+            )
+        if discipline != "smallest":
+            raise ValueError("short-circuit evaluation (project=) runs the 'smallest' discipline")
+        self.order = [v for v in self.order if v in keep] + [v for v in self.order if v not in keep]
+        self.head = len(keep)
+        self.out_schema = pl.Schema([(c, t) for c, t in self.out_schema.items() if c in keep or c == WEIGHT])
 
     # -- state ---------------------------------------------------------------------------------------
 
@@ -127,9 +148,17 @@ class MaintainedJoin:
             for d, v in enumerate(lv)
         }
         trace = Trace()
-        self._evaluate(self.tries, self._whole(), trace)
+        out = self._evaluate(self.tries, self._whole(), trace)
         self._file(trace)
         self.built = max(trace.size(), 1)
+        if self.head is not None:
+            bits = [self.bits[v] for v in self.order[: self.head]]
+            if sum(bits) > MAX_BITS:
+                raise SchemaError(
+                    f"the multiway join's projection packs its columns ({', '.join(self.order[: self.head])}) "
+                    f"in {MAX_BITS} bits and now needs {sum(bits)}: join without project= for this join"
+                )
+            self.heads = Heads.of(bits, out)
 
     def _end(self, level: int) -> np.int64:
         return np.int64((1 << self.bits[self.order[level]]) - 1)
@@ -187,10 +216,12 @@ class MaintainedJoin:
     def _mark(self) -> tuple:
         runs = {k: ix.mark() for k, ix in self.index.items()}
         dicts = {v: (d.values, d.sorted, d.sorted_codes) for v, d in self.dicts.items()}
-        return (self.tries, self.bits, self.built, self.index, runs, dicts)
+        return (self.tries, self.bits, self.built, self.index, runs, dicts, getattr(self, "heads", None))
 
     def _undo(self, saved: tuple) -> None:
-        self.tries, self.bits, self.built, index, runs, dicts = saved
+        self.tries, self.bits, self.built, index, runs, dicts, heads = saved
+        if heads is not None:
+            self.heads = heads
         for k, ix in index.items():
             ix.undo(runs[k])
         self.index = index
@@ -221,8 +252,8 @@ class MaintainedJoin:
             ]
             self._setup(rows)
             new_out = self._evaluate(self.tries, self._whole(), None)
-            self.last = {"rebuilt": True}
-            return self._decode(_difference(new_out, old_out))
+            self.last = {"rebuilt": True, "recorded": self.built}
+            return self._decode(self._change(new_out, old_out))
         surgery = 0
         contributions: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         matches: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
@@ -248,8 +279,12 @@ class MaintainedJoin:
                     found = (pay, code[q], code[q])
                 contributions.append((i, d, op, q, lo, hi))
                 matched += len(lo)
-                if len(lo):
-                    matches.setdefault(self.order.index(self.levels[i][d]), []).append(found)
+                lv = self.order.index(self.levels[i][d])
+                if len(lo) and self.head is not None and lv >= self.head:
+                    whole, found = self._widened(i, d, t, nt, op[q], found)
+                    matches.setdefault(self.head, []).append(whole)
+                if len(found[0]):
+                    matches.setdefault(lv, []).append(found)
         self.tries = new_tries
         regions = normalize(
             {
@@ -258,8 +293,12 @@ class MaintainedJoin:
             }
         )
         trace = Trace()
-        old_out = self._evaluate(old_tries, regions, None)
+        old_out = (
+            self.heads.within(regions) if self.head is not None else self._evaluate(old_tries, regions, None)
+        )
         new_out = self._evaluate(new_tries, regions, trace)
+        if self.head is not None:
+            self.heads = self.heads.update(old_out, new_out)
         self._file(trace)
         self.last = {
             "surgery": surgery,
@@ -271,7 +310,55 @@ class MaintainedJoin:
         }
         if sum(len(ix) for ix in self.index.values()) > 2 * self.built + 1024:
             self._rebuild_index()
-        return self._decode(_difference(new_out, old_out))
+        return self._decode(self._change(new_out, old_out))
+
+    def _change(self, new: np.ndarray, old: np.ndarray) -> np.ndarray:
+        """new - old of two evaluations' rows; under a projection, of their head bindings."""
+        if self.head is not None:
+            h = self.head
+            new, old = (np.concatenate([x[:, :h], x[:, -1:]], axis=1) for x in (new, old))
+        return _difference(new, old)
+
+    def _widened(
+        self,
+        i: int,
+        d: int,
+        old: PackedTrie,
+        new: PackedTrie,
+        op: np.ndarray,
+        found: tuple[np.ndarray, np.ndarray, np.ndarray],
+    ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The regions for an operation of atom i at depth d (a quantified level), each match's `found`
+        (payload, lo, hi), as (head regions, regions left where they are). A head binding's answer is
+        its whole subtree's, so a match that can make a present binding absent is widened to all of it
+        (level `head`, every code): under `regions="points"`, one whose witness's row in atom i the
+        operation leaves without a positive weight; one that can make an absent binding present (it
+        adds a node or a row's positive weight: a new witness must have such a row, and passes through
+        the point) stays, its evaluation saying whether a witness is there; any other cannot move the
+        answer and is dropped (`columnar/short_circuit.py`). Under "intervals" every match is widened:
+        its matched intervals were taken from the index and are recorded again by the evaluation."""
+        h = self.head
+        assert h is not None
+        heads = found[0][:, :h]
+        stay = np.zeros(len(heads), dtype=bool)
+        if self.regions == "points":
+            present, wit = self.heads.find(heads)
+            if d == old.depth - 1:
+                nk, nw = new.rows()
+                ok, ow = old.rows()
+                now = _weight_at(nk, nw, op)
+                gains = (now > 0) & (_weight_at(ok, ow, op) <= 0)
+                cols = [self.order.index(v) for v in self.levels[i]]
+                loses = (now <= 0) & (pack(list(wit[:, cols].T), old.bits) == op)
+            else:
+                at = np.minimum(np.searchsorted(new.keys[d], op), max(len(new.keys[d]) - 1, 0))
+                gains = new.keys[d][at] == op if len(new.keys[d]) else np.zeros(len(op), dtype=bool)
+                loses = np.zeros(len(op), dtype=bool)
+            heads = heads[present & loses]
+            stay = ~present & gains
+        every = np.full(len(heads), -1, dtype=np.int64)
+        whole = (heads, every, np.full(len(heads), self._end(h), dtype=np.int64))
+        return whole, (found[0][stay], found[1][stay], found[2][stay])
 
     def _whole(self) -> dict[int, Regions]:
         return {0: Regions(np.zeros((1, 0), dtype=np.int64), np.array([-1]), np.array([self._end(0)]))}
@@ -340,7 +427,11 @@ class MaintainedJoin:
         parts = [p for p in parts if len(p)]
         if not parts:
             return np.zeros((0, len(self.order) + 1), dtype=np.int64)
-        return np.concatenate(parts)
+        rows = np.concatenate(parts)
+        if self.head is not None:  # a head binding found in two regions (points under it) counts once
+            _, first = np.unique(rows[:, : self.head], axis=0, return_index=True)
+            rows = rows[np.sort(first)]
+        return rows
 
     def _evaluate_level(
         self, tries: list[PackedTrie], start: int, r: Regions, trace: Trace | None
@@ -362,7 +453,7 @@ class MaintainedJoin:
         prefix = r.prefix[alive]
         keys = [k[alive] for k in keys]
         lo, hi = r.lo[alive], r.hi[alive]
-        for lv in range(start, len(self.order)):
+        for lv in range(start, len(self.order) if self.head is None else self.head):
             if lv > start:
                 lo = np.full(len(prefix), -1, dtype=np.int64)
                 hi = np.full(len(prefix), self._end(lv), dtype=np.int64)
@@ -385,11 +476,55 @@ class MaintainedJoin:
             for i in hs:
                 keys[i] = (keys[i] << np.int64(tries[i].bits[depth[i]])) | code
                 depth[i] += 1
+        if self.head is not None:
+            return self._heads(tries, start, depth, keys, prefix, lo, hi, trace)
         w = np.ones(len(prefix), dtype=np.int64)
         for i, t in enumerate(tries):
             lk, lw = t.rows()
             w = checked_mul(w, lw[np.searchsorted(lk, keys[i])]) if len(w) else w
         return np.concatenate([prefix, w[:, None]], axis=1)
+
+    def _heads(
+        self,
+        tries: list[PackedTrie],
+        start: int,
+        depth: list[int],
+        keys: list[np.ndarray],
+        prefix: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        trace: Trace | None,
+    ) -> np.ndarray:
+        """The head bindings `prefix` (every head level bound) that some binding of the levels after
+        completes, by short-circuit evaluation, as rows of its witness's codes and weight 1. A region at
+        the first quantified level is one head binding's whole subtree; one deeper (`start`), a part of
+        it that an absent binding's new witness would pass through."""
+        h = self.head
+        assert h is not None
+        if start < h:
+            lo = np.full(len(prefix), -1, dtype=np.int64)
+            hi = np.full(len(prefix), self._end(h) if h < len(self.order) else 0, dtype=np.int64)
+        if h == len(self.order):  # nothing quantified: the rows of positive weight
+            ok = np.ones(len(prefix), dtype=bool)
+            for i, t in enumerate(tries):
+                lk, lw = t.rows()
+                ok &= lw[np.searchsorted(lk, keys[i])] > 0 if len(ok) else ok
+            witness = prefix
+        else:
+            ok, witness = exists(
+                tries,
+                self.holders,
+                [self._end(v) for v in range(len(self.order))],
+                max(start, h),
+                depth,
+                keys,
+                prefix,
+                lo,
+                hi,
+                None if trace is None else trace.record,
+            )
+        rows = witness[ok]
+        return np.concatenate([rows, np.ones((len(rows), 1), dtype=np.int64)], axis=1)
 
     def _decode(self, rows: np.ndarray) -> pl.DataFrame:
         cols = []
@@ -419,3 +554,11 @@ def _difference(new: np.ndarray, old: np.ndarray) -> np.ndarray:
     w = np.concatenate([new[:, -1], -old[:, -1]])
     m, s = _consolidate(rows, w)
     return np.concatenate([m, s[:, None]], axis=1) if len(s) else np.zeros((0, new.shape[1]), dtype=np.int64)
+
+
+def _weight_at(keys: np.ndarray, weights: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The weights of the rows of packed keys `at` (0 for a row not there)."""
+    if not len(keys):
+        return np.zeros(len(at), dtype=np.int64)
+    pos = np.minimum(np.searchsorted(keys, at), len(keys) - 1)
+    return np.where(keys[pos] == at, weights[pos], 0)

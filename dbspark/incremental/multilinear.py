@@ -1,20 +1,23 @@
 """The multiway join's incremental version: its change telescopes input by input (`multilinear_delta`,
 `circuit/stream.py`; `operators/multijoin.py`), or, under `maintenance="sensitivity"`, it is kept by
-sensitivity indices (`operators/maintained_join.py`)."""
+sensitivity indices (`operators/maintained_join.py`), as is the projected join with short-circuit evaluation
+(`StreamExistsJoin`)."""
 
 from __future__ import annotations
 
 from dbspark.circuit.circuit import Circuit, Node
 from dbspark.circuit.stream import Stream, multilinear_delta
 from dbspark.operators.maintained_join import MaintainedMultiJoin
-from dbspark.operators.multijoin import StreamMultiJoin
+from dbspark.operators.multijoin import StreamExistsJoin, StreamMultiJoin
 
 
 def applies(n: Node) -> bool:
-    return isinstance(n.op, StreamMultiJoin)
+    return isinstance(n.op, StreamMultiJoin | StreamExistsJoin)
 
 
 def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
+    if isinstance(n.op, StreamExistsJoin):  # short-circuit evaluation: kept by sensitivity indices only
+        return dst.add(MaintainedMultiJoin(len(ins), n.op.project), *ins)
     assert isinstance(n.op, StreamMultiJoin)
     if n.op.maintenance == "sensitivity":
         return dst.add(MaintainedMultiJoin(len(ins)), *ins)

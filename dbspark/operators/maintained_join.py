@@ -21,7 +21,7 @@ import polars as pl
 from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.columnar.sensitivity import MaintainedJoin
 from dbspark.operators.base import NONLINEAR, Operator, Shape
-from dbspark.operators.multijoin import check_inputs
+from dbspark.operators.multijoin import check_inputs, projected
 
 if TYPE_CHECKING:
     from dbspark.engines.base import Kernel
@@ -32,6 +32,7 @@ class MaintainedMultiJoin(Operator):
     """(↑⋈ of `inputs` Z-sets)^Δ: the change of their natural join for their changes."""
 
     inputs: int
+    project: tuple[str, ...] | None = None  # short-circuit evaluation: see `StreamExistsJoin`
     name = "maintained_multijoin"
     kind = NONLINEAR
     stateful = True
@@ -41,13 +42,17 @@ class MaintainedMultiJoin(Operator):
         return self.inputs
 
     def shape(self, ins: list[Shape]) -> Shape:
-        return Shape(check_inputs([Shape(s.schema) for s in ins]))
+        schema = check_inputs([Shape(s.schema) for s in ins])
+        return Shape(schema if self.project is None else projected(schema, self.project))
 
     def label(self) -> str:
-        return f"{self.name}[{self.inputs}]"
+        extra = "" if self.project is None else f", exists over all but {', '.join(self.project)}"
+        return f"{self.name}[{self.inputs}{extra}]"
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> MaintainedJoin:
-        return MaintainedJoin([pl.Schema([*s.schema.items(), (WEIGHT, pl.Int64())]) for s in in_shapes])
+        return MaintainedJoin(
+            [pl.Schema([*s.schema.items(), (WEIGHT, pl.Int64())]) for s in in_shapes], project=self.project
+        )
 
     def eval(self, kernel: Kernel, state: MaintainedJoin, inputs: list[Any], undo: list) -> Any:
         changes = [None if kernel.known_empty(v) else kernel.to_local(v).df for v in inputs]

@@ -28,7 +28,7 @@ from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.columnar.leapfrog import leapfrog_join, output_schema, variable_order
 from dbspark.errors import SchemaError
 from dbspark.ir.expr import col
-from dbspark.operators.base import MULTILINEAR, Operator, Shape
+from dbspark.operators.base import MULTILINEAR, NONLINEAR, Operator, Shape
 
 if TYPE_CHECKING:
     from dbspark.engines.base import Kernel, Value
@@ -104,6 +104,16 @@ def check_inputs(ins: Sequence[Shape]) -> pl.Schema:
         raise SchemaError("a multiway join's inputs must be connected through shared columns")
     schema = output_schema([s.schema for s in ins])
     return pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT])
+
+
+def projected(schema: pl.Schema, project: Sequence[str]) -> pl.Schema:
+    """The join's columns that `project` keeps, in the join's order; a name it lacks is an error."""
+    missing = [c for c in project if c not in schema]
+    if missing or not project:
+        raise SchemaError(
+            f"a multiway join's projection names {missing or 'no columns'}; the join's columns are {list(schema)}"
+        )
+    return pl.Schema([(c, t) for c, t in schema.items() if c in project])
 
 
 @dataclass(frozen=True)
@@ -225,3 +235,40 @@ def _chained(
         have += [c for c in cols if c not in have]
         cur = kernel.map(cur, [(c, col(c)) for c in have], pl.Schema([(c, schema[c]) for c in have]))
     return kernel.map(cur, [(c, col(c)) for c in schema], schema)
+
+
+@dataclass(frozen=True)
+class StreamExistsJoin(Operator):
+    """↑ the bindings of `project` that some binding of the join's other columns completes, each once:
+    `distinct(π_project(⋈ of the inputs))` where the inputs' weights are positive (as Datalog's relations
+    are); in general a row of weight <= 0 counts as absent. Its incremental form is the join maintained
+    by sensitivity indices with short-circuit evaluation (`lftj-incremental-maintenance.txt` §2.2.1,
+    `columnar/short_circuit.py`): a head binding's search stops at its first completion."""
+
+    inputs: int
+    project: tuple[str, ...]
+    name = "stream_exists_join"
+    kind = NONLINEAR
+
+    @property
+    def arity(self) -> int:  # type: ignore[override]
+        return self.inputs
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        return Shape(projected(check_inputs(ins), self.project))
+
+    def label(self) -> str:
+        return f"stream_exists_join[{self.inputs}, {', '.join(self.project)}]"
+
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Columns:
+        return Columns(tuple(tuple(s.schema) for s in in_shapes), check_inputs(in_shapes))
+
+    def eval(self, kernel: Kernel, state: Columns, inputs: list[Any], undo: list) -> Any:
+        sets = [kernel.distinct(v) for v in inputs]  # each input's rows of positive weight, once
+        out = projected(state.schema, self.project)
+        if all(kernel.is_local(v) for v in sets):
+            joined = kernel.from_local(ZSet(leapfrog_join([kernel.to_local(v).df for v in sets])))
+        else:
+            steps = [(sets[j], on, state.atoms[j]) for j, on in fetch_plan(state.atoms, 0)]
+            joined = _chained(kernel, sets[0], state.atoms[0], steps, state.schema)
+        return kernel.distinct(kernel.map(joined, [(c, col(c)) for c in out], out))

@@ -37,6 +37,7 @@ from dbspark.frontends.datalog.ast import (
     Rule,
     Term,
     Var,
+    literal_vars,
     term_vars,
 )
 from dbspark.frontends.datalog.check import DTYPES, Relation, group_vars, outside_vars, plan
@@ -238,8 +239,23 @@ class RuleLowering:
         if not connected(names) or (auto and not is_cyclic(names)):
             return None, steps
         streams = [self.atom(a) for a in atoms]
-        how = "sensitivity" if self.joins == "sensitivity" else "delta"
-        return streams[0].stream_multijoin(*streams[1:], maintenance=how), steps[n:]
+        if self.joins != "sensitivity":
+            return streams[0].stream_multijoin(*streams[1:]), steps[n:]
+        kept = self.kept(atoms, steps[n:])
+        return streams[0].stream_multijoin(*streams[1:], maintenance="sensitivity", project=kept), steps[n:]
+
+    def kept(self, atoms: list[Atom], rest: list[tuple[str, Literal]]) -> list[str] | None:
+        """The columns of the joined atoms' variables that the rest of the rule reads (its later literals
+        and its head), for short-circuit evaluation (`lftj-incremental-maintenance.txt` §2.2.1): a
+        relation is a set (the distinct of its rules, or its best rows), so a binding of those needs
+        one completion, not their count. None where the rule reads every variable, none, or numbers its
+        bindings (autoinc)."""
+        if autoinc.in_head(self.rule):
+            return None
+        used = set().union(*(term_vars(a) for a in self.rule.head.args), *(literal_vars(x) for _, x in rest))
+        mine = list(dict.fromkeys(t.name for a in atoms for t in a.args if isinstance(t, Var)))
+        kept = [self.col_of(v) for v in mine if v in used]
+        return kept if 0 < len(kept) < len(mine) else None
 
     def other(self, step: str, lit_: Literal, cur: Stream) -> Stream:
         if step == "filter":
