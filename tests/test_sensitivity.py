@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import dbspark
 from dbspark.algebra.zset import WEIGHT
-from dbspark.columnar import intervals
+from dbspark.columnar import intervals, packed_trie
 from dbspark.columnar.intervals import IntervalIndex, ScanTree
 from dbspark.columnar.leapfrog import leapfrog_join
 from dbspark.columnar.packed_trie import PackedTrie, pack, unpack
@@ -96,6 +96,33 @@ def test_section_4_2_1_tree_surgery() -> None:
     assert sorted(t2.rows()[0].tolist()) == sorted(keys(v2).tolist())
     assert t2.counts[0].tolist() == [1, 2, 1, 1]  # rows under 0, 1, 3, 4
     assert sorted(t1.rows()[0].tolist()) == sorted(keys(v1).tolist())  # the older version is intact
+
+
+@pytest.mark.parametrize("splice", [0, packed_trie.SPLICE])
+@settings(CFG)
+@given(st.lists(st.integers(0, 40), unique=True).map(sorted), st.data())
+def test_a_splice_equals_the_edits_one_by_one(splice: int, values: list[int], data: st.DataObject) -> None:
+    """A trie level's next version (`packed_trie._splice`): elements removed at some positions, new ones
+    inserted before others, piece by piece or (past `SPLICE` edits) by NumPy's delete and insert."""
+    n = len(values)
+    drop = data.draw(st.lists(st.integers(0, n - 1), unique=True).map(sorted)) if n else []
+    into = data.draw(st.lists(st.integers(0, n), max_size=8).map(sorted))
+    new = data.draw(st.lists(st.integers(-9, -1), min_size=len(into), max_size=len(into)))
+    want: list[int] = []
+    for k in range(n + 1):
+        want += [v for p, v in zip(into, new, strict=True) if p == k]
+        if k < n and k not in drop:
+            want.append(values[k])
+    saved, packed_trie.SPLICE = packed_trie.SPLICE, splice
+    try:
+        a = np.array(values, dtype=np.int64)
+        got = packed_trie._splice(
+            a, np.array(drop, np.int64), np.array(into, np.int64), np.array(new, np.int64)
+        )
+    finally:
+        packed_trie.SPLICE = saved
+    assert got.tolist() == want
+    assert a.tolist() == values  # the old version is untouched
 
 
 @pytest.mark.parametrize("scan", [0, 4, intervals.SCAN])

@@ -154,22 +154,49 @@ class PackedTrie:
 def _merge(
     keys: np.ndarray, counts: np.ndarray, add: np.ndarray, by: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Sorted unique `keys` with `counts` after adding `by` to the counts of `add` (unique; new keys
-    inserted, keys whose count reaches 0 removed): new arrays, and the keys that appeared and went."""
+    """Sorted unique `keys` with `counts` after adding `by` to the counts of `add` (unique, sorted; new
+    keys inserted, keys whose count reaches 0 removed): new arrays, and the keys that appeared and went."""
     pos: np.ndarray = np.searchsorted(keys, add)
     found: np.ndarray = pos < len(keys)
     found[found] = keys[pos[found]] == add[found]
-    nc = counts.copy()
-    nc[pos[found]] += by[found]
-    if np.any(np.abs(counts[pos[found]].astype(np.float64) + by[found]) > 9.2e18):
+    at = pos[found]
+    now = counts[at] + by[found]
+    if np.any(np.abs(counts[at].astype(np.float64) + by[found]) > 9.2e18):
         raise WeightError("weight overflow in a sum of weights (a multiway join's input)")
-    gone = pos[found][nc[pos[found]] == 0]
+    gone, stay, stay_count = at[now == 0], at[now != 0], now[now != 0]
     fresh = ~found & (by != 0)
-    kept_keys, kept_counts = np.delete(keys, gone), np.delete(nc, gone)
-    ins = np.searchsorted(kept_keys, add[fresh])
-    return (
-        np.insert(kept_keys, ins, add[fresh]),
-        np.insert(kept_counts, ins, by[fresh]),
-        add[fresh],
-        keys[gone],
-    )
+    into = pos[fresh]
+    new_keys = _splice(keys, gone, into, add[fresh])
+    new_counts = _splice(counts, gone, into, by[fresh])
+    # a kept key's position after the splice: less the keys removed before it, plus those inserted up to it
+    new_counts[stay - np.searchsorted(gone, stay) + np.searchsorted(into, stay, side="right")] = stay_count
+    return new_keys, new_counts, add[fresh], keys[gone]
+
+
+SPLICE = 4096  # at most this many removals and insertions: the array is copied piece by piece
+
+
+def _splice(a: np.ndarray, drop: np.ndarray, into: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A new array: `a` without its elements at positions `drop` (sorted) and with `values` inserted
+    before the positions `into` (sorted, positions of `a`). A few changes copy the unchanged runs
+    between them whole (one memory copy each); many go through NumPy's masked delete and insert."""
+    if len(drop) + len(into) > SPLICE:
+        kept = np.delete(a, drop)
+        return np.insert(kept, into - np.searchsorted(drop, into), values)
+    if not len(drop) and not len(into):
+        return a.copy()
+    where = np.concatenate([into, drop])
+    kind = np.concatenate([np.zeros(len(into), np.int8), np.ones(len(drop), np.int8)])
+    order = np.lexsort((kind, where))  # at one position the insertion comes before the removal
+    pieces = []
+    prev = 0
+    for k in order.tolist():
+        p = int(where[k])
+        pieces.append(a[prev:p])
+        if k < len(into):
+            pieces.append(values[k : k + 1])
+            prev = p
+        else:
+            prev = p + 1
+    pieces.append(a[prev:])
+    return np.concatenate(pieces)
