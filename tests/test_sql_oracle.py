@@ -62,7 +62,8 @@ def test_expressions(case: Case) -> None:
 @LOCAL
 @given(cases("aggregates"))
 def test_group_by_having_aggregates(case: Case) -> None:
-    """COUNT, COUNT(DISTINCT), SUM, AVG, MIN, MAX, STDDEV, VARIANCE, MEDIAN; GROUP BY, HAVING, no GROUP BY."""
+    """COUNT, COUNT(DISTINCT), SUM, AVG, MIN, MAX, STDDEV, VARIANCE, MEDIAN, BOOL_AND / BOOL_OR, BIT_AND /
+    BIT_OR / BIT_XOR; GROUP BY, HAVING, no GROUP BY."""
     run_case(case)
 
 

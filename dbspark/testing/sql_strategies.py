@@ -508,9 +508,14 @@ class QueryGen:
         funcs = ["count", "sum", "min", "max"] + (
             [] if exact else ["avg", "stddev", "variance", "median", "median", "stddev_pop", "var_pop"]
         )
-        f = d(st.sampled_from(funcs + ["count_star", "count_distinct"]))
+        f = d(st.sampled_from(funcs + ["count_star", "count_distinct", "bits", "bools"]))
         if f == "count_star":
             return "count(*)"
+        if f == "bits":  # semigroup aggregates, kept as counts per bit (frontends/sql/bit_aggregates.py)
+            g = d(st.sampled_from(["bit_or", "bit_and", "bit_xor"]))
+            return f"{g}({self.expr('int', refs, d(st.integers(0, 1)))})"
+        if f == "bools":
+            return f"{d(st.sampled_from(['bool_and', 'bool_or']))}({self.pred(refs, 1)})"
         ordered = ("int", "dec", "str", "date", "float", "ts", "tz")
         kinds: tuple[str, ...] = (
             NUMERIC

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 from sqlglot import exp
 
+from dbspark.frontends.sql import bit_aggregates as bits
 from dbspark.frontends.sql.exprs import AGGREGATES, ExprCompiler
 from dbspark.frontends.sql.parse import name_of
 from dbspark.frontends.sql.relops import null_safe_keys
@@ -97,7 +98,8 @@ def aggregate(
     calls: dict[str, Any] = {}
     distinct_calls: list[tuple[str, str, str]] = []  # (out col, func, arg col)
     # Spark's dialect: SUM(DECIMAL(p, s)) typed DECIMAL(p + 10, s), AVG's DECIMAL(p + 4, s + 4)
-    spark_post: dict[str, ir.Expr] = {}
+    spark_post: dict[str, ir.Expr] = {}  # (and the BOOL_ / BIT_ aggregates' values, from their `helpers`)
+    helpers: set[str] = set()
     for a in aggs:
         for inner in a.iter_expressions():
             if find_aggregates([inner]):
@@ -108,6 +110,12 @@ def aggregate(
             continue
         out = c.names.fresh("a")
         computed[canonical(a)] = computed[ident] = out
+        if type(a) in bits.KINDS:
+            arg_ir = comp(_plain_argument(c, a), rel.stream.schema)
+            helpers |= _bit_call(
+                c, a, arg_ir, arg_ir.dtype(rel.stream.schema), out, pre, calls, spark_post, items
+            )
+            continue
         func = FUNCS[type(a)]
         arg = a.this
         if isinstance(a, exp.Count) and (arg is None or isinstance(arg, exp.Star)):
@@ -163,9 +171,47 @@ def aggregate(
         else:
             s = s.stream_product(d)
     if spark_post:  # (a sum past Spark's precision is an error, as in Spark's ANSI mode)
-        s = s.map(*[n for n in s.schema if n not in spark_post], *spark_post.items())
+        s = s.map(*[n for n in s.schema if n not in spark_post and n not in helpers], *spark_post.items())
     post = Scope(fields, src, computed=computed, outer=scope.outer, grouped=True, pre=scope)
     return Rel(s, fields), post, items
+
+
+def _plain_argument(c: Compiler, a: exp.Expression) -> exp.Expression:
+    """The argument of a BOOL_/BIT_ aggregate; DISTINCT changes nothing but BIT_XOR's (refused there)."""
+    arg = a.this
+    if isinstance(arg, exp.Distinct):
+        if len(arg.expressions) != 1 or isinstance(a, exp.BitwiseXorAgg):
+            c.src.unsupported(f"{bits.KINDS[type(a)].upper()}(DISTINCT ...)", a)
+        arg = arg.expressions[0]
+    return arg
+
+
+def _bit_call(
+    c: Compiler,
+    a: exp.Expression,
+    arg: ir.Expr,
+    t: pl.DataType,
+    out: str,
+    pre: list[tuple[str, ir.Expr]],
+    calls: dict[str, Any],
+    post: dict[str, ir.Expr],
+    items: list[tuple[str, exp.Expression]],
+) -> set[str]:
+    """A BOOL_/BIT_ aggregate as counts (`bit_aggregates.py`): its columns before the aggregate, its
+    linear calls, and its value after; returns the calls' columns (dropped after the value is made)."""
+    kind = bits.KINDS[type(a)]
+    acol = c.names.fresh("x")
+    pre.append((acol, arg))
+    why = bits.argument_error(kind, t)
+    if why is not None:
+        c.src.schema_error(f"{call_label(c.view, a, items)}: {why}", a)
+    extra, counts, value = bits.lowered(kind, arg, acol, t, lambda: c.names.fresh("a"))
+    pre += extra
+    label = call_label(c.view, a, items)
+    for name, (func, column) in counts.items():
+        calls[name] = (func, column, label)
+    post[out] = value
+    return set(counts)
 
 
 def _field_of(scope: Scope, col: exp.Column) -> Field | None:

@@ -29,6 +29,11 @@ from dbspark.ir import functions as fn
 from dbspark.ir.macros import MACROS
 
 AGGREGATES = (
+    exp.LogicalAnd,
+    exp.LogicalOr,
+    exp.BitwiseAndAgg,
+    exp.BitwiseOrAgg,
+    exp.BitwiseXorAgg,
     exp.Count,
     exp.Sum,
     exp.Avg,

@@ -90,7 +90,8 @@ def parse(text: str) -> tuple[Source, list[exp.Expression]]:
 # aggregates that skip NULL arguments: `agg(x) FILTER (WHERE c)` is `agg(CASE WHEN c THEN x END)`
 SKIP_NULLS = (
     exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev, exp.StddevSamp, exp.StddevPop, exp.Variance,
-    exp.VariancePop, exp.Median, exp.Mode,
+    exp.VariancePop, exp.Median, exp.Mode, exp.LogicalAnd, exp.LogicalOr, exp.BitwiseAndAgg,
+    exp.BitwiseOrAgg, exp.BitwiseXorAgg,
 )  # fmt: skip
 
 
