@@ -48,7 +48,8 @@ PREDICATES = [
 AGGS = [
     "COUNT(*)", "SUM(b)", "MIN(s)", "MAX(a)", "AVG(b)", "COUNT(s)", "SUM(d)", "AVG(d)", "SUM(d) / 3",
     "stddev(b)", "stddev_samp(x)", "stddev_pop(b)", "variance(x)", "var_samp(b)", "var_pop(x)",
-    "median(b)", "COUNT(DISTINCT s)", "MAX(dt)", "MIN(x)", "SUM(x)",
+    "median(b)", "COUNT(DISTINCT s)", "MAX(dt)", "MIN(x)", "SUM(x)", "bool_and(a > 0)", "bool_or(s IS NULL)",
+    "bit_or(a)", "bit_and(b)", "bit_xor(a - b)",
 ]  # fmt: skip
 WINDOWS = [
     "row_number()", "rank()", "dense_rank()", "percent_rank()", "cume_dist()", "ntile(2)", "lag(a)",

@@ -15,13 +15,12 @@ from dbspark.testing.engines import engine_given, pipeline_on
 from dbspark.testing.sql_oracle import SqlOracle
 
 DDL = "CREATE TABLE t (g BIGINT, i8 TINYINT, i16 SMALLINT, i32 INTEGER, i64 BIGINT, u32 UINTEGER, b BOOLEAN);"
-# every function on the narrowest type, one per wider type (each call is one SUM per bit: 184 here)
-BITS = "bit_or(i8) AS o8, bit_and(i8) AS a8, bit_xor(i8) AS x8, bit_or(i16) AS o16, bit_xor(i32) AS x32, "
-BITS += "bit_and(i64) AS a64, bit_or(u32) AS o32"
+# every function, and every width with the sign bit (each call is one COUNT per bit: 120 here)
+BITS = "bit_or(i8) AS o8, bit_and(i16) AS a16, bit_xor(i32) AS x32, bit_or(i64) AS o64"
 VIEWS = f"""
 CREATE VIEW grouped AS SELECT g, bool_and(b) AS band, bool_or(b) AS bor, {BITS} FROM t GROUP BY g;
 CREATE VIEW whole AS SELECT bool_or(b) AS bor, bit_or(i64) AS o, bit_and(DISTINCT i32) AS a, count(*) AS n FROM t;
-CREATE VIEW mixed AS SELECT g, bit_or(i64 % 8) + sum(i16) AS s, bool_and(i32 > 0) AS pos FROM t
+CREATE VIEW mixed AS SELECT g, bit_or(i16) + sum(i16) AS s, bool_and(i32 > 0) AS pos FROM t
   WHERE i8 IS NOT NULL OR b GROUP BY g HAVING bool_or(b) OR count(*) > 1;
 """
 
@@ -46,7 +45,7 @@ def streams(steps: int) -> st.SearchStrategy:
     return st.lists(st.tuples(st.lists(ROW, max_size=8), st.floats(0, 1)), min_size=1, max_size=steps)
 
 
-@engine_given(streams(5), local=15, spark=2, spark_strategies=(streams(2),))
+@engine_given(streams(5), local=12, spark=2, spark_strategies=(streams(2),))
 def test_bit_and_bool_aggregates_match_duckdb(engine: Any, steps: list) -> None:
     p = pipeline_on(engine)
     oracle = SqlOracle(DDL + VIEWS)
