@@ -79,6 +79,15 @@ class Dictionary:
         return self.values.gather(codes)
 
 
+def find_sorted(keys: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of `x`: its position in the sorted unique `keys` (clipped to the last) and whether it is
+    there."""
+    if not len(keys):
+        return np.zeros(len(x), dtype=np.int64), np.zeros(len(x), dtype=bool)
+    at = np.minimum(np.searchsorted(keys, x), len(keys) - 1)
+    return at, keys[at] == x
+
+
 def bits_for(n_codes: int) -> int:
     """Bits per code for a variable with n_codes values: room to double, and the end marker."""
     return max(2, int(2 * max(n_codes, 1) + 1).bit_length())

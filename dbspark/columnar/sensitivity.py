@@ -43,7 +43,7 @@ from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.intersections import leapfrog, smallest_leads
 from dbspark.columnar.intervals import IntervalIndex
 from dbspark.columnar.leapfrog import join_variables, matchable, output_schema, variable_order
-from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, PackedTrie, bits_for, pack, unpack
+from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, PackedTrie, bits_for, find_sorted, pack, unpack
 from dbspark.columnar.regions import Regions, normalize
 from dbspark.columnar.short_circuit import Heads, exists
 from dbspark.errors import SchemaError, WeightError
@@ -351,8 +351,7 @@ class MaintainedJoin:
                 cols = [self.order.index(v) for v in self.levels[i]]
                 loses = (now <= 0) & (pack(list(wit[:, cols].T), old.bits) == op)
             else:
-                at = np.minimum(np.searchsorted(new.keys[d], op), max(len(new.keys[d]) - 1, 0))
-                gains = new.keys[d][at] == op if len(new.keys[d]) else np.zeros(len(op), dtype=bool)
+                _, gains = find_sorted(new.keys[d], op)
                 loses = np.zeros(len(op), dtype=bool)
             heads = heads[present & loses]
             stay = ~present & gains
@@ -447,9 +446,7 @@ class MaintainedJoin:
         alive = np.ones(len(r.lo), dtype=bool)
         for i in range(n):  # a prefix some atom lacks is not reached: nothing under it
             if depth[i]:
-                level = tries[i].keys[depth[i] - 1]
-                at = np.minimum(np.searchsorted(level, keys[i]), max(len(level) - 1, 0))
-                alive &= (level[at] == keys[i]) if len(level) else False
+                alive &= find_sorted(tries[i].keys[depth[i] - 1], keys[i])[1]
         prefix = r.prefix[alive]
         keys = [k[alive] for k in keys]
         lo, hi = r.lo[alive], r.hi[alive]
@@ -558,7 +555,5 @@ def _difference(new: np.ndarray, old: np.ndarray) -> np.ndarray:
 
 def _weight_at(keys: np.ndarray, weights: np.ndarray, at: np.ndarray) -> np.ndarray:
     """The weights of the rows of packed keys `at` (0 for a row not there)."""
-    if not len(keys):
-        return np.zeros(len(at), dtype=np.int64)
-    pos = np.minimum(np.searchsorted(keys, at), len(keys) - 1)
-    return np.where(keys[pos] == at, weights[pos], 0)
+    pos, here = find_sorted(keys, at)
+    return np.where(here, weights[pos], 0) if len(keys) else np.zeros(len(at), dtype=np.int64)

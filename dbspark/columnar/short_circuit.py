@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dbspark.columnar.intersections import first_keys
-from dbspark.columnar.packed_trie import PackedTrie, pack
+from dbspark.columnar.packed_trie import PackedTrie, find_sorted, pack
 from dbspark.columnar.regions import Regions
 
 Record = Callable[[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
@@ -132,8 +132,7 @@ class Heads:
         """For head bindings (rows of the head's codes): whether each is present, and its witness (rows
         of zeros where not)."""
         key = pack(list(heads.T), self.bits)
-        at = np.minimum(np.searchsorted(self.keys, key), max(len(self.keys) - 1, 0))
-        here = self.keys[at] == key if len(self.keys) else np.zeros(len(key), dtype=bool)
+        at, here = find_sorted(self.keys, key)
         wit = np.zeros((len(key), self.witness.shape[1]), dtype=np.int64)
         wit[here] = self.witness[at[here]]
         return here, wit

@@ -202,12 +202,12 @@ def _bit_call(
     kind = bits.KINDS[type(a)]
     acol = c.names.fresh("x")
     pre.append((acol, arg))
+    label = call_label(c.view, a, items)
     why = bits.argument_error(kind, t)
     if why is not None:
-        c.src.schema_error(f"{call_label(c.view, a, items)}: {why}", a)
+        c.src.schema_error(f"{label}: {why}", a)
     extra, counts, value = bits.lowered(kind, arg, acol, t, lambda: c.names.fresh("a"))
     pre += extra
-    label = call_label(c.view, a, items)
     for name, (func, column) in counts.items():
         calls[name] = (func, column, label)
     post[out] = value
