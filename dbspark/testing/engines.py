@@ -10,7 +10,7 @@ is a few Spark jobs, so a hypothesis test runs fewer examples (and sometimes sho
 `pipeline_on(engine)` is a `dbspark.Pipeline` on that engine.
 
 Example counts: every property test runs `EXAMPLES` (the environment's `DBSPARK_EXAMPLES`, default
-0.4) of the examples its settings name, on Spark `SPARK_SHARE` of that, at least one
+0.3) of the examples its settings name, on Spark `SPARK_SHARE` of that, at least one
 (`scale_examples`, applied to every collected test by tests/conftest.py): the default keeps the
 README's test command within CI's time; the full lane is `DBSPARK_EXAMPLES=1 pytest` (about twice as
 long).
@@ -29,8 +29,8 @@ from hypothesis.strategies import SearchStrategy
 
 import dbspark
 
-EXAMPLES = float(os.environ.get("DBSPARK_EXAMPLES", "0.4"))
-SPARK_SHARE = 0.7  # a Spark example costs several Spark jobs per step: Spark's counts are cut first
+EXAMPLES = float(os.environ.get("DBSPARK_EXAMPLES", "0.3"))
+SPARK_SHARE = 0.5  # a Spark example costs several Spark jobs per step: Spark's counts are cut first
 
 BASE = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
