@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from dbspark.algebra.consolidate import WEIGHT
+from dbspark.columnar.plans import collect
 
 RANK = "__rank"
 KEPT = "__kept"  # (counting only) a fact removed while some derivation of it is left
@@ -52,14 +53,22 @@ class RankFold:
         held = _held(facts, cols).select(*cols, pl.col(RANK).alias("__held"))
         # (a held fact of the change whose derivations are all gone has no row among them)
         j = held.join(self._derivations(change, integral), on=cols, how="left", nulls_equal=True)
-        per = j.group_by(cols).agg(
-            pl.col("__held").first().alias(RANK),
-            pl.col(WEIGHT).filter(pl.col(RANK) < pl.col("__held")).sum().alias("__below"),
-            pl.col(WEIGHT).sum().alias("__all"),
+        # (each row's terms computed before grouping: a filter inside an aggregation is evaluated group
+        # by group, about 20x slower on a few hundred facts)
+        below = pl.when(pl.col(RANK) < pl.col("__held")).then(pl.col(WEIGHT)).otherwise(0)
+        per = (
+            j.with_columns(below.alias("__below"))
+            .group_by(cols)
+            .agg(
+                pl.col("__held").first().alias(RANK),
+                pl.col("__below").sum(),
+                pl.col(WEIGHT).sum().alias("__all"),
+            )
         )
         gone = per.filter(pl.col("__below") <= 0)
         extra = [(pl.col("__all") > 0).alias(KEPT)] if self.count else []
-        return gone.select(*cols, RANK, *extra, pl.lit(-1, pl.Int64).alias(WEIGHT)).collect()
+        plan = gone.select(*cols, RANK, *extra, pl.lit(-1, pl.Int64).alias(WEIGHT))
+        return collect(plan, change.height + integral.height + facts.height)
 
     def _normal(
         self, change: pl.DataFrame, integral: pl.DataFrame, facts: pl.DataFrame, removed: pl.DataFrame
@@ -72,11 +81,9 @@ class RankFold:
         old = integral.lazy().group_by(cols).agg(pl.col(WEIGHT).sum().alias("__old"))
         per = (
             self._derivations(change, integral)
+            .with_columns(pl.when(pl.col(WEIGHT) > 0).then(pl.col(RANK)).alias("__least"))
             .group_by(cols)
-            .agg(
-                pl.col(WEIGHT).sum().alias("__all"),
-                pl.col(RANK).filter(pl.col(WEIGHT) > 0).min().alias("__least"),
-            )
+            .agg(pl.col(WEIGHT).sum().alias("__all"), pl.col("__least").min())
             .join(old, on=cols, how="full", nulls_equal=True, coalesce=True)
             .join(
                 removed.lazy().select(*cols, pl.lit(True).alias("__removed")).unique(cols),
@@ -98,7 +105,8 @@ class RankFold:
             .join(_held(facts, cols).select(*cols, RANK), on=cols, nulls_equal=True)
             .select(*cols, RANK, pl.lit(-1, pl.Int64).alias(WEIGHT))
         )
-        return pl.concat([come, go]).collect()
+        rows = change.height + integral.height + facts.height + removed.height
+        return collect(pl.concat([come, go]), rows)
 
 
 def _held(facts: pl.DataFrame, cols: list[str]) -> pl.LazyFrame:

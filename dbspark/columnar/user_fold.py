@@ -36,6 +36,7 @@ from dbspark.columnar.aggfold import (
     old_new,
     results,
 )
+from dbspark.columnar.plans import collect
 from dbspark.errors import NegativeStateError, UnsupportedError
 from dbspark.ir.aggregate import AggSpec, UserAggregate, result_dtype
 
@@ -122,7 +123,7 @@ def fold_groups(
         before = [codec.loads(b) if b is not None else None for b in old[f"__u{i}"].to_list()]
         counts = [int(m) if m is not None else 0 for m in old[f"__n{i}"].to_list()]
         after, after_n = list(before), list(counts)
-        ch = (
+        plan = (
             d.lazy()
             .filter(pl.col(str(c.arg)).is_not_null())
             .group_by([*keys, str(c.arg)])
@@ -131,8 +132,8 @@ def fold_groups(
             .sort(WEIGHT, descending=True)  # inserts before deletes: d undoes what g did
             .join(at.lazy(), on=keys, how="left", nulls_equal=True, maintain_order="left")
             .select("__j", str(c.arg), WEIGHT)
-            .collect()
         )
+        ch = collect(plan, d.height + at.height)
         for j, v, w in ch.iter_rows():
             after_n[j] += w
             if i in roots:
@@ -173,7 +174,8 @@ def fold_groups(
     made = groups.lazy().with_columns(list(new_cols.values())).filter(has)
     made = made.select(*accs, pl.lit(1, pl.Int64).alias(WEIGHT))
     trace = pl.concat([gone, made], how="vertical").with_columns(pl.lit(1, pl.Int8).alias(K), *nulls)
-    return pl.concat([view.lazy().select(list(schema)), trace.select(list(schema))], how="vertical").collect()
+    plan = pl.concat([view.lazy().select(list(schema)), trace.select(list(schema))], how="vertical")
+    return collect(plan, view.height + old.height + groups.height)
 
 
 def _stored(ua: UserAggregate, values: list[Any]) -> list[bytes | None]:
