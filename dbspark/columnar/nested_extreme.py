@@ -39,31 +39,29 @@ def nested_extreme(spec: AggSpec, frames: list[pl.DataFrame]) -> pl.DataFrame:
     `frames` = [w1, w2, w3, x] (the input's columns and the weight), not consolidated."""
     keys = list(spec.by)
     cols = [c for c in spec.input_schema]
-    w, part = pl.col(WEIGHT), pl.col(PART)
-    # each row's multiplicity in each corner, computed before grouping (a filter inside an aggregation
-    # is evaluated group by group, many times slower on a step's few hundred groups)
     rows = pl.concat(
         [f.select(*cols, WEIGHT).with_columns(pl.lit(i, pl.Int8).alias(PART)) for i, f in enumerate(frames)],
         how="vertical",
-    ).with_columns(
-        [pl.when(part.is_in(list(ids))).then(w).otherwise(0).alias("__c" + name) for name, ids, _ in CORNERS]
     )
+    w, part = pl.col(WEIGHT), pl.col(PART)
 
     def sums(prefix: str) -> list[pl.Expr]:
-        return [pl.col("__c" + name).sum().alias(prefix + name) for name, _, _ in CORNERS]
+        return [w.filter(part.is_in(list(ids))).sum().alias(prefix + name) for name, ids, _ in CORNERS]
 
     groups = rows.group_by(keys).agg(sums("__n"))
     for i, c in enumerate(spec.calls):
         x = pl.col(str(c.arg))
         by_value = list(dict.fromkeys([*keys, str(c.arg)]))
         values = rows.filter(x.is_not_null()).group_by(by_value).agg(sums("__m"))
-        present = [pl.when(pl.col("__m" + name) > 0).then(x).alias(f"__v{i}{name}") for name, _, _ in CORNERS]
         pick = [
-            (pl.col(f"__v{i}{name}").min() if c.func == "min" else pl.col(f"__v{i}{name}").max())
+            (
+                x.filter(pl.col("__m" + name) > 0).min()
+                if c.func == "min"
+                else x.filter(pl.col("__m" + name) > 0).max()
+            ).alias(f"__v{i}{name}")
             for name, _, _ in CORNERS
         ]
-        extreme = values.select(*keys, *present).group_by(keys).agg(pick)
-        groups = groups.join(extreme, on=keys, how="left", nulls_equal=True)
+        groups = groups.join(values.group_by(keys).agg(pick), on=keys, how="left", nulls_equal=True)
     out = []
     for name, _, sign in CORNERS:
         out.append(

@@ -155,14 +155,10 @@ def nested_fold(spec: AggSpec, t1: int, frames: list[pl.DataFrame]) -> pl.DataFr
         how="vertical_relaxed",
     )
     w, p = pl.col(WEIGHT).cast(pl.Int128), pl.col(PART)
-    # each row's term in each part computed before grouping (a filter inside an aggregation is
-    # evaluated group by group)
-    terms = [pl.when(p == i).then(pl.col(n) * w).alias(f"{n}@{i}") for n in sums for i in range(4)]
     a = (
         computable(rows, sums)
-        .select(*by, *terms)
         .group_by(by)
-        .agg([pl.col(f"{n}@{i}").sum() for n in sums for i in range(4)])
+        .agg([(pl.col(n) * w).filter(p == i).sum().alias(f"{n}@{i}") for n in sums for i in range(4)])
     )
 
     def total(*parts: int) -> pl.DataFrame:
