@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from collections.abc import Sequence
+from unittest.mock import patch
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dbspark
 from dbspark import col
 from dbspark.algebra.zset import WEIGHT
+from dbspark.errors import WeightError
 from dbspark.operators.distinct import H_WEIGHT
 from dbspark.trace import spine
 from dbspark.trace.spine import Spine
@@ -60,7 +64,7 @@ def test_spine_matches_a_dict_oracle(batches: list[list[tuple]], probe: list[int
         st.tuples(
             st.lists(rows, min_size=1, max_size=10),
             st.sampled_from([True, True, True, False]),  # deferred mostly: runs of them are the case
-            st.sampled_from(["none", "none", "none", "settle", "undo"]),
+            st.sampled_from(["none", "none", "none", "settle", "undo", "hold", "release"]),
             st.one_of(st.none(), st.integers(0, 11)),
         ),
         max_size=12,
@@ -70,22 +74,29 @@ def test_spine_matches_a_dict_oracle(batches: list[list[tuple]], probe: list[int
 def test_deferred_inserts_keep_every_snapshot_exact(ops: list[tuple], probe: list[int | None]) -> None:
     """Inserts deferred until a read (`Spine.insert(defer=True)`): every snapshot holds what was
     inserted before it, read in any order (by the spine when it still holds the inserts, else by the
-    snapshot), after settles and after an undo of the last insert."""
+    snapshot), after settles, after an undo of the last insert, and while the step's batches are held
+    apart from the older ones (`hold` / `release`, as in a recursive scope's step)."""
     sp = Spine(("k",), SCHEMA)
     oracle: Counter = Counter()
     snapshots = []
     for batch, defer, then, read in ops:
-        saved = list(sp.batches), list(sp.pending), Counter(oracle)
+        saved = list(sp.batches), list(sp.pending), sp.floor, Counter(oracle)
         sp.insert(frame(batch), defer=defer)
         for k, v, w in batch:
             oracle[(k, v)] += w
         if then == "undo":
-            sp.batches, sp.pending, oracle = saved[0], saved[1], saved[2]
+            sp.batches, sp.pending, sp.floor, oracle = saved
         snapshots.append((sp.snapshot(), dict(oracle)))
         if read is not None:  # a snapshot read (the latest or an older one): batched by it or the spine
             assert len(snapshots[read % len(snapshots)][0].batches) >= 0
         if then == "settle":
             sp.settle()
+        elif then == "hold":
+            sp.hold()
+            assert not sp.pending and sp.floor == len(sp.batches)
+        elif then == "release":
+            sp.release()
+            assert sp.floor == 0 and not sp.pending
     snapshots.append((sp.snapshot(), dict(oracle)))
     for snap, expected in reversed(snapshots):
         full = {(k, v): w for k, v, w in snap.to_frame().rows()}
@@ -158,6 +169,73 @@ def test_rows_hashed_once_index_and_seek_a_trace_by_every_column(
             r: v for r, w in p.to_dict().items() if (v := int(prev[r] + w > 0) - int(prev[r] > 0)) != 0
         }
     assert {r: w for r, w in snap.to_zset().to_dict().items()} == {r: w for r, w in oracle.items() if w != 0}
+
+
+INTS = pl.Schema({"k": pl.Int64, "r": pl.Int64, WEIGHT: pl.Int64})
+int_rows = st.tuples(st.integers(0, 4), st.integers(0, 1), st.integers(-2, 2))  # few distinct rows
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.lists(int_rows, min_size=1, max_size=12), st.one_of(st.none(), st.integers(0, 11))),
+        min_size=2,
+        max_size=12,
+    ),
+    st.sampled_from(["real", "keys", "rows", "zero"]),
+    st.lists(st.sampled_from(["hold", "release", "drop", "none", "none"]), min_size=12, max_size=12),
+    st.sampled_from([None, 2**61, -(2**62), 2**62]),
+)
+def test_merges_of_integer_rows_match_a_dict_oracle(
+    changes: list[tuple[list[tuple], int | None]], hashing: str, steps: list[str], big: int | None
+) -> None:
+    """Batches of integer rows, several per key (a ranked trace's old and new rank), merged on every
+    insert: by NumPy (`_merge_summed`), or by grouping when two rows' sort keys collide (`hashing`: the
+    key hashes by parity, the row hashes by the key's parity, or every hash zero) or a sum could
+    overflow; the step's batches held apart, released and dropped from at random. After each insert
+    every batch is consolidated (no zero weight, no row twice) and sorted by key hash, and the trace
+    equals a dict oracle. A change may also delete an earlier one (`undone`: rows that cancel across
+    batches); the last may add a row of a large weight (`big`; from 2^62 on, the NumPy path leaves a
+    merge to grouping), which no later change negates: every sum stays inside int64."""
+    batches: list[list[tuple]] = []
+    for rows, undone in changes:
+        earlier = batches[undone % len(batches)] if batches and undone is not None else []
+        batches.append(rows + [(k, r, -w) for k, r, w in earlier])
+    if big is not None:
+        batches[-1].append((0, 0, big))
+    real = spine.key_hash
+
+    def key_hash(df: pl.DataFrame, keys: Sequence[str]) -> np.ndarray:
+        by_key = list(keys) == ["k"]
+        if hashing == "real" or (hashing == "keys") != by_key and hashing != "zero":
+            return real(df, keys)
+        return (df["k"].to_numpy() % 2 if hashing != "zero" else np.zeros(df.height)).astype(np.uint64)
+
+    sp = Spine(("k",), INTS)
+    oracle: Counter = Counter()
+    with patch.object(spine, "SMALL", 0), patch.object(spine, "key_hash", key_hash):
+        for b, step in zip(batches, steps, strict=False):
+            for k, r, w in b:
+                oracle[(k, r)] += w
+            sp.insert(pl.DataFrame(b, schema=INTS, orient="row"))
+            if step == "hold":
+                sp.hold()
+            elif step == "release":
+                sp.release()
+            elif step == "drop":
+                sp.drop([("k", 2)])
+                oracle = Counter({kr: w for kr, w in oracle.items() if kr[0] >= 2})
+            for batch in sp.batches:
+                assert (batch.hashes[1:] >= batch.hashes[:-1]).all()
+                assert (batch.hashes == key_hash(batch.df, ["k"])).all()
+                assert (batch.df[WEIGHT] != 0).all()
+                assert not batch.df.select("k", "r").is_duplicated().any()
+            full = {(k, r): w for k, r, w in sp.snapshot().to_frame().rows()}
+            assert full == {kr: w for kr, w in oracle.items() if w != 0}
+        sp.release()
+    assert {(k, r): w for k, r, w in sp.snapshot().to_frame().rows()} == {
+        kr: w for kr, w in oracle.items() if w != 0
+    }
 
 
 def test_hash_collisions_are_filtered(monkeypatch) -> None:
@@ -242,3 +320,13 @@ def test_hash_collisions_in_a_crowded_bucket_are_filtered(monkeypatch) -> None:
     got = sp.snapshot().seek(pl.DataFrame({"k": [3, 2, 99]}, schema={"k": pl.Int64})).df.rows()
     assert got == [(3, "a", 1)]
     assert sorted(r[0] for r in sp.snapshot().to_frame().rows()) == list(range(1, 40, 2))
+
+
+def test_a_merge_whose_sum_leaves_int64_is_refused() -> None:
+    """Two batches holding one row at 2^62 each: their merge would wrap around int64 in NumPy; it is
+    left to the checked grouping, which refuses it (WeightError) instead of storing -2^63."""
+    sp = Spine(("k",), INTS)
+    with patch.object(spine, "SMALL", 0):
+        sp.insert(pl.DataFrame([(0, 0, 2**62), (1, 0, 1)], schema=INTS, orient="row"))
+        with pytest.raises(WeightError):
+            sp.insert(pl.DataFrame([(0, 0, 2**62)], schema=INTS, orient="row"))

@@ -144,9 +144,9 @@ def consolidate_sorted(
     if df.height == 0:
         return df, None
     data_cols = [c for c in df.columns if c not in weight_cols]
-    summable = _summable(df, data_cols, weight_cols)
+    sums = summable(df, data_cols, weight_cols)
     if (
-        (few_repeats or summable)
+        (few_repeats or sums)
         and df.height > 1
         and data_cols
         and all(isinstance(df.schema[c], _HASHED) for c in data_cols)
@@ -162,7 +162,7 @@ def consolidate_sorted(
             if not keep.all():
                 order, s = order[keep], s[keep]
             return take(df, order), s
-        summed = _summed_runs(df, data_cols, order, s, dup) if summable else None
+        summed = _summed_runs(df, data_cols, order, s, dup) if sums else None
         if summed is not None:
             return summed
         run = np.zeros(df.height, dtype=bool)  # in hash order: a row whose hash another row has too
@@ -180,7 +180,7 @@ def consolidate_sorted(
 def _summed_runs(
     df: pl.DataFrame, data_cols: list[str], order: np.ndarray, s: np.ndarray, dup: np.ndarray
 ) -> tuple[pl.DataFrame, np.ndarray] | None:
-    """The consolidated frame by NumPy, for a frame `_summable` says it can sum: in hash order
+    """The consolidated frame by NumPy, for a frame `summable` says it can sum: in hash order
     (`order`, the sorted hashes `s`, `dup`: s[i + 1] == s[i]), equal rows are adjacent unless two
     different rows share a hash, which is checked (None then, as when a sum could overflow)."""
     w = df[WEIGHT].to_numpy()
@@ -202,7 +202,7 @@ def _summed_runs(
     return out.with_columns(pl.Series(WEIGHT, sums[keep], dtype=pl.Int64)), first[keep]
 
 
-def _summable(df: pl.DataFrame, data_cols: list[str], weight_cols: Sequence[str]) -> bool:
+def summable(df: pl.DataFrame, data_cols: list[str], weight_cols: Sequence[str]) -> bool:
     """Whether `_summed_runs` applies: an int64 weight alone, integer-like data columns without NULLs."""
     if list(weight_cols) != [WEIGHT] or df.schema[WEIGHT] != pl.Int64:
         return False

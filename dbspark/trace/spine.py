@@ -5,7 +5,9 @@ rows of a set of keys by binary search in every batch (`rhizome-dbsp-implementat
 traces, arrangements; the spine of differential dataflow). Batches are merged geometrically: a new
 batch merges with the newest one while that one is at most `MERGE_FACTOR` times larger, which keeps
 O(log n) batches and amortized O(log n) merge work per row. A join or aggregate therefore touches
-state only through the keys of its change: O(|change| · log n) lookups plus the matching rows.
+state only through the keys of its change: O(|change| · log n) lookups plus the matching rows. Within a
+recursive scope's step the batches the step makes merge among themselves only, and into the older
+ones once at its end (`Spine.hold`): what an iteration inserts, a later one often deletes again.
 
 Weights are a vector of `weight_cols` summed on consolidation: `[WEIGHT]` for a Z-set, or aggregate
 accumulators (count, sum, ...) for the linear aggregates — another abelian group (weights.py).
@@ -31,6 +33,7 @@ from dbspark.algebra.consolidate import (
     hash_order,
     key_hash,
     sorted_unique,
+    summable,
     take,
 )
 from dbspark.algebra.zset import IndexedZSet, ZSet
@@ -164,11 +167,17 @@ def merge_batches(a: Batch, b: Batch, keys: Sequence[str], weight_cols: Sequence
     Each batch is consolidated, so equal rows can only be a row of `a` and a row of `b` with the
     same key hash: only the rows whose key hash occurs in both batches are consolidated (grouped),
     found by binary search of the smaller batch's hashes in the larger one. The result is one gather
-    of the other rows and the consolidated ones in hash order (a stable sort of sorted runs)."""
+    of the other rows and the consolidated ones in hash order (a stable sort of sorted runs); by NumPy
+    alone when it can compare the rows (`_merge_summed`)."""
     ha, hb = a.hashes, b.hashes
     if len(ha) == 0 or len(hb) == 0:
         return a if len(hb) == 0 else b
     both = pl.concat([a.df, b.df], how="vertical", rechunk=False)
+    data = [c for c in both.columns if c not in weight_cols]
+    if a.order is None and summable(a.df, data, weight_cols) and summable(b.df, data, weight_cols):
+        merged = _merge_summed(a, b, both, keys, data)
+        if merged is not None:
+            return merged
     if a.order is not None:  # the rows of a hash sorted by the order column: one sort of both
         common = np.intersect1d(ha, hb)
         if len(common) == 0:
@@ -194,6 +203,60 @@ def merge_batches(a: Batch, b: Batch, keys: Sequence[str], weight_cols: Sequence
     order = np.argsort(h, kind="stable")  # two sorted runs and the consolidated rows
     src = np.concatenate([rest, np.arange(len(both), len(both) + cons.height)])[order]
     return Batch(take(pl.concat([both, cons], how="vertical", rechunk=False), src), keys, h[order])
+
+
+def _merge_summed(
+    a: Batch, b: Batch, both: pl.DataFrame, keys: Sequence[str], data: list[str]
+) -> Batch | None:
+    """`merge_batches` of two batches of integer-like columns without NULLs and an int64 weight, by
+    NumPy: the two sorted hash runs merged (a stable sort), then, within each run of rows sharing a key
+    hash (rows of one key: a batch of changes holds a row's old and new version, as a ranked trace's
+    rank change), the rows sorted by a hash of all their columns, so that equal rows, one of each
+    batch, are adjacent and summed. None when it cannot tell (two rows of a run share their sort key,
+    or a sum could overflow): the caller groups the rows instead.
+
+    The sort key is the run's number in the high bits and the row hash's high bits below it, one
+    uint64; a run keeps its positions, so the result stays in key-hash order without another sort.
+    Measured on a tc trace's merge (2.4M + 1.5M rows of (x, y, rank), 1.4M pairs cancelling): 0.9 s,
+    against 2.3 s by grouping."""
+    h = np.concatenate([a.hashes, b.hashes])
+    merged = np.argsort(h, kind="stable")  # two sorted runs: one merge
+    mh = h[merged]
+    eq = mh[1:] == mh[:-1]
+    if not eq.any():
+        return Batch(take(both, merged), keys, mh)
+    w = both[WEIGHT].to_numpy()
+    if max(abs(int(w.min())), abs(int(w.max()))) >= 1 << 62:  # the sum of two could overflow
+        return None
+    n = len(mh)
+    inrun = np.zeros(n, dtype=bool)  # in merged order: a row whose key hash another row has too
+    inrun[1:] = eq
+    inrun[:-1] |= eq
+    pos = np.flatnonzero(inrun)
+    run = (np.cumsum(np.concatenate(([True], ~eq))) - 1)[pos]
+    rows = merged[pos]
+    hr = mh[pos] if list(keys) == data else key_hash(both, data)[rows]
+    k = np.uint64(int(run[-1]).bit_length())
+    sk = (run.astype(np.uint64) << (np.uint64(64) - k)) | (hr >> k) if k else hr
+    o = hash_order(sk)
+    rows, sk = rows[o], sk[o]
+    same = sk[1:] == sk[:-1]
+    for c in data:
+        v = both[c].to_physical().to_numpy()[rows]
+        same &= v[1:] == v[:-1]
+    first = np.flatnonzero(np.concatenate(([True], ~same)))
+    fk = sk[first]
+    if (fk[1:] == fk[:-1]).any():  # different rows with one sort key: equal ones may not be adjacent
+        return None
+    sums = np.add.reduceat(w[rows], first)
+    merged[pos] = rows  # each run's rows in its own positions, equal ones adjacent
+    wm = w[merged]
+    keep = np.ones(n, dtype=bool)
+    keep[pos] = False
+    keep[pos[first]] = sums != 0
+    wm[pos[first]] = sums
+    out = take(both, merged[keep]).with_columns(pl.Series(WEIGHT, wm[keep], dtype=pl.Int64))
+    return Batch(out, keys, mh[keep])
 
 
 def _same(a: Sequence[object], b: Sequence[object]) -> bool:
@@ -411,6 +474,9 @@ class Spine:
         # them: (the batches and the frames it started from, the batches it made)
         self.pending: list[Deferred] = []
         self._last: tuple[tuple[object, ...], tuple[Batch, ...]] | None = None
+        # during a recursive scope's step (`hold`): the batches older than the step, which the step's
+        # batches do not merge into until it ends (`release`)
+        self.floor = 0
 
     def insert(
         self,
@@ -449,6 +515,33 @@ class Spine:
         """Batch every deferred insert."""
         if self.pending:
             self._batch(len(self.pending))
+
+    def hold(self) -> None:
+        """From now until `release`, the batches made merge among themselves only, not into the older
+        ones. A recursive scope's step writes a trace many times (an iteration's insert, batched when
+        the next one reads it), and under delete-and-rederive most of what it inserts it deletes again
+        (or the reverse): merged into the trace's largest batches at once, each such change costs a
+        merge of the whole trace (tc at 1,000 nodes: a 2.4M-row batch merged with 1.5M rows of the
+        step's, which then cancelled); held apart, they cancel among themselves and what is left
+        joins the older batches once, at the step's end. The held batches stay geometric among
+        themselves: O(log n) batches in all."""
+        self.settle()
+        self.floor = len(self.batches)
+
+    def release(self) -> None:
+        """End a `hold`: the deferred inserts batched, the step's batches merged into one, and that
+        one into the older batches geometrically."""
+        self.settle()
+        bs, floor = self.batches, self.floor
+        self.floor = 0
+        while len(bs) - floor >= 2:
+            b = bs.pop()
+            a = bs.pop()
+            faults.point("merge")
+            bs.append(merge_batches(a, b, self.keys, self.weight_cols))
+        if bs and len(bs[-1]) == 0:
+            bs.pop()
+        self._merge()
 
     def batched(self, batches: tuple[Batch, ...], pending: tuple[Deferred, ...]) -> tuple[Batch, ...] | None:
         """The batches of a snapshot taken with `batches` and deferred inserts `pending`, made by
@@ -494,7 +587,7 @@ class Spine:
 
     def _merge(self) -> None:
         bs = self.batches
-        while len(bs) >= 2 and len(bs[-2]) <= MERGE_FACTOR * len(bs[-1]):
+        while len(bs) - self.floor >= 2 and len(bs[-2]) <= MERGE_FACTOR * len(bs[-1]):
             b = bs.pop()
             a = bs.pop()
             faults.point("merge")
@@ -505,19 +598,20 @@ class Spine:
         change will reach again (`circuit/waterline.py`). Returns the number of rows dropped."""
         self.settle()
         dead = all_below(below)
-        kept, dropped = [], 0
-        for b in self.batches:
+        kept, dropped, old = [], 0, 0  # old: the kept batches of the `floor` older ones
+        for i, b in enumerate(self.batches):
             mask = b.df.select(dead.alias("d"))["d"].to_numpy()
             n = int(mask.sum())
-            if n == 0:
-                kept.append(b)
-                continue
             dropped += n
-            if n < len(b):
+            if n == len(b):
+                continue
+            if n:
                 keep = ~mask
                 hashes = b.hashes[keep] if b.order is None else None
-                kept.append(Batch(b.df.filter(pl.Series(keep)), self.keys, hashes, order=b.order))
-        self.batches, self._last = kept, None
+                b = Batch(b.df.filter(pl.Series(keep)), self.keys, hashes, order=b.order)
+            kept.append(b)
+            old += i < self.floor
+        self.batches, self._last, self.floor = kept, None, old
         return dropped
 
     def snapshot(self) -> TraceSnapshot:

@@ -379,12 +379,13 @@ class LocalKernel:
     def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
         if len(delta) == 0:  # nothing to add (an unconsolidated change with entries may still cancel)
             return trace.snapshot()
-        saved = list(trace.batches), list(trace.pending)
-        undo.append(lambda: trace.__dict__.update(batches=saved[0], pending=saved[1]))
+        saved = list(trace.batches), list(trace.pending), trace.floor
+        undo.append(lambda: trace.__dict__.update(batches=saved[0], pending=saved[1], floor=saved[2]))
         before = trace.nbytes() if self.memory.limit is not None else 0
         defer = self._deferring > 0
-        if defer:
+        if defer and id(trace) not in self._deferred:
             self._deferred[id(trace)] = trace
+            trace.hold()
         if isinstance(delta, Accumulators):  # one row per group; a group whose sums are all 0 adds nothing
             trace.insert(delta.df.filter(nonzero(trace.weight_cols)), consolidated=True, defer=defer)
         elif isinstance(delta, ZSet):  # consolidated once: the same change may feed a join too
@@ -398,10 +399,12 @@ class LocalKernel:
 
     def trace_drop(self, drops: Sequence[tuple[Spine, Sequence[tuple[str, Any]]]], undo: list) -> None:
         for trace, below in drops:
-            saved = list(trace.batches), list(trace.pending)
+            saved = list(trace.batches), list(trace.pending), trace.floor
             if trace.drop(below):
                 undo.append(
-                    lambda t=trace, s=saved: t.__dict__.update(batches=s[0], pending=s[1], _last=None)
+                    lambda t=trace, s=saved: t.__dict__.update(
+                        batches=s[0], pending=s[1], floor=s[2], _last=None
+                    )
                 )
 
     def state_rows(self) -> int:
@@ -416,7 +419,9 @@ class LocalKernel:
     @contextlib.contextmanager
     def deferring(self) -> Iterator[None]:
         """Inside, trace inserts are deferred until a trace is read (a seek of a snapshot taken since)
-        or the block ends (`Spine.insert(defer=True)`): a recursive scope's step."""
+        or the block ends (`Spine.insert(defer=True)`): a recursive scope's step. The batches they
+        make merge among themselves, and into the trace's older batches once, at the end
+        (`Spine.hold`)."""
         self._deferring += 1
         try:
             yield
@@ -425,7 +430,7 @@ class LocalKernel:
             if not self._deferring:
                 traces, self._deferred = self._deferred, {}
                 for t in traces.values():
-                    t.settle()
+                    t.release()
 
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
         return TraceSnapshot((), keys, with_weight(schema))
