@@ -4,15 +4,21 @@ Its parts, each with the fact's columns, the rank column and the weight: the cha
 input (derivations, the rank being the derivation's), its input's integral at the change's facts (every
 derivation of those facts so far, by rank) and the distinct's own facts at them (one row per fact held:
 its rank). `docs/recursion-strategies.md` ("Ranks") derives what it returns.
+
+Facts of integer-like columns without NULLs are folded by NumPy (`_Packed`): each (fact, rank) packed
+into one int64, sorted once, summed by runs. Polars' group-by on three int64 columns took 0.22 s for
+650k rows of a transitive closure's step, a sort of the packed keys 0.07 s; the fold of that step
+0.52 s by the plans below. Other facts (strings, NULLs, more than 62 bits) go through the plans.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import WEIGHT
+from dbspark.algebra.consolidate import PHYSICAL_INT, WEIGHT, hash_order, sorted_unique
 from dbspark.columnar.plans import collect
 
 RANK = "__rank"
@@ -31,6 +37,9 @@ class RankFold:
     count: bool = False
 
     def __call__(self, parts: list[pl.DataFrame]) -> pl.DataFrame:
+        packed = _Packed.of(self.cols, parts)
+        if packed is not None:
+            return packed.overdelete(self.count) if self.overdelete else packed.normal()
         if self.overdelete:
             return self._overdelete(*parts)
         return self._normal(*parts)
@@ -109,3 +118,141 @@ def _held(facts: pl.DataFrame, cols: list[str]) -> pl.LazyFrame:
     (a fact that came in at one rank, went and came back at another has three)."""
     summed = facts.lazy().group_by([*cols, RANK]).agg(pl.col(WEIGHT).sum())
     return summed.filter(pl.col(WEIGHT) > 0)
+
+
+# integer-like columns, packed by offset (UInt64: a value past 2**63 has no int64 offset)
+_INTEGER_LIKE = tuple(t for t in PHYSICAL_INT if t is not pl.UInt64)
+_BITS = 62
+_INDEX = np.uint32 if pl.get_index_type() == pl.UInt32 else np.uint64
+
+
+def _ints(s: pl.Series) -> np.ndarray:
+    """An integer-like column without NULLs as int64 values (a Polars cast is a query: ~0.1 ms)."""
+    return s.to_numpy() if s.dtype == pl.Int64 else s.to_physical().cast(pl.Int64).to_numpy()
+
+
+class _Packed:
+    """The fold by NumPy: each row's fact packed into one int64 (each column by its offset from the
+    parts' least value, side by side), and with its rank (offset too) in the `rank_bits` below it, so
+    that a sort of one int64 puts the rows in (fact, rank) order and `key >> rank_bits` is the fact."""
+
+    def __init__(
+        self, cols: tuple[str, ...], parts: list[pl.DataFrame], keys: list[np.ndarray], rank_bits: int
+    ):
+        self.cols, self.parts, self.keys = cols, parts, keys
+        self.rank_bits = np.int64(rank_bits)
+
+    @staticmethod
+    def of(cols: tuple[str, ...], parts: list[pl.DataFrame]) -> _Packed | None:
+        """The parts packed, or None when a fact column is not integer-like, holds a NULL, or the
+        packed (fact, rank) needs more than 62 bits."""
+        keys = [np.zeros(p.height, dtype=np.int64) for p in parts]
+        schemas = [p.schema for p in parts]
+        used = bits = 0
+        for c in (*cols, RANK):
+            if not all(isinstance(s[c], _INTEGER_LIKE) for s in schemas) or any(
+                p[c].has_nulls() for p in parts
+            ):
+                return None
+            values = [_ints(p[c]) for p in parts]
+            filled = [v for v in values if len(v)]
+            if not filled:
+                return _Packed(cols, parts, keys, 0)  # no rows at all
+            lo = min(int(v.min()) for v in filled)
+            bits = max(1, (max(int(v.max()) for v in filled) - lo).bit_length())
+            used += bits
+            if used > _BITS:
+                return None
+            for i, v in enumerate(values):
+                keys[i] = (keys[i] << np.int64(bits)) | (v - np.int64(lo))
+        return _Packed(cols, parts, keys, bits)
+
+    def _runs(self, which: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of the parts `which` summed by (fact, rank): the runs' keys, sorted, their weights'
+        sums, the sums of the last part's weights alone, and a row of each run (its position in the
+        parts' rows one after the other)."""
+        k = np.concatenate([self.keys[i] for i in which])
+        ws = [self.parts[i][WEIGHT].to_numpy() for i in which]
+        if len(k) == 0:
+            return k, k, k, k
+        w = np.concatenate(ws)
+        order = hash_order(k)  # (any order of equal keys: a run is summed, any of its rows kept)
+        s = k[order]
+        starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+        last = np.zeros(len(w), dtype=np.int64)
+        last[len(w) - len(ws[-1]) :] = ws[-1]
+        return (
+            s[starts],
+            np.add.reduceat(w[order], starts),
+            np.add.reduceat(last[order], starts),
+            order[starts],
+        )
+
+    def _rows(
+        self,
+        which: list[int],
+        at: np.ndarray,
+        weight: int,
+        rank: np.ndarray | None = None,
+        kept: np.ndarray | None = None,
+    ) -> pl.DataFrame:
+        """The rows at positions `at` of the parts `which` one after the other: their fact columns, their
+        rank (or `rank`), `kept` (`KEPT`) if given, and the weight `weight`. Built from Series (a
+        frame's select is a query: ~0.1 ms each)."""
+        idx = pl.Series(at.astype(_INDEX, copy=False))
+
+        def column(c: str) -> pl.Series:
+            return pl.concat([self.parts[i].get_column(c) for i in which], rechunk=False).gather(idx)
+
+        out = [column(c) for c in self.cols]
+        out.append(column(RANK) if rank is None else pl.Series(RANK, rank, dtype=pl.Int64))
+        if kept is not None:
+            out.append(pl.Series(KEPT, kept, dtype=pl.Boolean))
+        out.append(pl.Series(WEIGHT, np.full(len(at), weight, dtype=np.int64)))
+        return pl.DataFrame(out)
+
+    def _held(self) -> tuple[np.ndarray, np.ndarray]:
+        """The facts held (part 2, not consolidated across a trace's runs): their (fact, rank) keys,
+        sorted, and a row of each."""
+        k, sums, _, at = self._runs([2])
+        keep = sums > 0
+        return k[keep], at[keep]
+
+    def overdelete(self, count: bool) -> pl.DataFrame:
+        """`RankFold._overdelete`: each held fact's derivations left below its rank, by prefix sums of
+        the (fact, rank) runs' weights, found by binary search."""
+        hk, hat = self._held()
+        dk, dw, _, _ = self._runs([0, 1])
+        cum = np.concatenate(([0], np.cumsum(dw)))
+        rb = self.rank_bits
+        fact = (hk >> rb) << rb  # the least key of the fact's runs
+        lo = np.searchsorted(dk, fact, side="left")
+        below = cum[np.searchsorted(dk, hk, side="left")] - cum[lo]
+        gone = below <= 0
+        if not count:
+            return self._rows([2], hat[gone], -1)
+        end = np.searchsorted(dk, fact[gone] + (np.int64(1) << rb), side="left")
+        return self._rows([2], hat[gone], -1, kept=cum[end] - cum[lo[gone]] > 0)
+
+    def normal(self) -> pl.DataFrame:
+        """`RankFold._normal`, by the (fact, rank) runs of the change and the integral: per fact its
+        count (every), the integral's count (old) and the least rank of a positive run."""
+        dk, dw, dold, dat = self._runs([0, 1])
+        if len(dk) == 0:
+            return self._rows([0], dat, 1)
+        rb = self.rank_bits
+        fact = dk >> rb
+        first = np.flatnonzero(np.concatenate(([True], fact[1:] != fact[:-1])))
+        every = np.add.reduceat(dw, first)
+        old = np.add.reduceat(dold, first)
+        ranks = np.concatenate([self.parts[i][RANK].to_numpy() for i in (0, 1)])[dat]
+        least = np.minimum.reduceat(np.where(dw > 0, ranks, np.iinfo(np.int64).max), first)
+        facts = fact[first]
+        was = (old > 0) & ~np.isin(facts, sorted_unique(self.keys[3] >> rb), assume_unique=True)
+        come = (every > 0) & ~was  # (a positive count has a positive run: its least rank is finite)
+        rows = [self._rows([0, 1], dat[first[come]], 1, least[come] + 1)]
+        go = facts[was & (every <= 0)]
+        if len(go):
+            hk, hat = self._held()
+            rows.append(self._rows([2], hat[np.isin(hk >> rb, go)], -1))
+        return pl.concat(rows, how="vertical") if len(rows) > 1 else rows[0]
