@@ -39,6 +39,8 @@ PHYSICAL_INT = (  # types whose physical values are integers (compared by NumPy)
     pl.Duration,
     pl.Time,
 )
+# integer-like types whose values have an int64 offset (UInt64: a value past 2**63 has none)
+INTEGER_LIKE = tuple(t for t in PHYSICAL_INT if t is not pl.UInt64)
 # column types whose Polars hash is equal exactly for the values a group-by takes as equal
 _HASHED = (*PHYSICAL_INT, pl.Float32, pl.Float64, pl.String, pl.Binary, pl.Decimal, pl.Null)
 
@@ -50,7 +52,12 @@ def take(df: pl.DataFrame, positions: np.ndarray) -> pl.DataFrame:
     """The rows of `df` at `positions` (non-negative integers), in that order: indexed by a Series of
     Polars' own index type (~110 µs for 5,000 rows of a 1M-row frame, against ~160 µs for a NumPy
     int64 array, which Polars checks and converts first)."""
-    return df[pl.Series(positions.astype(_INDEX, copy=False))]
+    return df[index(positions)]
+
+
+def index(positions: np.ndarray) -> pl.Series:
+    """Positions as a Series of Polars' index type (`take`; a Series' `gather`)."""
+    return pl.Series(positions.astype(_INDEX, copy=False))
 
 
 _POLARS_SORT = 1 << 15  # from this many hashes on, Polars sorts them (2.6x NumPy at 2M on two cores)
@@ -144,9 +151,9 @@ def consolidate_sorted(
     if df.height == 0:
         return df, None
     data_cols = [c for c in df.columns if c not in weight_cols]
-    sums = summable(df, data_cols, weight_cols)
+    can_sum = summable(df, data_cols, weight_cols)
     if (
-        (few_repeats or sums)
+        (few_repeats or can_sum)
         and df.height > 1
         and data_cols
         and all(isinstance(df.schema[c], _HASHED) for c in data_cols)
@@ -162,7 +169,7 @@ def consolidate_sorted(
             if not keep.all():
                 order, s = order[keep], s[keep]
             return take(df, order), s
-        summed = _summed_runs(df, data_cols, order, s, dup) if sums else None
+        summed = _summed_runs(df, data_cols, order, s, dup) if can_sum else None
         if summed is not None:
             return summed
         run = np.zeros(df.height, dtype=bool)  # in hash order: a row whose hash another row has too

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import PHYSICAL_INT, WEIGHT, hash_order, sorted_unique
+from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT, hash_order, index, sorted_unique
 from dbspark.columnar.plans import collect
 
 RANK = "__rank"
@@ -120,10 +120,7 @@ def _held(facts: pl.DataFrame, cols: list[str]) -> pl.LazyFrame:
     return summed.filter(pl.col(WEIGHT) > 0)
 
 
-# integer-like columns, packed by offset (UInt64: a value past 2**63 has no int64 offset)
-_INTEGER_LIKE = tuple(t for t in PHYSICAL_INT if t is not pl.UInt64)
 _BITS = 62
-_INDEX = np.uint32 if pl.get_index_type() == pl.UInt32 else np.uint64
 
 
 def _ints(s: pl.Series) -> np.ndarray:
@@ -150,7 +147,7 @@ class _Packed:
         schemas = [p.schema for p in parts]
         used = bits = 0
         for c in (*cols, RANK):
-            if not all(isinstance(s[c], _INTEGER_LIKE) for s in schemas) or any(
+            if not all(isinstance(s[c], INTEGER_LIKE) for s in schemas) or any(
                 p[c].has_nulls() for p in parts
             ):
                 return None
@@ -167,26 +164,24 @@ class _Packed:
                 keys[i] = (keys[i] << np.int64(bits)) | (v - np.int64(lo))
         return _Packed(cols, parts, keys, bits)
 
-    def _runs(self, which: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _runs(self, which: list[int], integral: bool = False) -> tuple[np.ndarray, ...]:
         """The rows of the parts `which` summed by (fact, rank): the runs' keys, sorted, their weights'
-        sums, the sums of the last part's weights alone, and a row of each run (its position in the
-        parts' rows one after the other)."""
+        sums, a row of each run (its position in the parts' rows one after the other), and with
+        `integral` the sums of the last part's weights alone."""
         k = np.concatenate([self.keys[i] for i in which])
         ws = [self.parts[i][WEIGHT].to_numpy() for i in which]
         if len(k) == 0:
-            return k, k, k, k
+            return (k, k, k, k) if integral else (k, k, k)
         w = np.concatenate(ws)
         order = hash_order(k)  # (any order of equal keys: a run is summed, any of its rows kept)
         s = k[order]
         starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+        out = (s[starts], np.add.reduceat(w[order], starts), order[starts])
+        if not integral:
+            return out
         last = np.zeros(len(w), dtype=np.int64)
         last[len(w) - len(ws[-1]) :] = ws[-1]
-        return (
-            s[starts],
-            np.add.reduceat(w[order], starts),
-            np.add.reduceat(last[order], starts),
-            order[starts],
-        )
+        return (*out, np.add.reduceat(last[order], starts))
 
     def _rows(
         self,
@@ -199,7 +194,7 @@ class _Packed:
         """The rows at positions `at` of the parts `which` one after the other: their fact columns, their
         rank (or `rank`), `kept` (`KEPT`) if given, and the weight `weight`. Built from Series (a
         frame's select is a query: ~0.1 ms each)."""
-        idx = pl.Series(at.astype(_INDEX, copy=False))
+        idx = index(at)
 
         def column(c: str) -> pl.Series:
             return pl.concat([self.parts[i].get_column(c) for i in which], rechunk=False).gather(idx)
@@ -214,7 +209,7 @@ class _Packed:
     def _held(self) -> tuple[np.ndarray, np.ndarray]:
         """The facts held (part 2, not consolidated across a trace's runs): their (fact, rank) keys,
         sorted, and a row of each."""
-        k, sums, _, at = self._runs([2])
+        k, sums, at = self._runs([2])
         keep = sums > 0
         return k[keep], at[keep]
 
@@ -222,7 +217,7 @@ class _Packed:
         """`RankFold._overdelete`: each held fact's derivations left below its rank, by prefix sums of
         the (fact, rank) runs' weights, found by binary search."""
         hk, hat = self._held()
-        dk, dw, _, _ = self._runs([0, 1])
+        dk, dw, _ = self._runs([0, 1])
         cum = np.concatenate(([0], np.cumsum(dw)))
         rb = self.rank_bits
         fact = (hk >> rb) << rb  # the least key of the fact's runs
@@ -237,7 +232,7 @@ class _Packed:
     def normal(self) -> pl.DataFrame:
         """`RankFold._normal`, by the (fact, rank) runs of the change and the integral: per fact its
         count (every), the integral's count (old) and the least rank of a positive run."""
-        dk, dw, dold, dat = self._runs([0, 1])
+        dk, dw, dat, dold = self._runs([0, 1], integral=True)
         if len(dk) == 0:
             return self._rows([0], dat, 1)
         rb = self.rank_bits

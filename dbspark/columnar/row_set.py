@@ -20,16 +20,13 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import PHYSICAL_INT, WEIGHT, weight_sum_checked
+from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT, weight_sum_checked
 from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, bits_for, pack, unpack
 from dbspark.errors import WeightError
 
 DENSE_BITS = 25  # keys of at most this many bits are held as a bitmap (at most 32 MB)
 COUNT_BITS = 24  # and tallied by a count per key (at most 128 MB, for the moment of a sum)
 COMPACT = 4_000_000  # tallied rows kept before they are summed (then twice what that left)
-
-# integer-like columns, coded by offset (UInt64: a value past 2**63 has no int64 offset)
-_INTEGER_LIKE = tuple(t for t in PHYSICAL_INT if t is not pl.UInt64)
 
 
 class _Offsets:
@@ -97,7 +94,7 @@ class RowSet:
     def __init__(self, schema: pl.Schema) -> None:
         self.schema = schema
         self.cols = list(schema)
-        self.columns = [_Offsets(t) if isinstance(t, _INTEGER_LIKE) else _Codes(t) for t in schema.values()]
+        self.columns = [_Offsets(t) if isinstance(t, INTEGER_LIKE) else _Codes(t) for t in schema.values()]
         self.runs: list[np.ndarray] = []  # sorted keys, each run at least twice the next one's length
         self.dense: np.ndarray | None = None  # instead of runs, keys of at most DENSE_BITS: a bitmap
         self.frame: pl.DataFrame | None = (

@@ -532,15 +532,10 @@ class Spine:
         """End a `hold`: the deferred inserts batched, the step's batches merged into one, and that
         one into the older batches geometrically."""
         self.settle()
-        bs, floor = self.batches, self.floor
+        self._merge(whole=True)
+        if self.batches and len(self.batches[-1]) == 0:
+            self.batches.pop()
         self.floor = 0
-        while len(bs) - floor >= 2:
-            b = bs.pop()
-            a = bs.pop()
-            faults.point("merge")
-            bs.append(merge_batches(a, b, self.keys, self.weight_cols))
-        if bs and len(bs[-1]) == 0:
-            bs.pop()
         self._merge()
 
     def batched(self, batches: tuple[Batch, ...], pending: tuple[Deferred, ...]) -> tuple[Batch, ...] | None:
@@ -585,9 +580,10 @@ class Spine:
         bs.append(Batch(df, self.keys, hashes, order=self.order))
         self._merge()
 
-    def _merge(self) -> None:
+    def _merge(self, whole: bool = False) -> None:
+        """Merge the newest batches geometrically, none below `floor`; `whole`: all of those into one."""
         bs = self.batches
-        while len(bs) - self.floor >= 2 and len(bs[-2]) <= MERGE_FACTOR * len(bs[-1]):
+        while len(bs) - self.floor >= 2 and (whole or len(bs[-2]) <= MERGE_FACTOR * len(bs[-1])):
             b = bs.pop()
             a = bs.pop()
             faults.point("merge")
