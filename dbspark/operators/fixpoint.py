@@ -173,6 +173,12 @@ class Iteration:
             self.states[nid].value = v
             placed[self.inner.nodes[nid].inputs[0]] = v
         self.feedback_empty = all(k.is_empty(self.states[nid].value) for nid in fed)
+        if self.feedback_empty:  # the next step's first iteration reads these: an empty plan (a change
+            # on the cluster, counted empty) would put that step and all it derives on the cluster too
+            for nid in fed:
+                v = self.states[nid].value
+                if not k.is_local(v):
+                    self.states[nid].value = k.empty(v.schema)
         # a result that is also fed back is read as placed: on Spark it was computed once, and the
         # scope's sum of its iterations then reads that instead of computing its plan again
         return {name: placed.get(nid, values[nid]) for name, nid in self.inner.outputs.items()}
