@@ -116,8 +116,9 @@ def _digest_view(p: Any, view: str, n: int) -> dict:
     return digest(np.zeros(df.height, dtype=np.int64), df["x"].to_numpy(), n)
 
 
-def _run_batches(p: Any, view: str, c: Any, batches: list, n: int) -> dict:
-    """The from-scratch timing `c`, then each batch of edge inserts and deletes as one timed step."""
+def _run_batches(p: Any, view: str, c: Any, batches: list, n: int, heap: bool = False) -> dict:
+    """The from-scratch timing `c`, then each batch of edge inserts and deletes as one timed step
+    (`heap`: with the process's RssAnon after it)."""
     out: dict[str, Any] = {
         "scratch": {"wall": c.wall, "cpu": c.cpu},
         "scratch_digest": _digest_view(p, view, n),
@@ -131,6 +132,8 @@ def _run_batches(p: Any, view: str, c: Any, batches: list, n: int) -> dict:
         out["batches"].append(
             {"b": i, "wall": t.wall, "cpu": t.cpu, "out_rows": ch[view].to_zset().df.height}
         )
+        if heap:
+            out["batches"][-1]["rss_anon_gib"] = rss_anon_gib()
     out["final_digest"] = _digest_view(p, view, n)
     return out
 
@@ -217,10 +220,22 @@ def _reach_pipeline(spark: Any, edges: list, roots: list) -> tuple[Any, Clock]:
 
 
 def worker_spark_inc(n: int, m: int, nb: int, local: bool = False) -> dict:
+    """The graph loaded by rows pushed from Python (placement `auto`: in the driver on `local[n]`), then
+    the batches. The driver's heap (RssAnon) is recorded before the pipeline, after the load and after
+    each batch: what a batch adds to it should not grow with the graph."""
     spark = None if local else _spark()
     init, batches, roots = _reach_graph(n, m, nb)
+    before = rss_anon_gib()
     p, c = _reach_pipeline(spark, init, roots)
-    return _run_batches(p, "reach", c, batches, n)
+    del init
+    after_load = rss_anon_gib()
+    out = _run_batches(p, "reach", c, batches, n, heap=True)
+    out["rss_anon_gib"] = {
+        "before": before,
+        "after_load": after_load,
+        "batches_max": max(b["rss_anon_gib"] for b in out["batches"]),
+    }
+    return out
 
 
 def rss_anon_gib() -> float:
@@ -355,6 +370,14 @@ def _med_pair(bs: list[dict]) -> str:
     return f"{h.fmt_s(_med(bs, 'wall'))} ({h.fmt_s(_med(bs, 'cpu'))} cpu)" if bs else "-"
 
 
+def _heap(r: dict) -> str:
+    """The driver's heap before the pipeline / after the load / at most after a batch, if recorded."""
+    mem = r.get("rss_anon_gib")
+    if not mem:
+        return ""
+    return f" (heap {mem['before']:.2f} / {mem['after_load']:.2f} / {mem['batches_max']:.2f} GiB)"
+
+
 def _cluster_row(r: dict, rw: float | None) -> list[list[str]]:
     """The row of the cluster-load run, if it ran: its times, and the driver heap before / after the
     load / at most over the batches."""
@@ -363,11 +386,9 @@ def _cluster_row(r: dict, rw: float | None) -> list[list[str]]:
     if "error" in r:
         return [["dbspark spark, edges loaded as a DataFrame (cluster)", r["error"][:120], "-", "-"]]
     iw = _med(r["batches"], "wall")
-    mem = r["rss_anon_gib"]
-    heap = f"heap {mem['before']:.2f} / {mem['after_load']:.2f} / {mem['batches_max']:.2f} GiB"
     return [
         [
-            f"dbspark spark, edges loaded as a DataFrame (cluster; {heap})",
+            f"dbspark spark, edges loaded as a DataFrame (cluster){_heap(r)}",
             h.fmt_s(r["scratch"]["wall"]),
             h.fmt_s(iw),
             h.fmt_x(h.ratio(rw, iw)) if iw and rw else "-",
@@ -451,7 +472,7 @@ def render(res: dict) -> str:
             ["system", "from scratch", "per batch (median)", "recompute / incremental"],
             [
                 [
-                    "dbspark spark incremental",
+                    "dbspark spark incremental" + _heap(sinc),
                     h.fmt_s(sinc.get("scratch", {}).get("wall")),
                     h.fmt_s(iw),
                     h.fmt_x(h.ratio(rw, iw)) if iw and rw else "-",
@@ -539,7 +560,7 @@ def run(
     if spark_edges:
         sm = spark_edges
         sn = sm // 2
-        snb = 3
+        snb = nb  # (the graph's batches depend on their count: runs with different --batches differ)
         sinc = spawn("spark-inc", sn, sm, snb, timeout)
         srec = spawn("spark-recompute", sn, sm, snb, timeout, [snb])
         scte = spawn("spark-cte", sn, sm, snb, 900)
