@@ -354,3 +354,28 @@ def test_errors_name_the_state(tmp_path: Any) -> None:
     layout = int_layout(str(tmp_path))
     with pytest.raises(ValueError, match="'op'.*'v'"):
         layout.apply({}, pl.DataFrame({"k": [1], WEIGHT: [1]}), 0)
+
+
+def test_a_key_with_the_hash_of_null_is_told_from_null(tmp_path: Any) -> None:
+    """One Int64 key column is sought by its hash alone (one-to-one on values), except where a NULL is
+    found or probed: the value whose hash is NULL's fixed one (`test_keyhash.int_of_hash`) is then
+    told from NULL by its key."""
+    from dbspark.algebra.keyhash import stable_hash
+    from tests.test_keyhash import int_of_hash
+
+    null_hash = int(stable_hash(pl.DataFrame({"k": pl.Series([None], dtype=pl.Int64)}), ["k"])[0])
+    x = int_of_hash(null_hash)
+    assert int(stable_hash(pl.DataFrame({"k": [x]}), ["k"])[0]) == null_hash
+    trace = BucketedTrace(int_layout(str(tmp_path), n_buckets=2, shared_rows=0))
+    rows = pl.DataFrame({"k": [None, x, 1], "v": ["null", "x", "one"], WEIGHT: [1, 1, 1]})
+    trace.insert(rows.cast({"k": pl.Int64}), 0, [])
+    snap = trace.snapshot()
+    for probe, exact, want in (
+        ([x], True, ["x"]),
+        ([None], True, ["null"]),
+        ([None], False, []),
+        ([x, None], False, ["x"]),
+        ([x, 1], True, ["one", "x"]),
+    ):
+        got = snap.seek(pl.DataFrame({"k": pl.Series(probe, dtype=pl.Int64)}), exact=exact)
+        assert sorted(got["v"].to_list()) == want, (probe, exact)

@@ -12,8 +12,11 @@ from decimal import Decimal
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from dbspark.algebra.keyhash import bucket_of, stable_hash
+from dbspark.algebra import keyhash
+from dbspark.algebra.keyhash import bucket_of, one_to_one, stable_hash
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -233,3 +236,54 @@ def test_buckets_are_even() -> None:
     assert bucket_of(h, 16).dtype == np.int32
     sh = np.sort(h)
     assert np.all(np.diff(bucket_of(sh, 13)) >= 0)  # monotone in the hash
+
+
+M64 = (1 << 64) - 1
+
+
+def _unfmix64(x: int) -> int:
+    """The inverse of MurmurHash3's fmix64 (x ^= x >> 33 is its own inverse; the products by the odd
+    constants' inverses mod 2**64)."""
+    x ^= x >> 33
+    x = x * pow(0xC4CEB9FE1A85EC53, -1, 1 << 64) & M64
+    x ^= x >> 33
+    x = x * pow(0xFF51AFD7ED558CCD, -1, 1 << 64) & M64
+    return x ^ (x >> 33)
+
+
+def int_of_hash(h: int) -> int:
+    """The Int64 value whose `stable_hash` as one column is `h` (`keyhash.one_to_one`'s argument run
+    backwards: every hash has exactly one value, NULL's fixed value included)."""
+    y = _unfmix64((_unfmix64(h) - keyhash.SEED * keyhash._K_ROW) & M64)
+    c = int(keyhash._HI_ONES if y >> 63 == 0 else keyhash._HI_ZERO)  # (both constants' top bits are 1)
+    x = y ^ c
+    return x - (1 << 64) if x >> 63 else x
+
+
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=50))
+def test_one_integer_column_hashes_one_to_one(vals: list[int]) -> None:
+    """A seek by one integer-like key column compares hashes only (`trace/bucketed.py`): each hash of
+    such a column is undone to its value, so different values never share a hash."""
+    vals += [-(2**63), 2**63 - 1, 0, -1, 1]
+    h = stable_hash(pl.DataFrame({"k": pl.Series(vals, dtype=pl.Int64)}), ["k"])
+    assert [int_of_hash(int(x)) for x in h] == vals
+    assert int(keyhash._HI_ZERO) >> 63 == int(keyhash._HI_ONES) >> 63
+
+
+def test_one_to_one_key_types() -> None:
+    for dt in (
+        pl.Int8(),
+        pl.Int64(),
+        pl.UInt32(),
+        pl.UInt64(),
+        pl.Boolean(),
+        pl.Date(),
+        pl.Datetime("us"),
+        pl.Time(),
+    ):
+        assert one_to_one([dt]), dt
+    for dts in ([pl.Int64(), pl.Int64()], [pl.Int128()], [pl.Decimal(10, 2)], [pl.String()], [pl.Float64()]):
+        assert not one_to_one(dts), dts
+    # UInt64 as one column: x ^ a constant under fmix64, one-to-one on its own values
+    u = pl.Series([0, 2**63, 2**64 - 1, 2**63 - 1], dtype=pl.UInt64)
+    assert len(set(stable_hash(pl.DataFrame({"k": u}), ["k"]).tolist())) == 4

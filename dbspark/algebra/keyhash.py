@@ -184,6 +184,18 @@ def stable_hash(df: pl.DataFrame, cols: Sequence[str]) -> np.ndarray:
     return h
 
 
+def one_to_one(dtypes: Sequence[pl.DataType]) -> bool:
+    """Whether `stable_hash` of a key of these column types is one-to-one on its non-NULL values: one
+    column of an integer type of at most 64 bits, Boolean or a temporal type (`_mix_int64`: the value,
+    or its two's complement bits XORed with a constant whose top bit is the same for both signs, under
+    fmix64, a bijection, then one more fmix64 in `stable_hash`). Rows of such keys with equal hashes have
+    equal keys unless one of them is NULL (its fixed value may equal a value's hash)."""
+    if len(dtypes) != 1:
+        return False
+    dt = dtypes[0]
+    return dt in _INTS or dt in (pl.Boolean, pl.Date, pl.Time) or isinstance(dt, pl.Datetime | pl.Duration)
+
+
 def bucket_of(h: np.ndarray, n: int) -> np.ndarray:
     """The bucket in [0, n) of each hash, by a multiply-shift of its high 32 bits (n < 2**32)."""
     if not 0 < n < (1 << 32):
