@@ -688,6 +688,10 @@ NULL_BESIDE_ERROR = [
     i.eq(Cast(t, pl.Int64())),
     func("concat_op", _BAD, s),
     func("concat_op", s, _BAD),
+    # (found by the random expressions: concat_ws(s, i + i) with s NULL in every row skipped the sum)
+    func("concat_ws", s, _BAD),
+    func("concat_ws", s, lit("-"), Cast(t, pl.Int64())),
+    func("concat_ws", lit(None), _BAD),
 ]
 
 

@@ -231,14 +231,18 @@ def _concat_op(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
 @_impl("concat_ws")
 def _concat_ws(comp: Compiler, e: Func, g: Guard) -> pl.Expr:
     sep, *parts = _as_strings(comp, e, g)
-    if isinstance(e.args[0], Lit):  # a constant separator: one concat_str (NULL: NULL)
-        const = _lit(e, 0)
-        if const is None:
-            return pl.lit(None, dtype=pl.String)
-        return pl.concat_str(parts, separator=str(const), ignore_nulls=True)
-    # the separator first in each row's list (so that the list has a row per row), then dropped
-    joined = pl.concat_list([sep, *parts]).list.slice(1).list.drop_nulls().list.join(sep)
-    return pl.when(sep.is_null()).then(pl.lit(None, dtype=pl.String)).otherwise(joined)
+    if isinstance(e.args[0], Lit) and _lit(e, 0) is not None:  # a constant separator: one concat_str
+        return pl.concat_str(parts, separator=str(_lit(e, 0)), ignore_nulls=True)
+
+    def build(x: list[pl.Expr]) -> tuple[pl.Expr, None]:
+        s, *ps = x
+        # the separator first in each row's list (so that the list has a row per row), then dropped
+        joined = pl.concat_list([s, *ps]).list.slice(1).list.drop_nulls().list.join(s)
+        return pl.when(s.is_null()).then(pl.lit(None, dtype=pl.String)).otherwise(joined), None
+
+    # (on materialized operands: a NULL separator, the whole column's or a constant, must not skip
+    # evaluating the parts, whose errors DuckDB raises)
+    return checked([sep, *parts], build, pl.String())
 
 
 @_impl("replace")
