@@ -579,9 +579,9 @@ def test_small_steps_of_a_recursive_program_run_in_the_driver(
     ring = [(i, (i + 1) % 12) for i in range(12)] + [(0, 6), (3, 9), (6, 0), (12, 13)]
     steps: list[tuple[list, list]] = [
         (ring, []),
-        ([(13, 14)], [(0, 6)]),  # 6..11 lose a derivation: over-deleted, put back through 5 -> 6
+        ([(13, 14)], [(0, 6)]),  # 6..8 over-deleted (9 keeps 3 -> 9), put back through 5 -> 6
         ([(0, 6), (5, 12)], [(2, 3)]),  # 3..5 lose their only path; 6.. come back by 0 -> 6
-        ([(2, 3)], [(6, 7), (9, 10)]),  # 3..5 and 12..14 in, 7, 8 out, 9 kept by 3 -> 9, 10 and 11 out
+        ([(2, 3)], [(6, 7), (9, 10)]),  # 3..5 and 12..14 in; 7, 8, 10, 11 out; 9 back by 3 -> 9
         ([], [(5, 12), (0, 1)]),
         ([(0, 1)], []),
     ]

@@ -186,9 +186,10 @@ def stable_hash(df: pl.DataFrame, cols: Sequence[str]) -> np.ndarray:
 
 def one_to_one(dtypes: Sequence[pl.DataType]) -> bool:
     """Whether `stable_hash` of a key of these column types is one-to-one on its non-NULL values: one
-    column of an integer type of at most 64 bits, Boolean or a temporal type (`_mix_int64`: the value,
-    or its two's complement bits XORed with a constant whose top bit is the same for both signs, under
-    fmix64, a bijection, then one more fmix64 in `stable_hash`). Rows of such keys with equal hashes have
+    column of an integer type of at most 64 bits, Boolean or a temporal type. Such a value's 64 bits are
+    XORed with a constant (`_mix_int64`: one per sign, both with the top bit set, so values of either
+    sign stay apart; UInt64: one constant), then go through fmix64 twice with an addition between
+    (`stable_hash`), each step a bijection of 64-bit words. Rows of such keys with equal hashes have
     equal keys unless one of them is NULL (its fixed value may equal a value's hash)."""
     if len(dtypes) != 1:
         return False
