@@ -607,3 +607,74 @@ def test_small_steps_of_a_recursive_program_run_in_the_driver(
     finally:
         sp.close()
         lo.close()
+
+
+TWO = """
+.decl edge(x: number, y: number)
+.decl root(x: number)
+.input edge, root
+.decl reach(x: number)
+.decl path(x: number, y: number)
+.output reach, path
+reach(x) :- root(x).
+reach(y) :- reach(x), edge(x, y).
+path(x, y) :- edge(x, y).
+path(x, z) :- path(x, y), path(y, z).
+"""
+arc = st.tuples(st.integers(0, 7), st.integers(0, 7))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    recursion=st.sampled_from(["dred", "nested", "auto"]),
+    load=st.sampled_from(["driver", "cluster"]),
+    graph=st.lists(arc, min_size=1, max_size=24, unique=True),
+    steps=st.lists(
+        st.tuples(st.lists(arc, max_size=4), st.lists(st.integers(0, 99), max_size=4)), min_size=1, max_size=4
+    ),
+)
+def test_small_steps_of_random_recursive_programs_run_in_the_driver(
+    spark_session: Any,
+    placement_conf: Any,
+    tmp_path_factory: Any,
+    recursion: str,
+    load: str,
+    graph: list,
+    steps: list,
+) -> None:
+    """Random graphs and changes (inserts and deletes of edges in one step) through a linear recursion
+    keyed by one column (reachability) and a non-linear one keyed by two (a closure by path ⋈ path), under a
+    random strategy, loaded in the driver or on the cluster: the small steps after the load run no Spark
+    job and equal the local engine after every step."""
+    d = tmp_path_factory.mktemp("recursive")
+    sp = dbspark.Pipeline(d / "s", engine="spark", spark=spark_session, recursion=recursion)
+    lo = dbspark.Pipeline(engine="local", recursion=recursion)
+    cur = list(graph)
+    try:
+        for p in (sp, lo):
+            p.datalog(TWO)
+            p.insert("root", [(0,), (5,)])
+            p.insert("edge", graph)
+        placement_conf.set("spark.dbspark.placement", load)
+        sp.step()
+        lo.step()
+        placement_conf.set("spark.dbspark.placement", "auto")
+        for n, (ins, dels) in enumerate(steps, start=1):
+            gone = sorted({cur[i % len(cur)] for i in dels}) if cur else []
+            new = [e for e in dict.fromkeys(ins) if e not in cur or e in gone]
+            for p in (sp, lo):
+                if gone:
+                    p.delete("edge", gone)
+                if new:
+                    p.insert("edge", new)
+            cur = [e for e in cur if e not in gone] + new
+            assert sp.runtime is not None
+            before = sp.runtime.kernel.actions
+            sp.step()
+            lo.step()
+            assert sp.runtime.kernel.actions == before, f"step {n} ran Spark jobs"
+            for v in ("reach", "path"):
+                assert sp.view(v).to_dict() == lo.view(v).to_dict(), f"{v} after step {n}"
+    finally:
+        sp.close()
+        lo.close()
