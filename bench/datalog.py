@@ -32,6 +32,7 @@ import numpy as np
 
 from bench import harness as h
 from bench.tc import Clock, digest, edges_at, make_graph, peak_gib, rss_now_gib
+from dbspark.testing.datalog import REACH_FROM_ROOTS
 
 CHANGE = 100
 RSS_LIMIT_GIB = float(os.environ.get("DL_RSS_LIMIT_GIB", 6))
@@ -54,15 +55,7 @@ TC = """
 path(x, y) :- edge(x, y).
 path(x, y) :- path(x, z), edge(z, y).
 """
-REACH = """
-.decl edge(x: number, y: number)
-.decl root(x: number)
-.input edge, root
-.decl reach(x: number)
-.output reach
-reach(x) :- root(x).
-reach(y) :- reach(x), edge(x, y).
-"""
+REACH = REACH_FROM_ROOTS
 DUCK_TC = (
     "WITH RECURSIVE path(x, y) AS (SELECT x, y FROM edge UNION SELECT path.x, edge.y FROM path "
     "JOIN edge ON path.y = edge.x) SELECT x, y FROM path"

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import dbspark
 from dbspark.columnar import ranked_fold
 from dbspark.errors import DbsparkError, EngineError
+from dbspark.testing.datalog import REACH_FROM_ROOTS
 
 pytestmark = pytest.mark.spark
 
@@ -552,17 +553,6 @@ def test_a_change_past_the_cluster_threshold_steps_in_the_driver_on_a_local_mast
     assert sum(r[2] for r in want) == n * (n - 1) // 2
 
 
-REACH = """
-.decl edge(x: number, y: number)
-.decl root(x: number)
-.input edge, root
-.decl reach(x: number)
-.output reach
-reach(x) :- root(x).
-reach(y) :- reach(x), edge(x, y).
-"""
-
-
 @pytest.mark.parametrize("load", ["driver", "cluster"])
 @pytest.mark.parametrize("recursion", ["dred", "nested", "auto"])
 def test_small_steps_of_a_recursive_program_run_in_the_driver(
@@ -587,7 +577,7 @@ def test_small_steps_of_a_recursive_program_run_in_the_driver(
     ]
     try:
         for p in (sp, lo):
-            p.datalog(REACH)
+            p.datalog(REACH_FROM_ROOTS)
             p.insert("root", [(0,)])
         for n, (ins, dels) in enumerate(steps):
             for p in (sp, lo):
@@ -609,18 +599,15 @@ def test_small_steps_of_a_recursive_program_run_in_the_driver(
         lo.close()
 
 
-TWO = """
-.decl edge(x: number, y: number)
-.decl root(x: number)
-.input edge, root
-.decl reach(x: number)
+TWO = (
+    REACH_FROM_ROOTS
+    + """
 .decl path(x: number, y: number)
-.output reach, path
-reach(x) :- root(x).
-reach(y) :- reach(x), edge(x, y).
+.output path
 path(x, y) :- edge(x, y).
 path(x, z) :- path(x, y), path(y, z).
 """
+)
 arc = st.tuples(st.integers(0, 7), st.integers(0, 7))
 
 

@@ -292,6 +292,17 @@ def strata(prog: Program, filtered: frozenset[str] = frozenset()) -> dict[str, i
     raise ValueError("not stratifiable")
 
 
+# reachability from the nodes of `root` (the recursion benchmarks' and the Spark placement tests')
+REACH_FROM_ROOTS = """
+.decl edge(x: number, y: number)
+.decl root(x: number)
+.input edge, root
+.decl reach(x: number)
+.output reach
+reach(x) :- root(x).
+reach(y) :- reach(x), edge(x, y).
+"""
+
 # reachability from node 1 through the closure `path` (a bound call: Magic Sets' example)
 REACH_FROM_1 = """
 .decl edge(x: number, y: number)
