@@ -19,6 +19,7 @@ import os
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -37,26 +38,47 @@ class _FileCache:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.files: OrderedDict[str, tuple[tuple[int, int, int], pa.Table, np.ndarray]] = OrderedDict()
+        self.files: OrderedDict[str, tuple[tuple[int, int, int], Run]] = OrderedDict()
 
-    def get(self, path: str) -> tuple[pa.Table, np.ndarray]:
+    def get(self, path: str) -> Run:
         st = os.stat(path)
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
         hit = self.files.get(path)
         if hit is not None and hit[0] == key:
             self.files.move_to_end(path)
-            return hit[1], hit[2]
-        table = ipc.open_file(pa.memory_map(path, "r")).read_all()
-        col = table.column(HASH)
-        hashes = col.chunk(0).to_numpy() if col.num_chunks == 1 else col.to_numpy()
-        self.files[path] = (key, table, hashes)
+            return hit[1]
+        run = Run(ipc.open_file(pa.memory_map(path, "r")).read_all())
+        self.files[path] = (key, run)
         self.files.move_to_end(path)
         while len(self.files) > self.size:
             self.files.popitem(last=False)
-        return table, hashes
+        return run
 
     def drop(self, path: str) -> None:
         self.files.pop(path, None)
+
+
+class Run:
+    """An opened run: its memory-mapped table, its `__h` column as a NumPy view, and its other columns
+    as NumPy views too where every one of them is a number without NULLs (`arrays`, else None), so a
+    seek gathers rows by NumPy indexing without an Arrow call per run."""
+
+    __slots__ = ("table", "hashes", "arrays")
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.hashes = _numpy(table.column(HASH))
+        cols = {n: table.column(n) for n in table.column_names if n != HASH}
+        plain = all(c.null_count == 0 and _plain(c.type) for c in cols.values())
+        self.arrays = {n: _numpy(c) for n, c in cols.items()} if plain else None
+
+
+def _plain(t: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(t) or t in (pa.float32(), pa.float64()))
+
+
+def _numpy(col: pa.ChunkedArray) -> np.ndarray:
+    return col.chunk(0).to_numpy() if col.num_chunks == 1 else col.to_numpy()
 
 
 CACHE = _FileCache(CACHE_SIZE)
@@ -64,7 +86,8 @@ CACHE = _FileCache(CACHE_SIZE)
 
 def open_run(path: str) -> tuple[pa.Table, np.ndarray]:
     """The memory-mapped table of a run and its `__h` column as a NumPy view (no copy)."""
-    return CACHE.get(path)
+    run = CACHE.get(path)
+    return run.table, run.hashes
 
 
 def read_run(path: str) -> pl.DataFrame:
@@ -72,26 +95,66 @@ def read_run(path: str) -> pl.DataFrame:
     return pl.from_arrow(open_run(path)[0])  # type: ignore[return-value]
 
 
-def seek_run(path: str, probe: np.ndarray) -> pa.Table | None:
+def seek_run(path: str, probe: np.ndarray) -> Found | None:
     """The rows of a run whose `__h` is in `probe` (sorted, unique uint64); None if there are none.
 
-    Two binary searches per probe on the memory-mapped hashes and a take of the matching rows: the
-    pages read are O(|probe| log n + matches), never the whole file."""
-    table, h = open_run(path)
+    Two binary searches per probe on the memory-mapped hashes: the pages read are O(|probe| log n +
+    matches), never the whole file. The rows are taken by `gather`."""
+    run = CACHE.get(path)
+    h = run.hashes
     if len(h) == 0 or len(probe) == 0:
         return None
-    lo = np.searchsorted(h, probe, side="left")
-    hi = np.searchsorted(h, probe, side="right")
-    counts = hi - lo
-    total = int(counts.sum())
-    if total == 0:
-        return None
+    lo = h.searchsorted(probe, side="left")
+    counts = h.searchsorted(probe, side="right") - lo
     nz = counts > 0
-    lo, counts = lo[nz], counts[nz]
-    if len(lo) <= SLICES:  # a few long ranges (a big group's rows): zero-copy slices of the mapped file
-        return pa.concat_tables([table.slice(int(a), int(n)) for a, n in zip(lo, counts, strict=True)])
-    idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
-    return table.take(pa.array(idx, type=pa.int64()))
+    if not nz.any():
+        return None
+    return Found(run, lo[nz], counts[nz])
+
+
+@dataclass(frozen=True)
+class Found:
+    """A run's rows found by a seek: `counts[i]` rows from `starts[i]`."""
+
+    run: Run
+    starts: np.ndarray
+    counts: np.ndarray
+
+    def index(self) -> np.ndarray:
+        total = int(self.counts.sum())
+        if total == len(self.starts):  # one row a key (a unique key's rows)
+            return self.starts
+        return np.repeat(self.starts - np.cumsum(self.counts) + self.counts, self.counts) + np.arange(total)
+
+    def table(self) -> pa.Table:
+        t = self.run.table
+        if len(self.starts) <= SLICES:  # a few long ranges (a big group's rows): zero-copy slices
+            return pa.concat_tables(
+                [t.slice(int(a), int(n)) for a, n in zip(self.starts, self.counts, strict=True)]
+            )
+        return t.take(pa.array(self.index(), type=pa.int64()))
+
+
+def gather(found: Sequence[Found], names: Sequence[str]) -> pl.DataFrame:
+    """The rows found in several runs as one frame (the runs' columns but `__h`, which are `names`).
+
+    Where every run's columns are NumPy views (numbers without NULLs) the rows are gathered column by
+    column by NumPy indexing: a seek of a few keys over many runs (one per bucket) costs a few
+    microseconds a run, where an Arrow take, concatenation and conversion per run cost tens."""
+    arrays = [f.run.arrays for f in found]
+    if all(a is not None and len(a) == len(names) and all(n in a for n in names) for a in arrays):
+        idx = [f.index() for f in found]
+        cols = []
+        for n in names:
+            parts = [a[n][ix] for a, ix in zip(arrays, idx, strict=True)]  # type: ignore[index]
+            cols.append(pl.Series(n, parts[0] if len(parts) == 1 else np.concatenate(parts)))
+        return pl.DataFrame(cols)
+    # (one chunk before the conversion: Polars converts a table of many small chunks, one per run
+    # and bucket, several times slower, about 1 ms for a 100-key probe over 17 runs)
+    table = pa.concat_tables([f.table() for f in found]).drop_columns([HASH]).combine_chunks()
+    df = pl.from_arrow(table)
+    assert isinstance(df, pl.DataFrame)
+    return df
 
 
 def write_run(df: pl.DataFrame, path: str) -> int:

@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from dbspark.algebra.consolidate import consolidate_frame, sorted_unique
 from dbspark.algebra.keyhash import bucket_of, one_to_one, stable_hash
@@ -44,6 +43,8 @@ from dbspark.columnar.plans import all_below, drop_null_rows, pick
 from dbspark.trace.bucket_files import (
     CACHE,
     HASH,
+    Found,
+    gather,
     merge_runs,
     read_run,
     seek_run,
@@ -181,7 +182,7 @@ class BucketLayout:
         return f"{where}/run-{step:012d}{again}-{level:03d}{SUFFIX}"
 
     def path(self, rel: str) -> str:
-        return os.path.join(self.directory, rel)
+        return self.directory + os.sep + rel
 
     def empty(self) -> pl.DataFrame:
         return pl.DataFrame(schema=self.frame_schema)
@@ -353,24 +354,22 @@ class BucketLayout:
         bs = bucket_of(hs, self.n_buckets)  # non-decreasing in the hash: contiguous per bucket
         starts = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
         ends = np.append(starts[1:], len(bs))
-        parts: list[pa.Table] = []
+        parts: list[Found] = []
+        where = self.directory + os.sep
         shared = files.get(SHARED)
         if shared is not None:
-            parts.extend(t for t in (seek_run(self.path(r), hs) for r in shared.paths) if t is not None)
+            parts.extend(f for f in (seek_run(where + r, hs) for r in shared.paths) if f is not None)
         several = bool(parts)
         for s, e in zip(starts, ends, strict=True):
             entry = files.get(int(bs[s]))
             if entry is None:
                 continue
-            found = [t for t in (seek_run(self.path(r), hs[s:e]) for r in entry.runs()) if t is not None]
+            found = [f for f in (seek_run(where + r, hs[s:e]) for r in entry.paths) if f is not None]
             several |= len(found) > 1
             parts.extend(found)
         if not parts:
             return self.empty()
-        # (one chunk before the conversion: Polars converts a table of many small chunks, one per run
-        # and bucket, several times slower, about 1 ms for a 100-key probe over 17 runs)
-        df = pl.from_arrow(pa.concat_tables(parts).drop_columns([HASH]).combine_chunks())
-        assert isinstance(df, pl.DataFrame)
+        df = gather(parts, list(self.frame_schema))
         keys = list(self.keys)
         # a hash found is the probe's key where the hash is one-to-one and no NULL is on either side;
         # else drop the rows whose key only shares a probe key's hash
