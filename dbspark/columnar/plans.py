@@ -1,7 +1,8 @@
 """Polars calls that cost a fixed overhead per call, made cheaper on the small frames of a step.
 
-`collect`: a lazy plan run with the engine that suits its size. (Also small frame helpers: `pick`,
-`drop_null_rows`, `all_below`.)
+`collect`: a lazy plan run with the engine that suits its size; `semi_join`: the rows whose key is
+a probe's, by NumPy for one integer key. (Also small frame helpers: `pick`, `drop_null_rows`,
+`all_below`.)
 
 Polars 2 collects a lazy plan with its streaming engine by default. On the small frames of an
 incremental step (a change of a few hundred rows, a recursive scope's iteration) the streaming engine's
@@ -17,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import polars as pl
+
+from dbspark.algebra.consolidate import take
 
 SMALL_PLAN_ROWS = 1_000_000  # input rows below which a plan runs in the in-memory engine
 
@@ -51,3 +55,23 @@ def all_below(bounds: Sequence[tuple[str, Any]]) -> pl.Expr:
     """True for a row whose every column of `bounds` is below its bound (a NULL is not): the rows a
     trace drops below waterlines (`Kernel.trace_drop`)."""
     return pl.all_horizontal([pl.col(c).lt(v).fill_null(False) for c, v in bounds])
+
+
+def semi_join(df: pl.DataFrame, probe: pl.DataFrame, keys: list[str], exact: bool) -> pl.DataFrame:
+    """The rows of `df` whose `keys` equal a row of `probe` (same key types); `exact`: NULL equals NULL.
+
+    One integer key without NULLs on either side (a recursive scope's fact, a graph's node) is looked
+    up by a binary search of the probe's sorted values: about 30 us on the few hundred rows of an
+    iteration, where Polars' semi-join costs about 130 us of fixed overhead (this machine,
+    2026-12-04)."""
+    if len(keys) == 1:
+        k = keys[0]
+        a, b = df[k], probe[k]
+        if a.dtype.is_integer() and a.dtype == b.dtype and not a.has_nulls() and not b.has_nulls():
+            want = np.sort(b.to_numpy())
+            if len(want) == 0 or df.height == 0:
+                return df.clear()
+            have = a.to_numpy()
+            found = want[np.minimum(np.searchsorted(want, have), len(want) - 1)] == have
+            return df if found.all() else take(df, np.flatnonzero(found))
+    return df.join(probe, on=keys, how="semi", nulls_equal=exact)

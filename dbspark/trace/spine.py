@@ -37,7 +37,7 @@ from dbspark.algebra.consolidate import (
     take,
 )
 from dbspark.algebra.zset import IndexedZSet, ZSet
-from dbspark.columnar.plans import all_below, pick
+from dbspark.columnar.plans import all_below, pick, semi_join
 
 MERGE_FACTOR = 2
 SMALL = 16_384  # a trace of at most this many entries is one batch, consolidated again on each insert
@@ -341,7 +341,7 @@ class TraceSnapshot:
         if not exact or found.height == 0:
             return found
         # drop hash collisions: keep only exact key matches (NULL keys match NULL keys here)
-        return found.join(probe_keys, on=list(self.keys), how="semi", nulls_equal=True)
+        return semi_join(found, probe_keys, list(self.keys), exact=True)
 
     def seek_rows(
         self, probe_keys: pl.DataFrame, hashes: np.ndarray

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from dbspark import faults
 from dbspark.algebra.zset import WEIGHT, ZSet
-from dbspark.columnar.plans import drop_null_rows, pick
+from dbspark.columnar.plans import drop_null_rows, pick, semi_join
 from dbspark.errors import CheckpointError
 from dbspark.trace.bucketed import (
     BucketEntry,
@@ -58,7 +58,7 @@ def _entries_schema() -> Any:
 class BucketSnap:
     """A trace at one point of a step: committed `files` plus this step's `pending` changes."""
 
-    __slots__ = ("layout", "files", "pending", "schema", "keys", "sums")
+    __slots__ = ("layout", "files", "pending", "schema", "keys", "sums", "memo")
 
     def __init__(
         self,
@@ -67,12 +67,16 @@ class BucketSnap:
         pending: tuple[SparkZSet, ...],
         schema: pl.Schema,
         keys: tuple[str, ...],
+        memo: list[Any] | None = None,
     ) -> None:
         self.layout = layout
         self.files = files
         self.pending = pending
         self.schema = schema  # the data columns
         self.keys = keys
+        # the trace's last concatenation of its pending parts in the driver, [(parts, frame)]: a step
+        # adds a part at a time (a recursive scope's iteration) and its seeks read them all
+        self.memo = memo
         # the summed columns (a Z-set's weight, or an aggregate's accumulators) with their types
         self.sums = layout.frame_schema if layout is not None else pl.Schema([(WEIGHT, pl.Int64())])
         self.sums = pl.Schema([(c, t) for c, t in self.sums.items() if c not in schema])
@@ -87,8 +91,18 @@ class BucketSnap:
 
     def pending_local(self) -> pl.DataFrame | None:
         """The pending changes as one Polars frame, or None if one of them is on Spark."""
-        frames = []
-        for p in self.pending:
+        pending, done = self.pending, None
+        memo = self.memo[0] if self.memo else None
+        if (
+            memo is not None
+            and len(memo[0]) <= len(pending)
+            and all(a is b for a, b in zip(memo[0], pending, strict=False))
+        ):
+            done, pending = memo[1], pending[len(memo[0]) :]
+            if not pending:
+                return done
+        frames = [] if done is None else [done]
+        for p in pending:
             if p.known_empty:
                 continue
             if p._df is not None or p.local is None:
@@ -96,10 +110,14 @@ class BucketSnap:
             frames.append(p.local.df)
         cols = [*self.schema, *self.sums]
         if not frames:
-            return pl.DataFrame(schema=pl.Schema([*self.schema.items(), *self.sums.items()]))
-        if len(frames) == 1 and frames[0].columns == cols:
-            return frames[0]
-        return pl.concat([pick(f, cols) for f in frames], how="vertical")
+            out = pl.DataFrame(schema=pl.Schema([*self.schema.items(), *self.sums.items()]))
+        elif len(frames) == 1 and frames[0].columns == cols:
+            out = frames[0]
+        else:
+            out = pl.concat([pick(f, cols) for f in frames], how="vertical")
+        if self.memo is not None:
+            self.memo[:] = [(self.pending, out)]
+        return out
 
     def seek_local(self, probe: pl.DataFrame, exact: bool) -> pl.DataFrame | None:
         """The rows (with weights, not consolidated across parts) whose key is one of the probe's, in the
@@ -118,7 +136,7 @@ class BucketSnap:
             have, want = pk.schema, pend.schema
             if any(have[k] != want[k] for k in keys):  # (a semi-join needs no unique probe)
                 pk = pk.cast({k: want[k] for k in keys}, strict=False)
-            parts.append(pend.join(pk, on=keys, how="semi", nulls_equal=exact))
+            parts.append(semi_join(pend, pk, keys, exact))
         cols = [*self.schema, *self.sums]
         if not parts:
             return pend.clear()
@@ -163,13 +181,14 @@ class SparkBucketTrace:
         # read from the trace between two steps (a view, `.frame`) stays readable through one more step
         self.retired: list[str] = []
         self.pinned: set[str] = set()  # the runs of the last checkpointed version: never deleted here
+        self.memo: list[Any] = []  # `BucketSnap.memo`
 
     @property
     def batches(self) -> tuple[Any, ...]:
         return self.snapshot().batches
 
     def snapshot(self) -> BucketSnap:
-        s = BucketSnap(self.layout, self.files, tuple(self.pending), self.schema, self.keys)
+        s = BucketSnap(self.layout, self.files, tuple(self.pending), self.schema, self.keys, self.memo)
         if self.pending:
             self.issued.append(s)
         return s
@@ -276,6 +295,7 @@ class SparkBucketTrace:
         self.files = updated(old_files, new)
         self.replaced = [*old_replaced, *garbage(old_files, self.files)]
         self.pending, self.issued = [], []
+        self.memo.clear()
         self.writes += 1
         for s in issued:
             # only a snapshot of all that was written now names the new files; one issued before the
@@ -349,6 +369,7 @@ class SparkBucketTrace:
             self.layout = dataclasses.replace(self.layout, name=name)
         self.files = {int(b): BucketEntry.from_json(v) for b, v in saved["files"].items()}
         self.pending, self.issued, self.writes = [], [], 0
+        self.memo.clear()
         # runs retired by steps after the checkpoint may be the restored version's: none is deleted
         # (unreferenced runs are swept when a pipeline reopens its directory)
         self.replaced, self.retired = [], []
