@@ -729,15 +729,24 @@ class SparkKernel:
         if self.known_empty(a) or self.known_empty(b):
             return self.empty(schema)
         # a trace side is read only at the keys of the other side's change
+        sought = -1
         if isinstance(b, BucketSnap) and not isinstance(a, BucketSnap):
             b = self.seek(b, self.as_zset(a), list(zip(left_keys, right_keys, strict=True)), exact=False)
+            sought = 1
         elif isinstance(a, BucketSnap) and not isinstance(b, BucketSnap):
             a = self.seek(a, self.as_zset(b), list(zip(right_keys, left_keys, strict=True)), exact=False)
+            sought = 0
         x, y = self.as_zset(a), self.as_zset(b)
         if _local(x) and _local(y):  # both in the driver: the local kernel's join, no Spark job
             assert x.local is not None and y.local is not None
+            sides = [x.local, y.local]
+            if sought >= 0 and not isinstance(sides[sought], Accumulators):
+                # the trace's rows as found (a row may be in several runs, with weights that cancel):
+                # joined as they are, since a join is bilinear; the local kernel would consolidate a
+                # side first, which only a change needs (terms of a chain of joins that cancel)
+                sides[sought] = ZSet(sides[sought].df, consolidated=True)
             return self.from_local(
-                self.driver_kernel().join(x.local, y.local, left_keys, right_keys, right_out)
+                self.driver_kernel().join(sides[0], sides[1], left_keys, right_keys, right_out)
             )
         left, right = x.frame, y.frame
         rsel = [col(r).alias(f"__k{i}") for i, r in enumerate(right_keys)]
