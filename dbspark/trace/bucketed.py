@@ -39,7 +39,7 @@ import polars as pl
 from dbspark.algebra.consolidate import consolidate_frame, sorted_unique
 from dbspark.algebra.keyhash import bucket_of, one_to_one, stable_hash
 from dbspark.algebra.zset import WEIGHT
-from dbspark.columnar.plans import all_below, drop_null_rows, pick
+from dbspark.columnar.plans import all_below, drop_null_rows, pick, semi_join
 from dbspark.trace.bucket_files import (
     CACHE,
     HASH,
@@ -375,7 +375,7 @@ class BucketLayout:
         # else drop the rows whose key only shares a probe key's hash
         one = one_to_one([self.schema[k] for k in keys])
         if not (one and not df[keys[0]].has_nulls() and not probe[keys[0]].has_nulls()):
-            df = df.join(probe, on=keys, how="semi", nulls_equal=exact)
+            df = semi_join(df, probe, keys, exact)
         return consolidate_frame(df, self.sums) if several and consolidate else df
 
     def scan(self, files: BucketFiles) -> pl.DataFrame:
