@@ -104,3 +104,58 @@ def test_a_row_cancelled_and_an_overflow() -> None:
     over = pl.DataFrame({"k": [1, 1], WEIGHT: [2**62, 2**62]})
     with pytest.raises(WeightError):
         consolidate_frame(over)
+
+
+_INTS = [pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**64 - 1)), max_size=40),
+    st.sampled_from(_INTS),
+)
+def test_an_integer_hash_is_a_function_of_the_value_alone(values: list, dtype: pl.DataType) -> None:
+    """`column_hash` of an integer column by NumPy: a value hashes the same in a column with NULLs or
+    without, alone or among others, and in every integer type that holds it (a trace's batches and the
+    probes that seek them are hashed apart, some with NULLs, some without); distinct values of a column
+    hash apart (splitmix64's finalizer is a bijection of 64 bits)."""
+    info = np.iinfo(_np_type(dtype))
+    vals = [v for v in values if v is None or info.min <= v <= info.max]
+    s = pl.Series(vals, dtype=dtype)
+    h = cons.column_hash(s)
+    assert h.dtype == np.uint64 and len(h) == len(vals)
+    for v, hv in zip(vals, h, strict=True):
+        alone = cons.column_hash(pl.Series([v], dtype=dtype))[0]
+        assert hv == alone
+        if v is not None:
+            for other in _INTS:
+                o = np.iinfo(_np_type(other))
+                if o.min <= v <= o.max and (v >= 0 or other != pl.UInt64):
+                    assert cons.column_hash(pl.Series([v], dtype=other))[0] == hv
+    distinct = {v for v in vals if v is not None}
+    assert len({int(x) for v, x in zip(vals, h, strict=True) if v is not None}) == len(distinct)
+
+
+def _np_type(dtype: pl.DataType) -> type:
+    return {
+        pl.Int8: np.int8,
+        pl.Int16: np.int16,
+        pl.Int32: np.int32,
+        pl.Int64: np.int64,
+        pl.UInt8: np.uint8,
+        pl.UInt16: np.uint16,
+        pl.UInt32: np.uint32,
+        pl.UInt64: np.uint64,
+    }[dtype]
+
+
+def test_a_long_integer_column_hashes_as_its_values_alone() -> None:
+    """A column longer than `column_hash`'s slices (hashed slice by slice) gives each value the hash it
+    has alone, NULLs too."""
+    rng = np.random.default_rng(5)
+    vals = rng.integers(-(2**40), 2**40, 3 * cons._SLICE + 7).tolist()
+    vals[5] = vals[-1] = None
+    s = pl.Series(vals, dtype=pl.Int64)
+    h = cons.column_hash(s)
+    for i in [0, 5, cons._SLICE - 1, cons._SLICE, 2 * cons._SLICE + 3, len(vals) - 2, len(vals) - 1]:
+        assert h[i] == cons.column_hash(s.slice(i, 1))[0]

@@ -332,3 +332,21 @@ def test_a_merge_whose_sum_leaves_int64_is_refused() -> None:
         sp.insert(pl.DataFrame([(0, 0, 2**62), (1, 0, 1)], schema=INTS, orient="row"))
         with pytest.raises(WeightError):
             sp.insert(pl.DataFrame([(0, 0, 2**62)], schema=INTS, orient="row"))
+
+
+def test_a_batch_restored_from_rows_in_another_order_is_sorted_again(monkeypatch) -> None:
+    """A checkpoint keeps a batch's rows, not their hashes (`Batch._stored_state`), in the order of the
+    hashes of the version that wrote it: restored under another hash (a new version of `key_hash`),
+    the rows are sorted again by the new one, and every key is found."""
+    sp = Spine(("k",), SCHEMA)
+    sp.insert(frame([(i, "a", 1) for i in range(40)]))
+    stored = sp.batches[0]._stored_state()
+    monkeypatch.setattr(
+        spine, "key_hash", lambda df, keys: (df["k"].to_numpy() * 7919 % 101).astype(np.uint64)
+    )
+    monkeypatch.setattr("dbspark.algebra.consolidate.key_hash", spine.key_hash)
+    b = spine.Batch._from_stored(stored)
+    assert (b.hashes[1:] >= b.hashes[:-1]).all()
+    snap = spine.TraceSnapshot((b,), ("k",), SCHEMA)
+    got = snap.seek_frame(pl.DataFrame({"k": list(range(40))}))
+    assert sorted(got["k"].to_list()) == list(range(40))

@@ -92,7 +92,10 @@ class Batch:
     @classmethod
     def _from_stored(cls, state: dict) -> Batch:
         df, keys, order = state["df"], state["keys"], state["order"]
-        return cls(df, keys, key_hash(df, keys) if order is None else None, order)
+        if order is not None:
+            return cls(df, keys, None, order)
+        h = key_hash(df, keys)  # (a checkpoint of an older version may hold its rows in another order)
+        return cls(df, keys, h if bool((h[1:] >= h[:-1]).all()) else None, order)
 
     def _directory(self) -> tuple[np.ndarray, np.uint64]:
         """(starts, shift): the rows whose hash has top bits t are starts[t]:starts[t + 1]."""
