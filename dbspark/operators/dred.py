@@ -367,9 +367,10 @@ class AutoScopeState:
         k = self.kernel
         if not all(k.is_local(v) for v in imports.values()):
             # a change too large for this process (on Spark: left on the cluster): nested from this
-            # step on, built there, since dred's iterations over plans on the cluster are not tuned as
-            # nested's are (1M edges loaded on the cluster: nested 176 s, dred over 13 min); from
-            # empty state it is the nested scope's first step on the change itself
+            # step on, built there, which loads faster than dred's iterations on the cluster (1M
+            # edges: 112 against 124 s; dred's later batches in the driver are faster, 71 against 95
+            # ms: docs/recursion-strategies.md); from empty state it is the nested scope's first step
+            # on the change itself
             if all(k.is_empty(t.snapshot()) for t in self.inputs.values()):
                 return self._switch(undo, None, imports)
             for name, v in imports.items():
