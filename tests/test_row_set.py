@@ -95,3 +95,47 @@ def test_a_key_past_62_bits_keeps_the_rows_as_a_frame():
     assert s.frame is not None
     assert sorted(got.iter_rows()) == [(-(2**62), 2**62), (2, 4)]
     assert s.new(pl.DataFrame({"x": [1, 2], "y": [3, 4]})).height == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.integers(-3, 40), st.integers(0, 5)), max_size=20),
+            st.booleans(),
+        ),
+        max_size=8,
+    ),
+    st.booleans(),
+)
+def test_a_fresh_ranked_distinct_gives_each_new_fact_one_more_than_its_least_rank(batches, wide) -> None:
+    """A fresh run's ranked distinct (`operators/fresh._Ranked`): each call's new facts (not given
+    before), once each, at 1 + the least rank among that call's derivations of them, whether the
+    call's ranks are one value (the set's new rows as they are) or several (grouped by fact); a set past
+    62 bits (`wide`: a column far apart) answers as a frame. Checked against Python."""
+    from types import SimpleNamespace
+
+    from dbspark.algebra.zset import ZSet
+    from dbspark.columnar.rank_fold import RANK
+    from dbspark.operators.fresh import _Ranked
+
+    schema = pl.Schema({"x": pl.Int64, "y": pl.Int64, RANK: pl.Int64})
+    state = SimpleNamespace(cols=("x", "y"), schema=schema, facts=None)
+    ranked = _Ranked(state)
+    seen: set = set()
+    for rows, same in batches:
+        if same and rows:
+            rows = [(x, rows[0][1]) for x, _ in rows]
+        far = 2**56 if wide else 7
+        data = [(x, x * far, r) for x, r in rows]
+        z = ZSet(pl.DataFrame(data, schema=schema, orient="row").with_columns(pl.lit(1).alias(WEIGHT)))
+        got = ranked.new(z).df
+        want: dict = {}
+        for x, y, r in data:
+            if (x, y) not in seen:
+                want[(x, y)] = min(want.get((x, y), r), r)
+        seen.update(want)
+        assert sorted(got.select("x", "y", RANK).rows()) == sorted(
+            (x, y, r + 1) for (x, y), r in want.items()
+        )
+        assert got[WEIGHT].to_list() == [1] * got.height

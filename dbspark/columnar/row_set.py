@@ -140,6 +140,17 @@ class RowSet:
     def new_rows(self, batch: pl.DataFrame) -> np.ndarray | None:
         """Which rows of `batch` are rows not in the set (a mask; their rows are added to it); None once
         the set is kept as a frame (then `new` serves)."""
+        got = self._new_keys(batch)
+        return None if got is None else got[0]
+
+    def fresh_rows(self, batch: pl.DataFrame) -> tuple[np.ndarray, pl.DataFrame] | None:
+        """`new_rows`, and the rows not in the set themselves, each once (the set's columns); None once
+        the set is kept as a frame."""
+        got = self._new_keys(batch)
+        return None if got is None else (got[0], self._decode(got[1]))
+
+    def _new_keys(self, batch: pl.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+        """(the mask of `new_rows`, the new rows' keys once each), the rows added to the set."""
         keys = self._pack(batch.select(self.cols))
         if keys is None:
             return None
@@ -153,7 +164,7 @@ class RowSet:
             self._add(fresh)
             mask = np.isin(keys, fresh, assume_unique=False)
         self.size += len(fresh)
-        return mask
+        return mask, fresh
 
     def count(self, batch: pl.DataFrame, weights: np.ndarray) -> None:
         """Tally the rows' weights (`counts`) without adding them to the set."""

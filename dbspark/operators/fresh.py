@@ -174,7 +174,8 @@ class FreshRun:
                 if nid in self.counted:
                     d = self.counted[nid]
                     tally = ranked[d].tally if d in ranked else seen[d]
-                    k.trace_insert(st.it.states[nid], k.from_local(ZSet(tally.counts())), sub)
+                    counts = ZSet(tally.counts(), consolidated=True)  # (a row once each, none of weight 0)
+                    k.trace_insert(st.it.states[nid], k.from_local(counts), sub)
                 elif s.parts:
                     k.trace_insert(st.it.states[nid], k.from_local(s.total()), sub)
             for rd in ranked.values():
@@ -258,14 +259,29 @@ class _Ranked:
         self.out: list[pl.DataFrame] = []
 
     def new(self, z: ZSet) -> ZSet:
-        """The facts of `z` not derived before, each at 1 + the least rank of its derivations here."""
+        """The facts of `z` not derived before, each at 1 + the least rank of its derivations here.
+
+        From empty state an iteration's derivations mostly share one rank (the iteration's before: a
+        derivation's premises are known by then and one is new then), so the new facts' ranks are
+        that one + 1 and the set's new rows serve as they are; otherwise the derivations of the new
+        facts are grouped by fact (a recursive distinct reading another's change of the same iteration
+        sees ranks one higher)."""
         data = z.data()
         self.tally.count(data, z.weights())
-        mask = self.facts.new_rows(data)
-        if mask is None:  # (the set is a frame: its new facts, and their derivations by a semi-join)
+        got = self.facts.fresh_rows(data)
+        if got is None:  # (the set is a frame: its new facts, and their derivations by a semi-join)
             new = self.facts.new(data.select(self.cols))
             derived = data.join(new, on=self.cols, how="semi", nulls_equal=True)
         else:
+            mask, facts = got
+            ranks = data[RANK].to_numpy()[mask]
+            if len(ranks) == 0 or ranks.min() == ranks.max():
+                least = facts.with_columns(
+                    pl.lit(int(ranks[0]) + 1 if len(ranks) else 0, dtype=pl.Int64).alias(RANK),
+                    pl.lit(1, dtype=pl.Int64).alias(WEIGHT),
+                )
+                self.out.append(least)
+                return ZSet(least, consolidated=True)
             derived = data.filter(pl.Series(mask))
         least = (
             derived.group_by(self.cols)
@@ -278,4 +294,5 @@ class _Ranked:
     def finish(self, k: Any, undo: list) -> None:
         """The facts derived, with their ranks, into the distinct's trace of facts."""
         if self.out:
-            k.trace_insert(self.state.facts, k.from_local(ZSet(pl.concat(self.out))), undo)
+            facts = ZSet(pl.concat(self.out), consolidated=True)  # (each fact is new once)
+            k.trace_insert(self.state.facts, k.from_local(facts), undo)
