@@ -350,3 +350,27 @@ def test_a_batch_restored_from_rows_in_another_order_is_sorted_again(monkeypatch
     snap = spine.TraceSnapshot((b,), ("k",), SCHEMA)
     got = snap.seek_frame(pl.DataFrame({"k": list(range(40))}))
     assert sorted(got["k"].to_list()) == list(range(40))
+
+
+def test_a_large_batch_is_sorted_by_polars_with_its_rows() -> None:
+    """A batch of many rows is put in hash order by one Polars sort of the frame with its hashes
+    (`sorted_by_hash`): its hashes are sorted and each is its row's key hash; seeks find every key's
+    rows."""
+    from dbspark.algebra.consolidate import _POLARS_SORT, key_hash
+
+    n = _POLARS_SORT + 1000
+    rng = np.random.default_rng(3)
+    df = pl.DataFrame(
+        {
+            "k": rng.integers(0, n // 3, n),
+            "v": [str(i % 7) for i in range(n)],
+            WEIGHT: np.ones(n, dtype=np.int64),
+        }
+    )
+    b = spine.Batch(df, ("k",))
+    assert (b.hashes[1:] >= b.hashes[:-1]).all()
+    assert (b.hashes == key_hash(b.df, ["k"])).all()
+    assert sorted(b.df.rows()) == sorted(df.rows())
+    probe = pl.DataFrame({"k": [0, 5, n // 3 - 1]})
+    got = spine.TraceSnapshot((b,), ("k",), SCHEMA).seek_frame(probe)
+    assert sorted(got.rows()) == sorted(df.filter(pl.col("k").is_in([0, 5, n // 3 - 1])).rows())

@@ -32,6 +32,7 @@ from dbspark.algebra.consolidate import (
     consolidate_sorted,
     hash_order,
     key_hash,
+    sorted_by_hash,
     sorted_unique,
     summable,
     take,
@@ -73,12 +74,12 @@ class Batch:
             return
         h = key_hash(df, keys) if hashes is None else hashes
         if order is None:
-            idx = hash_order(h)  # equal hashes in any order
+            self.df, self.hashes = sorted_by_hash(df, h) if df.height else (df, h)
         else:
             x = df[order]
             idx = np.lexsort((x.to_physical().fill_null(0).to_numpy(), x.is_not_null().to_numpy(), h))
-        self.hashes = h[idx]
-        self.df = take(df, idx) if df.height else df
+            self.hashes = h[idx]
+            self.df = take(df, idx) if df.height else df
         if order is not None:
             self.clash = _clashes(self.df, keys, self.hashes)
 
