@@ -261,11 +261,11 @@ class _Ranked:
     def new(self, z: ZSet) -> ZSet:
         """The facts of `z` not derived before, each at 1 + the least rank of its derivations here.
 
-        From empty state an iteration's derivations mostly share one rank (the iteration's before: a
-        derivation's premises are known by then and one is new then), so the new facts' ranks are
-        that one + 1 and the set's new rows serve as they are; otherwise the derivations of the new
-        facts are grouped by fact (a recursive distinct reading another's change of the same iteration
-        sees ranks one higher)."""
+        From empty state an iteration's derivations share one rank, the previous iteration's (a
+        derivation first arrives once its last premise is new, and its rank is its premises'
+        largest), so the new facts take that rank + 1 and the set's new rows serve as they are. An
+        iteration whose derivations' ranks differ (a recursive distinct reading another's change of
+        the same iteration) groups the new facts' derivations by fact for the least."""
         data = z.data()
         self.tally.count(data, z.weights())
         got = self.facts.fresh_rows(data)

@@ -239,8 +239,9 @@ class SparkBucketTrace:
         adds a part per iteration, and each seek of the union would otherwise cut (compute) a plan
         holding every iteration's so far, again at every later iteration. Scratch traces and the
         state's traces alike: delete-and-rederive's integrals on the cluster took 4, 5, 6, ... Spark
-        jobs an iteration to seek (a 1,000-edge reachability loaded in 53 s, 30 s so; a step of 300
-        changes at 3,000 edges 92 s, 49 s; 18k edges ran the driver out of memory, 41 s so)."""
+        jobs an iteration to seek when their parts were held apart (reachability's 1,000 edges loaded
+        in 53 s then, 30 s now; a step of 300 changes at 3,000 edges 92 s then, 49 s now; 18k edges
+        ran the driver out of memory then and load in 41 s now)."""
         on_spark = [p for p in self.pending if p._df is not None]
         if len(on_spark) < 2 or sum(p.lineage for p in on_spark) <= self.kernel.max_lineage // 2:
             return
