@@ -1,4 +1,5 @@
-"""`columnar.plans.semi_join` against Polars' own semi-join, on random keys with NULLs and duplicates."""
+"""`columnar.plans.semi_join` against Polars' own semi-join, on random keys with NULLs and duplicates, one
+integer key or two (packed into one integer when their offsets fit 63 bits)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,13 @@ def frames(draw: st.DrawFn) -> dict[str, Any]:
     value = st.integers(lo, hi)
     if draw(st.booleans()):
         value = st.one_of(st.none(), value)
-    two = draw(st.booleans())  # a second key column: Polars' semi-join in every case
-    rows = draw(st.lists(st.tuples(value, st.integers(0, 2)), max_size=12))
-    probe = draw(st.lists(st.tuples(value, st.integers(0, 2)), max_size=8))
+    two = draw(st.booleans())  # a second key column: packed beside the first, or past 63 bits Polars'
+    second = st.integers(0, 2)
+    if draw(st.booleans()):  # offsets of up to 63 bits (packed) or wider (Polars' semi-join)
+        span = draw(st.sampled_from([2**59, 2**61, 2**62]))
+        second = st.one_of(st.integers(0, 2), st.just(-span), st.just(span))
+    rows = draw(st.lists(st.tuples(value, second), max_size=12))
+    probe = draw(st.lists(st.tuples(value, second), max_size=8))
     schema = {"k": dtype, "j": pl.Int64(), "v": pl.Int64()}
     df = pl.DataFrame([(k, j, i) for i, (k, j) in enumerate(rows)], schema=schema, orient="row")
     pk = pl.DataFrame(probe, schema={"k": dtype, "j": pl.Int64()}, orient="row")
