@@ -48,7 +48,10 @@ from dbspark.errors import CheckpointError
 MIN_ROWS = int(os.environ.get("DBSPARK_CHECKPOINT_FRAME_ROWS", "4096"))
 FRAMES = "frames"
 FORMAT = "dbspark-checkpoint"
-VERSION = 3  # 3 (2026-12-02): floating sums in limbs (`columnar/exactsum.py`); 2: state by node key
+# 4 (2026-12-05): integer keys hashed by NumPy (`algebra/consolidate.column_hash`): a Z-set kept in a
+# state may hold its rows' hashes, which an older version computed otherwise; 3 (2026-12-02): floating
+# sums in limbs (`columnar/exactsum.py`); 2: state by node key
+VERSION = 4
 
 
 def fingerprint(circuit_text: str) -> str:
