@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import polars as pl
 import pytest
@@ -111,6 +112,25 @@ def test_a_rolled_back_flush_leaves_the_trace_as_it_was(spark_session, tmp_path,
         k.close()
 
 
+def _insert_spark_plans(k: Any, trace: Any, undo: list) -> dict:
+    """Twelve changes inserted into `trace`, each a plan on Spark holding two copies of its leaf (a
+    recursive scope's iteration on the cluster); checks that the pending parts' plans stay short (past
+    half the kernel's `max_lineage` they become one computed part) and returns the rows' weights."""
+    want: Counter = Counter()
+    lengths = []
+    for i in range(12):
+        rows = [(i, f"v{i}"), (i + 1, f"v{i + 1}")]
+        for r in rows:
+            want[r] += 2  # (each change's rows twice: the union)
+        z = k.from_local(ZSet.from_rows(rows, SCHEMA, [1, 1]))
+        z = k._z(SCHEMA, z.frame.unionByName(z.frame), lineage=2)  # a plan on Spark (2 leaf copies)
+        k.trace_insert(trace, z, undo)
+        lengths.append(sum(p.lineage for p in trace.pending))
+    assert max(lengths) <= k.max_lineage // 2 + 2, lengths  # merged whenever they passed half
+    assert len(trace.pending) < 12
+    return dict(want)
+
+
 def test_a_trace_given_a_change_on_spark_per_iteration_keeps_its_pending_parts_computed(
     spark_session, tmp_path
 ):
@@ -127,19 +147,8 @@ def test_a_trace_given_a_change_on_spark_per_iteration_keeps_its_pending_parts_c
         for rollback in (True, False):
             undo: list = []
             k.begin_step(0)
-            want: Counter = Counter()
-            lengths = []
-            for i in range(12):
-                rows = [(i, f"v{i}"), (i + 1, f"v{i + 1}")]
-                for r in rows:
-                    want[r] += 2
-                z = k.from_local(ZSet.from_rows(rows, SCHEMA, [1, 1]))
-                z = k._z(SCHEMA, z.frame.unionByName(z.frame), lineage=2)  # a plan on Spark
-                k.trace_insert(trace, z, undo)
-                lengths.append(sum(p.lineage for p in trace.pending))
-            assert max(lengths) <= k.max_lineage // 2 + 2, lengths
-            assert len(trace.pending) < 12
-            assert k.as_zset(trace.snapshot()).to_zset().to_dict() == dict(want)
+            want = _insert_spark_plans(k, trace, undo)
+            assert k.as_zset(trace.snapshot()).to_zset().to_dict() == want
             if rollback:
                 for f in reversed(undo):
                     f()
@@ -149,7 +158,7 @@ def test_a_trace_given_a_change_on_spark_per_iteration_keeps_its_pending_parts_c
             k.flush_step(undo)
             k.end_step(0)
             assert not trace.pending
-            assert k.as_zset(trace.snapshot()).to_zset().to_dict() == dict(want)
+            assert k.as_zset(trace.snapshot()).to_zset().to_dict() == want
     finally:
         k.close()
 
@@ -168,20 +177,8 @@ def test_a_scratch_trace_on_spark_keeps_its_parts_computed_and_seeks_by_sort_mer
             trace = k.new_trace(SCHEMA, ("k",))
         undo: list = []
         k.begin_step(0)
-        want: Counter = Counter()
-        lengths = []
-        for i in range(12):
-            rows = [(i, f"v{i}"), (i + 1, f"v{i + 1}")]
-            for r in rows:
-                want[r] += 1
-            z = k.from_local(ZSet.from_rows(rows, SCHEMA, [1, 1]))
-            z = k._z(SCHEMA, z.frame.unionByName(z.frame), lineage=2)  # a plan on Spark (2 leaf copies)
-            k.trace_insert(trace, z, undo)
-            lengths.append(sum(p.lineage for p in trace.pending))
-        assert max(lengths) <= k.max_lineage // 2 + 2, lengths  # merged whenever they passed half
-        assert len(trace.pending) < 12
-        got = k.as_zset(trace.snapshot()).to_zset().to_dict()
-        assert got == {r: 2 * w for r, w in want.items()}  # (each change's rows twice: the union)
+        want = _insert_spark_plans(k, trace, undo)
+        assert k.as_zset(trace.snapshot()).to_zset().to_dict() == want
         probe = k._z(SCHEMA, k.from_local(ZSet.from_rows([(3, "?"), (7, "?")], SCHEMA, [1, 1])).frame)
         sought = k.seek(trace.snapshot(), probe, [("k", "k")], exact=True)
         plan = sought.frame._jdf.queryExecution().executedPlan().toString()

@@ -208,8 +208,7 @@ class SparkBucketTrace:
         n = len(self.pending)
         self.pending.append(z)
         undo.append(lambda: self.pending.__delitem__(slice(n, None)))
-        if z._df is not None or self.scratch:
-            self._checkpoint_spark_parts(undo)
+        self._checkpoint_spark_parts(undo)  # (the parts on Spark: unchanged by a change in the driver)
         if self.scratch:
             return
         if z._df is not None:
