@@ -159,3 +159,33 @@ def test_a_long_integer_column_hashes_as_its_values_alone() -> None:
     h = cons.column_hash(s)
     for i in [0, 5, cons._SLICE - 1, cons._SLICE, 2 * cons._SLICE + 3, len(vals) - 2, len(vals) - 1]:
         assert h[i] == cons.column_hash(s.slice(i, 1))[0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 3 * cons._PACKED),
+    st.sampled_from(["mixed", "repeated", "high bits shared", "descending"]),
+    st.integers(0, 2**32),
+)
+def test_hashes_are_ordered_as_a_stable_sort_orders_them(n: int, kind: str, seed: int) -> None:
+    """`hash_order` and `sorted_by_hash` (positions packed into the hashes' low bits past `_PACKED`):
+    the order of NumPy's stable argsort, for well-mixed hashes, many repeated ones, hashes equal in
+    their high bits and different below (the packed sort leaves those in the order of their
+    positions, to be sorted again), and hashes in descending order."""
+    rng = np.random.default_rng(seed)
+    if kind == "mixed":
+        h = rng.integers(0, 2**64 - 1, n, dtype=np.uint64)
+    elif kind == "repeated":
+        h = rng.integers(0, 7, n).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    elif kind == "high bits shared":
+        h = (rng.integers(0, 5, n).astype(np.uint64) << np.uint64(50)) | rng.integers(0, 1 << 16, n).astype(
+            np.uint64
+        )
+    else:
+        h = np.sort(rng.integers(0, 2**64 - 1, n, dtype=np.uint64))[::-1].copy()
+    want = np.argsort(h, kind="stable")
+    assert cons.hash_order(h).tolist() == want.tolist()
+    df = pl.DataFrame({"i": np.arange(n)})
+    rows, hs = cons.sorted_by_hash(df, h)
+    assert rows["i"].to_list() == want.tolist()
+    assert hs.tolist() == h[want].tolist()

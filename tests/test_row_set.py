@@ -65,8 +65,11 @@ def test_new_rows_and_sums_against_python(name, bitmap, data):
 def check_against_python(schema: pl.Schema, data: st.DataObject) -> None:
     s, seen, tally = RowSet(schema), set(), Counter()
     m = RowSet(schema)  # the same batches through `new_rows`: a mask of the rows not seen before
+    c = RowSet(schema)  # the same weights through `count`, apart where no row was tallied before
     for rows in data.draw(batches(schema)):
         weights = np.array([w for _, w in rows], dtype=np.int64)
+        apart = data.draw(st.booleans()) and not {r for r, _ in rows} & set(tally)
+        c.count(frame(schema, rows), weights, apart=apart)
         mask = m.new_rows(frame(schema, rows))
         if mask is not None:
             assert mask.tolist() == [r not in seen for r, _ in rows]
@@ -82,9 +85,11 @@ def check_against_python(schema: pl.Schema, data: st.DataObject) -> None:
         assert len(s) == len(seen)
         for r, w in rows:
             tally[r] += w
-        counts = s.counts()
-        assert counts.columns == [*schema, WEIGHT]
-        assert {r[:-1]: r[-1] for r in counts.iter_rows()} == {r: w for r, w in tally.items() if w}
+        want = {r: w for r, w in tally.items() if w}
+        for counts in (s.counts(), c.counts()):
+            assert counts.columns == [*schema, WEIGHT]
+            assert counts.height == len(want), "a row twice, or a zero kept"
+            assert {r[:-1]: r[-1] for r in counts.iter_rows()} == want
 
 
 def test_a_key_past_62_bits_keeps_the_rows_as_a_frame():
@@ -123,6 +128,7 @@ def test_a_fresh_ranked_distinct_gives_each_new_fact_one_more_than_its_least_ran
     state = SimpleNamespace(cols=("x", "y"), schema=schema, facts=None)
     ranked = _Ranked(state)
     seen: set = set()
+    derivations: Counter = Counter()
     for rows, same in batches:
         if same and rows:
             rows = [(x, rows[0][1]) for x, _ in rows]
@@ -139,3 +145,8 @@ def test_a_fresh_ranked_distinct_gives_each_new_fact_one_more_than_its_least_ran
             (x, y, r + 1) for (x, y), r in want.items()
         )
         assert got[WEIGHT].to_list() == [1] * got.height
+        # the derivations tallied by fact and rank (a call of one rank none before had: apart)
+        derivations.update(data)
+        counts = ranked.tally.counts()
+        assert counts.height == len(derivations), "a derivation's fact and rank twice"
+        assert {r[:-1]: r[-1] for r in counts.iter_rows()} == dict(derivations)

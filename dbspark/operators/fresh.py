@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from dbspark.algebra.consolidate import WEIGHT
@@ -256,6 +257,7 @@ class _Ranked:
         self.cols = list(state.cols)
         self.facts = RowSet(pl.Schema([(c, state.schema[c]) for c in self.cols]))
         self.tally = RowSet(pl.Schema(state.schema))
+        self.tallied: set[int] = set()  # the ranks of the derivations tallied so far
         self.out: list[pl.DataFrame] = []
 
     def new(self, z: ZSet) -> ZSet:
@@ -267,17 +269,21 @@ class _Ranked:
         iteration whose derivations' ranks differ (a recursive distinct reading another's change of
         the same iteration) groups the new facts' derivations by fact for the least."""
         data = z.data()
-        self.tally.count(data, z.weights())
+        ranks = data[RANK].to_numpy()
+        one = int(ranks[0]) if len(ranks) and ranks.min() == ranks.max() else None
+        # derivations of one rank that none tallied before had: rows of their own in the tally
+        self.tally.count(data, z.weights(), apart=one is not None and one not in self.tallied)
+        self.tallied.update(np.unique(ranks).tolist() if one is None else [one])
         got = self.facts.fresh_rows(data)
         if got is None:  # (the set is a frame: its new facts, and their derivations by a semi-join)
             new = self.facts.new(data.select(self.cols))
             derived = data.join(new, on=self.cols, how="semi", nulls_equal=True)
         else:
             mask, facts = got
-            ranks = data[RANK].to_numpy()[mask]
-            if len(ranks) == 0 or ranks.min() == ranks.max():
+            new_ranks = ranks[mask]
+            if len(new_ranks) == 0 or new_ranks.min() == new_ranks.max():
                 least = facts.with_columns(
-                    pl.lit(int(ranks[0]) + 1 if len(ranks) else 0, dtype=pl.Int64).alias(RANK),
+                    pl.lit(int(new_ranks[0]) + 1 if len(new_ranks) else 0, dtype=pl.Int64).alias(RANK),
                     pl.lit(1, dtype=pl.Int64).alias(WEIGHT),
                 )
                 self.out.append(least)
