@@ -30,7 +30,7 @@ recursive reference is the last iteration's new rows), and for points-to, whose 
 `WITH RECURSIVE ... USING KEY` (DuckDB >= 1.3), where `recurring.pt` is every row so far: each
 non-linear rule is written twice (new rows joined with all rows, all rows with new rows) and rows
 already there are filtered out, which is semi-naive evaluation; DuckDB runs from scratch at the start
-and after the last batch; a plain-Python semi-naive evaluation (pointsto). Every system's final
+and after the last batch; a plain-Python semi-naive evaluation over sets and dicts. Every system's final
 relation is checked equal (size and digest) to the recompute's.
 
 Memory: the worker's RSS growth over the run (its peak minus its RSS once dbspark is imported, before
@@ -379,20 +379,73 @@ def py_pointsto(rels: dict[str, list]) -> set[tuple[int, int]]:
     return {(p, a) for p, s in pt.items() for a in s}
 
 
+def py_closure(rels: dict[str, list]) -> set[tuple[int, int]]:
+    """Transitive closure of `edge` by semi-naive evaluation over sets (new paths: the last round's
+    joined with the edges, less those known)."""
+    from collections import defaultdict
+
+    out: dict[int, list] = defaultdict(list)
+    for x, y in rels["edge"]:
+        out[x].append(y)
+    path = set(rels["edge"])
+    delta = set(path)
+    while delta:
+        delta = {(x, z) for x, y in delta for z in out.get(y, ())} - path
+        path |= delta
+    return path
+
+
+def py_reach(rels: dict[str, list]) -> set[tuple[int]]:
+    """The nodes reachable from the roots, by semi-naive evaluation over sets."""
+    from collections import defaultdict
+
+    out: dict[int, list] = defaultdict(list)
+    for x, y in rels["edge"]:
+        out[x].append(y)
+    reach = {r for (r,) in rels["root"]}
+    delta = set(reach)
+    while delta:
+        delta = {y for x in delta for y in out.get(x, ())} - reach
+        reach |= delta
+    return {(x,) for x in reach}
+
+
+def py_same_generation(rels: dict[str, list]) -> set[tuple[int, int]]:
+    """Same generation (`SG`) by semi-naive evaluation over sets: siblings, then the children of pairs
+    found in the last round."""
+    from collections import defaultdict
+
+    kids: dict[int, list] = defaultdict(list)
+    for p, c in rels["par"]:
+        kids[p].append(c)
+    sg = {(x, y) for cs in kids.values() for x in cs for y in cs if x != y}
+    delta = set(sg)
+    while delta:
+        delta = {(x, y) for a, b in delta for x in kids.get(a, ()) for y in kids.get(b, ())} - sg
+        sg |= delta
+    return sg
+
+
+PY = {"tc": py_closure, "reach": py_reach, "sg": py_same_generation, "pointsto": py_pointsto}
+PY["sg_forest"] = py_same_generation
+
+
 def worker_python(w: str, size: int, nb: int) -> dict:
     import polars as pl
 
     text, start, batches = inputs(w, size, nb)
     out: dict[str, Any] = {"batches": []}
     for b in [0, nb]:
+        rels = at_batch(start, batches, b)
         with Clock() as c:
-            res = py_pointsto(at_batch(start, batches, b))
+            res = PY[w](rels)
         if b == 0:
             out["scratch"] = {"wall": c.wall, "cpu": c.cpu}
         else:
             out["batches"].append({"b": b, "wall": c.wall, "cpu": c.cpu})
-            arr = np.asarray(sorted(res), dtype=np.int64).reshape(-1, 2)
-            out["final"] = digest_rows(pl.DataFrame({"c0": arr[:, 0], "c1": arr[:, 1]}))
+            width = len(next(iter(res))) if res else 2
+            arr = np.asarray(sorted(res), dtype=np.int64).reshape(-1, width)
+            out["final"] = digest_rows(pl.DataFrame({f"c{i}": arr[:, i] for i in range(width)}))
     return out
 
 
@@ -438,7 +491,7 @@ def run(
             *variants,
             "recompute",
             "duckdb" if w in DUCK else "",
-            "python" if w == "pointsto" else "",
+            "python",
         ]
         systems: dict[str, dict] = {}
         for s in chosen:
@@ -473,10 +526,11 @@ def render(res: dict) -> str:
     for w, z in res["workloads"].items():
         sy = z["systems"]
         rec = _med(sy["recompute"]) if "recompute" in sy else None
-        anchor = sy.get("duckdb") or sy.get("python") or {}
+        anchor = sy.get("duckdb") or {}
+        python = sy.get("python") or {}
         for s, r in sy.items():
             if "error" in r:
-                rows.append([w, s, r["error"], "", "", "", "", ""])
+                rows.append([w, s, r["error"], "", "", "", "", "", ""])
                 continue
             med = _med(r)
             sc = r.get("scratch", {}).get("wall")
@@ -494,6 +548,9 @@ def render(res: dict) -> str:
                     h.fmt_x(anchor["scratch"]["wall"] / sc)
                     if sc and anchor.get("scratch") and s in STRATEGIES
                     else "",
+                    h.fmt_x(python["scratch"]["wall"] / sc)
+                    if sc and python.get("scratch") and s in STRATEGIES
+                    else "",
                     f"{h.fmt_s(med)} ({h.fmt_s(_med(r, 'cpu'))})" if med is not None else "",
                     h.fmt_x(rec / med) if rec and med and s in STRATEGIES else "",
                     f"{statistics.median(its[1:]) if len(its) > 1 else ''}"
@@ -507,7 +564,8 @@ def render(res: dict) -> str:
             "workload",
             "system",
             "from scratch",
-            "anchor / it, from scratch",
+            "DuckDB / it, from scratch",
+            "Python / it, from scratch",
             "per batch wall (CPU)",
             "recompute / batch",
             "iterations per batch",

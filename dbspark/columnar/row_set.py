@@ -12,7 +12,8 @@ merged O(log n) times. A value outside a column's current range (or a dictionary
 repacks every key; rows whose columns need more than 62 bits together, or a NULL in an integer column,
 make the set a frame, and a batch an anti-join against it. `new` also tallies its rows' weights by the
 same keys (a recursive distinct's derivations), summed whenever they pass COMPACT rows (a count per key,
-or one sort of the keys); `counts` gives them as a consolidated frame.
+or one sort of the keys), or once and apart when the caller knows they meet no key tallied before
+(`count(apart=True)`); `counts` gives them as a consolidated frame.
 """
 
 from __future__ import annotations
