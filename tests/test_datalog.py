@@ -460,6 +460,30 @@ def test_input_relations_are_sets(request):
     assert as_set(p.view("path")) == {(0, 1), (1, 2), (0, 2)}
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_fact_given_twice_in_one_change_is_refused(request, engine):
+    """A set's change holding a row twice is refused, naming the row, whether none of its rows is held
+    yet (a first load, then rows never seen: the check by the change's weights alone) or some are; a
+    delete of a row not there beside new rows likewise; nothing of a refused step is kept."""
+    p = make_pipeline(engine, request)
+    p.datalog(TC)
+    p.insert("edge", [(0, 1), (1, 2), (0, 1)])
+    with pytest.raises(NegativeStateError, match=r"'edge' is a set: row \(0, 1\) would occur 2 times"):
+        p.step()
+    p.insert("edge", [(1, 2)])
+    p.step()
+    p.insert("edge", [(2, 3), (3, 4), (3, 4)])
+    with pytest.raises(NegativeStateError, match=r"'edge' is a set: row \(3, 4\) would occur 2 times"):
+        p.step()
+    p.insert("edge", [(2, 3), (5, 6)])
+    p.delete("edge", [(7, 8)])
+    with pytest.raises(NegativeStateError, match=r"delete of row \(7, 8\) that is not there"):
+        p.step()
+    p.insert("edge", [(2, 3)])
+    p.step()
+    assert as_set(p.view("path")) == {(1, 2), (2, 3), (1, 3)}
+
+
 def test_sql_and_datalog_share_relations(request):
     """A Datalog rule reads a table declared before (positionally, as a set); a view reads Datalog output."""
     from dbspark import col

@@ -95,6 +95,16 @@ def insert_checked(kernel: Kernel, trace: Any, z: Any, kind: str, where: str, un
     """Add a change `z` to an input's integral `trace`, checked against the input's kind."""
     cols = list(z.schema)
     found = kernel.seek(trace.snapshot(), z, [(c, c) for c in cols], exact=True)
+    if kernel.is_local(z) and kernel.is_local(found) and kernel.is_empty(found):
+        # none of the change's rows is held (a first load, new rows): a row's count is its weight in
+        # the consolidated change, checked by NumPy; where the check fails, `combine` names the row
+        # (100k new rows: the grouping with the check's expression cost more than the rest of a fresh
+        # reachability step's indexing)
+        z = kernel.consolidate(z)
+        w = kernel.to_local(z).weights()
+        if not len(w) or (w.min() > 0 and (kind != "set" or w.max() == 1)):
+            kernel.trace_insert(trace, z, undo)
+            return
     checked = kernel.combine([z, found], cols, kind_weight(kind, where, tuple(cols)))
     kernel.trace_insert(trace, checked, undo)
 
