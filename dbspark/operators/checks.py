@@ -5,7 +5,10 @@ the change's rows (a `seek`), whose weight expression raises the error where the
 internal function `__fail`, evaluated only on the failing rows) and is otherwise the change's weight. So
 the checked change is what is added to the state: on the local engine the check runs as the change is
 grouped; on Spark it runs inside the plan that writes the state (no Spark action of its own), and in
-the driver for a change held there. A failing check rejects the step (the runtime undoes it).
+the driver for a change held there. A change held in this process none of whose rows the state holds
+(a first load, rows never seen) is checked by its consolidated weights alone, and grouped with the
+check's expression only when that check fails, to name the row. A failing check rejects the step (the
+runtime undoes it).
 
 - A bag: no row's count may turn negative (a delete of a row that is not there).
 - A set: no row's count may exceed 1 either.
