@@ -1,5 +1,5 @@
 """The ranked distinct's fold (`columnar/rank_fold.py`) against a Python reading of its rules, on rows as
-a trace's seek gives them: not consolidated across the trace's runs."""
+a trace's seek gives them: a fact's row of an earlier version and its removal may both be there."""
 
 from __future__ import annotations
 
@@ -12,39 +12,45 @@ from hypothesis import strategies as st
 
 from dbspark.algebra.consolidate import WEIGHT
 from dbspark.columnar import rank_fold
-from dbspark.columnar.rank_fold import KEPT, RANK, RankFold
+from dbspark.columnar.rank_fold import COUNTS, FACTS, KEPT, OUT, RANK, REMOVED, TO, RankFold, supports
 
-FACTS = st.integers(0, 5)
+FACTS_X = st.integers(0, 5)
 RANKS = st.integers(-1, 6)
+Row = tuple[int, int, int, int, int]  # x, rank, below, above, top
+STATE = st.tuples(RANKS, st.integers(0, 3), st.integers(0, 3), st.integers(0, 4))
 
 
-def _frame(rows: list[tuple[int, int, int]]) -> pl.DataFrame:
+def _state(x: int, r: int, b: int, a: int, dt: int) -> Row:
+    return (x, r, b, a, r - 1 + dt)  # (top >= rank - 1)
+
+
+def _rows(rows: list[Row], weights: list[int], stale: list[Row]) -> pl.DataFrame:
+    """The rows of facts, each with its weight, and earlier versions with their removals."""
+    out = [(*r, w) for r, w in zip(rows, weights, strict=True)]
+    out += [v for s in stale for v in ((*s, 1), (*s, -1))]
+    cols = ["x", RANK, *COUNTS, WEIGHT]
+    return pl.DataFrame(out, schema={c: pl.Int64 for c in cols}, orient="row")
+
+
+def _change(rows: list[tuple[int, int, int]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"x": pl.Int64, RANK: pl.Int64, WEIGHT: pl.Int64}, orient="row")
 
 
-def _unconsolidated(rows: list[tuple[int, int, int]], noise: list[tuple[int, int, int]]) -> pl.DataFrame:
-    """The rows, each weight split in two, with pairs that cancel: what a seek of several runs gives."""
-    out = []
-    for x, r, w in rows:
-        out += [(x, r, w - 1), (x, r, 1)]
-    for x, r, w in noise:
-        out += [(x, r, w), (x, r, -w)]
-    return _frame([row for row in out if row[2] != 0])
-
-
-def _sums(rows: list[tuple[int, int, int]]) -> dict[tuple[int, int], int]:
-    out: dict[tuple[int, int], int] = {}
-    for x, r, w in rows:
-        out[x, r] = out.get((x, r), 0) + w
-    return {k: v for k, v in out.items() if v}
-
-
-def _result(df: pl.DataFrame) -> set[tuple[int, int, int]]:
-    return {(x, r, w) for x, r, w in df.select("x", RANK, WEIGHT).iter_rows()}
+def _result(df: pl.DataFrame) -> dict[int, set[tuple]]:
+    """The fold's rows by where they go, weights summed (a fact's old row and new one cancel if equal)."""
+    sums: dict[tuple, int] = {}
+    for row in df.select("x", RANK, *COUNTS, TO, WEIGHT).iter_rows():
+        key = (row[5], *(row[:2] if row[5] == OUT else row[:5]))
+        sums[key] = sums.get(key, 0) + row[6]
+    out: dict[int, set[tuple]] = {OUT: set(), FACTS: set(), REMOVED: set()}
+    for (to, *row), w in sums.items():
+        if w:
+            out[to].add((*row, w))
+    return out
 
 
 # how the fold runs: by NumPy on packed facts (from 0, or from a negative offset), or by the Polars plans
-# (asked for, or because the facts span more than 62 bits)
+# (asked for, or because the facts span more than 62 bits: two facts 2 apart, 2^62 once scaled)
 WAYS = {"packed": (0, 1), "shifted": (-1000, 1), "wide": (-2, 2**61), "plans": (0, 1)}  # x -> (x + a) * b
 
 
@@ -53,60 +59,129 @@ def _fold(way: str, overdelete: bool, parts: list[pl.DataFrame], count: bool = F
     shift, scale = WAYS[way]
     there = [p.with_columns((pl.col("x") + shift) * scale) for p in parts]
     with (
-        patch.object(rank_fold._Packed, "of", staticmethod(lambda cols, parts: None))
+        patch.object(rank_fold._Packed, "of", staticmethod(lambda cols, parts, count: None))
         if way == "plans"
         else nullcontext()
     ):
         distinct = {x for p in parts for x in p["x"].to_list()}
-        plans = way == "plans" or (way == "wide" and len(distinct) > 1)
-        assert (rank_fold._Packed.of(("x",), there) is None) == plans
+        plans = way == "plans" or (way == "wide" and max(distinct, default=0) - min(distinct, default=0) >= 2)
+        assert (rank_fold._Packed.of(("x",), there, count) is None) == plans
         out = RankFold(("x",), overdelete, count)(there)
     return out.with_columns(pl.col("x") // scale - shift)
 
 
-@settings(max_examples=150, deadline=None)
+def _applied(row: Row, changes: list[tuple[int, int]]) -> Row:
+    """A fact's counts after changes of its derivations (rank, weight): below its rank to b, else to a
+    (t raised by an insert), a loss b cannot take from a."""
+    x, r, b, a, t = row
+    for s, w in changes:
+        if s < r:
+            b += w
+        else:
+            a += w
+            t = max(t, s) if w > 0 else t
+    return (x, r, max(b, 0), a + min(b, 0), t)
+
+
+def _coming(lumps: list[tuple[int, int]]) -> tuple[int, int, int, int] | None:
+    """A fact not held, from its derivations by rank (summed): (rank, b, a, t) if its count is positive,
+    at 1 + the least rank where its count so far is positive."""
+    by: dict[int, int] = {}
+    for s, w in lumps:
+        by[s] = by.get(s, 0) + w
+    total = sum(by.values())
+    if total <= 0:
+        return None
+    so_far = 0
+    for s in sorted(by):
+        so_far += by[s]
+        if so_far > 0:
+            top = max(q for q, w in by.items() if w > 0)
+            return (s + 1, so_far, total - so_far, max(s, top))
+    raise AssertionError("a positive count has a positive prefix")
+
+
+@settings(max_examples=200, deadline=None)
 @given(
-    st.dictionaries(FACTS, RANKS, max_size=5),
-    st.lists(st.tuples(FACTS, RANKS, st.integers(1, 3)), max_size=8),
-    st.lists(st.tuples(FACTS, RANKS, st.integers(-2, 2)), max_size=8),
-    st.lists(st.tuples(FACTS, RANKS, st.integers(1, 3)), max_size=4),
-    st.lists(FACTS, max_size=3),
+    st.dictionaries(FACTS_X, STATE, max_size=5),
+    st.dictionaries(FACTS_X, STATE, max_size=3),
+    st.lists(st.tuples(FACTS_X, RANKS, st.integers(-3, 3)), max_size=10),
+    st.lists(st.tuples(FACTS_X, STATE), max_size=3),
     st.sampled_from(sorted(WAYS)),
 )
-def test_the_fold_reads_its_rows_by_their_sums(held, integral, change, noise, removed, way):
-    """Over-delete: a held fact of the change goes (-1 at its rank) when its derivations left below its
-    rank sum to at most 0. Otherwise (H by facts): a fact is held when its derivations' count is
-    positive and the over-delete did not remove it; one whose count becomes positive and is not held
-    comes in at 1 + the least rank of its positive derivations; one held whose count drops to 0 goes.
-    Counting, each removal also says whether some derivation of its fact is left (`KEPT`). Each `way`
-    the fold runs (`WAYS`)."""
-    facts = [(x, r, 1) for x, r in held.items()]
+def test_the_fold_keeps_each_facts_supports_counted(held, removed, change, stale, way):
+    """Over-delete: a held fact of the change goes (out -1 at its rank, from the facts, into the removed
+    ones) when no derivation counted below its rank is left; a kept one's counts change in place, and so
+    do those of a fact removed earlier in the step; counting, each removal says whether a derivation of
+    its fact is left (`KEPT`). Otherwise (H by facts): a held fact's counts change, and it goes when its
+    count drops to 0; a fact not held, or removed by the over-delete (its a counted at its t), comes in
+    when its count is positive, at 1 + the least rank where its count so far is positive. Each `way`
+    the fold runs (`WAYS`), on rows with stale versions and their removals."""
+    removed = {x: v for x, v in removed.items() if x not in held}
     change = [c for c in change if c[2]]
     at = {x for x, _, _ in change}
-    here = [f for f in facts if f[0] in at]  # (sought at the change's facts)
-    ins = [_unconsolidated(change, []), _unconsolidated(integral, noise), _unconsolidated(here, noise)]
-    left = _sums(change + integral)
-    want = set()
-    for x, r in held.items():
-        if x in at and sum(w for (y, q), w in left.items() if y == x and q < r) <= 0:
-            want.add((x, r, -1))
-    got = _fold(way, True, ins)
-    assert _result(got) == want
-    counted = _fold(way, True, ins, count=True)
-    kept = {(x, r, w, k) for x, r, w, k in counted.select("x", RANK, WEIGHT, KEPT).iter_rows()}
-    assert kept == {(x, r, w, sum(v for (y, _), v in left.items() if y == x) > 0) for x, r, w in want}
+    rows = {x: _state(x, *v) for x, v in held.items()}
+    gone_rows = {x: _state(x, *v)[:2] + (0,) + _state(x, *v)[3:] for x, v in removed.items()}
+    old = [_state(x, *v) for x, v in stale]
+    by_fact: dict[int, list[tuple[int, int]]] = {}
+    for x, s, w in change:
+        by_fact.setdefault(x, []).append((s, w))
 
-    gone = _frame([(x, 0, -1) for x in removed])
-    old = _sums(integral)
-    probe = at | set(removed)
-    want = set()
-    for x in probe:
-        was = sum(w for (y, _), w in old.items() if y == x) > 0 and x not in removed
-        now = sum(w for (y, _), w in left.items() if y == x)
-        if now > 0 and not was:
-            want.add((x, 1 + min(q for (y, q), w in left.items() if y == x and w > 0), 1))
-        if was and now <= 0 and x in held and x in at:
-            want.add((x, held[x], -1))
-    seen = [(x, r, w) for x, r, w in integral if x in probe]
-    got = _fold(way, False, [ins[0], _unconsolidated(seen, noise), ins[2], gone])
-    assert _result(got) == want
+    # the over-delete: the facts held and the removed ones at the change's facts
+    here = [rows[x] for x in sorted(rows) if x in at]
+    there = [gone_rows[x] for x in sorted(gone_rows) if x in at]
+    parts = [_change(change), _rows(here, [1] * len(here), old), _rows(there, [1] * len(there), old)]
+    want: dict[int, set[tuple]] = {OUT: set(), FACTS: set(), REMOVED: set()}
+    kept = set()
+    for row in here + there:
+        new = _applied(row, by_fact[row[0]])
+        if row[0] in gone_rows:
+            if new != row:
+                want[REMOVED] |= {(*row, -1), (*new, 1)}
+        elif new[2] <= 0:
+            want[OUT].add((row[0], row[1], -1))
+            kept.add((row[0], row[1], -1, new[3] > 0))
+            want[FACTS].add((*row, -1))
+            want[REMOVED].add((*new, 1))
+        elif new != row:
+            want[FACTS] |= {(*row, -1), (*new, 1)}
+    assert _result(_fold(way, True, parts)) == want
+    counted = _fold(way, True, parts, count=True).filter(pl.col(TO) == OUT)
+    assert set(counted.select("x", RANK, WEIGHT, KEPT).iter_rows()) == kept
+
+    # H by facts, in the first evaluation after it: the held facts at the change's, every removed one
+    every = list(gone_rows.values())
+    parts = [_change(change), _rows(here, [1] * len(here), old), _rows(every, [1] * len(every), old)]
+    want = {OUT: set(), FACTS: set(), REMOVED: set()}
+    for row in here:
+        new = _applied(row, by_fact[row[0]])
+        if new[2] + new[3] <= 0:
+            want[OUT].add((row[0], row[1], -1))
+            want[FACTS].add((*row, -1))
+        elif new != row:
+            want[FACTS] |= {(*row, -1), (*new, 1)}
+    for x in (at | set(gone_rows)) - set(rows):
+        lumps = list(by_fact.get(x, []))
+        if x in gone_rows and gone_rows[x][3] > 0:
+            lumps.append((gone_rows[x][4], gone_rows[x][3]))
+        came = _coming(lumps)
+        if came is not None:
+            want[OUT].add((x, came[0], 1))
+            want[FACTS].add((x, *came, 1))
+    assert _result(_fold(way, False, parts)) == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(
+        FACTS_X, st.lists(st.tuples(RANKS, st.integers(1, 3)), min_size=1, max_size=4), max_size=5
+    )
+)
+def test_a_fresh_runs_counts_are_the_folds(derived):
+    """From empty state (`operators/fresh.py`): a fact's counts from all its derivations (at its rank,
+    1 + the least of theirs) are what the fold keeps taking them in one change and adding none later."""
+    facts = {x: min(s for s, _ in ds) + 1 for x, ds in derived.items()}
+    counts = _change([(x, s, w) for x, ds in derived.items() for s, w in ds])
+    got = supports(_change([(x, r, 1) for x, r in facts.items()]), counts, ["x"])
+    want = {(x, *_coming(ds), 1) for x, ds in derived.items()}  # type: ignore[misc]
+    assert set(got.select("x", RANK, *COUNTS, WEIGHT).iter_rows()) == want

@@ -122,9 +122,8 @@ def dred_body(inner: Circuit) -> Circuit:
     def node(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
         if isinstance(n.op, StreamDistinct) and n.id in varying:
             d = ins[0]
-            if RANK in d.schema:  # (`incremental/ranked.py`: the derivations' counts by fact and rank)
-                by_fact = d.index(tuple(c for c in d.schema if c != RANK))
-                return dst.add(RankedDistinct(), by_fact.integrate().delay(), d)
+            if RANK in d.schema:  # (`incremental/ranked.py`: it counts the derivations beside its facts)
+                return dst.add(RankedDistinct(), d)
             plain = d.index(tuple(d.schema))
             return dst.add(RecursiveDistinct(), plain.integrate().delay(), d)
         if isinstance(n.op, StreamDistinct):

@@ -4,8 +4,8 @@
 derivation") derives it. Every fact of a recursive relation carries a *rank* (a BIGINT column `__rank`),
 and every fact has a derivation whose premises all have smaller ranks: a derivation's rank is the largest
 rank among its recursive premises (-1 when it reads imports only), and a fact takes, when it is derived,
-1 + the smallest rank among its derivations (`operators/ranked_distinct.py`). The delete-and-rederive
-over-delete then removes a fact that loses a derivation only if no derivation of smaller rank than the
+1 + the smallest rank among its derivations (`operators/ranked_distinct.py`; a fact removed and put
+back may take a higher one). The delete-and-rederive over-delete then removes a fact that loses a derivation only if no derivation of smaller rank than the
 fact's is left, instead of at its first lost derivation (DRed's over-delete): reachability on a random
 graph over-deletes a few hundred nodes for a batch where DRed over-deleted all 40,000 reached ones.
 

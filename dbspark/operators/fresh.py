@@ -32,7 +32,7 @@ import polars as pl
 
 from dbspark.algebra.consolidate import WEIGHT
 from dbspark.algebra.zset import ZSet
-from dbspark.columnar.rank_fold import RANK
+from dbspark.columnar.rank_fold import RANK, supports
 from dbspark.columnar.row_set import RowSet
 from dbspark.errors import RecursionLimitError
 from dbspark.operators.join import StreamJoin, StreamProduct
@@ -122,6 +122,8 @@ class FreshRun:
         # the distinct, where the integral's input is the distinct's change (indexed by every column)
         self.counted: dict[int, int] = {}
         for d in distincts:
+            if d in self.ranked:  # (it reads no integral: `operators/ranked_distinct.py`)
+                continue
             x = inner.nodes[inner.nodes[d].inputs[0]].inputs[0]
             src, change = inner.nodes[x].inputs[0], inner.nodes[d].inputs[1]
             if src != change and isinstance(inner.nodes[src].op, Index):
@@ -173,9 +175,7 @@ class FreshRun:
                     )
             for nid, s in sums.items():  # the integrals kept as sums: indexed once
                 if nid in self.counted:
-                    d = self.counted[nid]
-                    tally = ranked[d].tally if d in ranked else seen[d]
-                    counts = ZSet(tally.counts(), consolidated=True)  # (a row once each, none of weight 0)
+                    counts = ZSet(seen[self.counted[nid]].counts(), consolidated=True)  # (rows once, none 0)
                     k.trace_insert(st.it.states[nid], k.from_local(counts), sub)
                 elif s.parts:
                     k.trace_insert(st.it.states[nid], k.from_local(s.total()), sub)
@@ -217,7 +217,7 @@ class FreshRun:
             elif nid in seen:
                 values[nid] = self._distinct(seen[nid], values[n.inputs[1]])
             elif nid in ranked:
-                values[nid] = k.from_local(ranked[nid].new(_derived(k, values[n.inputs[1]])))
+                values[nid] = k.from_local(ranked[nid].new(_derived(k, values[n.inputs[0]])))
             else:
                 ins = [values[i] for i in n.inputs]
                 if isinstance(op, (StreamJoin, StreamProduct)):
@@ -256,7 +256,7 @@ class _Ranked:
         self.state = state
         self.cols = list(state.cols)
         self.facts = RowSet(pl.Schema([(c, state.schema[c]) for c in self.cols]))
-        self.tally = RowSet(pl.Schema(state.schema))
+        self.tally = RowSet(pl.Schema(state.out))  # (the derivations: the fact and their rank)
         self.tallied: set[int] = set()  # the ranks of the derivations tallied so far
         self.out: list[pl.DataFrame] = []
 
@@ -298,7 +298,8 @@ class _Ranked:
         return ZSet(least, consolidated=True)
 
     def finish(self, k: Any, undo: list) -> None:
-        """The facts derived, with their ranks, into the distinct's trace of facts."""
+        """The facts derived, with their ranks and their derivations counted (`columnar/rank_fold.py`),
+        into the distinct's trace of facts."""
         if self.out:
-            facts = ZSet(pl.concat(self.out), consolidated=True)  # (each fact is new once)
-            k.trace_insert(self.state.facts, k.from_local(facts), undo)
+            rows = supports(pl.concat(self.out), self.tally.counts(), self.cols)  # (each fact is new once)
+            k.trace_insert(self.state.facts, k.from_local(ZSet(rows, consolidated=True)), undo)
