@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dbspark.algebra.consolidate import WEIGHT
-from dbspark.columnar import rank_fold
+from dbspark.columnar import packed_rank_fold
 from dbspark.columnar.rank_fold import COUNTS, FACTS, KEPT, OUT, RANK, REMOVED, TO, RankFold, supports
 
 FACTS_X = st.integers(0, 5)
@@ -59,13 +59,13 @@ def _fold(way: str, overdelete: bool, parts: list[pl.DataFrame], count: bool = F
     shift, scale = WAYS[way]
     there = [p.with_columns((pl.col("x") + shift) * scale) for p in parts]
     with (
-        patch.object(rank_fold._Packed, "of", staticmethod(lambda cols, parts, count: None))
+        patch.object(packed_rank_fold.PackedFold, "of", staticmethod(lambda cols, parts, count: None))
         if way == "plans"
         else nullcontext()
     ):
         distinct = {x for p in parts for x in p["x"].to_list()}
         plans = way == "plans" or (way == "wide" and max(distinct, default=0) - min(distinct, default=0) >= 2)
-        assert (rank_fold._Packed.of(("x",), there, count) is None) == plans
+        assert (packed_rank_fold.PackedFold.of(("x",), there, count) is None) == plans
         out = RankFold(("x",), overdelete, count)(there)
     return out.with_columns(pl.col("x") // scale - shift)
 
