@@ -25,9 +25,10 @@ def _state(x: int, r: int, b: int, a: int, dt: int) -> Row:
 
 
 def _rows(rows: list[Row], weights: list[int], stale: list[Row]) -> pl.DataFrame:
-    """The rows of facts, each with its weight, and earlier versions with their removals."""
-    out = [(*r, w) for r, w in zip(rows, weights, strict=True)]
-    out += [v for s in stale for v in ((*s, 1), (*s, -1))]
+    """The rows of facts, each with its weight, and earlier versions with their removals, in the order of
+    a seek of two runs: the earlier versions, the rows, then the removals."""
+    out = [(*s, 1) for s in stale] + [(*r, w) for r, w in zip(rows, weights, strict=True)]
+    out += [(*s, -1) for s in stale]
     cols = ["x", RANK, *COUNTS, WEIGHT]
     return pl.DataFrame(out, schema={c: pl.Int64 for c in cols}, orient="row")
 
@@ -106,23 +107,27 @@ def _coming(lumps: list[tuple[int, int]]) -> tuple[int, int, int, int] | None:
     st.dictionaries(FACTS_X, STATE, max_size=5),
     st.dictionaries(FACTS_X, STATE, max_size=3),
     st.lists(st.tuples(FACTS_X, RANKS, st.integers(-3, 3)), max_size=10),
-    st.lists(st.tuples(FACTS_X, STATE), max_size=3),
+    st.lists(STATE, max_size=3),
     st.sampled_from(sorted(WAYS)),
+    st.sampled_from([0, 2**60]),
 )
-def test_the_fold_keeps_each_facts_supports_counted(held, removed, change, stale, way):
+def test_the_fold_keeps_each_facts_supports_counted(held, removed, change, stale, way, big):
     """Over-delete: a held fact of the change goes (out -1 at its rank, from the facts, into the removed
     ones) when no derivation counted below its rank is left; a kept one's counts change in place, and so
     do those of a fact removed earlier in the step; counting, each removal says whether a derivation of
     its fact is left (`KEPT`). Otherwise (H by facts): a held fact's counts change, and it goes when its
     count drops to 0; a fact not held, or removed by the over-delete (its a counted at its t), comes in
     when its count is positive, at 1 + the least rank where its count so far is positive. Each `way`
-    the fold runs (`WAYS`), on rows with stale versions and their removals."""
+    the fold runs (`WAYS`), on rows with stale versions and their removals; with counts too large to pack
+    beside the fact (`big` added to the a of the facts held and removed, not to the stale rows'), the stale
+    rows are told apart by all their columns."""
     removed = {x: v for x, v in removed.items() if x not in held}
     change = [c for c in change if c[2]]
     at = {x for x, _, _ in change}
-    rows = {x: _state(x, *v) for x, v in held.items()}
-    gone_rows = {x: _state(x, *v)[:2] + (0,) + _state(x, *v)[3:] for x, v in removed.items()}
-    old = [_state(x, *v) for x, v in stale]
+    rows = {x: _state(x, r, b, a + big, t) for x, (r, b, a, t) in held.items()}
+    gone_rows = {x: _state(x, r, 0, a + big, t) for x, (r, _, a, t) in removed.items()}
+    # earlier versions of facts held or removed (with their removals: they cancel)
+    old = [_state(x, *v) for x, v in zip([*sorted(rows), *sorted(gone_rows)] * 3, stale, strict=False)]
     by_fact: dict[int, list[tuple[int, int]]] = {}
     for x, s, w in change:
         by_fact.setdefault(x, []).append((s, w))

@@ -73,10 +73,11 @@ class FactCounts:
             if len(at) < 2 or bool((key[at][1:] != key[at][:-1]).all()):
                 self._set(key, at, cols)
                 return
-        # rows of earlier versions and their removals: summed by the whole row (its rank and counts
-        # packed into one int64 where they fit, as they do unless a count is huge)
-        order = np.lexsort((*reversed(_packed(cols)), key))
-        rows = [key[order], *(c[order] for c in cols)]
+        # rows of earlier versions and their removals: summed by the whole row (packed into one int64
+        # where it fits, as it does unless a count is huge: one sort and one comparison)
+        whole = _packed([key, *cols])
+        order = np.argsort(whole[0], kind="stable") if len(whole) == 1 else np.lexsort(whole[::-1])
+        rows = [r[order] for r in whole]
         new = np.ones(len(order), dtype=bool)
         if len(order):
             new[1:] = np.any([r[1:] != r[:-1] for r in rows], axis=0)
