@@ -125,7 +125,7 @@ def test_a_fresh_ranked_distinct_gives_each_new_fact_one_more_than_its_least_ran
     from dbspark.operators.fresh import _Ranked
 
     schema = pl.Schema({"x": pl.Int64, "y": pl.Int64, RANK: pl.Int64})
-    state = SimpleNamespace(cols=("x", "y"), schema=schema, facts=None)
+    state = SimpleNamespace(cols=("x", "y"), schema=schema, out=schema, facts=None)
     ranked = _Ranked(state)
     seen: set = set()
     derivations: Counter = Counter()
