@@ -189,23 +189,8 @@ class PackedFold:
     def supports(self) -> pl.DataFrame:
         """`supports`: part 0 the facts (each once, at its rank), part 1 their derivations (summed)."""
         facts, counts = self.parts
-        order = np.argsort(self.keys[0], kind="stable")
-        r = _ints(facts[RANK])
-        pos = order[np.searchsorted(self.keys[0][order], self.keys[1])]  # (each derivation's fact)
         s, w = _ints(counts[RANK]), counts[WEIGHT].to_numpy()
-        below = s < r[pos]
-        n = facts.height
-        t = r - 1
-        np.maximum.at(t, pos[~below], s[~below])
-        rows = [facts.get_column(c) for c in self.cols]
-        rows += [
-            facts.get_column(RANK),
-            pl.Series(BELOW, _sums(pos[below], w[below], n)),
-            pl.Series(ABOVE, _sums(pos[~below], w[~below], n)),
-            pl.Series(TOP, t),
-            pl.Series(WEIGHT, np.ones(n, dtype=np.int64)),
-        ]
-        return pl.DataFrame(rows)
+        return _supports_of(facts, self.cols, self.keys[0], self.keys[1], s, w)
 
     def _change(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         d = self.parts[0]
@@ -293,3 +278,32 @@ class PackedFold:
                 self._emit(part, erow[rep][m], OUT, 1, sub)
                 self._emit(part, erow[rep][m], FACTS, 1, sub)
         return self._result()
+
+
+def _supports_of(
+    facts: pl.DataFrame, cols: tuple[str, ...], keys: np.ndarray, at: np.ndarray, s: np.ndarray, w: np.ndarray
+) -> pl.DataFrame:
+    """The rows of `facts` (each once, at its rank; `keys` their packed facts) with their counts, from
+    their derivations: each of the fact `at` (packed the same way), of rank `s` and weight `w` (summed
+    by fact and rank): b the weights below the fact's rank, a the others, t the largest rank of those
+    (at least the rank - 1). The derivations of a fact not given are left out."""
+    order = np.argsort(keys, kind="stable")
+    n = facts.height
+    pos = np.minimum(np.searchsorted(keys[order], at), max(n - 1, 0))
+    given = keys[order][pos] == at if n else np.zeros(len(at), dtype=bool)
+    if not bool(given.all()):
+        pos, s, w = pos[given], s[given], w[given]
+    fact = order[pos]  # (each derivation's fact)
+    r = _ints(facts[RANK])
+    below = s < r[fact]
+    t = r - 1
+    np.maximum.at(t, fact[~below], s[~below])
+    rows = [facts.get_column(c) for c in cols]
+    rows += [
+        facts.get_column(RANK),
+        pl.Series(BELOW, _sums(fact[below], w[below], n)),
+        pl.Series(ABOVE, _sums(fact[~below], w[~below], n)),
+        pl.Series(TOP, t),
+        pl.Series(WEIGHT, np.ones(n, dtype=np.int64)),
+    ]
+    return pl.DataFrame(rows)
