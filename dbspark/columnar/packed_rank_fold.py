@@ -23,8 +23,6 @@ COUNTS = (BELOW, ABOVE, TOP)
 TO = "__to"  # which way a row of the fold goes: 0 out, 1 to the facts, 2 to the removed facts
 OUT, FACTS, REMOVED = 0, 1, 2
 KEPT = "__kept"  # (counting only) a fact removed while some derivation of it is left
-DERIVED_RANK = "__s"  # a derivation's rank
-NEW_COUNTS = {BELOW: "__b", ABOVE: "__a", TOP: "__t"}
 
 
 _BITS = 62
@@ -45,20 +43,20 @@ def _sums(at: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _packed(cols: list[np.ndarray]) -> list[np.ndarray]:
-    """Columns as one int64 column of the same order (each by its offset from its least value, side by
-    side) where they fit 62 bits, else as they are."""
-    if not len(cols[0]):
-        return cols
+def _packed(cols: list[np.ndarray]) -> np.ndarray | None:
+    """Columns of integers as one int64 column of the same order (each by its offset from its least
+    value, side by side), or None where they need more than 62 bits together."""
     out, used = np.zeros(len(cols[0]), dtype=np.int64), 0
+    if not len(out):
+        return out
     for c in cols:
         lo, hi = int(c.min()), int(c.max())
         bits = max(1, (hi - lo).bit_length())
         used += bits
         if used > _BITS:
-            return cols
+            return None
         out = (out << np.int64(bits)) | (c - np.int64(lo))
-    return [out]
+    return out
 
 
 class FactCounts:
@@ -75,8 +73,9 @@ class FactCounts:
                 return
         # rows of earlier versions and their removals: summed by the whole row (packed into one int64
         # where it fits, as it does unless a count is huge: one sort and one comparison)
-        whole = _packed([key, *cols])
-        order = np.argsort(whole[0], kind="stable") if len(whole) == 1 else np.lexsort(whole[::-1])
+        packed = _packed([key, *cols])
+        whole = [key, *cols] if packed is None else [packed]
+        order = np.lexsort(whole[::-1]) if packed is None else np.argsort(packed, kind="stable")
         rows = [r[order] for r in whole]
         new = np.ones(len(order), dtype=bool)
         if len(order):
@@ -126,26 +125,17 @@ class PackedFold:
     def of(cols: tuple[str, ...], parts: list[pl.DataFrame], count: bool) -> PackedFold | None:
         """The parts packed, or None when a fact column is not integer-like, holds a NULL, or the packed
         fact needs more than 62 bits."""
-        keys = [np.zeros(p.height, dtype=np.int64) for p in parts]
         schemas = [p.schema for p in parts]
-        used = 0
         for c in cols:
             if not all(isinstance(s[c], INTEGER_LIKE) for s in schemas) or any(
                 p[c].has_nulls() for p in parts
             ):
                 return None
-            values = [_ints(p[c]) for p in parts]
-            filled = [v for v in values if len(v)]
-            if not filled:
-                return PackedFold(cols, parts, keys, count)  # no rows at all
-            lo = min(int(v.min()) for v in filled)
-            bits = max(1, (max(int(v.max()) for v in filled) - lo).bit_length())
-            used += bits
-            if used > _BITS:
-                return None
-            for i, v in enumerate(values):
-                keys[i] = (keys[i] << np.int64(bits)) | (v - np.int64(lo))
-        return PackedFold(cols, parts, keys, count)
+        whole = _packed([np.concatenate([_ints(p[c]) for p in parts]) for c in cols])
+        if whole is None:
+            return None
+        ends = np.cumsum([p.height for p in parts])[:-1]
+        return PackedFold(cols, parts, np.split(whole, ends), count)
 
     def _emit(
         self,
@@ -206,11 +196,10 @@ class PackedFold:
                 rest = ~found
             else:
                 found &= rest
-            _, b, a, t, changed = st.applied(pos[found], s[found], w[found])
+            touched, b, a, t, changed = st.applied(pos[found], s[found], w[found])
             old = (st.rank, st.below, st.above, st.top)
             if part == 1:
-                gone = np.bincount(pos[found], minlength=len(st.key)) > 0
-                gone &= b <= 0
+                gone = touched & (b <= 0)
                 kept = ~gone & changed
                 self._emit(1, st.at[gone], OUT, -1, tuple(c[gone] for c in old), (a > 0)[gone])
                 self._emit(1, st.at[gone], FACTS, -1, tuple(c[gone] for c in old))

@@ -41,10 +41,8 @@ from dbspark.columnar.packed_rank_fold import (
     ABOVE,
     BELOW,
     COUNTS,
-    DERIVED_RANK,
     FACTS,
     KEPT,
-    NEW_COUNTS,
     OUT,
     RANK,
     REMOVED,
@@ -53,6 +51,9 @@ from dbspark.columnar.packed_rank_fold import (
     PackedFold,
 )
 from dbspark.columnar.plans import collect
+
+DERIVED_RANK = "__s"  # a derivation's rank
+NEW_COUNTS = {BELOW: "__b", ABOVE: "__a", TOP: "__t"}  # a fact's counts after a change
 
 __all__ = [
     "ABOVE",
