@@ -185,14 +185,16 @@ int_rows = st.tuples(st.integers(0, 4), st.integers(0, 1), st.integers(-2, 2))  
     st.sampled_from(["real", "keys", "rows", "zero"]),
     st.lists(st.sampled_from(["hold", "release", "drop", "none", "none"]), min_size=12, max_size=12),
     st.sampled_from([None, 2**61, -(2**62), 2**62]),
+    st.sampled_from([2, 3, 8]),
 )
 def test_merges_of_integer_rows_match_a_dict_oracle(
-    changes: list[tuple[list[tuple], int | None]], hashing: str, steps: list[str], big: int | None
+    changes: list[tuple[list[tuple], int | None]], hashing: str, steps: list[str], big: int | None, tier: int
 ) -> None:
     """Batches of integer rows, several per key (a ranked trace's old and new rank), merged on every
     insert: by NumPy (`_merge_summed`), or by grouping when two rows' sort keys collide (`hashing`: the
     key hashes by parity, the row hashes by the key's parity, or every hash zero) or a sum could
-    overflow; the step's batches held apart, released and dropped from at random. After each insert
+    overflow; the step's batches held apart (merged `tier` at a time, `merge_many`), released and
+    dropped from at random. After each insert
     every batch is consolidated (no zero weight, no row twice) and sorted by key hash, and the trace
     equals a dict oracle. A change may also delete an earlier one (`undone`: rows that cancel across
     batches); the last may add a row of a large weight (`big`; from 2^62 on, the NumPy path leaves a
@@ -215,7 +217,11 @@ def test_merges_of_integer_rows_match_a_dict_oracle(
 
     sp = Spine(("k",), INTS)
     oracle: Counter = Counter()
-    with patch.object(spine, "SMALL", 0), patch.object(spine, "key_hash", key_hash):
+    with (
+        patch.object(spine, "SMALL", 0),
+        patch.object(spine, "key_hash", key_hash),
+        patch.object(spine, "HELD_TIER", tier),
+    ):
         for b, step in zip(batches, steps, strict=False):
             for k, r, w in b:
                 oracle[(k, r)] += w
@@ -232,6 +238,10 @@ def test_merges_of_integer_rows_match_a_dict_oracle(
                 assert (batch.hashes == key_hash(batch.df, ["k"])).all()
                 assert (batch.df[WEIGHT] != 0).all()
                 assert not batch.df.select("k", "r").is_duplicated().any()
+            if sp.holding:  # tiers from the oldest held batch down, fewer than `tier` of each
+                levels = [b.level for b in sp.batches[sp.floor :]]
+                assert levels == sorted(levels, reverse=True)
+                assert all(levels.count(v) < tier for v in levels)
             full = {(k, r): w for k, r, w in sp.snapshot().to_frame().rows()}
             assert full == {kr: w for kr, w in oracle.items() if w != 0}
         sp.release()
