@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from dbspark.algebra import consolidate as cons
 from dbspark.algebra.consolidate import WEIGHT, consolidate_frame
+from dbspark.algebra.weights import checked_mul
 from dbspark.errors import WeightError
 
 _COLUMNS = {
@@ -189,3 +190,25 @@ def test_hashes_are_ordered_as_a_stable_sort_orders_them(n: int, kind: str, seed
     rows, hs = cons.sorted_by_hash(df, h)
     assert rows["i"].to_list() == want.tolist()
     assert hs.tolist() == h[want].tolist()
+
+
+_WEIGHTS = st.one_of(
+    st.integers(-3, 3),
+    st.sampled_from([2**31, -(2**31), 2**32 + 1, 3037000499, 3037000500, 2**62, -(2**63), 2**63 - 1]),
+)
+
+
+@given(st.lists(st.tuples(_WEIGHTS, _WEIGHTS), min_size=1, max_size=8))
+def test_a_product_of_weights_is_exact_or_refused(pairs: list[tuple[int, int]]) -> None:
+    """`checked_mul` (a join's weights): every product exact when it returns; refused (WeightError)
+    when one leaves int64, and only near that (its float check's margin, 9.2e18); the magnitudes'
+    shortcut must not let a wrapped product through."""
+    a = np.array([x for x, _ in pairs], dtype=np.int64)
+    b = np.array([y for _, y in pairs], dtype=np.int64)
+    exact = [x * y for x, y in pairs]
+    try:
+        got = checked_mul(a, b)
+    except WeightError:
+        assert max(abs(p) for p in exact) > 9.2e18
+    else:
+        assert got.tolist() == exact

@@ -112,10 +112,17 @@ def check_weights(values: Any, what: str = "weight") -> np.ndarray:
 
 
 def checked_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Elementwise int64 product that raises instead of wrapping on overflow."""
+    """Elementwise int64 product that raises instead of wrapping on overflow. Checked by the largest
+    magnitudes first (weights are mostly 1: two reductions), row by row in floats only when their
+    product could overflow (a join's 30M weights: ~0.6 s of float conversions otherwise)."""
     out = a * b
-    if len(out):
+    if len(out) and _magnitude(a) * _magnitude(b) > INT64_MAX:
         approx = a.astype(np.float64) * b.astype(np.float64)
         if np.any(np.abs(approx) > 9.2e18):
             raise WeightError("weight overflow in a product of weights (join or product)")
     return out
+
+
+def _magnitude(a: np.ndarray) -> int:
+    """The largest |value| of a non-empty int64 array, as a Python int (|INT64_MIN| included)."""
+    return max(-int(a.min()), int(a.max()))
