@@ -11,8 +11,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dbspark.algebra.consolidate import WEIGHT
-from dbspark.columnar import packed_rank_fold
-from dbspark.columnar.rank_fold import COUNTS, FACTS, KEPT, OUT, RANK, REMOVED, TO, RankFold, supports
+from dbspark.columnar import packed_rank_fold, rank_fold
+from dbspark.columnar.rank_fold import (
+    COUNTS,
+    FACTS,
+    KEPT,
+    OUT,
+    RANK,
+    REMOVED,
+    TO,
+    RankFold,
+    supports,
+    tallied_supports,
+)
+from dbspark.columnar.row_set import RowSet
 
 FACTS_X = st.integers(0, 5)
 RANKS = st.integers(-1, 6)
@@ -182,17 +194,33 @@ def test_the_fold_keeps_each_facts_supports_counted(held, removed, change, stale
         FACTS_X, st.lists(st.tuples(RANKS, st.integers(1, 3)), min_size=1, max_size=4), max_size=5
     ),
     st.lists(FACTS_X, max_size=2),
+    st.sampled_from(["packed", "plans", "tally"]),
     st.booleans(),
 )
-def test_a_fresh_runs_counts_are_the_folds(derived, left_out, plans):
+def test_a_fresh_runs_counts_are_the_folds(derived, left_out, way, extra):
     """From empty state (`operators/fresh.py`): a fact's counts from all its derivations (at its rank,
     1 + the least of theirs) are what the fold keeps taking them in one change and adding none later.
-    The derivations of a fact not given (`left_out`) count for none. By NumPy, and by the Polars plans
-    (`plans`)."""
+    The derivations of a fact not given (`left_out`) count for none. By NumPy, by the Polars plans, and
+    from a `RowSet`'s tally of them (in two parts), read from its packed keys (`tallied_supports`; with
+    a fact outside their layout given too (`extra`), from the tally's frame)."""
     facts = {x: min(s for s, _ in ds) + 1 for x, ds in derived.items() if x not in left_out}
     counts = _change([(x, s, w) for x, ds in derived.items() for s, w in ds])
-    off = patch.object(packed_rank_fold.PackedFold, "of", staticmethod(lambda cols, parts, count: None))
-    with off if plans else nullcontext():
-        got = supports(_change([(x, r, 1) for x, r in facts.items()]), counts, ["x"])
+    given = _change([(x, r, 1) for x, r in facts.items()])
     want = {(x, *_coming(ds), 1) for x, ds in derived.items() if x in facts}  # type: ignore[misc]
+    if way == "tally":
+        tally = RowSet(pl.Schema({"x": pl.Int64, RANK: pl.Int64}))
+        half = counts.height // 2
+        for part in (counts.head(half), counts.tail(counts.height - half)):
+            tally.count(part.select("x", RANK), part[WEIGHT].to_numpy())
+        assert tally.packed_counts() is not None
+        if extra:  # a fact outside the tally's layout: read from the counts' frame instead
+            given = pl.concat([given, _change([(40, 3, 1)])])
+            want.add((40, 3, 0, 0, 2, 1))
+        with patch.object(rank_fold, "supports", wraps=supports) as by_frame:
+            got = tallied_supports(given, tally, ["x"])
+        assert by_frame.call_count == extra
+    else:
+        off = patch.object(packed_rank_fold.PackedFold, "of", staticmethod(lambda cols, parts, count: None))
+        with off if way == "plans" else nullcontext():
+            got = supports(given, counts, ["x"])
     assert set(got.select("x", RANK, *COUNTS, WEIGHT).iter_rows()) == want

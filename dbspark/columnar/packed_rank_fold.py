@@ -269,6 +269,25 @@ class PackedFold:
         return self._result()
 
 
+def packed_supports(
+    facts: pl.DataFrame, cols: tuple[str, ...], keys: np.ndarray, w: np.ndarray, layout: list[tuple[int, int]]
+) -> pl.DataFrame | None:
+    """`rank_fold.supports` from derivations packed by a `RowSet` (`keys`: (fact, rank) in `layout`,
+    each column's bits and least value, the rank last; `w` summed), without decoding them: a derivation's
+    fact is its key's high bits, its rank the low ones, and the facts are packed in the same layout.
+    None when a fact does not fit the layout (not one of the derivations')."""
+    fact_layout, (rank_bits, rank_lo) = layout[:-1], layout[-1]
+    fk = np.zeros(facts.height, dtype=np.int64)
+    for c, (bits, lo) in zip(cols, fact_layout, strict=True):
+        code = _ints(facts[c]) - np.int64(lo)
+        if len(code) and (int(code.min()) < 0 or int(code.max()) >= 1 << bits):
+            return None
+        fk = (fk << np.int64(bits)) | code
+    at = keys >> np.int64(rank_bits)
+    s = (keys & np.int64((1 << rank_bits) - 1)) + np.int64(rank_lo)
+    return _supports_of(facts, cols, fk, at, s, w)
+
+
 def _supports_of(
     facts: pl.DataFrame, cols: tuple[str, ...], keys: np.ndarray, at: np.ndarray, s: np.ndarray, w: np.ndarray
 ) -> pl.DataFrame:

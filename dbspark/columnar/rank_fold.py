@@ -49,8 +49,10 @@ from dbspark.columnar.packed_rank_fold import (
     TO,
     TOP,
     PackedFold,
+    packed_supports,
 )
 from dbspark.columnar.plans import collect
+from dbspark.columnar.row_set import RowSet
 
 DERIVED_RANK = "__s"  # a derivation's rank
 NEW_COUNTS = {BELOW: "__b", ABOVE: "__a", TOP: "__t"}  # a fact's counts after a change
@@ -242,6 +244,15 @@ def _current(rows: pl.DataFrame, cols: list[str]) -> pl.LazyFrame:
     of an earlier version and its removal may both be there)."""
     summed = rows.lazy().group_by([*cols, RANK, *COUNTS]).agg(pl.col(WEIGHT).sum())
     return summed.filter(pl.col(WEIGHT) > 0).drop(WEIGHT)
+
+
+def tallied_supports(facts: pl.DataFrame, tally: RowSet, cols: list[str]) -> pl.DataFrame:
+    """`supports` of derivations tallied by a `RowSet` of (the fact's columns, `__rank`): read from its
+    packed keys where it keeps them (`packed_supports`: at 2,000-node transitive closure 13M
+    derivations are not decoded into a frame and packed again), else from its counts' frame."""
+    packed = tally.packed_counts() if tally.cols == [*cols, RANK] else None
+    rows = packed_supports(facts, tuple(cols), *packed) if packed is not None else None
+    return rows if rows is not None else supports(facts, tally.counts(), cols)
 
 
 def supports(facts: pl.DataFrame, counts: pl.DataFrame, cols: list[str]) -> pl.DataFrame:

@@ -190,11 +190,8 @@ class RowSet:
         """The rows tallied by `new` and `count`, each once with its weights summed (0 dropped): the
         set's columns, then WEIGHT."""
         parts = list(self.tally_frames)
-        if self.tally:  # (summed with the parts kept apart, whose rows they may share)
-            u, w = self._summed(*(np.concatenate(x) for x in zip(*self.tally, *self.apart, strict=True)))
-        elif self.apart:  # (each part's rows once, none in another)
-            u, w = (np.concatenate(x) for x in zip(*self.apart, strict=True))
         if self.tally or self.apart:
+            u, w = self._counted()
             parts.insert(0, self._decode(u).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)))
         if not parts:
             return pl.DataFrame(schema={**self.schema, WEIGHT: pl.Int64})
@@ -202,6 +199,27 @@ class RowSet:
             return parts[0]
         out = weight_sum_checked(pl.concat(parts, how="vertical_relaxed"), self.cols)
         return out.filter(pl.col(WEIGHT) != 0).select([*self.cols, WEIGHT])
+
+    def packed_counts(self) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]] | None:
+        """`counts` as packed keys, their weights and the layout (each column's bits and least value), or
+        None unless every column is an integer-like one kept by offset and the set is not a frame. A
+        caller that reads the columns from the keys (a fresh run's derivations by fact and rank: 13M
+        rows at 2,000-node transitive closure) skips the decode into a frame."""
+        if (
+            self.frame is not None
+            or self.tally_frames
+            or not all(isinstance(c, _Offsets) for c in self.columns)
+        ):
+            return None
+        if not (self.tally or self.apart):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), self._layout()
+        return (*self._counted(), self._layout())
+
+    def _counted(self) -> tuple[np.ndarray, np.ndarray]:
+        """The tallied keys once each, their weights summed (0 dropped)."""
+        if self.tally:  # (summed with the parts kept apart, whose rows they may share)
+            return self._summed(*(np.concatenate(x) for x in zip(*self.tally, *self.apart, strict=True)))
+        return tuple(np.concatenate(x) for x in zip(*self.apart, strict=True))  # type: ignore[return-value]
 
     def _count(self, keys: np.ndarray, weights: np.ndarray) -> None:
         self.tally.append((keys, weights))

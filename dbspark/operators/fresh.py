@@ -32,7 +32,7 @@ import polars as pl
 
 from dbspark.algebra.consolidate import WEIGHT
 from dbspark.algebra.zset import ZSet
-from dbspark.columnar.rank_fold import RANK, supports
+from dbspark.columnar.rank_fold import RANK, tallied_supports
 from dbspark.columnar.row_set import RowSet
 from dbspark.errors import RecursionLimitError
 from dbspark.operators.join import StreamJoin, StreamProduct
@@ -301,5 +301,5 @@ class _Ranked:
         """The facts derived, with their ranks and their derivations counted (`columnar/rank_fold.py`),
         into the distinct's trace of facts."""
         if self.out:
-            rows = supports(pl.concat(self.out), self.tally.counts(), self.cols)  # (each fact is new once)
+            rows = tallied_supports(pl.concat(self.out), self.tally, self.cols)  # (each fact is new once)
             k.trace_insert(self.state.facts, k.from_local(ZSet(rows, consolidated=True)), undo)
