@@ -3,6 +3,7 @@ a trace's seek gives them: a fact's row of an earlier version and its removal ma
 
 from __future__ import annotations
 
+import itertools
 from contextlib import nullcontext
 from unittest.mock import patch
 
@@ -194,19 +195,31 @@ def test_the_fold_keeps_each_facts_supports_counted(held, removed, change, stale
         FACTS_X, st.lists(st.tuples(RANKS, st.integers(1, 3)), min_size=1, max_size=4), max_size=5
     ),
     st.lists(FACTS_X, max_size=2),
-    st.sampled_from(["packed", "plans", "tally"]),
     st.booleans(),
 )
-def test_a_fresh_runs_counts_are_the_folds(derived, left_out, way, extra):
+def test_a_fresh_runs_counts_are_the_folds(derived, left_out, extra):
     """From empty state (`operators/fresh.py`): a fact's counts from all its derivations (at its rank,
     1 + the least of theirs) are what the fold keeps taking them in one change and adding none later.
     The derivations of a fact not given (`left_out`) count for none. By NumPy, by the Polars plans, and
     from a `RowSet`'s tally of them (in two parts), read from its packed keys (`tallied_supports`; with
-    a fact outside their layout given too (`extra`), from the tally's frame)."""
+    a fact outside their layout given too (`extra`), from the tally's frame). A derivation finds its fact
+    by a table of the packed facts and by binary search."""
     facts = {x: min(s for s, _ in ds) + 1 for x, ds in derived.items() if x not in left_out}
     counts = _change([(x, s, w) for x, ds in derived.items() for s, w in ds])
     given = _change([(x, r, 1) for x, r in facts.items()])
     want = {(x, *_coming(ds), 1) for x, ds in derived.items() if x in facts}  # type: ignore[misc]
+    for way, table in itertools.product(["packed", "plans", "tally"], [True, False]):
+        with patch.object(packed_rank_fold, "_DENSE", packed_rank_fold._DENSE if table else 0):
+            got, also = _fresh_counts(way, given, counts, extra)
+        assert set(got.select("x", RANK, *COUNTS, WEIGHT).iter_rows()) == want | also, (way, table)
+
+
+def _fresh_counts(
+    way: str, given: pl.DataFrame, counts: pl.DataFrame, extra: bool
+) -> tuple[pl.DataFrame, set]:
+    """The fresh counts of `given` from `counts` (`test_a_fresh_runs_counts_are_the_folds`), `way`, and
+    the rows expected beside those of `given` (an `extra` fact's)."""
+    also: set[tuple] = set()
     if way == "tally":
         tally = RowSet(pl.Schema({"x": pl.Int64, RANK: pl.Int64}))
         half = counts.height // 2
@@ -215,7 +228,7 @@ def test_a_fresh_runs_counts_are_the_folds(derived, left_out, way, extra):
         assert tally.packed_counts() is not None
         if extra:  # a fact outside the tally's layout: read from the counts' frame instead
             given = pl.concat([given, _change([(40, 3, 1)])])
-            want.add((40, 3, 0, 0, 2, 1))
+            also.add((40, 3, 0, 0, 2, 1))
         with patch.object(rank_fold, "supports", wraps=supports) as by_frame:
             got = tallied_supports(given, tally, ["x"])
         assert by_frame.call_count == extra
@@ -223,4 +236,4 @@ def test_a_fresh_runs_counts_are_the_folds(derived, left_out, way, extra):
         off = patch.object(packed_rank_fold.PackedFold, "of", staticmethod(lambda cols, parts, count: None))
         with off if way == "plans" else nullcontext():
             got = supports(given, counts, ["x"])
-    assert set(got.select("x", RANK, *COUNTS, WEIGHT).iter_rows()) == want
+    return got, also

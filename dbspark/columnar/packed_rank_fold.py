@@ -36,7 +36,9 @@ def _ints(s: pl.Series) -> np.ndarray:
 
 def _sums(at: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
     """The sums of `w` by position `at` (0 <= at < n), exact in int64."""
-    if len(w) == 0 or int(np.abs(w).max()) < 2**52:
+    if len(w) == 0 or bool((w == 1).all()):  # (no float weights: a count)
+        return np.bincount(at, minlength=n).astype(np.int64)
+    if int(np.abs(w).max()) * len(w) < 2**53:  # (every float sum exact)
         return np.bincount(at, weights=w, minlength=n).astype(np.int64)
     out = np.zeros(n, dtype=np.int64)
     np.add.at(out, at, w)
@@ -288,6 +290,31 @@ def packed_supports(
     return _supports_of(facts, cols, fk, at, s, w)
 
 
+_DENSE = 1 << 26  # packed facts below this (and below 16 per fact given) are placed by a table
+
+
+def _places(keys: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of `at`: the position of the equal one of `keys` (distinct), and whether there is one.
+    By a table indexed by the key where the keys are dense enough (tc at 2,000 nodes: 13M derivations
+    among 3.8M facts of 24 bits, one gather against a binary search each), else by a sort and binary
+    searches."""
+    n = len(keys)
+    if n == 0:
+        return np.zeros(len(at), dtype=np.intp), np.zeros(len(at), dtype=bool)
+    lo, hi = int(keys.min()), int(keys.max())
+    if lo >= 0 and hi < _DENSE and hi < 16 * n:
+        table = np.full(hi + 1, -1, dtype=np.intp)
+        table[keys] = np.arange(n)
+        inside = (at >= 0) & (at <= hi)
+        fact = table[np.where(inside, at, 0)]
+        given = inside & (fact >= 0)
+        return np.maximum(fact, 0), given
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    pos = np.minimum(np.searchsorted(sk, at), n - 1)
+    return order[pos], sk[pos] == at
+
+
 def _supports_of(
     facts: pl.DataFrame, cols: tuple[str, ...], keys: np.ndarray, at: np.ndarray, s: np.ndarray, w: np.ndarray
 ) -> pl.DataFrame:
@@ -295,13 +322,10 @@ def _supports_of(
     their derivations: each of the fact `at` (packed the same way), of rank `s` and weight `w` (summed
     by fact and rank): b the weights below the fact's rank, a the others, t the largest rank of those
     (at least the rank - 1). The derivations of a fact not given are left out."""
-    order = np.argsort(keys, kind="stable")
     n = facts.height
-    pos = np.minimum(np.searchsorted(keys[order], at), max(n - 1, 0))
-    given = keys[order][pos] == at if n else np.zeros(len(at), dtype=bool)
+    fact, given = _places(keys, at)  # (each derivation's fact)
     if not bool(given.all()):
-        pos, s, w = pos[given], s[given], w[given]
-    fact = order[pos]  # (each derivation's fact)
+        fact, s, w = fact[given], s[given], w[given]
     r = _ints(facts[RANK])
     below = s < r[fact]
     t = r - 1
