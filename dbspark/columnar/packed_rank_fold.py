@@ -61,6 +61,31 @@ def _packed(cols: list[np.ndarray]) -> np.ndarray | None:
     return out
 
 
+_DENSE = 1 << 26  # packed facts below this (and below 16 per fact given) are placed by a table
+
+
+def _table(keys: np.ndarray) -> np.ndarray | None:
+    """The position of each of `keys` by key (-1 elsewhere), when they are dense enough (non-negative,
+    below `_DENSE` and 16 per key) and distinct; else None."""
+    n = len(keys)
+    if n == 0:
+        return None
+    lo, hi = int(keys.min()), int(keys.max())
+    if lo < 0 or hi >= _DENSE or hi >= 16 * n:
+        return None
+    table = np.full(hi + 1, -1, dtype=np.intp)
+    at = np.arange(n)
+    table[keys] = at
+    return table if bool((table[keys] == at).all()) else None
+
+
+def _look_up(table: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of `at`: its position by `table` (0 where none), and whether it has one."""
+    inside = (at >= 0) & (at < len(table))
+    pos = table[np.where(inside, at, 0)]
+    return np.maximum(pos, 0), inside & (pos >= 0)
+
+
 class FactCounts:
     """A part's rows of facts now (`_current`), by NumPy: per fact (its packed key, sorted), a row of the
     part holding it, its rank and counts."""
@@ -68,7 +93,12 @@ class FactCounts:
     def __init__(self, key: np.ndarray, part: pl.DataFrame) -> None:
         cols = [_ints(part[c]) for c in (RANK, *COUNTS)]
         w = part[WEIGHT].to_numpy()
+        self.table: np.ndarray | None = None
         if len(key) and bool((w == 1).all()):
+            self.table = _table(key)
+            if self.table is not None:  # (each fact once, found by the table: no sort)
+                self._set(key, np.arange(len(key)), cols)
+                return
             at = np.argsort(key, kind="stable")
             if len(at) < 2 or bool((key[at][1:] != key[at][:-1]).all()):
                 self._set(key, at, cols)
@@ -89,11 +119,14 @@ class FactCounts:
 
     def _set(self, key: np.ndarray, at: np.ndarray, cols: list[np.ndarray]) -> None:
         self.at = at  # a row of each fact in the part
-        self.key = key[at]
+        self.key = key[at]  # (sorted, unless found by `table`)
         self.rank, self.below, self.above, self.top = (c[at] for c in cols)
 
     def find(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each key: whether a fact here has it, and its place (where it has)."""
+        if self.table is not None:
+            pos, found = _look_up(self.table, key)
+            return found, pos
         pos = np.searchsorted(self.key, key)
         found = pos < len(self.key)
         found[found] = self.key[pos[found]] == key[found]
@@ -290,25 +323,17 @@ def packed_supports(
     return _supports_of(facts, cols, fk, at, s, w)
 
 
-_DENSE = 1 << 26  # packed facts below this (and below 16 per fact given) are placed by a table
-
-
 def _places(keys: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each of `at`: the position of the equal one of `keys` (distinct), and whether there is one.
-    By a table indexed by the key where the keys are dense enough (tc at 2,000 nodes: 13M derivations
-    among 3.8M facts of 24 bits, one gather against a binary search each), else by a sort and binary
-    searches."""
+    By a table indexed by the key where the keys are dense enough (`_table`; tc at 2,000 nodes: 13M
+    derivations among 3.8M facts of 24 bits, one gather against a binary search each), else by a sort
+    and binary searches."""
     n = len(keys)
     if n == 0:
         return np.zeros(len(at), dtype=np.intp), np.zeros(len(at), dtype=bool)
-    lo, hi = int(keys.min()), int(keys.max())
-    if lo >= 0 and hi < _DENSE and hi < 16 * n:
-        table = np.full(hi + 1, -1, dtype=np.intp)
-        table[keys] = np.arange(n)
-        inside = (at >= 0) & (at <= hi)
-        fact = table[np.where(inside, at, 0)]
-        given = inside & (fact >= 0)
-        return np.maximum(fact, 0), given
+    table = _table(keys)
+    if table is not None:
+        return _look_up(table, at)
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     pos = np.minimum(np.searchsorted(sk, at), n - 1)
