@@ -50,6 +50,7 @@ _INDEX = np.uint32 if pl.get_index_type() == pl.UInt32 else np.uint64
 
 _GATHER = hasattr(pl.DataFrame, "gather")  # (Polars 2; before it, a frame indexed by a Series)
 _FEW = 4096
+_BY_COLUMN = 1 << 20
 
 
 def take(df: pl.DataFrame, positions: np.ndarray) -> pl.DataFrame:
@@ -63,12 +64,17 @@ def take(df: pl.DataFrame, positions: np.ndarray) -> pl.DataFrame:
     A frame of several chunks (a concatenation: a merge's two batches, a step's deferred inserts) is
     made one first when an eighth of its rows or more are taken: Polars gathers rows in no order across
     chunks 3-16x slower than from one (3.3M rows of five int64 columns in 200 chunks: 0.40-0.47 s, one
-    copy and the gather 0.06-0.11 s; a tenth of them 0.044 against 0.012 s; with two chunks the break-even
-    is about a tenth)."""
+    copy and the gather 0.04-0.11 s; a tenth of them 0.044 against 0.012 s; with two chunks the break-even
+    is about a tenth). From `_BY_COLUMN` rows on, a column at a time (0.06 s there), so that the copy
+    held beside the frame and the result is one column's, not the frame's (a recursive step's largest
+    merges hold the step's facts twice already)."""
     if _GATHER and len(positions) <= _FEW:
         return df.gather(positions)
     if len(positions) * 8 >= df.height and df.n_chunks() > 1:
-        df = df.rechunk()
+        idx = index(positions)
+        if df.height >= _BY_COLUMN:
+            return pl.DataFrame([df.get_column(c).rechunk().gather(idx) for c in df.columns])
+        return df.rechunk()[idx]
     return df[index(positions)]
 
 
