@@ -237,8 +237,9 @@ def _merge_summed(
     without NULLs and an int64 weight, by NumPy: their sorted hashes merged (a stable sort of sorted
     runs), then, within each run of rows sharing a key hash (rows of one key: a batch of changes holds a
     row's old and new version, as a ranked trace's rank change), the rows sorted by a hash of all their
-    columns, so that equal rows, at most one of each batch, are adjacent and summed. None when it cannot tell (two rows of a run share their sort key,
-    or a sum could overflow): the caller groups the rows instead.
+    columns, so that equal rows, at most one of each batch, are adjacent and summed. None when it
+    cannot tell (two rows of a run share their sort key, or a sum could overflow): the caller groups the
+    rows instead.
 
     The sort key is the run's number in the high bits and the row hash's high bits below it, one
     uint64; a run keeps its positions, so the result stays in key-hash order without another sort.
