@@ -22,6 +22,7 @@ import polars as pl
 
 from dbspark.algebra.consolidate import WEIGHT, take
 from dbspark.algebra.zset import ZSet
+from dbspark.columnar.plans import pick
 from dbspark.columnar.rank_fold import (
     FACTS,
     KEPT,
@@ -135,7 +136,7 @@ def _parts(k: Kernel, rows: Any, state: RankedDistinctState, kept: bool) -> tupl
     out = []
     for i, schema in zip((OUT, FACTS, REMOVED), schemas, strict=True):
         at = np.flatnonzero(to == i)
-        part = df.select(*schema, WEIGHT)
+        part = pick(df, [*schema, WEIGHT])
         part = part if len(at) == len(to) else take(part, at)
         out.append(k.from_local(ZSet(part, consolidated=True)))  # (the fold's rows are distinct)
     return out[0], out[1], out[2]

@@ -115,6 +115,10 @@ class LocalKernel:
         if df.height == 0:  # SQL evaluates expressions per row: a failing constant over no rows is no error
             return ZSet.empty(schema)
         have = df.schema  # (a property that builds the schema on each read)
+        if all(isinstance(e, Col) and have.get(e.name) == schema[n] for n, e in exprs):
+            # columns as they are (a projection, a renaming): picked, not a query (~9 against ~32 µs)
+            cols = [df.get_column(e.name).alias(n) for n, e in exprs if isinstance(e, Col)]
+            return ZSet(pl.DataFrame([*cols, df.get_column(WEIGHT)]))
         sel = [
             pl.col(e.name).alias(n)  # a column as it is
             if isinstance(e, Col) and have.get(e.name) == schema[n]
