@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from dbspark.algebra.weights import magnitude
 from dbspark.errors import WeightError
 
 WEIGHT = "__w"
@@ -203,8 +204,7 @@ def nonzero(weight_cols: Sequence[str]) -> pl.Expr:
 def max_abs(weights: pl.Series) -> int:
     """The largest |w| of a non-empty integer column, exact (by NumPy: a Polars reduction is a query of
     its own, ~0.1 ms on a step's small frames)."""
-    a = weights.to_numpy()
-    return max(abs(int(a.min())), abs(int(a.max())))
+    return magnitude(weights.to_numpy())
 
 
 def weight_sum_checked(df: pl.DataFrame, by: Sequence[str], extra: Sequence[str] = ()) -> pl.DataFrame:
@@ -291,9 +291,7 @@ def _summed_runs(
     (`order`, the sorted hashes `s`, `dup`: s[i + 1] == s[i]), equal rows are adjacent unless two
     different rows share a hash, which is checked (None then, as when a sum could overflow)."""
     w = df[WEIGHT].to_numpy()
-    if (
-        max(abs(int(w.min())), abs(int(w.max()))) * df.height >= _OVERFLOW
-    ):  # (sums checked when they could overflow)
+    if magnitude(w) * df.height >= _OVERFLOW:  # (sums checked when they could overflow)
         return None
     same = dup.copy()
     for c in data_cols:

@@ -116,13 +116,14 @@ def checked_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     magnitudes first (weights are mostly 1: two reductions), row by row in floats only when their
     product could overflow (a join's 30M weights: ~0.6 s of float conversions otherwise)."""
     out = a * b
-    if len(out) and _magnitude(a) * _magnitude(b) > INT64_MAX:
+    if len(out) and magnitude(a) * magnitude(b) > INT64_MAX:
         approx = a.astype(np.float64) * b.astype(np.float64)
         if np.any(np.abs(approx) > 9.2e18):
             raise WeightError("weight overflow in a product of weights (join or product)")
     return out
 
 
-def _magnitude(a: np.ndarray) -> int:
-    """The largest |value| of a non-empty int64 array, as a Python int (|INT64_MIN| included)."""
+def magnitude(a: np.ndarray) -> int:
+    """The largest |value| of a non-empty integer array, as a Python int (exact: |INT64_MIN| included),
+    by two reductions: what bounds a sum or product of weights before it is computed."""
     return max(-int(a.min()), int(a.max()))

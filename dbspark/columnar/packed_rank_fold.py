@@ -16,6 +16,8 @@ import numpy as np
 import polars as pl
 
 from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT, index
+from dbspark.algebra.weights import magnitude
+from dbspark.columnar.packed_trie import pack
 
 RANK = "__rank"
 BELOW, ABOVE, TOP = "__below", "__above", "__top"
@@ -38,7 +40,7 @@ def _sums(at: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
     """The sums of `w` by position `at` (0 <= at < n), exact in int64."""
     if len(w) == 0 or bool((w == 1).all()):  # (no float weights: a count)
         return np.bincount(at, minlength=n).astype(np.int64)
-    if int(np.abs(w).max()) * len(w) < 2**53:  # (every float sum exact)
+    if magnitude(w) * len(w) < 2**53:  # (every float sum exact)
         return np.bincount(at, weights=w, minlength=n).astype(np.int64)
     out = np.zeros(n, dtype=np.int64)
     np.add.at(out, at, w)
@@ -312,12 +314,11 @@ def packed_supports(
     fact is its key's high bits, its rank the low ones, and the facts are packed in the same layout.
     None when a fact does not fit the layout (not one of the derivations')."""
     fact_layout, (rank_bits, rank_lo) = layout[:-1], layout[-1]
-    fk = np.zeros(facts.height, dtype=np.int64)
-    for c, (bits, lo) in zip(cols, fact_layout, strict=True):
-        code = _ints(facts[c]) - np.int64(lo)
+    codes = [_ints(facts[c]) - np.int64(lo) for c, (_, lo) in zip(cols, fact_layout, strict=True)]
+    for code, (bits, _) in zip(codes, fact_layout, strict=True):
         if len(code) and (int(code.min()) < 0 or int(code.max()) >= 1 << bits):
             return None
-        fk = (fk << np.int64(bits)) | code
+    fk = pack(codes, [bits for bits, _ in fact_layout])
     at = keys >> np.int64(rank_bits)
     s = (keys & np.int64((1 << rank_bits) - 1)) + np.int64(rank_lo)
     return _supports_of(facts, cols, fk, at, s, w)

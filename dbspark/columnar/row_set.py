@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT, weight_sum_checked
+from dbspark.algebra.weights import magnitude
 from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, bits_for, pack, unpack
 from dbspark.errors import WeightError
 
@@ -233,7 +234,7 @@ class RowSet:
         layout, else one sort; a sum that could leave int64 raises `WeightError`."""
         if not len(w):
             return keys, w
-        bound = max(abs(int(w.min())), abs(int(w.max()))) * len(w)
+        bound = magnitude(w) * len(w)
         if bound >= 2**63 - 1:
             raise WeightError("weight overflow while counting a recursive distinct's derivations")
         ones = bool((w == 1).all())

@@ -37,6 +37,7 @@ from dbspark.algebra.consolidate import (
     summable,
     take,
 )
+from dbspark.algebra.weights import magnitude
 from dbspark.algebra.zset import IndexedZSet, ZSet
 from dbspark.columnar.plans import all_below, pick, semi_join
 
@@ -252,7 +253,7 @@ def _merge_summed(
     if not eq.any():
         return Batch(take(both, merged), keys, mh)
     w = both[WEIGHT].to_numpy()
-    if max(abs(int(w.min())), abs(int(w.max()))) >= (1 << 63) // len(parts):  # (a row once per part)
+    if magnitude(w) >= (1 << 63) // len(parts):  # (a row once per part)
         return None  # the sum of a row's weights could overflow
     n = len(mh)
     inrun = np.zeros(n, dtype=bool)  # in merged order: a row whose key hash another row has too
