@@ -293,9 +293,15 @@ def worker_inc(w: str, size: int, nb: int, strategy: str) -> dict:
     scope = [s for s in p.runtime.states.values() if hasattr(s, "iterations")]
     out["iterations"] = scope[0].iterations if scope else []
     out["switched_at"] = getattr(scope[0], "switched_at", None) if scope else None
+    out["recomputed"] = getattr(scope[0], "recomputed", None) if scope else None  # (step 0: from scratch)
     out["final"] = digest_rows(_view_frame(p, view))
     out["rss_growth_gib"] = peak_gib() - base
     return out
+
+
+def _batches(steps: list[int]) -> str:
+    """The batches (numbered from 1, as the steps after the one from scratch) among `steps`."""
+    return ", ".join(str(b) for b in steps if b > 0)
 
 
 def worker_recompute(w: str, size: int, nb: int) -> dict:
@@ -554,7 +560,8 @@ def render(res: dict) -> str:
                     f"{h.fmt_s(med)} ({h.fmt_s(_med(r, 'cpu'))})" if med is not None else "",
                     h.fmt_x(rec / med) if rec and med and s in STRATEGIES else "",
                     f"{statistics.median(its[1:]) if len(its) > 1 else ''}"
-                    + (f", nested from batch {r['switched_at']}" if r.get("switched_at") else ""),
+                    + (f", nested from batch {r['switched_at']}" if r.get("switched_at") else "")
+                    + (f", batches {_batches(r['recomputed'])} recomputed" if r.get("recomputed") else ""),
                     mem,
                 ]
             )

@@ -9,6 +9,8 @@ The "spark" parametrizations (marked by tests/conftest.py) run a smaller subset 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -70,8 +72,8 @@ def test_random_stratified_programs(engine, ps):
 )
 def test_recursion_strategies_agree_step_by_step(engine, ps):
     """The same program and changes through a pipeline per recursion strategy (each scope nested; each
-    monotone one by delete-and-rederive, the others nested, and again switching to nested at the first
-    over-delete; every scope by delete-and-rederive when all qualify, with its steps from empty state
+    monotone one by delete-and-rederive, the others nested, and again recomputing each over-delete at
+    its first iteration and each other step at its second; every scope by delete-and-rederive when all qualify, with its steps from empty state
     run fresh and again the usual way): after every step, the same change of every view, equal to the
     oracle's difference; and the two delete-and-rederive pipelines hold the same integrals. (A fresh
     step sums a recursive distinct's input whenever it passes a few rows: its compaction, too.)"""
@@ -93,10 +95,11 @@ def check_strategies(engine: str, prog: GenProgram, steps: list) -> None:
             assert strategy.startswith("dred") and "delete-and-rederive" in str(e), e
             p.close()
             continue
-        if strategy == "auto, early":  # each scope goes nested at its first over-delete's first iteration
-            for st in p.runtime.states.values():
-                if hasattr(st, "runaway"):
-                    st.runaway = lambda removed, kept: True
+        for state in p.runtime.states.values():  # "auto, early": each scope recomputes its over-deletes
+            if hasattr(state, "runaway"):  # at their first iteration, its other steps at their second
+                state.budget = 0.0 if strategy == "auto, early" else math.inf  # ("auto": by the rule only)
+                if strategy == "auto, early":
+                    state.runaway = lambda removed, kept: True
         if strategy == "dred, usual":  # no step runs as `FreshRun`
             for st in p.runtime.states.values():
                 if hasattr(st, "fresh_runs"):

@@ -21,6 +21,7 @@ errors raised while building a scope, and of the Python oracles, have no engine.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -617,9 +618,12 @@ def as_set(rel: Rel) -> dict[tuple, int]:
     return {r: 1 for r in rel}
 
 
-# every oracle test runs each strategy that accepts the query; "auto" with its switch thresholds at 0
-# (`dred.SWITCH_MIN`, `SWITCH_RATIO`) goes nested after its first step with an over-delete, "auto, early"
-# in the middle of that over-delete, at its first iteration (`AutoScopeState.runaway`)
+# every oracle test runs each strategy that accepts the query. "auto" with its rule's thresholds at 0
+# (`auto_scope.SWITCH_MIN`, `SWITCH_RATIO`, `SWITCH_SHARE`) recomputes the step after an over-delete that
+# put facts back, and an over-delete whose removals are half still supported; "auto, early" recomputes
+# every over-delete at its first iteration and, with a budget of 0, every step that runs a second
+# iteration, then the steps after each by its backoff (`AutoScopeState.runaway`, `budget`, `skip`).
+# Neither measures time: their budget is infinite or 0.
 STRATEGIES = ("nested", "dred", "auto", "auto, early")
 
 
@@ -655,24 +659,29 @@ def check_against_oracles(
 
 @contextlib.contextmanager
 def eager_switch() -> Iterator[None]:
-    """The strategy "auto" switches to the nested scope at its first step that over-deletes."""
-    from dbspark.operators import dred
+    """The strategy "auto" recomputes at its rule's least sign (`operators/auto_scope.py`)."""
+    from dbspark.operators import auto_scope
 
-    saved = dred.SWITCH_MIN, dred.SWITCH_RATIO, dred.SWITCH_SHARE
-    dred.SWITCH_MIN = dred.SWITCH_RATIO = dred.SWITCH_SHARE = 0
+    saved = auto_scope.SWITCH_MIN, auto_scope.SWITCH_RATIO, auto_scope.SWITCH_SHARE
+    auto_scope.SWITCH_MIN = auto_scope.SWITCH_RATIO = auto_scope.SWITCH_SHARE = 0
     try:
         yield
     finally:
-        dred.SWITCH_MIN, dred.SWITCH_RATIO, dred.SWITCH_SHARE = saved
+        auto_scope.SWITCH_MIN, auto_scope.SWITCH_RATIO, auto_scope.SWITCH_SHARE = saved
 
 
 def run_as(inc: dbspark.Circuit, engine: Any, strategy: str) -> Any:
-    """A runtime of `inc`; under "auto, early" its scopes switch at the first iteration of an over-delete
-    (under "auto" by the rule: `dred._runaway`, with the thresholds of `eager_switch` in the oracle tests)."""
+    """A runtime of `inc`; under "auto, early" its scopes recompute at the first iteration of an
+    over-delete and at the end of any step's second (`AutoScopeState.runaway`, `budget`), under "auto"
+    by the rule (`auto_scope._runaway`, with the thresholds of `eager_switch` in the oracle tests)
+    and no budget."""
     rt = inc.run(engine)
     for state in rt.states.values():
-        if hasattr(state, "runaway") and strategy == "auto, early":
-            state.runaway = lambda removed, kept: True
+        if hasattr(state, "runaway"):
+            early = strategy == "auto, early"
+            state.budget = 0.0 if early else math.inf
+            if early:
+                state.runaway = lambda removed, kept: True
     return rt
 
 
@@ -931,17 +940,19 @@ def test_a_join_side_without_the_feedback_is_static(query: Query, static: tuple[
     assert [j.static for j in joins] == [static]
 
 
-@pytest.mark.parametrize("strategy", ["nested", "dred", "auto", "auto, switched"])
+@pytest.mark.parametrize("strategy", ["nested", "dred", "auto", "auto, recomputed"])
 @pytest.mark.parametrize("mode", MODES)
 def test_checkpoint_and_restore_of_an_incremental_scope(engine: Any, tmp_path, mode, strategy):
     """The scope's state is checkpointed (nested traces; the semi-naive body's integrals; under "auto"
-    the imports' integrals, or the nested traces once switched, here at the second step): a restored
-    runtime (the same one after further steps, or a fresh one) continues from the checkpointed fixpoint."""
-    with eager_switch() if strategy == "auto, switched" else contextlib.nullcontext():
-        rt = checkpoint_and_restore(engine, tmp_path, mode, strategy.split(",")[0])
+    the imports' integrals with the active one of its two delete-and-rederive states, here the second
+    after a recompute): a restored runtime (the same one after further steps, or a fresh one) continues
+    from the checkpointed fixpoint."""
+    rt = checkpoint_and_restore(
+        engine, tmp_path, mode, strategy.split(",")[0], strategy == "auto, recomputed"
+    )
     if strategy.startswith("auto"):
         (scope,) = [s for s in rt.states.values() if hasattr(s, "switched_at")]
-        assert (scope.switched_at is not None) == (strategy == "auto, switched")
+        assert scope.switched_at is None
 
 
 @engine_given(
@@ -952,10 +963,10 @@ def test_checkpoint_and_restore_of_an_incremental_scope(engine: Any, tmp_path, m
 )
 def test_auto_weighs_its_switch_against_the_fixpoint(engine, edges, drops):
     """Under "auto", an over-delete that runs away but puts back less than SWITCH_SHARE of the fixpoint
-    keeps delete-and-rederive (here a share no step reaches): the scope never switches, its results are
-    the closure after every step, and the fixpoint's size it keeps up from each step's change is the
-    view's."""
-    from dbspark.operators import dred
+    keeps delete-and-rederive (here a share no step reaches): the scope never recomputes (no budget
+    either), its results are the closure after every step, and the fixpoint's size it keeps up from each
+    step's change is the view's."""
+    from dbspark.operators import auto_scope as dred
     from dbspark.testing.datalog import evaluate
     from dbspark.testing.engines import is_spark, pipeline_on
 
@@ -972,6 +983,7 @@ def test_auto_weighs_its_switch_against_the_fixpoint(engine, edges, drops):
         p.insert("edge", sorted(have))
         p.step()
         (scope,) = [s for s in p.runtime.states.values() if hasattr(s, "switched_at")]
+        scope.budget = math.inf
         for n, drop in enumerate(drops):
             gone = sorted({edges[i] for i in drop if i < len(edges)} & have)
             back = gone[::2]  # some come back in the next step
@@ -982,7 +994,7 @@ def test_auto_weighs_its_switch_against_the_fixpoint(engine, edges, drops):
             want = evaluate(tc, {"edge": have})["path"]
             assert set(p.view("path").to_dict()) == want, f"step {n}"
             if not is_spark(engine):  # (on Spark the fixpoint is on the executors, not counted: no share)
-                assert scope.switched_at is None
+                assert scope.switched_at is None and not scope.recomputed
                 assert scope._size in (None, len(want)), f"step {n}: kept {scope._size}, not {len(want)}"
             if back:
                 p.insert("edge", back)
@@ -992,14 +1004,18 @@ def test_auto_weighs_its_switch_against_the_fixpoint(engine, edges, drops):
         p.close()
 
 
-def checkpoint_and_restore(engine: Any, tmp_path: Any, mode: str, strategy: str) -> Any:
-    """Returns the fresh runtime restored from the checkpoint."""
+def checkpoint_and_restore(engine: Any, tmp_path: Any, mode: str, strategy: str, early: bool = False) -> Any:
+    """Returns the fresh runtime restored from the checkpoint; `early`: "auto" recomputes every step
+    after the first (`run_as`), so the checkpoint holds its second state."""
     q = make_circuit(TC, mode).incrementalize(recursion=strategy)
-    rt = q.run(engine)
+    rt = run_as(q, engine, "auto, early") if early else q.run(engine)
     rt.insert("e", RING)
     rt.step()
     rt.delete("e", [(3, 4)])
     rt.step()
+    if early:
+        (scope,) = [s for s in rt.states.values() if hasattr(s, "recomputed")]
+        assert scope.recomputed == [1], scope.recomputed
     rt.checkpoint(tmp_path / "ck")
     rt.insert("e", [(3, 4), (6, 1)])
     rt.delete("e", [(0, 1)])
@@ -1007,6 +1023,9 @@ def checkpoint_and_restore(engine: Any, tmp_path: Any, mode: str, strategy: str)
     edges = set(RING) - {(3, 4)}
     for r in (rt, q.run(engine)):
         r.restore(tmp_path / "ck")
+        if early:  # (the second step was recomputed into the second state, which the checkpoint holds)
+            (scope,) = [s for s in r.states.values() if hasattr(s, "recomputed")]
+            assert scope.active == 1 and not scope.stale
         assert r.view("tc").to_dict() == as_set(py_tc(edges))
         r.insert("e", [(4, 2)])
         r.delete("e", [(7, 0)])
@@ -1068,6 +1087,37 @@ def test_non_monotone_while_program_values():
 )
 def test_constant_inside_the_body(engine: Any, steps, inc_from):
     check_against_oracles(CONST_ROOT, steps, inc_from, engine=engine)
+
+
+@pytest.mark.parametrize("strategy", ["nested", "dred", "auto", "auto, early"])
+def test_a_constant_enters_at_the_first_step_without_changes(engine: Any, strategy: str):
+    """The body's constant (the root 0) is in the view from the first step on, a step that changes no
+    import (delete-and-rederive ran no iteration there, and the root appeared a step late); and again
+    after a recompute that starts from an empty graph (its fresh state's constant enters anew)."""
+    steps = [
+        Step("empty", {}, {}),
+        Step("edge", {"e": [(0, 1)]}, {}),
+        Step("none", {}, {}),
+        Step("gone", {}, {"e": [(0, 1)]}),
+        Step("back", {"e": [(0, 1), (1, 2)]}, {}),
+    ]
+    (mode,) = [m for m in MODES if m == "naive"]
+    inc = incrementalized(make_circuit(CONST_ROOT, mode), strategy)
+    assert inc is not None
+    rt = run_as(inc, engine, strategy)
+    edges: set[tuple[int, int]] = set()
+    for n, step in enumerate(steps):
+        for k, rs in step.inserts.items():
+            rt.insert(k, rs)
+            edges |= set(rs)
+        for k, rs in step.deletes.items():
+            rt.delete(k, rs)
+            edges -= set(rs)
+        rt.step()
+        assert rt.view("reach").to_dict() == as_set(rows(py_reach({0}, edges))), f"step {n}: {step.kind}"
+    if strategy == "auto, early":
+        (scope,) = [s for s in rt.states.values() if hasattr(s, "recomputed")]
+        assert 3 in scope.recomputed, scope.recomputed  # (the delete: its over-delete recomputed)
 
 
 @engine_given(
@@ -1476,10 +1526,10 @@ def test_a_trace_written_during_a_step_keeps_the_delayed_integral(
         assert rt.view("tc").to_dict() == as_set(py_tc(edges))
 
 
-def test_auto_does_not_switch_when_an_over_delete_keeps_nothing() -> None:
-    """Deleting every edge: the over-delete keeps no fact, so there is nothing a switch to the nested
-    scope would save (with the thresholds at 0 and any share, `0 >= share * 0` once held)."""
-    from dbspark.operators import dred
+def test_auto_does_not_recompute_when_an_over_delete_keeps_nothing() -> None:
+    """Deleting every edge: the over-delete keeps no fact, so there is nothing a recompute would save
+    (with the thresholds at 0 and any share, `0 >= share * 0` once held)."""
+    from dbspark.operators import auto_scope as dred
     from dbspark.testing.engines import pipeline_on
 
     tc = (
@@ -1495,9 +1545,10 @@ def test_auto_does_not_switch_when_an_over_delete_keeps_nothing() -> None:
         p.insert("edge", edges)
         p.step()
         (scope,) = [s for s in p.runtime.states.values() if hasattr(s, "switched_at")]
+        scope.budget = math.inf
         p.delete("edge", edges)
         assert p.step()["path"].to_dict() == {(0, y): -1 for y in range(4)}
-        assert scope.switched_at is None
+        assert scope.switched_at is None and not scope.recomputed
     finally:
         dred.SWITCH_MIN, dred.SWITCH_RATIO, dred.SWITCH_SHARE = saved
         p.close()

@@ -202,6 +202,12 @@ class TraceKernel(Protocol):
         """The rows of a value if counting them costs nothing (metrics), else None."""
         return None
 
+    def trace_clear(self, trace: Any, undo: Undo) -> None:
+        """Empty a trace: the state it held is dropped (a recursive scope's state replaced by a recompute,
+        `operators/auto_scope.py`); its files, if any, are deleted when the step after this one commits,
+        as a merge's replaced runs are. Snapshots taken before keep what they held."""
+        ...
+
     def trace_stats(self, trace: Any) -> tuple[int, int | None]:
         """(rows, bytes) a trace holds (metrics; bytes None where unknown)."""
         raise NotImplementedError

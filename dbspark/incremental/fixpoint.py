@@ -139,8 +139,8 @@ def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
     """The scope maintained by its strategy: "nested" (the doubly-incremental scope of §6), "dred"
     (semi-naive evaluation continued from the last fixpoint, deletes by delete-and-rederive;
     `operators/dred.py`, only for a body that `monotone.polarity` accepts), or "auto" (the default):
-    "dred" where the body qualifies, switching to "nested" for good when delete-and-rederive's
-    over-delete runs away (`operators/dred.py` `AutoScopeState`), else "nested"
+    "dred" where the body qualifies, each step recomputed instead when delete-and-rederive's
+    over-delete runs away or the step passes its budget (`operators/auto_scope.py`), else "nested"
     (`docs/recursion-strategies.md`)."""
     from dbspark.incremental.monotone import dred_body, polarity
     from dbspark.incremental.ranked import ranked_body

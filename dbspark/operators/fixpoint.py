@@ -82,7 +82,8 @@ class Fixpoint(Operator):
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Any:
         if self.mode in ("dred", "auto"):
-            from dbspark.operators.dred import AutoScopeState, DRedScopeState
+            from dbspark.operators.auto_scope import AutoScopeState
+            from dbspark.operators.dred import DRedScopeState
 
             return DRedScopeState(self, kernel) if self.mode == "dred" else AutoScopeState(self, kernel)
         return ScopeState(self, kernel) if self.mode == "incremental" else None

@@ -411,6 +411,13 @@ class LocalKernel:
                     )
                 )
 
+    def trace_clear(self, trace: Spine, undo: list) -> None:
+        saved = list(trace.batches), list(trace.pending), trace.floor
+        undo.append(
+            lambda: trace.__dict__.update(batches=saved[0], pending=saved[1], floor=saved[2], _last=None)
+        )
+        trace.__dict__.update(batches=[], pending=[], _last=None)
+
     def state_rows(self) -> int:
         return sum(len(t) for t in list(self.traces))
 

@@ -316,6 +316,19 @@ class SparkBucketTrace:
 
         undo.append(back)
 
+    def clear(self, undo: list) -> None:
+        """Hold nothing: the runs are deleted when the step after this one commits (`collect`)."""
+        old = self.files, self.pending, self.issued, self.replaced
+        self.replaced = [*self.replaced, *garbage(self.files, {})]
+        self.files, self.pending, self.issued = {}, [], []
+        self.memo.clear()
+
+        def back() -> None:
+            self.files, self.pending, self.issued, self.replaced = old
+            self.memo.clear()
+
+        undo.append(back)
+
     def dropped(self, below: Sequence[tuple[str, Any]], step: int) -> dict[int, BucketEntry]:
         """The entries of the buckets that change when the rows below `below` are dropped, written in
         this process (`BucketLayout.drop_bucket`)."""

@@ -1003,6 +1003,9 @@ class SparkKernel:
             return len(a.local)
         return None
 
+    def trace_clear(self, trace: SparkBucketTrace, undo: list) -> None:
+        trace.clear(undo)
+
     def trace_stats(self, trace: SparkBucketTrace) -> tuple[int, int | None]:
         return trace.rows(), trace.nbytes()
 

@@ -1,0 +1,290 @@
+"""The strategy "auto" of a monotone recursive scope: delete-and-rederive, or a recompute, chosen per step
+(`docs/recursion-strategies.md`, "The rule of auto").
+
+A step runs delete-and-rederive (`operators/dred.py`) unless that costs more than recomputing the scope
+from its imports. Two signs say it does, and either stops the step, which is undone and recomputed:
+
+- *the over-delete runs away*: of the facts it removed so far, at least SWITCH_MIN, half, and
+  SWITCH_SHARE of the fixpoint still had a derivation when removed, so most will be re-derived (a
+  cycle or many derivations support them: reachability in a strongly connected graph);
+- *the step passes its budget*: an iteration ends more than BUDGET times the scope's last recompute
+  after the step began, and at least MIN_BUDGET seconds (measured by the clock; the recompute's time
+  is scaled by the fixpoint's growth since). Before the first recompute (the first step, when it
+  runs from empty state, counts as one) a step has no budget.
+
+A recompute is a fresh run (`operators/fresh.py`) of the body from empty state over the imports'
+integrals, kept for it, into a second delete-and-rederive state kept empty for it; the step's change is
+the new fixpoint less the old, and the two states trade places (the old one is emptied at the next
+step, so a failed step still finds it). After a stopped step the next 1, 2, 4, ... (at most MAX_SKIP)
+steps recompute without trying delete-and-rederive first; a step that delete-and-rederive finishes
+resets that. After a step whose over-delete put back more than SWITCH_RATIO times the facts that changed
+(and SWITCH_MIN, and SWITCH_SHARE of the fixpoint), the next step recomputes too.
+
+A change too large for this process (on Spark: left on the cluster by the placement) makes the scope
+nested (`operators/nested.py`) from that step on, built on the cluster from the imports' integrals.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from dbspark.ir.expr import col
+from dbspark.operators.distinct import positive
+from dbspark.operators.dred import DRedScopeState, Runaway, held_rows
+from dbspark.operators.fixpoint import ScopeState
+
+if TYPE_CHECKING:
+    from dbspark.engines.base import Kernel
+    from dbspark.operators.fixpoint import Fixpoint
+
+# The rule's constants (tests change them). The share of removed facts still supported is a low
+# estimate of the put-back: a fact removed at its last derivation often comes back through another path
+# (measured in `bench/recursion.py`: reachability 55% supported, 99.9% put back; transitive closure 86%
+# and 99%; points-to 64% and 86%; same generation, whose facts have one derivation each, 0% and 0%).
+SWITCH_MIN = 2_000
+SWITCH_RATIO = 4
+SWITCH_SHARE = 0.05
+# A delete-and-rederive step may take BUDGET times the last recompute before it is stopped: a step then
+# costs at most about (1 + BUDGET) recomputes, and one that delete-and-rederive does faster is not
+# stopped (reachability at 100k edges: 49 ms a batch against a 71 ms recompute, `bench/README.md`)
+BUDGET = 1.0
+MAX_SKIP = 8
+# a step is not stopped before this many seconds (a recompute's fixed costs, the clock's noise on small
+# scopes; on Spark a recompute reads every import's integral)
+MIN_BUDGET = 0.5
+
+
+def _runaway(removed: int | None, kept: int | None) -> bool:
+    """Whether an over-delete runs away: of the facts it removed so far, at least SWITCH_MIN and half
+    kept a derivation (uncounted: no)."""
+    if removed is None or kept is None:
+        return False
+    return kept >= SWITCH_MIN and 2 * kept >= removed
+
+
+class AutoScopeState:
+    """A monotone scope under the strategy "auto" (see the module docstring).
+
+    Its states are made at once (an engine names its traces in the order they are made, and a
+    checkpoint is restored into traces of the same names): two delete-and-rederive states, of which
+    `active` holds the fixpoint, the imports' integrals, and the nested state, kept empty until a change
+    too large for this process switches to it."""
+
+    def __init__(self, op: Fixpoint, kernel: Kernel) -> None:
+        assert op.alt is not None
+        self.op = op
+        self.kernel = kernel
+        self.dreds = [DRedScopeState(op, kernel)]
+        inner = op.inner
+        self.inputs = {
+            name: kernel.new_trace(sch, tuple(sch))
+            for name in op.imports
+            for sch in [inner.nodes[inner.inputs[name]].shape.schema]
+        }
+        self.nested = ScopeState(op.alt, kernel)
+        self.dreds.append(DRedScopeState(op, kernel))  # (made last: the others' trace names as before)
+        self.empty = [d.to_state() for d in self.dreds], {n: t.to_state() for n, t in self.inputs.items()}
+        self.empty_nested = self.nested.to_state()
+        self.active = 0
+        self.stale = False  # the other state holds the fixpoint before a recompute: emptied next step
+        self.switched_at: int | None = None  # the outer step after which it went nested
+        self.released = False  # the delete-and-rederive states emptied after the switch
+        self.runs: list[int] = []  # iterations per step (for measurements)
+        self.recomputed: list[int] = []  # the steps recomputed (numbered from 0)
+        # the rule (tests replace `runaway`, set `budget`)
+        self.runaway: Callable[[int | None, int | None], bool] = self._runs_away
+        self.budget = BUDGET
+        self.skip, self.backoff = 0, 1  # steps left to recompute directly; the next stop's skip
+        self.cost: tuple[float, int] | None = None  # the last recompute's seconds, and the rows it made
+        # the fixpoint's rows: counted the first time a switch is weighed, then kept up by each step's
+        # change (counting reads every fact: 0.3 s a step for points-to's 3.3M)
+        self._size: int | None = None
+        self._estimate: int | None = None  # this step's estimate of the fixpoint's rows (if it weighed one)
+
+    @property
+    def dred(self) -> DRedScopeState:
+        return self.dreds[self.active]
+
+    @property
+    def iterations(self) -> list[int]:
+        return self.runs + (self.nested.iterations if self.switched_at is not None else [])
+
+    def _set(self, undo: list, **values: Any) -> None:
+        old = {k: getattr(self, k) for k in values}
+        undo.append(lambda: self.__dict__.update(old))
+        self.__dict__.update(values)
+
+    def _runs_away(self, removed: int | None, kept: int | None) -> bool:
+        if not _runaway(removed, kept) or removed is None or kept is None:
+            return False
+        # the results at the last step: kept up since counted, or an estimate made once in this step
+        # (what is left of them, and the removals, which count a fact once per result it leaves)
+        if self._size is None and self._estimate is None:
+            self._estimate = self._fixpoint_rows() + removed
+        size = self._size if self._size is not None else self._estimate
+        return kept > 0 and kept >= SWITCH_SHARE * (size or 0)  # (nothing kept: nothing to save)
+
+    def _fixpoint_rows(self) -> int:
+        """The rows the results hold now (those held in this process: on the cluster, 0). Counted only
+        where a switch is weighed, since it reads every fact."""
+        return sum(held_rows(self.kernel, [r]) for r in self._fixpoint())
+
+    def _deadline(self) -> float | None:
+        """When a delete-and-rederive step that begins now passes its budget (None: no budget, as before
+        the first recompute)."""
+        if self.cost is None or math.isinf(self.budget):
+            return None
+        secs, rows = self.cost
+        grown = self._size / rows if self._size is not None and rows > 0 else 1.0
+        allowed = max(self.budget * secs * max(1.0, grown), MIN_BUDGET) if self.budget > 0 else 0.0
+        return time.perf_counter() + allowed
+
+    def step(self, imports: dict[str, Any], undo: list) -> tuple:
+        k = self.kernel
+        if self.switched_at is not None:
+            if not self.released:  # the switch is committed: free the other states' memory
+                for d in self.dreds:
+                    d.clear(undo)
+                for t in self.inputs.values():
+                    k.trace_clear(t, undo)
+                self._set(undo, released=True)
+            return self.nested.step(imports, undo)
+        if self.stale:  # the step that recomputed is committed: the state it replaced is free
+            self.dreds[1 - self.active].clear(undo)
+            self._set(undo, stale=False)
+        if not all(k.is_local(v) for v in imports.values()):
+            # a change too large for this process (on Spark: left on the cluster): nested from this
+            # step on, built there, which loads faster than dred's iterations on the cluster (1M
+            # edges: 112 against 124 s; dred's later batches in the driver are faster, 71 against 95
+            # ms: docs/recursion-strategies.md); from empty state it is the nested scope's first step
+            # on the change itself
+            if all(k.is_empty(t.snapshot()) for t in self.inputs.values()):
+                return self._switch(undo, None, imports)
+            for name, v in imports.items():
+                k.trace_insert(self.inputs[name], v, undo)
+            return self._switch(undo, self._fixpoint(), here=False)
+        for name, v in imports.items():
+            k.trace_insert(self.inputs[name], v, undo)
+        if self.skip > 0:
+            self._set(undo, skip=self.skip - 1)
+            return self._recompute(undo)
+        self._estimate = None
+        sub: list = []  # the delete-and-rederive step's own undo: a stopped step is undone
+        dred = self.dred
+        dred.watch, dred.deadline = self.runaway, self._deadline()
+        began = time.perf_counter()
+        try:
+            out = dred.step(imports, sub)
+        except Runaway:
+            for f in reversed(sub):
+                f()
+            self._set(undo, skip=self.backoff, backoff=min(2 * self.backoff, MAX_SKIP))
+            return self._recompute(undo)
+        except BaseException:
+            undo.extend(sub)
+            raise
+        finally:
+            dred.watch = dred.deadline = None
+        undo.extend(sub)
+        self.runs.append(dred.iterations[-1])
+        if dred.ran_fresh:  # (the first step: what a recompute costs)
+            self.cost = time.perf_counter() - began, sum(held_rows(k, [v]) for v in out)
+        back, size = dred.put_back, self._size
+        self._set(undo, backoff=1)
+        undo.append(lambda: setattr(self, "_size", size))
+        if size is not None:  # kept up: the step's change added
+            net = [k.to_local(v) for v in out if k.is_local(v)]
+            self._size = size + sum(int(z.weights().sum()) for z in net) if len(net) == len(out) else None
+        over = dred.overdeleted[-1] and back >= SWITCH_MIN and back > 0
+        if self._size is None and (self._estimate is not None or over):
+            self._size = self._fixpoint_rows()  # (exact, once: later steps keep it up)
+        if over and back >= SWITCH_RATIO * held_rows(k, out) and back >= SWITCH_SHARE * (self._size or 0):
+            self._set(undo, skip=1)  # (the step's change is dred's; the next one recomputes)
+        return out
+
+    def _recompute(self, undo: list) -> tuple:
+        """This step recomputed: the spare state's fresh run over the imports' integrals, read into this
+        process; returns the new fixpoint less the old, and makes the spare state the active one."""
+        k = self.kernel
+        before = self._fixpoint()
+        spare = self.dreds[1 - self.active]
+        ints = [k.as_zset(t.snapshot()) for t in self.inputs.values()]
+        full = {n: k.from_local(k.to_local(v)) for n, v in zip(self.inputs, ints, strict=True)}
+        began = time.perf_counter()
+        now = spare.step(full, undo)
+        rows = sum(held_rows(k, [v]) for v in now)
+        self.cost = time.perf_counter() - began, rows
+        self._set(undo, active=1 - self.active, stale=True, _size=rows)
+        self.runs.append(spare.iterations[-1])
+        self.recomputed.append(len(self.runs) - 1)
+        if all(k.is_local(v) for v in now):  # (on Spark: the old fixpoint read into the driver too)
+            before = tuple(k.from_local(k.to_local(b)) for b in before)
+        return tuple(k.consolidate(k.plus(a, k.neg(b))) for a, b in zip(now, before, strict=True))
+
+    def reread(self) -> None:
+        if self.switched_at is None:
+            self.dred.reread()
+
+    def _fixpoint(self) -> tuple:
+        """The scope's results at the last step: the rows of positive count in each result's trace."""
+        k, inner = self.kernel, self.op.inner
+        out = []
+        for r in self.op.results:
+            node = inner.nodes[inner.outputs[r]]
+            facts = getattr(self.dred.it.states.get(node.inputs[0]), "facts", None)
+            if facts is not None:  # a ranked distinct's facts, the rank left out by a map
+                snap = facts.snapshot()
+            else:
+                integral = inner.nodes[node.inputs[0]].inputs[0]  # distinct(z^-1(I(d)), d): I(d)
+                snap = self.dred.it.states[integral].snapshot()
+            out.append(k.combine([k.as_zset(snap)], list(node.shape.schema), positive(col("__w0"))))
+        return tuple(out)
+
+    def _switch(
+        self, undo: list, before: tuple | None, full: dict[str, Any] | None = None, here: bool = True
+    ) -> Any:
+        """Go nested: its state built from the imports' integrals (or from `full`, the imports'
+        values); returns this step's change of the results: the nested step's, with `before` (the
+        results at the last step) its change from them. `here`: every change of the imports was held
+        in this process (on Spark: in the driver), so the integrals are read into it and the build runs
+        there too; else they are placed as large."""
+        k = self.kernel
+        if full is None:
+            ints = [k.as_zset(t.snapshot()) for t in self.inputs.values()]
+            vals = [k.from_local(k.to_local(v)) for v in ints] if here else k.place(ints)
+            full = dict(zip(self.inputs, vals, strict=True))
+        now = self.nested.step(full, undo)
+        undo.append(lambda: setattr(self, "switched_at", None))
+        self.switched_at = len(self.runs)
+        if before is None:
+            return now
+        return tuple(k.consolidate(k.plus(a, k.neg(b))) for a, b in zip(now, before, strict=True))
+
+    def to_state(self) -> Any:
+        if self.switched_at is not None:
+            return {"nested": self.nested.to_state(), "switched_at": self.switched_at}
+        return {
+            "dred": self.dred.to_state(),
+            "active": self.active,
+            "inputs": {n: t.to_state() for n, t in self.inputs.items()},
+        }
+
+    def restore(self, saved: Any) -> None:
+        for d, st in zip(self.dreds, self.empty[0], strict=True):
+            d.restore(st)
+        for n, st in self.empty[1].items():
+            self.inputs[n].restore(st)
+        self.stale = False
+        if "nested" in saved:
+            self.nested.restore(saved["nested"])
+            self.switched_at, self.released = saved["switched_at"], True
+        else:
+            self.nested.restore(self.empty_nested)
+            self.active = saved["active"]
+            self.dred.restore(saved["dred"])
+            for n, st in saved["inputs"].items():
+                self.inputs[n].restore(st)
+            self.switched_at, self.released = None, False
