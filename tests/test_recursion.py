@@ -1526,6 +1526,36 @@ def test_a_trace_written_during_a_step_keeps_the_delayed_integral(
         assert rt.view("tc").to_dict() == as_set(py_tc(edges))
 
 
+def test_auto_backs_off_after_a_stopped_step() -> None:
+    """Under "auto", a step stopped (here by a budget of 0, at its second iteration) is recomputed and
+    so are the next 1, then 2, then 4 ... steps without a try; a step that delete-and-rederive finishes
+    (the budget lifted) ends the backoff. The closure is right after every step."""
+    q = make_circuit(TC, "naive").incrementalize(recursion="auto")
+    rt = q.run("local")
+    (scope,) = [s for s in rt.states.values() if hasattr(s, "recomputed")]
+    chain = [(i, i + 1) for i in range(12)]
+    edges = set(chain)
+    rt.insert("e", chain)
+    rt.step()
+    assert scope.cost is not None and scope.recomputed == []  # (the first step: a fresh run, timed)
+    scope.budget = 0.0
+    tries = []
+    for n in range(1, 13):
+        e = (n % 6 + 3, n % 6 + 4)  # a link of the chain, cut or put back: paths over it change
+        (rt.delete if e in edges else rt.insert)("e", [e])
+        edges ^= {e}
+        if n == 9:
+            scope.budget = math.inf
+        tried = scope.skip == 0
+        rt.step()
+        assert rt.view("tc").to_dict() == as_set(py_tc(edges)), f"step {n}"
+        tries.append(tried)
+    # stopped at 1, then 1 step direct; at 3, then 2; at 6, then 4 (7-10); from 11 on dred (no budget)
+    assert tries == [True, False, True, False, False, True, False, False, False, False, True, True]
+    assert scope.recomputed == list(range(1, 11)), scope.recomputed
+    assert scope.backoff == 1 and scope.skip == 0
+
+
 def test_auto_does_not_recompute_when_an_over_delete_keeps_nothing() -> None:
     """Deleting every edge: the over-delete keeps no fact, so there is nothing a recompute would save
     (with the thresholds at 0 and any share, `0 >= share * 0` once held)."""

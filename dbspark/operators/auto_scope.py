@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from dbspark.engines.base import Kernel
     from dbspark.operators.fixpoint import Fixpoint
 
+W0, W1 = col("__w0"), col("__w1")
 # The rule's constants (tests change them). The share of removed facts still supported is a low
 # estimate of the put-back: a fact removed at its last derivation often comes back through another path
 # (measured in `bench/recursion.py`: reachability 55% supported, 99.9% put back; transitive closure 86%
@@ -209,7 +210,7 @@ class AutoScopeState:
         """This step recomputed: the spare state's fresh run over the imports' integrals, read into this
         process; returns the new fixpoint less the old, and makes the spare state the active one."""
         k = self.kernel
-        before = self._fixpoint()
+        before = self._traces()
         spare = self.dreds[1 - self.active]
         ints = [k.as_zset(t.snapshot()) for t in self.inputs.values()]
         full = {n: k.from_local(k.to_local(v)) for n, v in zip(self.inputs, ints, strict=True)}
@@ -217,31 +218,39 @@ class AutoScopeState:
         now = spare.step(full, undo)
         rows = sum(held_rows(k, [v]) for v in now)
         self.cost = time.perf_counter() - began, rows
-        self._set(undo, active=1 - self.active, stale=True, _size=rows)
+        here = all(k.is_local(v) for v in now)  # (else not counted: on Spark, left on the cluster)
+        self._set(undo, active=1 - self.active, stale=True, _size=rows if here else None)
         self.runs.append(spare.iterations[-1])
         self.recomputed.append(len(self.runs) - 1)
-        if all(k.is_local(v) for v in now):  # (on Spark: the old fixpoint read into the driver too)
-            before = tuple(k.from_local(k.to_local(b)) for b in before)
-        return tuple(k.consolidate(k.plus(a, k.neg(b))) for a, b in zip(now, before, strict=True))
+        if here:  # (on Spark: the old fixpoint read into the driver too)
+            before = [(k.from_local(k.to_local(z)), cols) for z, cols in before]
+        # the new facts (weight 1) less the old (their rows of positive count), in one pass
+        return tuple(
+            k.combine([a, z], cols, W0 - positive(W1)) for a, (z, cols) in zip(now, before, strict=True)
+        )
 
     def reread(self) -> None:
         if self.switched_at is None:
             self.dred.reread()
 
-    def _fixpoint(self) -> tuple:
-        """The scope's results at the last step: the rows of positive count in each result's trace."""
-        k, inner = self.kernel, self.op.inner
-        out = []
+    def _traces(self) -> list[tuple[Any, list[str]]]:
+        """Each result's trace in the active state, whose rows of positive count are the result's facts
+        at the last step, with the result's columns."""
+        inner, out = self.op.inner, []
         for r in self.op.results:
             node = inner.nodes[inner.outputs[r]]
             facts = getattr(self.dred.it.states.get(node.inputs[0]), "facts", None)
-            if facts is not None:  # a ranked distinct's facts, the rank left out by a map
+            if facts is not None:  # a ranked distinct's facts (their rank and counts left out)
                 snap = facts.snapshot()
             else:
                 integral = inner.nodes[node.inputs[0]].inputs[0]  # distinct(z^-1(I(d)), d): I(d)
                 snap = self.dred.it.states[integral].snapshot()
-            out.append(k.combine([k.as_zset(snap)], list(node.shape.schema), positive(col("__w0"))))
-        return tuple(out)
+            out.append((self.kernel.as_zset(snap), list(node.shape.schema)))
+        return out
+
+    def _fixpoint(self) -> tuple:
+        """The scope's results at the last step."""
+        return tuple(self.kernel.combine([z], cols, positive(W0)) for z, cols in self._traces())
 
     def _switch(
         self, undo: list, before: tuple | None, full: dict[str, Any] | None = None, here: bool = True

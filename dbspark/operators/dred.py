@@ -49,7 +49,7 @@ OVERDELETE_WEIGHT: Expr = Case((((W0 < 0) & (W1 > 0) & W2.eq(0), lit(-1)),), lit
 # any other fact follows H
 RESYNC_WEIGHT: Expr = positive(W1 + W0) - Case(((W2.eq(0), positive(W1)),), lit(0))
 # of the facts over-deleted (OVERDELETE_WEIGHT), those whose count stays positive: derivations remain,
-# so the second run puts them back unless those go too (`AutoScopeState`'s early switch counts them)
+# so the second run puts them back unless those go too (`operators/auto_scope.py`'s rule counts them)
 SUPPORTED_WEIGHT: Expr = Case((((W0 < 0) & (W1 > 0) & W2.eq(0) & (W1 + W0 > 0), lit(1)),), lit(0))
 NORMAL, OVERDELETE = "normal", "overdelete"
 # a step from empty state that removes nothing runs as `FreshRun` (`DRedScopeState.fresh_runs`; tests
