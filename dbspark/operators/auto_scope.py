@@ -191,12 +191,14 @@ class AutoScopeState:
             dred.watch = dred.deadline = None
         undo.extend(sub)
         self.runs.append(dred.iterations[-1])
-        if dred.ran_fresh:  # (the first step: what a recompute costs)
-            self.cost = time.perf_counter() - began, sum(held_rows(k, [v]) for v in out)
         back, size = dred.put_back, self._size
         self._set(undo, backoff=1)
         undo.append(lambda: setattr(self, "_size", size))
-        if size is not None:  # kept up: the step's change added
+        if dred.ran_fresh:  # from empty state (the first step): what a recompute costs, and its rows
+            rows = sum(held_rows(k, [v]) for v in out)
+            self.cost = time.perf_counter() - began, rows
+            self._size = rows if all(k.is_local(v) for v in out) else None
+        elif size is not None:  # kept up: the step's change added
             net = [k.to_local(v) for v in out if k.is_local(v)]
             self._size = size + sum(int(z.weights().sum()) for z in net) if len(net) == len(out) else None
         over = dred.overdeleted[-1] and back >= SWITCH_MIN and back > 0
