@@ -470,6 +470,44 @@ def test_auto_goes_nested_at_a_change_left_on_the_cluster(
         lo.close()
 
 
+@pytest.mark.parametrize("limit", [None, 3])
+def test_auto_recomputes_in_the_driver_or_goes_nested_with_large_imports(
+    spark_session: Any, placement_conf: Any, tmp_path: Any, limit: int | None
+) -> None:
+    """Under `recursion="auto"` a step chosen for a recompute (forced here) reads the imports'
+    integrals through the placement: held in the driver, the scope is recomputed there; larger than the
+    driver takes (`driver_rows` of 3 against 16 edges), the scope goes nested on the cluster instead.
+    The views equal the local engine's after every step."""
+    sp = dbspark.Pipeline(tmp_path / "s", engine="spark", spark=spark_session)
+    lo = dbspark.Pipeline(engine="local")
+    ring = [(i, (i + 1) % 12) for i in range(12)] + [(0, 6), (3, 9), (6, 0), (12, 13)]
+    steps = [(ring, []), ([(13, 14)], [(0, 6), (2, 3)]), ([(2, 3)], [(6, 7)])]
+    try:
+        for p in (sp, lo):
+            p.datalog(REACH_FROM_ROOTS)
+            p.insert("root", [(0,)])
+        for n, (ins, dels) in enumerate(steps):
+            for p in (sp, lo):
+                p.insert("edge", ins)
+                if dels:
+                    p.delete("edge", dels)
+            if n == 1:
+                assert sp.runtime is not None
+                (scope,) = [s for s in sp.runtime.states.values() if hasattr(s, "recomputed")]
+                scope.skip = 1  # (this step recomputes)
+                if limit is not None:
+                    placement_conf.set("spark.dbspark.driver_rows", str(limit))
+            sp.step()
+            lo.step()
+            assert sp.view("reach").to_dict() == lo.view("reach").to_dict(), f"after step {n}"
+            if n >= 1:
+                assert (scope.switched_at is not None) == (limit is not None), f"step {n}"
+                assert scope.recomputed == ([] if limit is not None else [1]), scope.recomputed
+    finally:
+        sp.close()
+        lo.close()
+
+
 def test_a_global_aggregate_over_a_change_spark_proves_empty_has_its_row(
     spark_session: Any, placement_conf: Any
 ) -> None:

@@ -20,8 +20,9 @@ steps recompute without trying delete-and-rederive first; a step that delete-and
 resets that. After a step whose over-delete put back more than SWITCH_RATIO times the facts that changed
 (and SWITCH_MIN, and SWITCH_SHARE of the fixpoint), the next step recomputes too.
 
-A change too large for this process (on Spark: left on the cluster by the placement) makes the scope
-nested (`operators/nested.py`) from that step on, built on the cluster from the imports' integrals.
+A change too large for this process (on Spark: left on the cluster by the placement), or a recompute
+whose imports' integrals are, makes the scope nested (`operators/nested.py`) from that step on, built
+on the cluster from the imports' integrals.
 """
 
 from __future__ import annotations
@@ -209,13 +210,17 @@ class AutoScopeState:
         return out
 
     def _recompute(self, undo: list) -> tuple:
-        """This step recomputed: the spare state's fresh run over the imports' integrals, read into this
-        process; returns the new fixpoint less the old, and makes the spare state the active one."""
+        """This step recomputed: the spare state's fresh run over the imports' integrals, placed in this
+        process (`Kernel.place`); returns the new fixpoint less the old, and makes the spare state the
+        active one. Integrals too large for this process (on Spark: left on the cluster by the
+        placement) make the scope nested from this step on instead, built there (`_switch`)."""
         k = self.kernel
+        placed = k.place([k.as_zset(t.snapshot()) for t in self.inputs.values()])
+        full = dict(zip(self.inputs, placed, strict=True))
+        if not all(k.is_local(v) for v in placed):
+            return self._switch(undo, self._fixpoint(), full)
         before = self._traces()
         spare = self.dreds[1 - self.active]
-        ints = [k.as_zset(t.snapshot()) for t in self.inputs.values()]
-        full = {n: k.from_local(k.to_local(v)) for n, v in zip(self.inputs, ints, strict=True)}
         began = time.perf_counter()
         now = spare.step(full, undo)
         rows = sum(held_rows(k, [v]) for v in now)
