@@ -55,7 +55,7 @@ class Fixpoint(Operator):
     strategy: str = "auto"  # how incrementalize() maintains it: "auto", "nested" or "dred"
     plain: Circuit | None = None  # the body before any rewrite, when `inner` is not it (seminaive)
     polarity: dict[str, int] = field(default_factory=dict)  # "dred": +1 / -1 per import (monotone.py)
-    alt: Fixpoint | None = None  # "auto": the scope maintained nested (for a change left on the cluster)
+    alt: Fixpoint | None = None  # "auto": the scope maintained nested (for what the driver cannot hold)
     # set: the scope's results are sets whose iterates converge within about as many iterations as they
     # hold facts, or never (`ScopeState.step`); a run past that is refused, this reason in the error
     bounded: str = ""
