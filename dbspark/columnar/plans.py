@@ -42,10 +42,11 @@ def drop_null_rows(df: pl.DataFrame, cols: list[str] | None = None) -> pl.DataFr
 
 def pick(df: pl.DataFrame, cols: list[str], names: list[str] | None = None) -> pl.DataFrame:
     """The columns `cols` of `df` in that order, renamed to `names`: `df` itself when it is already
-    that (a column selection by `df[cols]`, not a query: ~20 µs against ~50-90 µs for `select`)."""
+    that (a frame built of its columns, not a query: ~5 µs against ~20 µs for `df[cols]` and ~33-90 µs
+    for `select`)."""
     if len(set(cols)) < len(cols):  # a column taken twice (under two names): a query after all
         return df.select([pl.col(c).alias(n) for c, n in zip(cols, names or cols, strict=True)])
-    out = df if df.columns == cols else df[cols]
+    out = df if df.columns == cols else pl.DataFrame([df.get_column(c) for c in cols])
     if names is not None and names != cols:
         out = out.rename(dict(zip(cols, names, strict=True)))
     return out

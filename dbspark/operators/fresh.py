@@ -282,9 +282,13 @@ class _Ranked:
             mask, facts = got
             new_ranks = ranks[mask]
             if len(new_ranks) == 0 or new_ranks.min() == new_ranks.max():
-                least = facts.with_columns(
-                    pl.lit(int(new_ranks[0]) + 1 if len(new_ranks) else 0, dtype=pl.Int64).alias(RANK),
-                    pl.lit(1, dtype=pl.Int64).alias(WEIGHT),
+                n, rank = facts.height, int(new_ranks[0]) + 1 if len(new_ranks) else 0
+                least = pl.DataFrame(  # (of its columns: `with_columns` is a query, ~66 against ~10 µs)
+                    [
+                        *facts.get_columns(),
+                        pl.Series(RANK, np.full(n, rank, dtype=np.int64)),
+                        pl.Series(WEIGHT, np.ones(n, dtype=np.int64)),
+                    ]
                 )
                 self.out.append(least)
                 return ZSet(least, consolidated=True)
