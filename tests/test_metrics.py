@@ -4,6 +4,7 @@ both engines; metrics off is a clear error."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import polars as pl
@@ -67,3 +68,59 @@ def test_run_prints_the_operators_table() -> None:
     assert f"operators over {steps} steps" in r.output and "stream_join" in r.output
     r = CliRunner().invoke(app, args, terminal_width=200)
     assert r.exit_code == 0 and "operators over" not in r.output
+
+
+TC = (
+    ".decl edge(x: number, y: number) .input edge\n.decl path(x: number, y: number) .output path\n"
+    "path(x, y) :- edge(x, y).\npath(x, y) :- path(x, z), edge(z, y).\n"
+)
+
+
+@pytest.mark.parametrize("recursion", ["auto", "nested"])
+def test_a_recursive_scope_says_how_its_step_ran(engine, recursion: str) -> None:
+    """`how` names the way each step of a recursive scope ran, with its iterations (NULL for every other
+    operator): the load a fresh run, an insert semi-naive evaluation continued, a delete
+    delete-and-rederive, a step `auto` chose to recompute (forced here) recomputed; nested throughout."""
+    p = pipeline_on(engine, metrics=True, recursion=recursion)
+    try:
+        p.datalog(TC, closure_operator=False)
+        p.insert("edge", [(i, i + 1) for i in range(6)])
+        p.step()
+        p.insert("edge", [(6, 7)])
+        p.step()
+        p.delete("edge", [(2, 3)])
+        p.step()
+        assert p.runtime is not None
+        scopes = [s for s in p.runtime.states.values() if hasattr(s, "how")]
+        if recursion == "auto":
+            (scope,) = scopes
+            scope.skip = 1  # (this step recomputes)
+        p.insert("edge", [(2, 3)])
+        p.step()
+        m = p.metrics()
+        ways = m.filter(pl.col("how").is_not_null())
+        assert ways["node"].n_unique() == 1 and ways.height == 4  # the scope, at each step
+        want = (
+            ["fresh run", "semi-naive", "delete-and-rederive", "recomputed"]
+            if recursion == "auto"
+            else ["nested"] * 4
+        )
+        assert [w.split(",")[0] for w in ways.sort("step")["how"]] == want
+        assert all(re.fullmatch(r"[a-z -]+, \d+ iterations", w) for w in ways["how"])
+        assert p.view("path").to_dict() == {(x, y): 1 for x in range(8) for y in range(x + 1, 8)}
+    finally:
+        p.close()
+
+
+def test_run_prints_how_a_recursive_scope_ran(tmp_path: Path) -> None:
+    from dbspark.testing.datalog import REACH_FROM_ROOTS
+
+    (tmp_path / "reach.dl").write_text(REACH_FROM_ROOTS)
+    step = tmp_path / "changes" / "1"
+    step.mkdir(parents=True)
+    (step / "edge.csv").write_text("x,y\n0,1\n1,2\n2,3\n")
+    (step / "root.csv").write_text("x\n0\n")
+    args = ["run", str(tmp_path / "reach.dl"), "--changes", str(tmp_path / "changes"), "--engine", "local"]
+    r = CliRunner().invoke(app, [*args, "--metrics"], env={"COLUMNS": "220"})
+    assert r.exit_code == 0, r.output
+    assert "last step" in r.output and re.search(r"fresh run, \d+ iterations", r.output), r.output

@@ -7,7 +7,9 @@ state of the integral's node). Rows are counted where that costs nothing: always
 driver (elsewhere a count would be a Spark job: those rows are NULL). State is the operator's traces
 (integrals, indexes, a window's rows and totals, an aggregate's groups) as the engine holds them:
 `Kernel.trace_stats`. Operators are numbered as `explain` numbers the incremental circuit (evaluation
-order), so a row of the metrics is a line of the explanation.
+order), so a row of the metrics is a line of the explanation. `how`: for a recursive scope, how its
+step ran (nested, delete-and-rederive, semi-naive, a fresh run or recomputed under `auto`, with the
+iterations: `docs/recursion-strategies.md`); NULL for the other operators.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ SCHEMA = pl.Schema(
         "rows_out": pl.Int64(),
         "state_rows": pl.Int64(),
         "state_bytes": pl.Int64(),
+        "how": pl.String(),
     }
 )
 
@@ -68,6 +71,7 @@ class Metrics:
             sizes = [b for _, b in held]
             state_bytes = sum(b for b in sizes if b is not None) if held and None not in sizes else None
             label = n.op.label()
+            how = getattr(rt.states.get(nid), "how", None)
             self.rows.append(
                 (
                     step,
@@ -79,6 +83,7 @@ class Metrics:
                     out,
                     state_rows,
                     state_bytes,
+                    how() if callable(how) else None,
                 )
             )
         excess = len(self.rows) - KEEP * len(rt.order)

@@ -362,6 +362,9 @@ def metrics_table(m: Any) -> Table:
         t.add_column(c, justify="right" if right else "left")
     for c in ("rows out", "state rows", "state bytes"):
         t.add_column(c, justify="right")
+    how = "how" in m.columns and m["how"].is_not_null().any()
+    if how:  # (a recursive scope's last step: `circuit/metrics.py`)
+        t.add_column("last step")
     last = m.filter(pl.col("step") == m["step"].max())
 
     def total(c: str) -> pl.Expr:  # NULL where no step counted it
@@ -371,13 +374,15 @@ def metrics_table(m: Any) -> Table:
         pl.col("operator").first(), pl.col("ms").sum(), total("rows_in"), total("rows_out")
     )
     held = dict(zip(last["node"], zip(last["state_rows"], last["state_bytes"], strict=True), strict=True))
+    ways = dict(zip(last["node"], last["how"], strict=True)) if how else {}
 
     def num(v: Any) -> str:
         return "" if v is None else f"{v:,.1f}" if isinstance(v, float) else f"{v:,}"
 
     for node, op, ms, rin, rout in by.iter_rows():
         rows, size = held.get(node, (None, None))
-        t.add_row(node, op[:50], num(ms), num(rin), num(rout), num(rows), num(size))
+        cells = [node, op[:50], num(ms), num(rin), num(rout), num(rows), num(size)]
+        t.add_row(*cells, *([ways.get(node) or ""] if how else []))
     return t
 
 

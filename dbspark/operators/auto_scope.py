@@ -238,6 +238,17 @@ class AutoScopeState:
             k.combine([a, z], cols, W0 - positive(W1)) for a, (z, cols) in zip(now, before, strict=True)
         )
 
+    def how(self) -> str | None:
+        """How the last step ran (`circuit/metrics.py`): nested, recomputed (after a stopped attempt or
+        directly) or as its delete-and-rederive state says."""
+        if self.switched_at is not None:
+            return self.nested.how()
+        if not self.runs:
+            return None
+        if self.recomputed and self.recomputed[-1] == len(self.runs) - 1:
+            return f"recomputed, {self.runs[-1]} iterations"
+        return self.dred.how()
+
     def reread(self) -> None:
         if self.switched_at is None:
             self.dred.reread()

@@ -247,6 +247,16 @@ class DRedScopeState:
             return False
         return all(k.trace_stats(self.it.states[nid])[0] == 0 for nid in self.integrals)
 
+    def how(self) -> str | None:
+        """How the last step ran (`circuit/metrics.py`): a fresh run or delete-and-rederive (with an
+        over-delete or not), and its iterations; None before any step."""
+        if not self.iterations:
+            return None
+        way = (
+            "fresh run" if self.ran_fresh else "delete-and-rederive" if self.overdeleted[-1] else "semi-naive"
+        )
+        return f"{way}, {self.iterations[-1]} iterations"
+
     def reread(self) -> None:
         """The delays of integrals read their traces again: at a step's start, and after it once its
         deferred inserts are batched (`Kernel.deferring`), when the snapshots they hold still carry the

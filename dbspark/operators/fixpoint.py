@@ -263,6 +263,10 @@ class ScopeState:
                 f"change at iteration {t1 - 1}, more than a fixpoint of that size needs; {self.op.bounded}"
             )
 
+    def how(self) -> str | None:
+        """How the last step ran (`circuit/metrics.py`): nested, and its iterations."""
+        return f"nested, {self.iterations[-1]} iterations" if self.iterations else None
+
     def to_state(self) -> Any:
         return {
             "t0": self.t0,
