@@ -245,7 +245,14 @@ class DRedScopeState:
         k = self.kernel
         if not all(k.is_local(v) for v in imports.values()) or all(k.is_empty(v) for v in imports.values()):
             return False
-        return all(k.trace_stats(self.it.states[nid])[0] == 0 for nid in self.integrals)
+        # (every trace the state keeps: a body without a join keeps no integral, only its ranked
+        # distincts' facts, and an insert into it is not a step from empty state)
+        return all(k.trace_stats(t)[0] == 0 for t in self.traces())
+
+    def traces(self) -> list[Any]:
+        """The traces the state keeps across steps: its integrals, and its ranked distincts' facts."""
+        facts = [s.facts for s in self.distincts if hasattr(s, "facts")]
+        return [*(self.it.states[nid] for nid in self.integrals), *facts]
 
     def how(self) -> str | None:
         """How the last step ran (`circuit/metrics.py`): a fresh run or delete-and-rederive (with an
@@ -296,11 +303,8 @@ class DRedScopeState:
     def clear(self, undo: list) -> None:
         """Hold nothing, as when made: the state a recompute replaced (`operators/auto_scope.py`)."""
         k, inner = self.kernel, self.op.inner
-        for nid in self.integrals:
-            k.trace_clear(self.it.states[nid], undo)
-        for s in self.distincts:
-            if hasattr(s, "facts"):
-                k.trace_clear(s.facts, undo)
+        for t in self.traces():
+            k.trace_clear(t, undo)
         for nid in self.it.order:  # (a delay, or a D's last value: a constant enters again)
             st = self.it.states.get(nid)
             if isinstance(st, DelayState):
