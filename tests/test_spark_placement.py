@@ -470,6 +470,25 @@ def test_auto_goes_nested_at_a_change_left_on_the_cluster(
         lo.close()
 
 
+RING = [(i, (i + 1) % 12) for i in range(12)] + [(0, 6), (3, 9), (6, 0), (12, 13)]  # a cycle and a tail
+
+
+def _reach_from_0(*pipes: Any) -> None:
+    """Each pipeline with reachability from roots, the root 0 inserted."""
+    for p in pipes:
+        p.datalog(REACH_FROM_ROOTS)
+        p.insert("root", [(0,)])
+
+
+def _edges(pipes: Any, ins: list, dels: list) -> None:
+    """A step's edge changes pushed into each pipeline."""
+    for p in pipes:
+        if dels:
+            p.delete("edge", dels)
+        if ins:
+            p.insert("edge", ins)
+
+
 @pytest.mark.parametrize("limit", [None, 3])
 def test_auto_recomputes_in_the_driver_or_goes_nested_with_large_imports(
     spark_session: Any, placement_conf: Any, tmp_path: Any, limit: int | None
@@ -480,17 +499,11 @@ def test_auto_recomputes_in_the_driver_or_goes_nested_with_large_imports(
     The views equal the local engine's after every step."""
     sp = dbspark.Pipeline(tmp_path / "s", engine="spark", spark=spark_session)
     lo = dbspark.Pipeline(engine="local")
-    ring = [(i, (i + 1) % 12) for i in range(12)] + [(0, 6), (3, 9), (6, 0), (12, 13)]
-    steps = [(ring, []), ([(13, 14)], [(0, 6), (2, 3)]), ([(2, 3)], [(6, 7)])]
+    steps = [(RING, []), ([(13, 14)], [(0, 6), (2, 3)]), ([(2, 3)], [(6, 7)])]
     try:
-        for p in (sp, lo):
-            p.datalog(REACH_FROM_ROOTS)
-            p.insert("root", [(0,)])
+        _reach_from_0(sp, lo)
         for n, (ins, dels) in enumerate(steps):
-            for p in (sp, lo):
-                p.insert("edge", ins)
-                if dels:
-                    p.delete("edge", dels)
+            _edges((sp, lo), ins, dels)
             if n == 1:
                 assert sp.runtime is not None
                 (scope,) = [s for s in sp.runtime.states.values() if hasattr(s, "recomputed")]
@@ -604,9 +617,8 @@ def test_small_steps_of_a_recursive_program_run_in_the_driver(
     put the next step's iterations there."""
     sp = dbspark.Pipeline(tmp_path / "s", engine="spark", spark=spark_session, recursion=recursion)
     lo = dbspark.Pipeline(engine="local", recursion=recursion)
-    ring = [(i, (i + 1) % 12) for i in range(12)] + [(0, 6), (3, 9), (6, 0), (12, 13)]
     steps: list[tuple[list, list]] = [
-        (ring, []),
+        (RING, []),
         ([(13, 14)], [(0, 6)]),  # 6..8 over-deleted (9 keeps 3 -> 9), put back through 5 -> 6
         ([(0, 6), (5, 12)], [(2, 3)]),  # 3..5 lose their only path; 6.. come back by 0 -> 6
         ([(2, 3)], [(6, 7), (9, 10)]),  # 3..5 and 12..14 in; 7, 8, 10, 11 out; 9 back by 3 -> 9
@@ -614,15 +626,9 @@ def test_small_steps_of_a_recursive_program_run_in_the_driver(
         ([(0, 1)], []),
     ]
     try:
-        for p in (sp, lo):
-            p.datalog(REACH_FROM_ROOTS)
-            p.insert("root", [(0,)])
+        _reach_from_0(sp, lo)
         for n, (ins, dels) in enumerate(steps):
-            for p in (sp, lo):
-                if dels:
-                    p.delete("edge", dels)
-                if ins:
-                    p.insert("edge", ins)
+            _edges((sp, lo), ins, dels)
             before = sp.runtime.kernel.actions if sp.runtime is not None else 0
             placement_conf.set("spark.dbspark.placement", load if n == 0 else "auto")
             sp.step()

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from dbspark.ir.expr import col
 from dbspark.operators.distinct import positive
-from dbspark.operators.dred import DRedScopeState, Runaway, held_rows
+from dbspark.operators.dred import DRedScopeState, Runaway, held_rows, set_undoably
 from dbspark.operators.fixpoint import ScopeState
 
 if TYPE_CHECKING:
@@ -117,9 +117,7 @@ class AutoScopeState:
         return self.runs + (self.nested.iterations if self.switched_at is not None else [])
 
     def _set(self, undo: list, **values: Any) -> None:
-        old = {k: getattr(self, k) for k in values}
-        undo.append(lambda: self.__dict__.update(old))
-        self.__dict__.update(values)
+        set_undoably(self, undo, **values)
 
     def _runs_away(self, removed: int | None, kept: int | None) -> bool:
         if not _runaway(removed, kept) or removed is None or kept is None:

@@ -78,9 +78,14 @@ class RecursiveDistinctState:
         self.counts: tuple[int, int] | None = (0, 0)
 
     def set(self, undo: list, **values: Any) -> None:
-        old = {k: getattr(self, k) for k in values}
-        undo.append(lambda: self.__dict__.update(old))
-        self.__dict__.update(values)
+        set_undoably(self, undo, **values)
+
+
+def set_undoably(obj: Any, undo: list, **values: Any) -> None:
+    """Set attributes of `obj`, registering an undo that sets them back."""
+    old = {k: getattr(obj, k) for k in values}
+    undo.append(lambda: obj.__dict__.update(old))
+    obj.__dict__.update(values)
 
 
 @dataclass(frozen=True)

@@ -383,8 +383,7 @@ class LocalKernel:
     def trace_insert(self, trace: Spine, delta: Value, undo: list) -> TraceSnapshot:
         if len(delta) == 0:  # nothing to add (an unconsolidated change with entries may still cancel)
             return trace.snapshot()
-        saved = list(trace.batches), list(trace.pending), trace.floor
-        undo.append(lambda: trace.__dict__.update(batches=saved[0], pending=saved[1], floor=saved[2]))
+        undo.append(_restorer(trace))
         before = trace.nbytes() if self.memory.limit is not None else 0
         defer = self._deferring > 0
         if defer and id(trace) not in self._deferred:
@@ -403,19 +402,12 @@ class LocalKernel:
 
     def trace_drop(self, drops: Sequence[tuple[Spine, Sequence[tuple[str, Any]]]], undo: list) -> None:
         for trace, below in drops:
-            saved = list(trace.batches), list(trace.pending), trace.floor
+            back = _restorer(trace)
             if trace.drop(below):
-                undo.append(
-                    lambda t=trace, s=saved: t.__dict__.update(
-                        batches=s[0], pending=s[1], floor=s[2], _last=None
-                    )
-                )
+                undo.append(back)
 
     def trace_clear(self, trace: Spine, undo: list) -> None:
-        saved = list(trace.batches), list(trace.pending), trace.floor
-        undo.append(
-            lambda: trace.__dict__.update(batches=saved[0], pending=saved[1], floor=saved[2], _last=None)
-        )
+        undo.append(_restorer(trace))
         trace.__dict__.update(batches=[], pending=[], _last=None)
 
     def state_rows(self) -> int:
@@ -618,3 +610,10 @@ def _plain_weight(e: Expr, schema: tuple = ()) -> tuple[pl.Expr, tuple[int, int]
             k, c = max(k, pc[1][0], pv[1][0]), max(c, pc[1][1], pv[1][1])
         return expr, (k, c)
     return None
+
+
+def _restorer(trace: Spine) -> Callable[[], None]:
+    """An undo that puts the trace back as it is now: its batches, deferred inserts and floor (its seek
+    memo cleared)."""
+    saved = list(trace.batches), list(trace.pending), trace.floor
+    return lambda: trace.__dict__.update(batches=saved[0], pending=saved[1], floor=saved[2], _last=None)
