@@ -7,6 +7,7 @@ WORKLOADS = (
     "state_scaling",
     "ordered_aggregates",
     "semigroup_aggregates",
+    "rollup",
     "short_circuit",
     "join_groupby",
     "topk",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 from sqlglot import exp
 
-from dbspark.frontends.sql import grouping_sets, windows
+from dbspark.frontends.sql import grouping_levels, grouping_sets, windows
 from dbspark.frontends.sql.aggregates import aggregate
 from dbspark.frontends.sql.exprs import ExprCompiler
 from dbspark.frontends.sql.joins import FromPlanner, conjuncts, factor_common, has_subquery
@@ -48,6 +48,7 @@ class Compiler:
         )  # where new sources go: a recursive scope's body sets its own
         self._one_col: str | None = None
         self.guards: list[Stream] = []  # the view's run-time checks (`guard`), carried by its stream
+        self.levels: list[grouping_levels.Levels] = []  # grouping-sets queries (`grouping_levels.register`)
 
     def guard(self, bad: Stream, message: ir.Expr, node: Any) -> None:
         """Reject a step in which `bad` (a relation, maintained like any other) holds a row: each of its
@@ -105,7 +106,9 @@ class Compiler:
     def query(self, node: exp.Expression, outer: Scope | None = None) -> Rel:
         """A query expression (SELECT, set operation, parenthesized query) as a relation."""
         if isinstance(node, exp.Select) and grouping_sets.present(node):  # a UNION ALL of plain GROUP BYs
-            return self.query(grouping_sets.expand(node, self.src), outer)
+            union, branches, sets = grouping_sets.expand(node, self.src)
+            grouping_levels.register(self, branches, sets)
+            return self.query(union, outer)
         if isinstance(node, exp.Select):
             node = push_bound_columns(node)  # (`WHERE src = 1` over a recursion: into its base)
         with_ = node.args.get("with_")
@@ -175,19 +178,21 @@ class Compiler:
                 )
         if isinstance(node.args.get("distinct"), exp.Distinct) and node.args["distinct"].args.get("on"):
             self.src.unsupported("DISTINCT ON", node.args["distinct"])
-        where = factor_common(conjuncts(node.args["where"].this)) if node.args.get("where") else []
-        planner = FromPlanner(self, outer)
-        rel, rest = planner.plan(node, where)
+        level = grouping_levels.of(self, node)  # a grouping set's branch: its FROM clause read once
+        if level is None:
+            rel = self.source(node, outer)
+        else:
+            if level[0].source is None:
+                level[0].source = self.source(node, outer)
+            rel = level[0].source
         sub = SubqueryLowering(self, outer)
-        plain = [c for c in rest if not has_subquery(c)]
-        rel = planner.filter(rel, plain)
-        for c in rest:
-            if has_subquery(c):
-                rel = sub.condition(rel, c)
         scope = Scope(rel.fields, self.src, outer=outer)
         items = self.select_items(node, rel)
-        if _is_aggregate_query(node, items):
-            rel, scope, items = aggregate(self, node, rel, scope, items)
+        if level is not None or _is_aggregate_query(node, items):
+            if level is not None:
+                rel, scope, items = grouping_levels.aggregated(self, *level, rel, scope, items)
+            else:
+                rel, scope, items = aggregate(self, node, rel, scope, items)
             # HAVING and ORDER BY bind a name to a grouped column first, then to a SELECT alias (DuckDB)
             scope.aliases = _aliases(node)
             having = node.args.get("having")
@@ -210,6 +215,19 @@ class Compiler:
         for _, e in items:
             rel, scope = sub.scalars(rel, e, scope)
         return self.project(node, rel, scope, items)
+
+    def source(self, node: exp.Select, outer: Scope | None) -> Rel:
+        """A SELECT's FROM clause filtered by its WHERE."""
+        where = factor_common(conjuncts(node.args["where"].this)) if node.args.get("where") else []
+        planner = FromPlanner(self, outer)
+        rel, rest = planner.plan(node, where)
+        sub = SubqueryLowering(self, outer)
+        plain = [c for c in rest if not has_subquery(c)]
+        rel = planner.filter(rel, plain)
+        for c in rest:
+            if has_subquery(c):
+                rel = sub.condition(rel, c)
+        return rel
 
     def select_items(self, node: exp.Select, rel: Rel) -> list[tuple[str, exp.Expression]]:
         """(output name, expression) per SELECT item, with * and t.* expanded."""

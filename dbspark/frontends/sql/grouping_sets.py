@@ -11,8 +11,10 @@ use it outside an aggregate's argument, and GROUPING(k1, ..., kn) is the bitmask
 (k1 the most significant bit). The empty set is a GROUP BY (): one row even over an empty table (in
 Spark's dialect, as Spark evaluates it, none). The
 sets of a GROUP BY are the product of its elements' (`a, ROLLUP (b, c)` is (a, b, c), (a, b), (a)); a
-CUBE of n keys has 2^n sets. ORDER BY, LIMIT, OFFSET, DISTINCT and WITH apply to the whole union. Each
-branch is maintained as any grouped query is, so a change costs what it costs in each set's grouping.
+CUBE of n keys has 2^n sets. ORDER BY, LIMIT, OFFSET, DISTINCT and WITH apply to the whole union. A key
+written as a position (`ROLLUP (1, 2)`) is the SELECT item it names. The branches read the FROM clause
+once, and where the aggregates allow, a coarse set aggregates a finer set's groups
+(`grouping_levels.py`).
 """
 
 from __future__ import annotations
@@ -35,10 +37,13 @@ def present(node: exp.Select) -> bool:
     return sets or node.find(exp.Grouping, exp.GroupingId) is not None
 
 
-def expand(node: exp.Select, src: Source) -> exp.Expression:
-    """The UNION ALL (UNION for SELECT DISTINCT) of the query's grouping sets' plain queries."""
+def expand(node: exp.Select, src: Source) -> tuple[exp.Expression, list[exp.Select], list[frozenset[int]]]:
+    """The UNION ALL (UNION for SELECT DISTINCT) of the query's grouping sets' plain queries; its
+    branches, and each branch's set as the positions of its keys among all the sets' keys."""
     group = node.args["group"]
-    sets = _product([_element_sets(g, src) for g in group.expressions])
+    sets = [
+        [_at(k, node, src) for k in s] for s in _product([_element_sets(g, src) for g in group.expressions])
+    ]
     every: list[exp.Expression] = []
     for s in sets:
         for k in s:
@@ -47,13 +52,14 @@ def expand(node: exp.Select, src: Source) -> exp.Expression:
     names = [_output_name(item) for item in node.expressions]
     distinct = bool(node.args.get("distinct"))
     branches = [_branch(node, s, every, names, src, distinct and len(sets) == 1) for s in sets]
+    positions = [frozenset(i for i, e in enumerate(every) if any(_same(e, k) for k in s)) for s in sets]
     out: exp.Expression = branches[0]
     for b in branches[1:]:
         out = exp.Union(this=out, expression=b, distinct=distinct)
     for key in ("order", "limit", "offset", "with_"):
         if node.args.get(key) is not None:
             out.set(key, node.args[key].copy())
-    return out
+    return out, branches, positions
 
 
 def _element_sets(g: exp.Expression, src: Source) -> list[list[exp.Expression]]:
@@ -82,6 +88,17 @@ def _element_sets(g: exp.Expression, src: Source) -> list[list[exp.Expression]]:
                 out += _element_sets(item, src)
         return out
     return [[g]]
+
+
+def _at(key: exp.Expression, node: exp.Select, src: Source) -> exp.Expression:
+    """A key written as a position (`ROLLUP (1, 2)`) as the SELECT item it names."""
+    if not (isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit()):
+        return key
+    i = int(key.this)
+    if not 1 <= i <= len(node.expressions):
+        src.schema_error(f"GROUP BY position {i} is not in the select list", key)
+    item = node.expressions[i - 1]
+    return (item.this if isinstance(item, exp.Alias) else item).copy()
 
 
 def _product(parts: list[list[list[exp.Expression]]]) -> list[list[exp.Expression]]:
