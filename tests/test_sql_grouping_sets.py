@@ -35,6 +35,11 @@ CREATE VIEW self AS SELECT t1.b, t2.a, MAX(t1.x + t2.x) AS m, COUNT(*) AS n, SUM
     FROM t AS t1 JOIN t AS t2 ON t1.a = t2.a GROUP BY ROLLUP (t1.b, t2.a);
 CREATE VIEW fall AS SELECT a, AVG(x) AS av, COUNT(DISTINCT b) AS nb, MAX(x) AS m FROM t GROUP BY ROLLUP (a);
 CREATE VIEW nofine AS SELECT a, b, MAX(x) AS m, COUNT(*) AS n FROM t GROUP BY GROUPING SETS ((a), (b));
+CREATE VIEW win AS SELECT a, b, SUM(x) AS s, SUM(SUM(x)) OVER (PARTITION BY GROUPING(b), a) AS tot,
+    GROUPING(a, b) AS g, RANK() OVER (ORDER BY COUNT(*) DESC, a NULLS FIRST, b NULLS FIRST) AS r
+    FROM t GROUP BY ROLLUP (1, 2);
+CREATE VIEW winq AS SELECT a, MAX(x) AS m FROM t GROUP BY CUBE (a, b)
+    QUALIFY DENSE_RANK() OVER (PARTITION BY GROUPING(a, b) ORDER BY m DESC NULLS LAST) = 1;
 CREATE VIEW pos AS SELECT a, b, MAX(x) AS m, SUM(x) FILTER (WHERE x > 0) AS sp FROM t GROUP BY ROLLUP (1, 2);
 """
 
@@ -98,6 +103,11 @@ def test_grouping_sets_by_hand():
             "GROUPING argument b is not a grouping key",
         ),
         ("SELECT * FROM t GROUP BY ROLLUP (a, b, x)", UnsupportedError, r"\* in a query with grouping sets"),
+        (
+            "SELECT a, RANK() OVER (ORDER BY x) FROM t GROUP BY ROLLUP (a)",
+            SchemaError,
+            "column x must appear in the GROUP BY clause",
+        ),
         (
             "SELECT a, COUNT(*) FROM t GROUP BY ROLLUP (3)",
             SchemaError,

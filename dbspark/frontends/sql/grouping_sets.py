@@ -12,7 +12,8 @@ use it outside an aggregate's argument, and GROUPING(k1, ..., kn) is the bitmask
 Spark's dialect, as Spark evaluates it, none). The
 sets of a GROUP BY are the product of its elements' (`a, ROLLUP (b, c)` is (a, b, c), (a, b), (a)); a
 CUBE of n keys has 2^n sets. ORDER BY, LIMIT, OFFSET, DISTINCT and WITH apply to the whole union. A key
-written as a position (`ROLLUP (1, 2)`) is the SELECT item it names. The branches read the FROM clause
+written as a position (`ROLLUP (1, 2)`) is the SELECT item it names. Window functions (and QUALIFY) run
+after the grouping over every set's rows together (`over_windows`), as in DuckDB. The branches read the FROM clause
 once, and where the aggregates allow, a coarse set aggregates a finer set's groups
 (`grouping_levels.py`).
 """
@@ -20,11 +21,13 @@ once, and where the aggregates allow, a coarse set aggregates a finer set's grou
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from sqlglot import exp
 
 from dbspark.frontends.sql.aggregates import AGGREGATES
 from dbspark.frontends.sql.parse import Source, name_of
+from dbspark.frontends.sql.scope import canonical
 
 MAX_CUBE = 8  # keys in one CUBE: 2^8 = 256 branches
 
@@ -60,6 +63,130 @@ def expand(node: exp.Select, src: Source) -> tuple[exp.Expression, list[exp.Sele
         if node.args.get(key) is not None:
             out.set(key, node.args[key].copy())
     return out, branches, positions
+
+
+def over_windows(node: exp.Select, src: Source) -> exp.Select | None:
+    """A query with grouping sets whose SELECT list or QUALIFY has window functions, as DuckDB evaluates
+    it (the windows after grouping, over the rows of every set together): an outer SELECT of the windows
+    and the items, QUALIFY, ORDER BY and LIMIT over the union of the sets' rows of keys, aggregates and
+    GROUPING() values (`__gsk*`, `__gsa*`, `__gsg*`); None without windows."""
+    qualify = node.args.get("qualify")
+    texts = [*node.expressions, *([qualify] if qualify is not None else [])]
+    if not any(e.find(exp.Window) for e in texts):
+        return None
+    from dbspark.frontends.sql.aggregates import find_aggregates
+
+    group = _positions_resolved(node.args["group"], node, src)
+    every: list[exp.Expression] = []
+    for st in _product([_element_sets(g, src) for g in group.expressions]):
+        for k in st:
+            if not any(_same(k, e) for e in every):
+                every.append(k)
+    order = node.args.get("order")
+    exprs = [*texts, *(order.expressions if order is not None else [])]
+    aggs = find_aggregates(exprs)
+    marks = list({g.sql(): g for e in exprs for g in e.find_all(exp.Grouping, exp.GroupingId)}.values())
+    plain = [e for e in node.expressions if not e.find(exp.Window)]  # (their aliases may be keys)
+    inner = node.copy()
+    for key in ("qualify", "order", "limit", "offset", "distinct", "with_"):
+        inner.set(key, None)
+    inner.set("group", group)
+    hidden = [(f"__gsk{i}", k) for i, k in enumerate(every)]
+    hidden += [(f"__gsa{i}", a) for i, a in enumerate(aggs)]
+    hidden += [(f"__gsg{i}", g) for i, g in enumerate(marks)]
+    inner.set(
+        "expressions",
+        [e.copy() for e in plain]
+        + [exp.alias_(e.copy(), exp.to_identifier(n, quoted=True)) for n, e in hidden],
+    )
+
+    def ref(name: str) -> exp.Column:
+        return exp.column(exp.to_identifier(name, quoted=True), table=exp.to_identifier("__gs", quoted=True))
+
+    agg_at = {canonical(a): f"__gsa{i}" for i, a in enumerate(aggs)}
+    mark_at = {g.sql(): f"__gsg{i}" for i, g in enumerate(marks)}
+
+    def mapped(e: exp.Expression) -> exp.Expression:
+        if isinstance(e, (exp.Subquery, exp.Select, exp.Exists)):
+            return e.copy()
+        if isinstance(e, AGGREGATES) and canonical(e) in agg_at:
+            return ref(agg_at[canonical(e)])
+        if isinstance(e, (exp.Grouping, exp.GroupingId)):
+            return ref(mark_at[e.sql()])
+        for i, k in enumerate(every):
+            if _same(e, k):
+                return ref(f"__gsk{i}")
+        if isinstance(e, exp.Column) and not isinstance(e.this, exp.Star):
+            name = name_of(e.this)
+            if not e.args.get("table") and name in outputs:  # QUALIFY's and ORDER BY's SELECT aliases
+                item = outputs[name]
+                return item.copy() if item is not None else e.copy()
+            src.schema_error(
+                f"column {e.sql(dialect='duckdb')} must appear in the GROUP BY clause or be used in an "
+                "aggregate function",
+                e,
+            )
+        new = e.copy()
+        for arg, v in list(new.args.items()):
+            if isinstance(v, exp.Expression):
+                window_fn = isinstance(new, exp.Window) and arg == "this"
+                new.set(arg, _window_fn(v, mapped) if window_fn else mapped(v))
+            elif isinstance(v, list):
+                new.set(arg, [mapped(x) if isinstance(x, exp.Expression) else x for x in v])
+        return new
+
+    outputs: dict[str, exp.Expression | None] = {}  # none in the SELECT list; ORDER BY reads the outputs
+    items = [
+        exp.alias_(
+            mapped(e.this if isinstance(e, exp.Alias) else e), exp.to_identifier(_output_name(e), quoted=True)
+        )
+        for e in node.expressions
+    ]
+    out = exp.select(*items).from_(
+        exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("__gs")))
+    )
+    if qualify is not None:  # a SELECT alias stands for its item (DuckDB binds it so)
+        outputs.update({_output_name(e): i.this for e, i in zip(node.expressions, items, strict=True)})
+        out.set("qualify", exp.Qualify(this=mapped(qualify.this)))
+    if order is not None:
+        outputs.update({_output_name(e): None for e in node.expressions})
+        out.set("order", mapped(order))
+    for key in ("limit", "offset", "distinct", "with_"):
+        if node.args.get(key) is not None:
+            out.set(key, node.args[key].copy())
+    return out
+
+
+def _window_fn(fn: exp.Expression, mapped: Callable[[exp.Expression], exp.Expression]) -> exp.Expression:
+    """A window's function (`SUM(...) OVER`, not an aggregate of the grouping) with its arguments mapped."""
+    new = fn.copy()
+    for k, v in list(new.args.items()):
+        if isinstance(v, exp.Expression):
+            new.set(k, mapped(v))
+        elif isinstance(v, list):
+            new.set(k, [mapped(x) if isinstance(x, exp.Expression) else x for x in v])
+    return new
+
+
+def _positions_resolved(g: exp.Expression, node: exp.Select, src: Source) -> exp.Expression:
+    """A GROUP BY clause with each key written as a position (`ROLLUP (1, 2)`) the SELECT item it names."""
+    new = g.copy()
+    for k, v in list(new.args.items()):
+        if isinstance(v, list):
+            new.set(
+                k,
+                [
+                    _positions_resolved(x, node, src)
+                    if isinstance(x, (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple, exp.Paren))
+                    else _at(x, node, src)
+                    if isinstance(x, exp.Expression)
+                    else x
+                    for x in v
+                ],
+            )
+        elif isinstance(v, exp.Expression) and isinstance(new, exp.Paren):
+            new.set(k, _at(v, node, src))
+    return new
 
 
 def _element_sets(g: exp.Expression, src: Source) -> list[list[exp.Expression]]:
