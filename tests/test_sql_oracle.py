@@ -154,6 +154,22 @@ def test_integer_overflow_rejects_the_step(case: Case) -> None:
     run_case(case)
 
 
+@LOCAL
+@given(cases("grouping"))
+def test_grouping_sets(case: Case) -> None:
+    """ROLLUP, CUBE, GROUPING SETS and a key beside them, over a table or a join; GROUPING() and
+    GROUPING_ID(), HAVING, every aggregate, and windows over the sets' rows together."""
+    run_case(case)
+
+
+@LOCAL
+@given(cases("windows"))
+def test_window_functions(case: Case) -> None:
+    """Ranks and aggregates over partitions, whole or by a RANGE frame (peers together: values that do not
+    depend on how ties are ordered); QUALIFY by a window's alias."""
+    run_case(case)
+
+
 @pytest.mark.parametrize("engine_name", ["spark"])
 def test_spark_mix(engine_name: str, spark_session: Any) -> None:
     """A representative mix of the families on the Spark engine."""

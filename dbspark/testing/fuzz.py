@@ -75,8 +75,10 @@ def fuzz(
     out: Path | None = None,
     spark: Any = None,
     minutes: float = 0,
+    families: tuple[str, ...] = (*FAMILIES, "mix"),
 ) -> Result:
-    """Run `n` generated cases (or as many as fit in `minutes`, if given) on `engine`; see the module."""
+    """Run `n` generated cases (or as many as fit in `minutes`, if given) on `engine`, of the `families`;
+    see the module."""
     result = Result(engine, seed_)
     if engine == "spark" and spark is None:
         from dbspark.engines.spark.session import get_session
@@ -101,7 +103,7 @@ def fuzz(
         suppress_health_check=list(HealthCheck),
     )
     @seed(seed_)
-    @given(st.sampled_from((*FAMILIES, "mix")).flatmap(lambda f: cases(f, max_steps=4).map(lambda c: (f, c))))
+    @given(st.sampled_from(families).flatmap(lambda f: cases(f, max_steps=4).map(lambda c: (f, c))))
     def one(drawn: tuple[str, Case]) -> None:
         family, case = drawn
         if deadline is not None and time.monotonic() > deadline:
@@ -136,12 +138,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="(default: a fresh one, printed)")
     ap.add_argument("--out", type=Path, default=Path("."), help="where a regression test is written")
     ap.add_argument("--minutes", type=float, default=0, help="stop generating after this long (0: no limit)")
+    ap.add_argument(
+        "--families", default="", help=f"comma-separated, of {', '.join(FAMILIES)}, mix (default: every one)"
+    )
     a = ap.parse_args(argv)
+    families = tuple(f for f in a.families.split(",") if f) or (*FAMILIES, "mix")
+    unknown = [f for f in families if f not in (*FAMILIES, "mix")]
+    if unknown:
+        ap.error(f"unknown families {unknown}; choose from {', '.join(FAMILIES)}, mix")
     logging.getLogger("sqlglot").setLevel(logging.ERROR)  # (its dialect warnings, once per case)
     s = a.seed if a.seed is not None else random.SystemRandom().randrange(10**9)
     print(f"fuzz: engine {a.engine}, {a.cases} cases, seed {s}", flush=True)
     began = time.perf_counter()
-    result = fuzz(a.cases, a.engine, s, a.out, minutes=a.minutes)
+    result = fuzz(a.cases, a.engine, s, a.out, minutes=a.minutes, families=families)
     print(f"{result} ({time.perf_counter() - began:.0f} s)")
     print("families: " + ", ".join(f"{f} {k}" for f, k in sorted(result.families.items())))
     return 0 if result.failure is None else 1

@@ -602,6 +602,74 @@ class QueryGen:
             having = f" HAVING {name} > 1"
         return f"SELECT {', '.join(sel)} FROM {source}{self.where(refs)} GROUP BY {group}{having}"
 
+    def grouping(self) -> str:
+        """GROUP BY ROLLUP / CUBE / GROUPING SETS (and a plain key beside them) over a table or an inner
+        join, with GROUPING() / GROUPING_ID(), HAVING, and sometimes a window over the sets' rows."""
+        d = self.draw
+        if d(st.integers(0, 2)) == 0:
+            a, b = self.two_tables()
+            refs = self.refs(a, "x") + self.refs(b, "y")
+            source = f"{a.name} AS x JOIN {b.name} AS y ON x.k = y.k"
+        else:
+            t = self.table()
+            refs, source = self.refs(t), t.name
+        keys = d(st.lists(st.sampled_from(refs), unique=True, min_size=1, max_size=3))
+        if d(st.integers(0, 3)) == 0:  # a computed key
+            key = self.expr(keys[0][1], refs, 1)
+            keys[0] = (key, keys[0][1]) if not key.strip("()- ").isdigit() else keys[0]
+        names = [k for k, _ in keys]
+        form = d(st.sampled_from(["rollup", "cube", "sets", "mixed"]))
+        if form == "rollup" or (form == "mixed" and len(names) < 2):
+            group = f"ROLLUP ({', '.join(names)})"
+        elif form == "cube":
+            group = f"CUBE ({', '.join(names)})"
+        elif form == "sets":
+            sets = d(st.lists(st.lists(st.sampled_from(names), unique=True), min_size=1, max_size=4))
+            group = "GROUPING SETS (" + ", ".join(f"({', '.join(x)})" for x in sets) + ")"
+            names = [n for n in names if any(n in x for x in sets)] or names[:1]  # (the SELECT's keys)
+            if not any(sets):
+                group = f"GROUPING SETS (({names[0]}), ())"
+        else:
+            group = f"{names[0]}, ROLLUP ({', '.join(names[1:])})"
+        sel = [f"{k} AS g{i + 1}" for i, k in enumerate(names)]
+        sel += [f"{self.aggregate_call(refs)} AS a{i + 1}" for i in range(d(st.integers(1, 3)))]
+        if d(st.booleans()):
+            marks = d(st.lists(st.sampled_from(names), unique=True, min_size=1))
+            sel.append(f"{d(st.sampled_from(['GROUPING', 'GROUPING_ID']))}({', '.join(marks)}) AS m")
+        if d(st.integers(0, 2)) == 0:  # a window over every set's rows (ties give equal ranks)
+            win = d(st.sampled_from(["RANK()", "DENSE_RANK()", "count(*)", "sum(count(*))", "max(min(k))"]))
+            part = f"PARTITION BY GROUPING({names[0]}) " if d(st.booleans()) else ""
+            order = "ORDER BY count(*) DESC" if d(st.booleans()) or "RANK" in win else ""
+            sel.append(f"{win} OVER ({part}{order}) AS w".replace("min(k)", f"min({refs[0][0]})"))
+        having = ""
+        if d(st.integers(0, 2)) == 0:
+            kcol = next(r for r, _ in refs if r.split(".")[-1] == "k")
+            having = " HAVING " + d(st.sampled_from(["count(*) > 1", f"max({kcol}) < 3", f"sum({kcol}) > 2"]))
+        return f"SELECT {', '.join(sel)} FROM {source}{self.where(refs)} GROUP BY {group}{having}"
+
+    def windows(self) -> str:
+        """Window functions whose values do not depend on how ties are ordered: ranks, and aggregates over
+        whole partitions or RANGE frames (peers together), over a table or a grouped query."""
+        d = self.draw
+        t = self.table()
+        refs = self.refs(t)
+        ints = [r for r, k in refs if k in ("int", "dec")] or ["k"]
+        part = d(st.lists(st.sampled_from([r for r, _ in refs]), unique=True, max_size=2))
+        order = d(st.lists(st.sampled_from([r for r, _ in refs]), unique=True, max_size=2))
+        over = (f"PARTITION BY {', '.join(part)} " if part else "") + (
+            "ORDER BY " + ", ".join(f"{o}{d(st.sampled_from(['', ' DESC', ' NULLS FIRST']))}" for o in order)
+            if order
+            else ""
+        )
+        arg = d(st.sampled_from(ints))
+        funcs = ["count(*)", f"sum({arg})", f"min({arg})", f"max({arg})", f"count({arg})"]
+        if order:
+            funcs += ["RANK()", "DENSE_RANK()", "PERCENT_RANK()", "CUME_DIST()"]
+        sel = [f"{r} AS c{i + 1}" for i, (r, _) in enumerate(refs[:2])]
+        sel += [f"{d(st.sampled_from(funcs))} OVER ({over}) AS w{i + 1}" for i in range(d(st.integers(1, 2)))]
+        qualify = f" QUALIFY w1 > {d(st.integers(0, 2))}" if d(st.integers(0, 3)) == 0 else ""
+        return f"SELECT {', '.join(sel)} FROM {t.name}{self.where(refs)}{qualify}"
+
     def join(self) -> str:
         d = self.draw
         a, b = self.two_tables()
@@ -1004,6 +1072,8 @@ FAMILIES = (
     "subqueries_hard",
     "ordered",
     "scalar_rows",
+    "grouping",
+    "windows",
 )
 
 EDGES = Schema(
@@ -1069,6 +1139,8 @@ def cases(draw: st.DrawFn, family: str, max_views: int = 3, max_steps: int = 4) 
                 "overflow": g.overflow,
                 "ordered": g.ordered,
                 "scalar_rows": g.scalar_rows,
+                "grouping": g.grouping,
+                "windows": g.windows,
             }[fam]
             views.append(View(name, build()))
     return Case(schema, tuple(views), draw(change_streams(schema, max_steps)))

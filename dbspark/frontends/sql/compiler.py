@@ -212,8 +212,9 @@ class Compiler:
         extra = [("", qualify.this)] if qualify is not None else []
         # window functions: after WHERE, GROUP BY and HAVING (as DuckDB)
         rel, scope = windows.lower(self, rel, scope, items + extra)
-        if qualify is not None:  # QUALIFY: a filter on the windows' values
-            rel = Rel(rel.stream.filter(ExprCompiler(scope)(qualify.this, rel.stream.schema)), rel.fields)
+        if qualify is not None:  # QUALIFY: a filter on the windows' values; a name not a column an alias
+            named = replace(scope, aliases=_aliases(node))
+            rel = Rel(rel.stream.filter(ExprCompiler(named)(qualify.this, rel.stream.schema)), rel.fields)
         # scalar subqueries in the SELECT list
         for _, e in items:
             rel, scope = sub.scalars(rel, e, scope)

@@ -296,6 +296,8 @@ def _rewrite(
         return exp.Literal.number(mask)
     if any(_same(e, k) for k in left_out):
         return exp.Null()
+    if any(_same(e, k) for k in keys):  # a kept key, whole (`a + 0` kept while `a` is left out)
+        return e.copy()
     if isinstance(e, AGGREGATES) or isinstance(e, (exp.Subquery, exp.Select, exp.Exists)):
         return e.copy()
     new = e.copy()
