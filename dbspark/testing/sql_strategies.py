@@ -655,7 +655,11 @@ class QueryGen:
         refs = self.refs(t)
         ints = [r for r, k in refs if k in ("int", "dec")] or ["k"]
         part = d(st.lists(st.sampled_from([r for r, _ in refs]), unique=True, max_size=2))
-        order = d(st.lists(st.sampled_from([r for r, _ in refs]), unique=True, max_size=2))
+        total = d(st.booleans())  # ORDER BY every column: ties are equal rows, any order of them alike
+        cols = [r for r, _ in refs]
+        order = (
+            d(st.permutations(cols)) if total else d(st.lists(st.sampled_from(cols), unique=True, max_size=2))
+        )
         over = (f"PARTITION BY {', '.join(part)} " if part else "") + (
             "ORDER BY " + ", ".join(f"{o}{d(st.sampled_from(['', ' DESC', ' NULLS FIRST']))}" for o in order)
             if order
@@ -665,9 +669,35 @@ class QueryGen:
         funcs = ["count(*)", f"sum({arg})", f"min({arg})", f"max({arg})", f"count({arg})"]
         if order:
             funcs += ["RANK()", "DENSE_RANK()", "PERCENT_RANK()", "CUME_DIST()"]
+        if total:
+            n = d(st.integers(1, 2))
+            frame = d(
+                st.sampled_from(
+                    [
+                        f"ROWS BETWEEN {n} PRECEDING AND CURRENT ROW",
+                        f"ROWS BETWEEN CURRENT ROW AND {n} FOLLOWING",
+                        f"ROWS BETWEEN {n} PRECEDING AND {n} FOLLOWING",
+                        "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING",
+                    ]
+                )
+            )
+            x = d(st.sampled_from(cols))
+            funcs = [
+                "ROW_NUMBER()",
+                f"LAG({x})",
+                f"LEAD({x}, {n})",
+                f"FIRST_VALUE({x})",
+                f"NTILE({n + 1})",
+                f"sum({arg}) OVER ({over} {frame}) + 0",
+                f"min({arg}) OVER ({over} {frame}) + 0",
+                f"count(*) OVER ({over} {frame}) + 0",
+            ]
         sel = [f"{r} AS c{i + 1}" for i, (r, _) in enumerate(refs[:2])]
-        sel += [f"{d(st.sampled_from(funcs))} OVER ({over}) AS w{i + 1}" for i in range(d(st.integers(1, 2)))]
-        qualify = f" QUALIFY w1 > {d(st.integers(0, 2))}" if d(st.integers(0, 3)) == 0 else ""
+        calls = [d(st.sampled_from(funcs)) for _ in range(d(st.integers(1, 2)))]
+        sel += [f"{c if ' OVER ' in c else f'{c} OVER ({over})'} AS w{i + 1}" for i, c in enumerate(calls)]
+        valued = calls[0].startswith(("LAG", "LEAD", "FIRST_VALUE"))  # (of any type)
+        test = "IS NOT NULL" if valued else f"> {d(st.integers(0, 2))}"
+        qualify = f" QUALIFY w1 {test}" if d(st.integers(0, 3)) == 0 else ""
         return f"SELECT {', '.join(sel)} FROM {t.name}{self.where(refs)}{qualify}"
 
     def join(self) -> str:
