@@ -170,6 +170,14 @@ def test_window_functions(case: Case) -> None:
     run_case(case)
 
 
+@LOCAL
+@given(cases("cyclic"))
+def test_cyclic_joins(case: Case) -> None:
+    """Triangles and 4-cycles of inner joins (ON or WHERE; a chord on a nullable column), joined at once
+    by the leapfrog join, under filters, projections, DISTINCT, GROUP BY."""
+    run_case(case)
+
+
 @pytest.mark.parametrize("engine_name", ["spark"])
 def test_spark_mix(engine_name: str, spark_session: Any) -> None:
     """A representative mix of the families on the Spark engine."""

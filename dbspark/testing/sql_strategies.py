@@ -700,6 +700,43 @@ class QueryGen:
         qualify = f" QUALIFY w1 {test}" if d(st.integers(0, 3)) == 0 else ""
         return f"SELECT {', '.join(sel)} FROM {t.name}{self.where(refs)}{qualify}"
 
+    def cyclic(self) -> str:
+        """Inner joins whose equalities form a cycle (a triangle, a 4-cycle, a triangle with a chord on a
+        nullable column), written with ON or in WHERE, under filters, projections, DISTINCT or GROUP BY:
+        the leapfrog join's plans (`frontends/sql/multiway.py`) against DuckDB's."""
+        d = self.draw
+        names = [t.name for t in self.schema.tables]
+        n = d(st.sampled_from([3, 3, 4]))
+        tabs = [d(st.sampled_from(names)) for _ in range(n)]
+        alias = [f"x{i}" for i in range(n)]
+        eqs = [f"{alias[i]}.dst = {alias[(i + 1) % n]}.src" for i in range(n)]
+        if d(st.integers(0, 2)) == 0:  # a chord on a nullable column (NULL equals nothing)
+            eqs.append(f"{alias[0]}.n = {alias[2]}.n")
+        refs: list[Ref] = [
+            r for t, a in zip(tabs, alias, strict=True) for r in self.refs(self.schema.table(t), a)
+        ]
+        extra = [self.pred(refs, 1)] if d(st.integers(0, 2)) == 0 else []
+        if d(st.booleans()):
+            src = ", ".join(f"{t} AS {a}" for t, a in zip(tabs, alias, strict=True))
+            where = " WHERE " + " AND ".join(eqs + extra)
+        else:
+            src = f"{tabs[0]} AS {alias[0]}"
+            for i in range(1, n):
+                on = [
+                    e
+                    for e in eqs
+                    if f"{alias[i]}." in e and all(f"{alias[j]}." not in e for j in range(i + 1, n))
+                ]
+                src += f" JOIN {tabs[i]} AS {alias[i]} ON {' AND '.join(on)}"
+            where = f" WHERE {' AND '.join(extra)}" if extra else ""
+        shape = d(st.sampled_from(["items", "distinct", "count", "group"]))
+        if shape == "count":
+            return f"SELECT count(*) AS c, sum({alias[1]}.n) AS s FROM {src}{where}"
+        if shape == "group":
+            return f"SELECT {alias[0]}.src AS g, count(*) AS c, max({alias[n - 1]}.n) AS m FROM {src}{where} GROUP BY {alias[0]}.src"
+        items = ", ".join(i for i, _ in self.items(refs, 3, depth=(0, 1)))
+        return f"SELECT {'DISTINCT ' if shape == 'distinct' else ''}{items} FROM {src}{where}"
+
     def join(self) -> str:
         d = self.draw
         a, b = self.two_tables()
@@ -1104,6 +1141,7 @@ FAMILIES = (
     "scalar_rows",
     "grouping",
     "windows",
+    "cyclic",
 )
 
 EDGES = Schema(
@@ -1125,6 +1163,9 @@ _WIDE_COLS = (
 )
 WIDE = Schema((Table("t0", _WIDE_COLS), Table("t1", _WIDE_COLS)), (18, 4))
 
+_GRAPH_COLS = (Column("src", "int", "BIGINT"), Column("dst", "int", "BIGINT"), Column("n", "int", "BIGINT"))
+GRAPH = Schema((Table("r", _GRAPH_COLS), Table("s", _GRAPH_COLS), Table("u", _GRAPH_COLS)))
+
 BIG = Schema(
     (
         Table("t0", (Column("k", "int", "BIGINT"), Column("a", "int", "BIGINT"))),
@@ -1141,6 +1182,8 @@ def cases(draw: st.DrawFn, family: str, max_views: int = 3, max_steps: int = 4) 
         schema = BIG
     elif family == "ordered":
         schema = WIDE
+    elif family == "cyclic":
+        schema = GRAPH
     else:
         schema = draw(schemas())
     g = QueryGen(draw, schema)
@@ -1171,6 +1214,7 @@ def cases(draw: st.DrawFn, family: str, max_views: int = 3, max_steps: int = 4) 
                 "scalar_rows": g.scalar_rows,
                 "grouping": g.grouping,
                 "windows": g.windows,
+                "cyclic": g.cyclic,
             }[fam]
             views.append(View(name, build()))
     return Case(schema, tuple(views), draw(change_streams(schema, max_steps)))
