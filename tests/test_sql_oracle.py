@@ -178,6 +178,14 @@ def test_cyclic_joins(case: Case) -> None:
     run_case(case)
 
 
+@LOCAL
+@given(cases("asof"))
+def test_asof_joins(case: Case) -> None:
+    """ASOF [LEFT] JOIN on a key and >=, >, <= or < of an int, DECIMAL, date or timestamp column: the
+    matched right value, a filter, a count per key."""
+    run_case(case)
+
+
 @pytest.mark.parametrize("engine_name", ["spark"])
 def test_spark_mix(engine_name: str, spark_session: Any) -> None:
     """A representative mix of the families on the Spark engine."""

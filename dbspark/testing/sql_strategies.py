@@ -658,7 +658,9 @@ class QueryGen:
         total = d(st.booleans())  # ORDER BY every column: ties are equal rows, any order of them alike
         cols = [r for r, _ in refs]
         order = (
-            d(st.permutations(cols)) if total else d(st.lists(st.sampled_from(cols), unique=True, max_size=2))
+            d(st.permutations(cols))
+            if total
+            else d(st.lists(st.sampled_from(cols), unique=True, min_size=d(st.integers(0, 1)), max_size=2))
         )
         over = (f"PARTITION BY {', '.join(part)} " if part else "") + (
             "ORDER BY " + ", ".join(f"{o}{d(st.sampled_from(['', ' DESC', ' NULLS FIRST']))}" for o in order)
@@ -669,6 +671,18 @@ class QueryGen:
         funcs = ["count(*)", f"sum({arg})", f"min({arg})", f"max({arg})", f"count({arg})"]
         if order:
             funcs += ["RANK()", "DENSE_RANK()", "PERCENT_RANK()", "CUME_DIST()"]
+        kinds = dict(refs)
+        if not total and len(order) == 1 and kinds[order[0]] in ("int", "dec", "date", "ts"):
+            o = order[0]  # a RANGE frame by offsets of the one ORDER BY value (peers alike)
+            lo, hi = d(st.integers(0, 2)), d(st.integers(0, 2))
+            if kinds[o] in ("date", "ts"):
+                unit = d(st.sampled_from(["DAY", "MONTH", "HOUR"] if kinds[o] == "ts" else ["DAY", "MONTH"]))
+                a, b = f"INTERVAL {lo} {unit} PRECEDING", f"INTERVAL {hi} {unit} FOLLOWING"
+            else:
+                a, b = f"{lo} PRECEDING", f"{hi} FOLLOWING"
+            frame = d(st.sampled_from([f"RANGE BETWEEN {a} AND {b}", f"RANGE BETWEEN {a} AND CURRENT ROW"]))
+            f = d(st.sampled_from([f"sum({arg})", f"min({arg})", f"max({arg})", "count(*)", f"avg({arg})"]))
+            funcs += [f"{f} OVER ({over} {frame}) + 0"] * 8  # (drawn about half the time)
         if total:
             n = d(st.integers(1, 2))
             frame = d(
@@ -699,6 +713,30 @@ class QueryGen:
         test = "IS NOT NULL" if valued else f"> {d(st.integers(0, 2))}"
         qualify = f" QUALIFY w1 {test}" if d(st.integers(0, 3)) == 0 else ""
         return f"SELECT {', '.join(sel)} FROM {t.name}{self.where(refs)}{qualify}"
+
+    def asof(self) -> str:
+        """`l ASOF [LEFT] JOIN r ON l.k = r.k AND l.c >= r.c` (or >, <=, <) over an int, date or timestamp
+        column both tables have; the right side's matched value (tied right rows share it), under a
+        filter or a count per key."""
+        d = self.draw
+        a, b = self.two_tables()
+        shared = [
+            c
+            for c in a.columns
+            if c in b.columns and c.kind in ("int", "dec", "date", "ts") and c.name != "k"
+        ]
+        if not shared:
+            return self.join()
+        c = d(st.sampled_from(shared)).name
+        op = d(st.sampled_from([">=", ">", "<=", "<"]))
+        how = d(st.sampled_from(["", "LEFT "]))
+        src = f"{a.name} AS l ASOF {how}JOIN {b.name} AS r ON l.k = r.k AND l.{c} {op} r.{c}"
+        refs = self.refs(a, "l")
+        where = f" WHERE {self.pred(refs, 1)}" if d(st.integers(0, 2)) == 0 else ""
+        if d(st.integers(0, 3)) == 0:
+            return f"SELECT l.k AS g, count(r.{c}) AS n, max(r.{c}) AS m FROM {src}{where} GROUP BY l.k"
+        items = ", ".join(i for i, _ in self.items(refs, 2, depth=(0, 1)))
+        return f"SELECT {items}, r.{c} AS matched FROM {src}{where}"
 
     def cyclic(self) -> str:
         """Inner joins whose equalities form a cycle (a triangle, a 4-cycle, a triangle with a chord on a
@@ -1142,6 +1180,7 @@ FAMILIES = (
     "grouping",
     "windows",
     "cyclic",
+    "asof",
 )
 
 EDGES = Schema(
@@ -1215,6 +1254,7 @@ def cases(draw: st.DrawFn, family: str, max_views: int = 3, max_steps: int = 4) 
                 "grouping": g.grouping,
                 "windows": g.windows,
                 "cyclic": g.cyclic,
+                "asof": g.asof,
             }[fam]
             views.append(View(name, build()))
     return Case(schema, tuple(views), draw(change_streams(schema, max_steps)))
