@@ -12,10 +12,10 @@ use it outside an aggregate's argument, and GROUPING(k1, ..., kn) is the bitmask
 Spark's dialect, as Spark evaluates it, none). The
 sets of a GROUP BY are the product of its elements' (`a, ROLLUP (b, c)` is (a, b, c), (a, b), (a)); a
 CUBE of n keys has 2^n sets. ORDER BY, LIMIT, OFFSET, DISTINCT and WITH apply to the whole union. A key
-written as a position (`ROLLUP (1, 2)`) is the SELECT item it names. Window functions (and QUALIFY) run
-after the grouping over every set's rows together (`over_windows`), as in DuckDB. The branches read the FROM clause
-once, and where the aggregates allow, a coarse set aggregates a finer set's groups
-(`grouping_levels.py`).
+written as a position (`ROLLUP (1, 2)`) is the SELECT item it names; an expression that is a kept key is
+that key whole (`a + 1` kept while `a` is left out). Window functions and QUALIFY run after the grouping,
+over every set's rows together (`over_windows`), as in DuckDB. The branches read the FROM clause once,
+and where the aggregates allow, a coarse set aggregates a finer set's groups (`grouping_levels.py`).
 """
 
 from __future__ import annotations
@@ -43,15 +43,7 @@ def present(node: exp.Select) -> bool:
 def expand(node: exp.Select, src: Source) -> tuple[exp.Expression, list[exp.Select], list[frozenset[int]]]:
     """The UNION ALL (UNION for SELECT DISTINCT) of the query's grouping sets' plain queries; its
     branches, and each branch's set as the positions of its keys among all the sets' keys."""
-    group = node.args["group"]
-    sets = [
-        [_at(k, node, src) for k in s] for s in _product([_element_sets(g, src) for g in group.expressions])
-    ]
-    every: list[exp.Expression] = []
-    for s in sets:
-        for k in s:
-            if not any(_same(k, e) for e in every):
-                every.append(k)
+    sets, every = _sets(node.args["group"], node, src)
     names = [_output_name(item) for item in node.expressions]
     distinct = bool(node.args.get("distinct"))
     branches = [_branch(node, s, every, names, src, distinct and len(sets) == 1) for s in sets]
@@ -63,6 +55,21 @@ def expand(node: exp.Select, src: Source) -> tuple[exp.Expression, list[exp.Sele
         if node.args.get(key) is not None:
             out.set(key, node.args[key].copy())
     return out, branches, positions
+
+
+def _sets(
+    group: exp.Expression, node: exp.Select, src: Source
+) -> tuple[list[list[exp.Expression]], list[exp.Expression]]:
+    """A GROUP BY's grouping sets (positions as the SELECT items they name), and every key they use, once."""
+    sets = [
+        [_at(k, node, src) for k in s] for s in _product([_element_sets(g, src) for g in group.expressions])
+    ]
+    every: list[exp.Expression] = []
+    for s in sets:
+        for k in s:
+            if not any(_same(k, e) for e in every):
+                every.append(k)
+    return sets, every
 
 
 def over_windows(node: exp.Select, src: Source) -> exp.Select | None:
@@ -77,11 +84,7 @@ def over_windows(node: exp.Select, src: Source) -> exp.Select | None:
     from dbspark.frontends.sql.aggregates import find_aggregates
 
     group = _positions_resolved(node.args["group"], node, src)
-    every: list[exp.Expression] = []
-    for st in _product([_element_sets(g, src) for g in group.expressions]):
-        for k in st:
-            if not any(_same(k, e) for e in every):
-                every.append(k)
+    _, every = _sets(group, node, src)
     order = node.args.get("order")
     exprs = [*texts, *(order.expressions if order is not None else [])]
     aggs = find_aggregates(exprs)
