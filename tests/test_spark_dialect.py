@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import dbspark
-from dbspark.errors import DbsparkError, UnsupportedError
+from dbspark.errors import DbsparkError, SchemaError, UnsupportedError
 from dbspark.frontends.sql.spark import to_duckdb
 from dbspark.testing.sql_oracle import compare_frames, view_frame
 
@@ -55,7 +55,15 @@ WINDOWS = [
     "row_number()", "rank()", "dense_rank()", "percent_rank()", "cume_dist()", "ntile(2)", "lag(a)",
     "lead(b, 1, 0)", "first_value(s)", "last_value(b)", "sum(b)", "count(*)", "max(x)",
 ]  # fmt: skip
-GROUPINGS = ["grouping(s)", "grouping(k2)"]
+GROUPINGS = ["grouping(s)", "grouping(k2)", "grouping_id(s, k2)", "grouping_id()"]
+GROUP_FORMS = [  # the standard's and Spark's (Hive's) spellings
+    "ROLLUP (s, a % 2)",
+    "CUBE (s, a % 2)",
+    "s, a % 2 WITH ROLLUP",
+    "s, a % 2 WITH CUBE",
+    "s, a % 2 GROUPING SETS ((s, a % 2), (s), ())",
+    "s, a % 2 GROUPING SETS ((a % 2, s), (s))",
+]
 JOINS = ["LEFT SEMI JOIN", "LEFT ANTI JOIN", "JOIN", "LEFT JOIN"]
 
 
@@ -66,7 +74,8 @@ def queries(draw: st.DrawFn) -> str:
     if shape == "rollup":
         agg = draw(st.sampled_from(AGGS))
         g = draw(st.sampled_from(GROUPINGS)).replace("k2", "a % 2")
-        return f"SELECT s, a % 2 AS k2, {agg} AS g, {g} AS gs FROM t{where} GROUP BY ROLLUP (s, a % 2)"
+        group = draw(st.sampled_from(GROUP_FORMS))
+        return f"SELECT s, a % 2 AS k2, {agg} AS g, {g} AS gs FROM t{where} GROUP BY {group}"
     if shape == "group":
         key = draw(st.sampled_from(["s", "a", "a % 3", "nvl(s, 'z')", "month(dt)"]))
         aggs = draw(st.lists(st.sampled_from(AGGS), min_size=1, max_size=3, unique=True))
@@ -133,6 +142,16 @@ def spark_answer(spark: Any, rows: list[tuple], others: list[tuple], query: str)
     ],
     others=[],
 )
+# Spark's GROUPING SETS after the keys are the sets listed, not a product with the keys (DuckDB's reading
+# of the same text): a wrong answer before the translation wrote them in the standard's form
+@example(
+    query="SELECT s, a % 2 AS k2, COUNT(*) AS g, grouping_id() AS gs FROM t GROUP BY s, a % 2 "
+    "GROUPING SETS ((s, a % 2), (s), ())",
+    steps=[
+        ([(1, 1, "a", None, None, None), (2, 1, "a", None, None, None), (3, 0, "b", None, None, None)], 0)
+    ],
+    others=[],
+)
 def test_spark_sql_text_matches_spark_sql(
     spark_engine: Any, engine: str, query: str, steps: list, others: list
 ) -> None:
@@ -177,6 +196,16 @@ def test_the_translation_spells_spark_in_duckdb() -> None:
     assert out.splitlines()[2].startswith("CREATE VIEW v AS SELECT COALESCE(\"my col\", 'x') FROM t")
     assert "ORDER BY a NULLS FIRST" in out  # Spark's NULL order, spelled out
     assert "a / 2" in to_duckdb("SELECT a / 2 FROM t")  # a non-zero constant divisor needs no check
+
+
+def test_grouping_id_names_every_grouping_column() -> None:
+    """Spark's grouping_id() takes every grouping column in order, or none (all of them); another list is
+    Spark's analysis error, refused when the view is defined."""
+    p = dbspark.Pipeline(engine="local")
+    with pytest.raises(SchemaError, match=r"names every grouping column in order \(a, b\)"):
+        p.sql(
+            f"{SMALL}; CREATE VIEW v AS SELECT grouping_id(b) FROM t GROUP BY a, b WITH CUBE", dialect="spark"
+        )
 
 
 def test_a_decimal_divided_by_an_integer_column_is_refused() -> None:

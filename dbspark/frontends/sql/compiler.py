@@ -106,6 +106,7 @@ class Compiler:
     def query(self, node: exp.Expression, outer: Scope | None = None) -> Rel:
         """A query expression (SELECT, set operation, parenthesized query) as a relation."""
         if isinstance(node, exp.Select) and grouping_sets.present(node):  # a UNION ALL of plain GROUP BYs
+            node = grouping_sets.standard(node)
             windowed = grouping_sets.over_windows(node, self.src)  # windows over every set's rows
             if windowed is not None:
                 return self.query(windowed, outer)

@@ -32,12 +32,34 @@ from dbspark.frontends.sql.scope import canonical
 MAX_CUBE = 8  # keys in one CUBE: 2^8 = 256 branches
 
 
+HIVE = ("rollup", "cube", "grouping_sets")  # `GROUP BY a, b WITH ROLLUP | WITH CUBE | GROUPING SETS (...)`
+
+
 def present(node: exp.Select) -> bool:
     group = node.args.get("group")
     if group is None:
         return False
     sets = any(isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)) for g in group.expressions)
-    return sets or node.find(exp.Grouping, exp.GroupingId) is not None
+    return sets or any(group.args.get(k) for k in HIVE) or node.find(exp.Grouping, exp.GroupingId) is not None
+
+
+def standard(node: exp.Select) -> exp.Select:
+    """The query with Spark's (Hive's, MySQL's) forms written as the standard's: `GROUP BY a, b WITH
+    ROLLUP` is `GROUP BY ROLLUP (a, b)`, `WITH CUBE` a CUBE, and `GROUP BY a, b GROUPING SETS ((a), ())`
+    the sets listed (the keys before them only declare what the sets may use)."""
+    group = node.args.get("group")
+    if group is None or not any(group.args.get(k) for k in HIVE):
+        return node
+    keys = [k.copy() for k in group.expressions]
+    if group.args.get("grouping_sets"):
+        elems: list[exp.Expression] = [g.copy() for g in group.args["grouping_sets"]]
+    elif group.args.get("cube"):
+        elems = [exp.Cube(expressions=keys)]
+    else:
+        elems = [exp.Rollup(expressions=keys)]
+    out = node.copy()
+    out.set("group", exp.Group(expressions=elems))
+    return out
 
 
 def expand(node: exp.Select, src: Source) -> tuple[exp.Expression, list[exp.Select], list[frozenset[int]]]:

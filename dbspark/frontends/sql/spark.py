@@ -34,6 +34,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.tokens import TokenType
 
 from dbspark.errors import ParseError
+from dbspark.frontends.sql import grouping_sets
 from dbspark.frontends.sql.parse import Source, syntax_error
 from dbspark.frontends.sql.spark_functions import translate_functions
 
@@ -78,6 +79,35 @@ def _refused(node: exp.Expression, src: Source) -> exp.Expression:
     if isinstance(node, exp.Lateral) and node.args.get("view"):
         src.unsupported("LATERAL VIEW (explode and the other generators) in Spark's dialect", node)
     return node
+
+
+def _standard_groups(node: exp.Expression, src: Source) -> exp.Expression:
+    """`GROUP BY a, b WITH ROLLUP | WITH CUBE | GROUPING SETS (...)` in the standard's form, which DuckDB
+    reads alike (written as it is, `GROUP BY a, b, GROUPING SETS (...)` would be their product); Spark's
+    grouping_id() names every grouping column, in order (its arguments may be left out)."""
+    if not isinstance(node, exp.Select) or node.args.get("group") is None:
+        return node
+    group = node.args["group"]
+    keys = list(group.expressions) if any(group.args.get(k) for k in grouping_sets.HIVE) else []
+    if not keys:
+        for e in group.expressions:
+            for k in e.expressions if isinstance(e, (exp.Rollup, exp.Cube, exp.GroupingSets)) else [e]:
+                for x in (
+                    k.expressions if isinstance(k, exp.Tuple) else [k.this if isinstance(k, exp.Paren) else k]
+                ):
+                    if all(x != y for y in keys):
+                        keys.append(x)
+    texts = [k.sql(dialect="spark") for k in keys]
+    for g in node.find_all(exp.GroupingId):
+        if not g.expressions:
+            g.set("expressions", [k.copy() for k in keys])
+        elif [a.sql(dialect="spark") for a in g.expressions] != texts:
+            src.schema_error(
+                f"{g.sql(dialect='spark')}: Spark's grouping_id() names every grouping column in order "
+                f"({', '.join(texts)}), or none",
+                g,
+            )
+    return grouping_sets.standard(node)
 
 
 def _semi_anti_joins(node: exp.Expression, src: Source) -> exp.Expression:
@@ -131,7 +161,10 @@ def to_duckdb(text: str) -> str:
     try:
         src = Source(text, "spark")
         sqls = [
-            translate_functions(st.transform(_refused, src).transform(_semi_anti_joins, src), src)
+            translate_functions(
+                st.transform(_refused, src).transform(_semi_anti_joins, src).transform(_standard_groups, src),
+                src,
+            )
             .transform(_checked_divisor)
             .sql(dialect="duckdb")
             for st in statements

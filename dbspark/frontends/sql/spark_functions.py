@@ -37,7 +37,7 @@ SAME: frozenset[type[exp.Expression]] = frozenset(
         exp.Second,
         # aggregates
         exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev, exp.StddevSamp, exp.StddevPop,
-        exp.Variance, exp.VariancePop, exp.Median, exp.Grouping, exp.LogicalAnd, exp.LogicalOr,
+        exp.Variance, exp.VariancePop, exp.Median, exp.Grouping, exp.GroupingId, exp.LogicalAnd, exp.LogicalOr,
         exp.BitwiseAndAgg, exp.BitwiseOrAgg, exp.BitwiseXorAgg,
         # window functions
         exp.RowNumber, exp.Rank, exp.DenseRank, exp.PercentRank, exp.CumeDist, exp.Ntile, exp.Lag,
