@@ -283,6 +283,10 @@ def without_distinct_from(sql: str) -> str:
 
 
 # ---- the oracle --------------------------------------------------------------------------------------
+class OracleUnavailable(Exception):
+    """DuckDB cannot answer (its own internal error): the case says nothing about dbspark."""
+
+
 class SqlOracle:
     """The pipeline's tables in an in-memory DuckDB database; views checked against DuckDB's answers."""
 
@@ -416,7 +420,12 @@ class SqlOracle:
 
     # ---- answers ---------------------------------------------------------------------------------
     def query(self, sql: str) -> pl.DataFrame:
-        return self.con.execute(sql).pl()
+        try:
+            return self.con.execute(sql).pl()
+        except duckdb.InternalException as e:
+            # an assertion failing inside DuckDB (1.5.5 fails to bind some 4-cycles of joins under an IS
+            # DISTINCT FROM: `Failed to bind column reference`): no answer to check against
+            raise OracleUnavailable(f"DuckDB's internal error on {sql!r}: {str(e).splitlines()[0]}") from e
 
     def expected(self, view: str) -> pl.DataFrame:
         """DuckDB's answer for a view on the current tables."""
