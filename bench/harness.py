@@ -192,6 +192,90 @@ def median_range(s: dict[str, float]) -> str:
     return f"{fmt_s(s['median'])} [{fmt_s(s['min'])}..{fmt_s(s['max'])}]"
 
 
+def insert_delete_changes(
+    rng: Any, make: Callable[[Any, Any], pl.DataFrame], n: int, steps: int, change: int
+) -> tuple[pl.DataFrame, list[tuple[pl.DataFrame, pl.DataFrame]]]:
+    """n initial rows `make(rng, ids)` (ids 0..n-1) and per step `change` / 2 new rows (fresh ids) to insert
+    and as many present rows to delete (initial rows, in a random order, each deleted once)."""
+    import numpy as np
+
+    init = make(rng, np.arange(n))
+    order = rng.permutation(n)
+    half = change // 2
+    changes = []
+    for i in range(steps):
+        ins = make(rng, np.arange(n + i * half, n + (i + 1) * half))
+        changes.append((ins, init[order[i * half : (i + 1) * half]]))
+    return init, changes
+
+
+def timed_steps(
+    label: str, load: Callable[[], None], step: Callable[[int], pl.DataFrame], steps: int, warmup: int
+) -> dict[str, Any]:
+    """A dbspark system's load (timed) and `steps` steps (`step(i)` applies change i and returns the view),
+    wall and this process's CPU per step after the first `warmup`; the views kept for `verify`."""
+    collect()
+    with phase(f"{label}: load"), Timer() as t:
+        load()
+    wall, cpu, views = [], [], []
+    with phase(f"{label}: {steps} steps"):
+        for i in range(steps):
+            c0, t0 = time.process_time(), time.perf_counter()
+            view = step(i)
+            t1, c1 = time.perf_counter(), time.process_time()
+            if i >= warmup:
+                wall.append(t1 - t0)
+                cpu.append(c1 - c0)
+            views.append(view)
+    return {
+        "load_s": t.s,
+        "step_s": wall,
+        "cpu_s": cpu,
+        "wall": stats(wall),
+        "cpu": stats(cpu),
+        "views": views,
+    }
+
+
+def duck_table(con: Any, name: str, frame: pl.DataFrame) -> None:
+    """A DuckDB table `name` holding `frame`."""
+    con.register("__src", frame.to_arrow())
+    con.execute(f"CREATE TABLE {name} AS SELECT * FROM __src")
+    con.unregister("__src")
+
+
+def versus_cells(a: Mapping[str, Any], b: Mapping[str, Any], duck: Mapping[str, Any]) -> list[str]:
+    """A table's cells for system `a` against `b` and a DuckDB recompute, from their `stats`: a's and b's
+    median [min..max] step and median CPU, b / a in wall and CPU, DuckDB's median and DuckDB / a."""
+    return [
+        median_range(a["wall"]),
+        fmt_s(a["cpu"]["median"]),
+        median_range(b["wall"]),
+        fmt_s(b["cpu"]["median"]),
+        fmt_x(ratio(b["wall"]["median"], a["wall"]["median"])),
+        fmt_x(ratio(b["cpu"]["median"], a["cpu"]["median"])),
+        fmt_s(duck["wall"]["median"]),
+        fmt_x(ratio(duck["wall"]["median"], a["wall"]["median"])),
+    ]
+
+
+def versus_headers(a: str, b: str) -> list[str]:
+    """The headers of `versus_cells`' columns, systems named `a` and `b`."""
+    return [a, "(CPU)", b, "(CPU)", f"{b} / {a}", "(CPU)", "duckdb recompute", f"duckdb / {a}"]
+
+
+def step_series(sizes: Sequence[int], per: Mapping[str, Any], systems: Sequence[str]) -> dict[str, Any]:
+    """The plot's series of median step time by size: each dbspark system's and DuckDB's recompute."""
+    series = {f"dbspark {s}": (sizes, [per[str(n)][s]["wall"]["median"] for n in sizes], {}) for s in systems}
+    series["duckdb recompute"] = (sizes, [per[str(n)]["duckdb"]["wall"]["median"] for n in sizes], {})
+    return series
+
+
+def step_params(sizes: Sequence[int], steps: int, warmup: int, change: int, seed: int) -> dict[str, Any]:
+    """The parameters of a run of timed steps (steps after the warm-up ones)."""
+    return {"sizes": sizes, "steps": steps - warmup, "warmup": warmup, "change_rows": change, "seed": seed}
+
+
 def counts_frame(d: Mapping[Any, int], key: str = "g", value: str = "n") -> pl.DataFrame:
     """{key: count} (zero counts dropped) as a two-column Int64 frame."""
     items = [(k, v) for k, v in d.items() if v]

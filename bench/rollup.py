@@ -52,15 +52,7 @@ def _rows(rng: np.random.Generator, ids: np.ndarray) -> pl.DataFrame:
 
 
 def _prepare(n: int, steps: int) -> tuple[pl.DataFrame, list[tuple[pl.DataFrame, pl.DataFrame]]]:
-    rng = np.random.default_rng(SEED + n)
-    init = _rows(rng, np.arange(n))
-    order = rng.permutation(n)
-    half = CHANGE // 2
-    changes = []
-    for i in range(steps):
-        ins = _rows(rng, np.arange(n + i * half, n + (i + 1) * half))
-        changes.append((ins, init[order[i * half : (i + 1) * half]]))
-    return init, changes
+    return h.insert_delete_changes(np.random.default_rng(SEED + n), _rows, n, steps, CHANGE)
 
 
 def _dbspark(system: str, init: pl.DataFrame, changes: list, n: int) -> dict[str, Any]:
@@ -71,33 +63,22 @@ def _dbspark(system: str, init: pl.DataFrame, changes: list, n: int) -> dict[str
         p.sql(DDL)
     finally:
         grouping_levels.SHARED = before
-    h.collect()
-    with h.phase(f"{system} n={n:,}: load"), h.Timer() as load:
+
+    def step(i: int) -> pl.DataFrame:
+        ins, dele = changes[i]
+        p.insert("t", ins.drop("id"))
+        p.delete("t", dele.drop("id"))
+        p.step()
+        return p.view("v").to_polars().drop("weight")
+
+    def load() -> None:
         p.insert("t", init.drop("id"))
         p.step()
-    wall, cpu, seen = [], [], []
-    with h.phase(f"{system} n={n:,}: {len(changes)} steps"):
-        for i, (ins, dele) in enumerate(changes):
-            c0, t0 = time.process_time(), time.perf_counter()
-            p.insert("t", ins.drop("id"))
-            p.delete("t", dele.drop("id"))
-            p.step()
-            t1, c1 = time.perf_counter(), time.process_time()
-            if i >= WARMUP:
-                wall.append(t1 - t0)
-                cpu.append(c1 - c0)
-            seen.append(p.view("v").to_polars().drop("weight"))
-    state = p.state_rows()
+
+    out = h.timed_steps(f"{system} n={n:,}", load, step, len(changes), WARMUP)
+    out["state_rows"] = p.state_rows()
     p.close()
-    return {
-        "load_s": load.s,
-        "step_s": wall,
-        "cpu_s": cpu,
-        "wall": h.stats(wall),
-        "cpu": h.stats(cpu),
-        "state_rows": state,
-        "views": seen,
-    }
+    return out
 
 
 def run_size(n: int, steps: int) -> dict[str, Any]:
@@ -106,9 +87,7 @@ def run_size(n: int, steps: int) -> dict[str, Any]:
     for system in SYSTEMS:
         out[system] = _dbspark(system, init, changes, n)
     con = duckdb.connect()
-    con.register("src", init.to_arrow())
-    con.execute("CREATE TABLE t AS SELECT * FROM src")
-    con.unregister("src")
+    h.duck_table(con, "t", init)
     duck, duck_cpu = [], []
     with h.phase(f"n={n:,}: duckdb {len(changes)} steps"):
         for i, (ins, dele) in enumerate(changes):
@@ -138,14 +117,7 @@ def run(quick: bool) -> dict:
         rows.append(
             [
                 f"{n:,}",
-                h.median_range(lv["wall"]),
-                h.fmt_s(lv["cpu"]["median"]),
-                h.median_range(sp["wall"]),
-                h.fmt_s(sp["cpu"]["median"]),
-                h.fmt_x(h.ratio(sp["wall"]["median"], lv["wall"]["median"])),
-                h.fmt_x(h.ratio(sp["cpu"]["median"], lv["cpu"]["median"])),
-                h.fmt_s(d["wall"]["median"]),
-                h.fmt_x(h.ratio(d["wall"]["median"], lv["wall"]["median"])),
+                *h.versus_cells(lv, sp, d),
                 f"{lv['load_s']:.2f} / {sp['load_s']:.2f} s",
                 f"{lv['state_rows']:,} / {sp['state_rows']:,}",
             ]
@@ -155,30 +127,15 @@ def run(quick: bool) -> dict:
         f"deletes), median step [min..max] of {steps - WARMUP}",
         [
             "rows",
-            "levels",
-            "(CPU)",
-            "separate",
-            "(CPU)",
-            "separate / levels",
-            "(CPU)",
-            "duckdb recompute",
-            "duckdb / levels",
+            *h.versus_headers("levels", "separate"),
             "load: levels / separate",
             "state rows: levels / separate",
         ],
         rows,
     )
-    series = {
-        f"dbspark {s}": (sizes, [per[str(n)][s]["wall"]["median"] for n in sizes], {}) for s in SYSTEMS
-    } | {"duckdb recompute": (sizes, [per[str(n)]["duckdb"]["wall"]["median"] for n in sizes], {})}
+    series = h.step_series(sizes, per, SYSTEMS)
     return {
-        "params": {
-            "sizes": sizes,
-            "steps": steps - WARMUP,
-            "warmup": WARMUP,
-            "change_rows": CHANGE,
-            "seed": SEED,
-        },
+        "params": h.step_params(sizes, steps, WARMUP, CHANGE, SEED),
         "sizes": per,
         "table": text,
         "plot": [{"title": "median step time vs rows", "series": series, "xlabel": "rows", "logx": True}],

@@ -15,7 +15,6 @@ each other.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import duckdb
@@ -36,17 +35,14 @@ PRODMOD = dbspark.UserAggregate("prodmod", f=lambda x: x % P or 1, g=lambda a, b
 SYSTEMS = ("trees", "refold")
 
 
+def _rows(rng: np.random.Generator, ids: np.ndarray) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"id": ids, "g": np.zeros(len(ids), np.int64), "x": rng.integers(0, 1 << 40, len(ids))}
+    )
+
+
 def _prepare(n: int, steps: int) -> tuple[pl.DataFrame, list[tuple[pl.DataFrame, pl.DataFrame]]]:
-    rng = np.random.default_rng(SEED + n)
-    init = pl.DataFrame({"id": np.arange(n), "g": np.zeros(n, np.int64), "x": rng.integers(0, 1 << 40, n)})
-    order = rng.permutation(n)
-    half = CHANGE // 2
-    changes = []
-    for i in range(steps):
-        ids = np.arange(n + i * half, n + (i + 1) * half)
-        ins = pl.DataFrame({"id": ids, "g": np.zeros(half, np.int64), "x": rng.integers(0, 1 << 40, half)})
-        changes.append((ins, init[order[i * half : (i + 1) * half]]))
-    return init, changes
+    return h.insert_delete_changes(np.random.default_rng(SEED + n), _rows, n, steps, CHANGE)
 
 
 def _dbspark(system: str, init: pl.DataFrame, frames: list[pl.DataFrame], n: int) -> dict[str, Any]:
@@ -59,29 +55,17 @@ def _dbspark(system: str, init: pl.DataFrame, frames: list[pl.DataFrame], n: int
         rt = c.run("local")
     finally:
         scan_fold.TREES = before
-    h.collect()
-    with h.phase(f"{system} n={n:,}: load"), h.Timer() as load:
+
+    def step(i: int) -> pl.DataFrame:
+        rt.push("a", frames[i])
+        rt.step()
+        return rt.view("v").to_polars().drop("weight")
+
+    def load() -> None:
         rt.push("a", init.drop("id"), 1)
         rt.step()
-    wall, cpu, seen = [], [], []
-    with h.phase(f"{system} n={n:,}: {len(frames)} steps"):
-        for i, f in enumerate(frames):
-            c0, t0 = time.process_time(), time.perf_counter()
-            rt.push("a", f)
-            rt.step()
-            t1, c1 = time.perf_counter(), time.process_time()
-            if i >= WARMUP:
-                wall.append(t1 - t0)
-                cpu.append(c1 - c0)
-            seen.append(rt.view("v").to_polars().drop("weight"))
-    return {
-        "load_s": load.s,
-        "step_s": wall,
-        "cpu_s": cpu,
-        "wall": h.stats(wall),
-        "cpu": h.stats(cpu),
-        "views": seen,
-    }
+
+    return h.timed_steps(f"{system} n={n:,}", load, step, len(frames), WARMUP)
 
 
 def run_size(n: int, steps: int) -> dict[str, Any]:
@@ -99,9 +83,7 @@ def run_size(n: int, steps: int) -> dict[str, Any]:
     for system in SYSTEMS:
         out[system] = _dbspark(system, init, frames, n)
     con = duckdb.connect()
-    con.register("src", init.to_arrow())
-    con.execute("CREATE TABLE a AS SELECT * FROM src")
-    con.unregister("src")
+    h.duck_table(con, "a", init)
     duck = []
     with h.phase(f"n={n:,}: duckdb {len(changes)} steps"):
         for i, (ins, dele) in enumerate(changes):
@@ -134,14 +116,7 @@ def run(quick: bool) -> dict:
         rows.append(
             [
                 f"{n:,}",
-                h.median_range(t["wall"]),
-                h.fmt_s(t["cpu"]["median"]),
-                h.median_range(f["wall"]),
-                h.fmt_s(f["cpu"]["median"]),
-                h.fmt_x(h.ratio(f["wall"]["median"], t["wall"]["median"])),
-                h.fmt_x(h.ratio(f["cpu"]["median"], t["cpu"]["median"])),
-                h.fmt_s(d["wall"]["median"]),
-                h.fmt_x(h.ratio(d["wall"]["median"], t["wall"]["median"])),
+                *h.versus_cells(t, f, d),
             ]
         )
     text = h.table(
@@ -149,28 +124,13 @@ def run(quick: bool) -> dict:
         f"an inverse, {CHANGE}-row changes (half deletes), median step [min..max] of {steps - WARMUP}",
         [
             "rows",
-            "scan trees",
-            "(CPU)",
-            "refold the group",
-            "(CPU)",
-            "refold / trees",
-            "(CPU)",
-            "duckdb recompute",
-            "duckdb / trees",
+            *h.versus_headers("scan trees", "refold the group"),
         ],
         rows,
     )
-    series = {
-        f"dbspark {s}": (sizes, [per[str(n)][s]["wall"]["median"] for n in sizes], {}) for s in SYSTEMS
-    } | {"duckdb recompute": (sizes, [per[str(n)]["duckdb"]["wall"]["median"] for n in sizes], {})}
+    series = h.step_series(sizes, per, SYSTEMS)
     return {
-        "params": {
-            "sizes": sizes,
-            "steps": steps - WARMUP,
-            "warmup": WARMUP,
-            "change_rows": CHANGE,
-            "seed": SEED,
-        },
+        "params": h.step_params(sizes, steps, WARMUP, CHANGE, SEED),
         "sizes": per,
         "table": text,
         "plot": [

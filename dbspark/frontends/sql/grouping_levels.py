@@ -58,6 +58,7 @@ class Levels:
     source: Rel | None = None
     shared: bool | None = None  # decided on the first aggregate: whether coarse sets fold finer ones
     kinds: dict[str, str] = field(default_factory=dict)  # an aggregate's column: how a level folds it
+    aggregates: list[exp.Expression] | None = None  # every branch's, once (`_every_aggregate`)
     done: dict[frozenset[int], tuple[Rel, Scope]] = field(default_factory=dict)
 
     def root(self) -> int | None:
@@ -133,12 +134,14 @@ def _kind(a: exp.Expression) -> str | None:
 def _every_aggregate(c: Compiler, levels: Levels, rel: Rel) -> list[exp.Expression]:
     """The aggregates of every branch's SELECT list and HAVING (the Spark dialect's empty set adds a
     COUNT(*)), each once."""
-    exprs: list[exp.Expression] = []
-    for b in levels.branches:
-        exprs += [e for _, e in c.select_items(b, rel)]
-        if b.args.get("having") is not None:
-            exprs.append(b.args["having"].this)
-    return find_aggregates(exprs)
+    if levels.aggregates is None:
+        exprs: list[exp.Expression] = []
+        for b in levels.branches:
+            exprs += [e for _, e in c.select_items(b, rel)]
+            if b.args.get("having") is not None:
+                exprs.append(b.args["having"].this)
+        levels.aggregates = find_aggregates(exprs)
+    return levels.aggregates
 
 
 def _level(c: Compiler, levels: Levels, i: int, rel: Rel, scope: Scope) -> tuple[Rel, Scope]:
@@ -150,9 +153,9 @@ def _level(c: Compiler, levels: Levels, i: int, rel: Rel, scope: Scope) -> tuple
     if i == root:
         node = levels.branches[root]
         items = c.select_items(node, rel)
-        extra = [("", a) for a in _every_aggregate(c, levels, rel)]
-        out, post, _ = aggregate(c, node, rel, scope, items + extra)
-        for a in find_aggregates([e for _, e in extra]):
+        every = _every_aggregate(c, levels, rel)
+        out, post, _ = aggregate(c, node, rel, scope, items + [("", a) for a in every])
+        for a in every:
             kind = _kind(a)
             assert kind is not None
             levels.kinds[post.computed[bound(a, scope)]] = kind

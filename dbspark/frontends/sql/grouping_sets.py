@@ -151,14 +151,12 @@ def over_windows(node: exp.Select, src: Source) -> exp.Select | None:
                 "aggregate function",
                 e,
             )
-        new = e.copy()
-        for arg, v in list(new.args.items()):
-            if isinstance(v, exp.Expression):
-                window_fn = isinstance(new, exp.Window) and arg == "this"
-                new.set(arg, _window_fn(v, mapped) if window_fn else mapped(v))
-            elif isinstance(v, list):
-                new.set(arg, [mapped(x) if isinstance(x, exp.Expression) else x for x in v])
-        return new
+        # a window's own function (`SUM(...) OVER`) is no aggregate of the grouping: its arguments are mapped
+        window = isinstance(e, exp.Window)
+        return _each_child(
+            e,
+            lambda arg, x: _each_child(x, lambda _, y: mapped(y)) if window and arg == "this" else mapped(x),
+        )
 
     outputs: dict[str, exp.Expression | None] = {}  # none in the SELECT list; ORDER BY reads the outputs
     items = [
@@ -182,36 +180,23 @@ def over_windows(node: exp.Select, src: Source) -> exp.Select | None:
     return out
 
 
-def _window_fn(fn: exp.Expression, mapped: Callable[[exp.Expression], exp.Expression]) -> exp.Expression:
-    """A window's function (`SUM(...) OVER`, not an aggregate of the grouping) with its arguments mapped."""
-    new = fn.copy()
-    for k, v in list(new.args.items()):
+def _each_child(e: exp.Expression, f: Callable[[str, exp.Expression], exp.Expression]) -> exp.Expression:
+    """A copy of `e` with each child expression x (of argument `arg`, or in its list) as f(arg, x)."""
+    new = e.copy()
+    for arg, v in list(new.args.items()):
         if isinstance(v, exp.Expression):
-            new.set(k, mapped(v))
+            new.set(arg, f(arg, v))
         elif isinstance(v, list):
-            new.set(k, [mapped(x) if isinstance(x, exp.Expression) else x for x in v])
+            new.set(arg, [f(arg, x) if isinstance(x, exp.Expression) else x for x in v])
     return new
 
 
 def _positions_resolved(g: exp.Expression, node: exp.Select, src: Source) -> exp.Expression:
     """A GROUP BY clause with each key written as a position (`ROLLUP (1, 2)`) the SELECT item it names."""
-    new = g.copy()
-    for k, v in list(new.args.items()):
-        if isinstance(v, list):
-            new.set(
-                k,
-                [
-                    _positions_resolved(x, node, src)
-                    if isinstance(x, (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple, exp.Paren))
-                    else _at(x, node, src)
-                    if isinstance(x, exp.Expression)
-                    else x
-                    for x in v
-                ],
-            )
-        elif isinstance(v, exp.Expression) and isinstance(new, exp.Paren):
-            new.set(k, _at(v, node, src))
-    return new
+    sets = (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple, exp.Paren)
+    return _each_child(
+        g, lambda _, x: _positions_resolved(x, node, src) if isinstance(x, sets) else _at(x, node, src)
+    )
 
 
 def _element_sets(g: exp.Expression, src: Source) -> list[list[exp.Expression]]:
@@ -325,13 +310,4 @@ def _rewrite(
         return e.copy()
     if isinstance(e, AGGREGATES) or isinstance(e, (exp.Subquery, exp.Select, exp.Exists)):
         return e.copy()
-    new = e.copy()
-    for k, v in list(new.args.items()):
-        if isinstance(v, exp.Expression):
-            new.set(k, _rewrite(v, keys, every, left_out, src))
-        elif isinstance(v, list):
-            new.set(
-                k,
-                [_rewrite(x, keys, every, left_out, src) if isinstance(x, exp.Expression) else x for x in v],
-            )
-    return new
+    return _each_child(e, lambda _, x: _rewrite(x, keys, every, left_out, src))
