@@ -13,7 +13,8 @@ columnar joins and as the first step of a maintained view (`stream_multijoin` ag
 edges, 50 inserts), per batch: the multiway join's change (`multijoin`) against the binary delta-join
 plan of the same view (DBSP's `join` chain), the multiway join maintained by sensitivity indices
 (`maintenance="sensitivity"`, with the trace edit distance beside: the intervals the change oracle
-matched and those the regions' evaluation recorded) and against recomputing the listing (the leapfrog join and
+matched and those the regions' evaluation recorded), the delta join over indexed tries, a variable
+order per change (`maintenance="indexed"`), and against recomputing the listing (the leapfrog join and
 DuckDB from scratch), with the batch's output change (rows of the view that changed: the edit distance
 of the result) beside the time. Wall and process CPU, median over the batches; the views are checked
 equal after the last batch.
@@ -126,6 +127,7 @@ def incremental(e: pl.DataFrame, duck: Any, batches: int, seed: int, run_binary:
     rng = np.random.default_rng(seed + 1)
     plans = {"multijoin": circuit(True, stream=False).run()}
     plans["sensitivity"] = circuit(True, stream=False, maintenance="sensitivity").run()
+    plans["indexed"] = circuit(True, stream=False, maintenance="indexed").run()
     if run_binary:
         plans["delta_join"] = circuit(False, stream=False).run()
     loads = {}
@@ -163,6 +165,7 @@ def incremental(e: pl.DataFrame, duck: Any, batches: int, seed: int, run_binary:
             {k: int(maintained.last.get(k, -1)) for k in ("surgery", "matched", "recorded", "regions")}
         )  # type: ignore[call-overload]
         assert outs["sensitivity"]["v"].to_dict() == outs["multijoin"]["v"].to_dict()
+        assert outs["indexed"]["v"].to_dict() == outs["multijoin"]["v"].to_dict()
         if "delta_join" in outs:
             assert outs["delta_join"]["v"].to_dict() == outs["multijoin"]["v"].to_dict()
         cur = pl.concat([cur.join(dele, on=["x", "y"], how="anti"), ins])
@@ -227,6 +230,15 @@ def report(results: list[dict[str, Any]]) -> str:
             f"median {med_edit:,.0f} trace edits (intervals matched + recorded), "
             f"{statistics.median(x['regions'] for x in ed):,.0f} oracle regions, "
             f"{statistics.median(x['surgery'] for x in ed):,.0f} surgery operations"
+        )
+        base = inc.get("delta_join", inc["multijoin"])
+        vs = "the binary delta join" if "delta_join" in inc else "the multiway delta join"
+        lines.append(
+            f"  indexed per batch: {base['wall'] / inc['indexed']['wall']:.2f}x {vs} "
+            f"({base['cpu'] / inc['indexed']['cpu']:.2f}x CPU), "
+            f"{inc['recompute_leapfrog']['wall'] / inc['indexed']['wall']:.0f}x the leapfrog recompute, "
+            f"{inc['recompute_duckdb']['wall'] / inc['indexed']['wall']:.0f}x DuckDB's "
+            f"({inc['recompute_duckdb']['cpu'] / inc['indexed']['cpu']:.0f}x CPU)"
         )
         ch = r["incremental"]["view_change_rows"]
         lines.append(

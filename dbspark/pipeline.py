@@ -274,7 +274,9 @@ class Pipeline:
         equalities form a cycle (three or more tables) at once by the leapfrog join, the others by
         binary joins; "leapfrog" or "binary" force one plan (same result); "sensitivity" is "auto" with
         the multiway joins maintained by sensitivity indices instead of delta joins
-        (`operators/maintained_join.py`; same result). See `dbspark.frontends.sql`."""
+        (`operators/maintained_join.py`; same result); "indexed" is "auto" with the delta joins run
+        over the inputs kept as tries, each change's term in its own variable order
+        (`columnar/indexed_delta.py`; same result). See `dbspark.frontends.sql`."""
         from dbspark.frontends.sql import load
 
         with self._declaring():
@@ -299,7 +301,8 @@ class Pipeline:
         4-cycle) at once by the leapfrog join, worst-case optimal, and other bodies by binary joins;
         "leapfrog" or "binary" force one plan for every body outside recursion (same result);
         "sensitivity" is "auto" with the multiway joins maintained by sensitivity indices
-        (`operators/maintained_join.py`; same result)."""
+        (`operators/maintained_join.py`; same result); "indexed" is "auto" with the delta joins over
+        indexed tries (`columnar/indexed_delta.py`; same result)."""
         from dbspark.frontends.datalog import load
 
         with self._declaring():

@@ -23,7 +23,7 @@ from dbspark.operators.closure import Closure, StreamClosure
 from dbspark.operators.distinct import DistinctH, StreamDistinct
 from dbspark.operators.join import StreamJoin, StreamProduct, right_columns
 from dbspark.operators.linear import Filter, FlatMap, Index, Map, Neg, Plus, Ranges, Weigh
-from dbspark.operators.maintained_join import MaintainedMultiJoin
+from dbspark.operators.maintained_join import IndexedMultiJoin, MaintainedMultiJoin
 from dbspark.operators.multijoin import MultiJoinTerm, StreamExistsJoin, StreamMultiJoin, fetch_plan
 from dbspark.operators.numbering import StreamNumber
 from dbspark.operators.time import Delay, Differentiate, Integrate
@@ -180,8 +180,10 @@ class Stream:
         """↑⋈ of this stream and `others` at once, natural: columns of one name are equal (a NULL matches
         nothing), each once in the output, in order of first appearance; weights multiply. Evaluated by
         the leapfrog join, worst-case optimal on cyclic joins (`operators/multijoin.py`). `maintenance`:
-        how its incremental form keeps it, "delta" (the delta join, `multilinear_delta`) or
-        "sensitivity" (sensitivity indices and the change oracle, `operators/maintained_join.py`).
+        how its incremental form keeps it, "delta" (the delta join, `multilinear_delta`),
+        "sensitivity" (sensitivity indices and the change oracle, `operators/maintained_join.py`) or
+        "indexed" (the delta join over the inputs kept as tries, each change's term in its own variable
+        order: `columnar/indexed_delta.py`).
         `project` (with "sensitivity"): the set of the bindings of these columns that some binding of the
         others completes, `distinct(π(⋈))` over inputs of positive weights, by short-circuit evaluation
         (`StreamExistsJoin`)."""
@@ -249,6 +251,10 @@ class Stream:
             maintained = MaintainedMultiJoin(op.inputs, keep)
             maintained.shape([s.shape for s in (self, *others)])  # the inputs' columns checked
             return self.circuit.add(maintained, self, *others)
+        if op.maintenance == "indexed":
+            indexed = IndexedMultiJoin(op.inputs)
+            indexed.shape([s.shape for s in (self, *others)])  # the inputs' columns checked
+            return self.circuit.add(indexed, self, *others)
         return multilinear_delta([self, *others])
 
     def distinct(self) -> Stream:

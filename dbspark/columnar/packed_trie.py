@@ -110,6 +110,19 @@ def unpack(keys: np.ndarray, bits: Sequence[int]) -> list[np.ndarray]:
     return out[::-1]
 
 
+def consolidate_rows(m: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of codes with their weights summed per distinct row, zeros dropped."""
+    if len(w) == 0:
+        return m, w
+    u, inv = np.unique(m, axis=0, return_inverse=True)
+    s = np.zeros(len(u), dtype=np.int64)
+    np.add.at(s, inv.ravel(), w)
+    if np.any(np.abs(np.bincount(inv.ravel(), weights=w.astype(np.float64), minlength=len(u))) > 9.2e18):
+        raise WeightError("weight overflow in a sum of weights (a multiway join's change)")
+    keep = s != 0
+    return u[keep], s[keep]
+
+
 @dataclass(frozen=True)
 class PackedTrie:
     """One version of an atom's trie (see the module docstring)."""

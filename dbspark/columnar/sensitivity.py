@@ -43,10 +43,19 @@ from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.intersections import leapfrog, smallest_leads
 from dbspark.columnar.intervals import IntervalIndex
 from dbspark.columnar.leapfrog import join_variables, matchable, output_schema, variable_order
-from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, PackedTrie, bits_for, find_sorted, pack, unpack
+from dbspark.columnar.packed_trie import (
+    MAX_BITS,
+    Dictionary,
+    PackedTrie,
+    bits_for,
+    consolidate_rows,
+    find_sorted,
+    pack,
+    unpack,
+)
 from dbspark.columnar.regions import Regions, normalize
 from dbspark.columnar.short_circuit import Heads, exists
-from dbspark.errors import SchemaError, WeightError
+from dbspark.errors import SchemaError
 
 
 @dataclass
@@ -190,7 +199,7 @@ class MaintainedJoin:
                 if f.height
                 else np.zeros((0, width), np.int64)
             )
-            out.append(_consolidate(m, f[WEIGHT].to_numpy().astype(np.int64)))
+            out.append(consolidate_rows(m, f[WEIGHT].to_numpy().astype(np.int64)))
         return out, any(len(self.dicts[v]) >= (1 << self.bits[v]) - 1 for v in self.order)
 
     def _rows(self, tries: list[PackedTrie]) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -247,7 +256,7 @@ class MaintainedJoin:
         if overflow:  # a variable outgrew its bits: repack and evaluate everything again
             old_out = self._evaluate(old_tries, self._whole(), None)
             rows = [
-                _consolidate(np.concatenate([r[0], c[0]]), np.concatenate([r[1], c[1]]))
+                consolidate_rows(np.concatenate([r[0], c[0]]), np.concatenate([r[1], c[1]]))
                 for r, c in zip(self._rows(old_tries), changes, strict=True)
             ]
             self._setup(rows)
@@ -532,24 +541,11 @@ class MaintainedJoin:
         return pl.DataFrame([*cols, pl.Series(WEIGHT, rows[:, -1], dtype=pl.Int64)], schema=self.out_schema)
 
 
-def _consolidate(m: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of codes with their weights summed per distinct row, zeros dropped."""
-    if len(w) == 0:
-        return m, w
-    u, inv = np.unique(m, axis=0, return_inverse=True)
-    s = np.zeros(len(u), dtype=np.int64)
-    np.add.at(s, inv.ravel(), w)
-    if np.any(np.abs(np.bincount(inv.ravel(), weights=w.astype(np.float64), minlength=len(u))) > 9.2e18):
-        raise WeightError("weight overflow in a sum of weights (a multiway join's change)")
-    keep = s != 0
-    return u[keep], s[keep]
-
-
 def _difference(new: np.ndarray, old: np.ndarray) -> np.ndarray:
     """new - old as consolidated rows of codes with a last column of weights."""
     rows = np.concatenate([new[:, :-1], old[:, :-1]])
     w = np.concatenate([new[:, -1], -old[:, -1]])
-    m, s = _consolidate(rows, w)
+    m, s = consolidate_rows(rows, w)
     return np.concatenate([m, s[:, None]], axis=1) if len(s) else np.zeros((0, new.shape[1]), dtype=np.int64)
 
 

@@ -1,13 +1,13 @@
 """The multiway join's incremental version: its change telescopes input by input (`multilinear_delta`,
 `circuit/stream.py`; `operators/multijoin.py`), or, under `maintenance="sensitivity"`, it is kept by
 sensitivity indices (`operators/maintained_join.py`), as is the projected join with short-circuit evaluation
-(`StreamExistsJoin`)."""
+(`StreamExistsJoin`); under `maintenance="indexed"`, by the delta join over indexed tries."""
 
 from __future__ import annotations
 
 from dbspark.circuit.circuit import Circuit, Node
 from dbspark.circuit.stream import Stream, multilinear_delta
-from dbspark.operators.maintained_join import MaintainedMultiJoin
+from dbspark.operators.maintained_join import IndexedMultiJoin, MaintainedMultiJoin
 from dbspark.operators.multijoin import StreamExistsJoin, StreamMultiJoin
 
 
@@ -21,4 +21,6 @@ def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
     assert isinstance(n.op, StreamMultiJoin)
     if n.op.maintenance == "sensitivity":
         return dst.add(MaintainedMultiJoin(len(ins)), *ins)
+    if n.op.maintenance == "indexed":
+        return dst.add(IndexedMultiJoin(len(ins)), *ins)
     return multilinear_delta(ins)

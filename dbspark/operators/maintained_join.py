@@ -9,6 +9,11 @@ the two evaluations' traces. Chosen by `maintenance="sensitivity"` on `stream_mu
 (or the front ends' `joins="sensitivity"`). Its state (the tries and the indices) is held in this
 process on both engines: on Spark each step's changes are brought to the driver (a first step over
 large tables is one collect). A checkpoint keeps the inputs' rows; a restore rebuilds the rest.
+
+`IndexedMultiJoin` (`maintenance="indexed"`) is the delta join itself, each change's term a leapfrog join
+in its own variable order over the inputs kept as tries (`columnar/indexed_delta.py`): no trace of the
+evaluation, the other inputs read only through their tries' intersections under the change. Its state
+is held as the sensitivity operator's is, and checkpointed the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dbspark.algebra.zset import WEIGHT, ZSet
+from dbspark.columnar.indexed_delta import IndexedDeltaJoin
 from dbspark.columnar.sensitivity import MaintainedJoin
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.multijoin import check_inputs, projected
@@ -64,5 +70,38 @@ class MaintainedMultiJoin(Operator):
         return state.rows()
 
     def restore(self, kernel: Kernel, state: MaintainedJoin, saved: Any) -> Any:
+        state.step(saved)
+        return state
+
+
+@dataclass(frozen=True)
+class IndexedMultiJoin(Operator):
+    """(↑⋈ of `inputs` Z-sets)^Δ by the delta join over indexed tries, a variable order per change."""
+
+    inputs: int
+    name = "indexed_multijoin"
+    kind = NONLINEAR
+    stateful = True
+
+    @property
+    def arity(self) -> int:  # type: ignore[override]
+        return self.inputs
+
+    def shape(self, ins: list[Shape]) -> Shape:
+        return Shape(check_inputs([Shape(s.schema) for s in ins]))
+
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> IndexedDeltaJoin:
+        return IndexedDeltaJoin([pl.Schema([*s.schema.items(), (WEIGHT, pl.Int64())]) for s in in_shapes])
+
+    def eval(self, kernel: Kernel, state: IndexedDeltaJoin, inputs: list[Any], undo: list) -> Any:
+        changes = [None if kernel.known_empty(v) else kernel.to_local(v).df for v in inputs]
+        if all(c is None or c.height == 0 for c in changes):
+            return kernel.empty(pl.Schema([(c, t) for c, t in state.out_schema.items() if c != WEIGHT]))
+        return kernel.from_local(ZSet(state.step(changes, undo)))
+
+    def checkpoint(self, kernel: Kernel, state: IndexedDeltaJoin) -> Any:
+        return state.rows()
+
+    def restore(self, kernel: Kernel, state: IndexedDeltaJoin, saved: Any) -> Any:
         state.step(saved)
         return state

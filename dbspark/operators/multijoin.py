@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from dbspark.engines.base import Kernel, Value
 
 
-MAINTENANCE = ("delta", "sensitivity")  # see StreamMultiJoin and operators/maintained_join.py
+MAINTENANCE = ("delta", "sensitivity", "indexed")  # see StreamMultiJoin and operators/maintained_join.py
 
 
 def is_cyclic(atoms: Sequence[Sequence[str]]) -> bool:
@@ -130,7 +130,7 @@ class StreamMultiJoin(Operator):
     """The lifted natural join of `inputs` Z-sets (two or more), by the leapfrog join."""
 
     inputs: int
-    maintenance: str = "delta"  # its incremental form: "delta" (the delta join) or "sensitivity"
+    maintenance: str = "delta"  # its incremental form: "delta" (the delta join), "sensitivity" or "indexed"
     name = "stream_multijoin"
     kind = MULTILINEAR
 

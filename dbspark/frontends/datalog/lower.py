@@ -56,7 +56,7 @@ Env = dict[str, Stream]
 
 # how a rule body's atoms are joined: "auto" (the leapfrog join for cyclic bodies of three or more atoms,
 # binary joins for the others), "leapfrog" (every body of two or more connected atoms), "binary"
-JOIN_PLANS = ("auto", "leapfrog", "binary", "sensitivity")
+JOIN_PLANS = ("auto", "leapfrog", "binary", "sensitivity", "indexed")
 
 
 def _and(conds: list[Expr]) -> Expr:
@@ -226,11 +226,12 @@ class RuleLowering:
         """The body's leading atoms joined at once by the leapfrog join (`stream_multijoin`), when the
         plan says so (`JOIN_PLANS`): "auto" for three or more atoms whose variables form a cyclic
         hypergraph, "leapfrog" for any two or more connected atoms, "sensitivity" as "auto" with the join
-        maintained by sensitivity indices (`operators/maintained_join.py`); else (None, steps) as they were."""
+        maintained by sensitivity indices (`operators/maintained_join.py`), "indexed" as "auto" with the
+        delta join over indexed tries (`columnar/indexed_delta.py`); else (None, steps) as they were."""
         n = 0
         while n < len(steps) and steps[n][0] == "atom":
             n += 1
-        auto = self.joins in ("auto", "sensitivity")
+        auto = self.joins in ("auto", "sensitivity", "indexed")
         if self.joins == "binary" or n < 2 or (auto and n < 3):
             return None, steps
         atoms = [a for _, a in steps[:n] if isinstance(a, Atom)]
@@ -240,7 +241,8 @@ class RuleLowering:
             return None, steps
         streams = [self.atom(a) for a in atoms]
         if self.joins != "sensitivity":
-            return streams[0].stream_multijoin(*streams[1:]), steps[n:]
+            maintenance = "indexed" if self.joins == "indexed" else "delta"
+            return streams[0].stream_multijoin(*streams[1:], maintenance=maintenance), steps[n:]
         kept = self.kept(atoms, steps[n:])
         return streams[0].stream_multijoin(*streams[1:], maintenance="sensitivity", project=kept), steps[n:]
 

@@ -8,7 +8,8 @@ lineitem-supplier cycle through the nation key), the relations are joined at onc
 (`Stream.stream_multijoin`), and every field of a class reads the class's column after it. The other
 conditions stay for the filter after the join. `JOIN_PLANS` chooses: "auto" (cyclic pools), "leapfrog"
 (any connected pool of two or more relations), "binary" (never), "sensitivity" (as "auto", the join
-maintained by sensitivity indices: `operators/maintained_join.py`). Not inside a recursive CTE's body
+maintained by sensitivity indices: `operators/maintained_join.py`), "indexed" (as "auto", the delta join
+over the inputs kept as tries, a variable order per change: `columnar/indexed_delta.py`). Not inside a recursive CTE's body
 (its doubly-incremental scope is written for binary joins), nor where a class's columns have different
 types or a relation has two columns of one class (the binary joins cast and compare those).
 """
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
     from dbspark.frontends.sql.compiler import Compiler
     from dbspark.frontends.sql.parse import Source
 
-JOIN_PLANS = ("auto", "leapfrog", "binary", "sensitivity")
+JOIN_PLANS = ("auto", "leapfrog", "binary", "sensitivity", "indexed")
+MAINTAINED = ("sensitivity", "indexed")  # plans that are "auto" with another maintenance of the join
 
 
 def multiway(
@@ -36,7 +38,7 @@ def multiway(
 ) -> tuple[Rel, list[exp.Expression]] | None:
     """The pool's relations joined at once (one relation: every column, in the pool's order of
     relations) and the conditions left to filter it by; None where the plan says binary joins."""
-    auto = c.joins in ("auto", "sensitivity")  # "sensitivity": as auto, maintained by sensitivity indices
+    auto = c.joins == "auto" or c.joins in MAINTAINED
     if c.joins == "binary" or len(rels) < 2 or (auto and len(rels) < 3):
         return None
     if any(r.stream.circuit is not c.p.circuit for r in rels):  # inside a recursive CTE's body
@@ -95,7 +97,7 @@ def multiway(
         items = [(members.get((i, col), col), ir.Col(col)) for col in r.stream.schema]
         streams.append(r.stream.map(*items))
     joined = streams[0].stream_multijoin(
-        *streams[1:], maintenance="sensitivity" if c.joins == "sensitivity" else "delta"
+        *streams[1:], maintenance=c.joins if c.joins in MAINTAINED else "delta"
     )
     # each field of a class reads the class's column (no copies: column pruning narrows the inputs to
     # what is read after the join)
