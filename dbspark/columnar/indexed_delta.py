@@ -40,7 +40,7 @@ import polars as pl
 
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT
-from dbspark.columnar.intersections import smallest_leads
+from dbspark.columnar.intersections import first_keys
 from dbspark.columnar.leapfrog import join_variables, matchable, output_schema, variable_order
 from dbspark.columnar.packed_trie import (
     MAX_BITS,
@@ -114,7 +114,8 @@ class IndexedDeltaJoin:
         # inputs that have had the same rows at every step (by position) share a class, and its tries
         alike = {k: [j for j in range(len(kinds)) if kinds[j] == k] for k in dict.fromkeys(kinds)}
         self.classes: list[tuple[int, ...]] = [tuple(js) for js in alike.values()]
-        self.last: dict[str, object] = {}
+        self.last: dict[str, object] = {}  # the last step's figures: terms, rows, candidates sought, classes
+        self.sought = 0
         self._setup(None)
 
     # -- state ---------------------------------------------------------------------------------------
@@ -196,6 +197,7 @@ class IndexedDeltaJoin:
             new.append({lv: _applied(t, lv, m, w) for lv, t in tries.items()} if len(w) else tries)
         self.tries = new
         parts, rows = [], 0
+        self.sought = 0  # candidates the terms' leaders gave, each sought by the other holders
         for k, (m, w) in enumerate(changes):  # term k: the inputs before k new, those after it old
             if len(w):
                 part = self._term(k, m, w, old)
@@ -205,6 +207,7 @@ class IndexedDeltaJoin:
         self.last = {
             "terms": sum(1 for _, w in changes if len(w)),
             "rows": rows,
+            "sought": self.sought,
             "classes": len(self.classes),
         }
         if not parts:
@@ -304,7 +307,7 @@ class IndexedDeltaJoin:
             v = order[level]
             hs = [j for j in others if v in self.atoms[j]]
             end = np.int64((1 << self.bits[v]) - 1)
-            parent, code, _ = smallest_leads(
+            parent, code, _, _, _, led = first_keys(
                 [tries[j] for j in hs],
                 [depth[j] for j in hs],
                 [keys[j] for j in hs],
@@ -312,7 +315,9 @@ class IndexedDeltaJoin:
                 np.full(len(prefix), end, dtype=np.int64),
                 end,
                 False,
+                None,
             )
+            self.sought += led
             prefix = np.concatenate([prefix[parent], code[:, None]], axis=1)
             weight = weight[parent]
             for j in others:

@@ -125,7 +125,7 @@ def smallest_leads(
     the leapfrog's are (seek [t, v], next [v, v']) and as sound (docs/multiway-joins.md): the leader's
     intervals cover the whole region, and a key the leader has is covered in every other holder by its
     seek. No rounds: a handful of NumPy calls per holder, whatever the keys' number."""
-    b, c, ops, _, _ = first_keys(tries, depth, keys, lo, hi, end, record, None)
+    b, c, ops, _, _, _ = first_keys(tries, depth, keys, lo, hi, end, record, None)
     return b, c, ops
 
 
@@ -138,10 +138,11 @@ def first_keys(
     end: np.int64,
     record: bool,
     limit: int | None,
-) -> tuple[np.ndarray, np.ndarray, Ops, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, Ops, np.ndarray, np.ndarray, int]:
     """`smallest_leads` over the leader's first `limit` keys in each binding's region (all: None), for
     short-circuit evaluation (`lftj-incremental-maintenance.txt` §2.2.1): the emitted pairs and the
-    operations, and per binding the leader's last key taken and whether it has more in the region. The
+    operations, per binding the leader's last key taken and whether it has more in the region, and the
+    number of candidates the leaders gave (each sought by the other holders: the intersections' work). The
     operations cover the region from its start to that last key, as a full evaluation of that part."""
     ops: Ops = []
     k, m = len(tries), len(lo)
@@ -186,4 +187,4 @@ def first_keys(
     last = np.full(m, -1, dtype=np.int64)
     ends = np.cumsum(take) - 1
     last[take > 0] = cand[ends[take > 0]]
-    return rep[keep], cand[keep], ops, last, have > take
+    return rep[keep], cand[keep], ops, last, have > take, len(rep)

@@ -60,7 +60,7 @@ def exists(
     start = lo.copy()
     limit = 1
     while len(active):
-        b, c, ops, last, more = first_keys(
+        b, c, ops, last, more, _ = first_keys(
             [tries[i] for i in hs],
             [depth[i] for i in hs],
             [keys[i][active] for i in hs],
