@@ -36,7 +36,7 @@ def test_a_sample_of_cases_agrees_with_duckdb_on_the_spark_engine(tmp_path: Path
 def test_a_mismatch_is_shrunk_and_written_as_a_regression_test(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def wrong_with_two_views(case: Case, make: Any = None) -> None:
+    def wrong_with_two_views(case: Case, make: Any = None, joins: str = "auto") -> None:
         if len(case.views) >= 2:
             raise AssertionError("view v1 after step 0: dbspark has 1 rows, DuckDB 2")
 
@@ -45,7 +45,7 @@ def test_a_mismatch_is_shrunk_and_written_as_a_regression_test(
     assert result.failure == "view v1 after step 0: dbspark has 1 rows, DuckDB 2"
     assert result.regression == tmp_path / "test_fuzz_7.py" and "seed 7" in str(result)
     text = result.regression.read_text()
-    assert "def test_fuzz_7() -> None:" in text
+    assert "def test_fuzz_7() -> None:" in text and 'joins="auto"' in text
     scope: dict[str, Any] = {}
     exec(compile(text, str(result.regression), "exec"), scope)  # the file is valid, self-contained Python
     case = scope["CASE"]

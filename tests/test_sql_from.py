@@ -60,3 +60,26 @@ def test_a_chain_of_left_joins_equals_duckdb():
     p.sql(ddl)
     first = {f"t{i}": [(1, i), (2, i)] for i in range(n)}
     SqlOracle(ddl).run(p, [(first, {}), ({"t0": [(3, 0)]}, {f"t{n - 1}": [(2, n - 1)]})])
+
+
+TWICE_DDL = "CREATE TABLE r (src BIGINT, dst BIGINT, n BIGINT);"
+TWICE = """
+CREATE VIEW right_twice AS SELECT x0.n, x1.n AS m FROM r AS x0 JOIN r AS x1 ON x0.dst = x1.src AND x0.src = x1.src;
+CREATE VIEW left_twice AS SELECT x0.n, x1.n AS m FROM r AS x0 JOIN r AS x1 ON x0.dst = x1.src AND x0.dst = x1.dst;
+CREATE VIEW both_and_more AS SELECT x0.src, x1.n FROM r AS x0 JOIN r AS x1
+  ON x0.dst = x1.src AND x0.src = x1.src AND x0.n = x1.n;
+CREATE VIEW cycle_twice AS SELECT 0 AS o1 FROM r AS x0 JOIN r AS x1 ON x0.dst = x1.src
+  JOIN r AS x2 ON x1.dst = x2.src AND x2.dst = x0.src AND x0.n = x2.n WHERE (x0.src = x1.src);
+"""
+TWICE_STEPS = [
+    ({"r": [(0, 0, None), (0, 0, None), (0, 0, 1), (1, 1, 2), (1, 0, 2), (0, 1, 2), (1, 1, None)]}, {}),
+    ({"r": [(2, 2, 1), (0, 0, 2)]}, {"r": [(0, 0, None), (1, 1, 2)]}),
+]
+
+
+def test_a_column_joined_to_two_of_the_other_sides_columns(pipeline):
+    """Found by the SQL fuzzer's cyclic family: `x0.dst = x1.src AND x0.src = x1.src` joins one right
+    column to two left ones, and the join's keys named it twice (a raw Polars DuplicateError); those two
+    left columns are equal, a filter before the join (`Stream._join_parts`), one pair keys it."""
+    pipeline.sql(TWICE_DDL + TWICE)
+    SqlOracle(TWICE_DDL + TWICE).run(pipeline, TWICE_STEPS)

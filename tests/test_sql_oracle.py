@@ -179,6 +179,14 @@ def test_cyclic_joins(case: Case) -> None:
 
 
 @LOCAL
+@given(cases("cyclic"))
+def test_cyclic_joins_kept_by_indexed_tries(case: Case) -> None:
+    """The cyclic family under joins="indexed" (`columnar/indexed_delta.py`: the delta join's terms each
+    in its own variable order over tries kept from step to step)."""
+    run_case(case, joins="indexed")
+
+
+@LOCAL
 @given(cases("asof"))
 def test_asof_joins(case: Case) -> None:
     """ASOF [LEFT] JOIN on a key and >=, >, <= or < of an int, DECIMAL, date or timestamp column: the

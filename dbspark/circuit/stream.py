@@ -15,7 +15,7 @@ import polars as pl
 
 from dbspark.errors import SchemaError, UnknownNameError
 from dbspark.ir.aggregate import make_spec
-from dbspark.ir.expr import Expr, Lit, as_expr, as_predicate
+from dbspark.ir.expr import Col, Expr, Lit, as_expr, as_predicate
 from dbspark.ir.schema import to_schema
 from dbspark.operators.aggregate import Aggregate, StreamAggregate
 from dbspark.operators.base import Shape
@@ -160,8 +160,22 @@ class Stream:
         for k in rk:
             if k not in other.schema:
                 raise UnknownNameError(f"join: unknown right key {k!r}; the right stream has {other.columns}")
+        # a column equal to two of the other side's (`x0.dst = x1.src AND x0.src = x1.src`): those two are
+        # equal, a filter of that side (linear: the join's change is the same); one pair keys the join
+        a, b, keep = self, other, []
+        by_left: dict[str, str] = {}
+        by_right: dict[str, str] = {}
+        for lc, rc in dict.fromkeys(zip(lk, rk, strict=True)):
+            if rc in by_right:
+                a = a.filter(Col(by_right[rc]).eq(Col(lc)))
+            elif lc in by_left:
+                b = b.filter(Col(by_left[lc]).eq(Col(rc)))
+            else:
+                by_left[lc], by_right[rc] = rc, lc
+                keep.append((lc, rc))
+        lk, rk = tuple(lc for lc, _ in keep), tuple(rc for _, rc in keep)
         op = StreamJoin(lk, rk, right_columns(self.schema, other.schema, drop))
-        return self.index(lk), other.index(rk), op
+        return a.index(lk), b.index(rk), op
 
     def stream_join(
         self, other: Stream, on: Any = None, *, left_on: Any = None, right_on: Any = None

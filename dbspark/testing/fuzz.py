@@ -1,6 +1,7 @@
 """Differential fuzzing of the SQL front end against DuckDB.
 
     python -m dbspark.testing.fuzz --cases 10000 --engine local [--seed S] [--out DIR] [--minutes M]
+        [--families F,...] [--joins auto|leapfrog|binary|sensitivity|indexed]
 
 Each case is a generated schema (two or three tables of BIGINT, DOUBLE, DECIMAL, VARCHAR, DATE,
 TIMESTAMP, TIMESTAMPTZ, BOOLEAN columns with NULLs), one to three views of one family of the SQL
@@ -8,7 +9,8 @@ surface (selections, expressions, aggregates, MODE, joins of every kind, subquer
 top-k, CTEs, recursion, wide DECIMALs and dates, BIGINT overflow) or a mix of them, and a change stream
 with deletes, duplicates, NULLs and extreme values (`dbspark.testing.sql_strategies`). A pipeline on the
 engine steps through it and every view is compared with DuckDB's answer after every step
-(`dbspark.testing.sql_runs.run_case`); a step DuckDB cannot answer must be rejected whole.
+(`dbspark.testing.sql_runs.run_case`); a step DuckDB cannot answer must be rejected whole. `--joins`
+picks the plan of cyclic inner joins (`Pipeline.sql`'s `joins`: the `cyclic` family's subject).
 
 A mismatch is shrunk by Hypothesis to a minimal case, which is written to `DIR` as a ready-to-paste
 regression test (`test_fuzz_<seed>.py`) and printed; the exit status is then 1. The seed is printed
@@ -31,10 +33,11 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 import dbspark
+from dbspark.frontends.sql.multiway import JOIN_PLANS
 from dbspark.testing.sql_runs import run_case
 from dbspark.testing.sql_strategies import FAMILIES, Case, cases
 
-REGRESSION = '''"""A case `python -m dbspark.testing.fuzz --engine {engine} --seed {seed}` found: {what}."""
+REGRESSION = '''"""A case `python -m dbspark.testing.fuzz --engine {engine} --seed {seed} --joins {joins}` found: {what}."""
 
 import datetime
 from decimal import Decimal
@@ -46,7 +49,7 @@ CASE = {case}
 
 
 def test_fuzz_{seed}() -> None:
-    run_case(CASE)
+    run_case(CASE, joins="{joins}")
 '''
 
 
@@ -76,6 +79,7 @@ def fuzz(
     spark: Any = None,
     minutes: float = 0,
     families: tuple[str, ...] = (*FAMILIES, "mix"),
+    joins: str = "auto",
 ) -> Result:
     """Run `n` generated cases (or as many as fit in `minutes`, if given) on `engine`, of the `families`;
     see the module."""
@@ -111,7 +115,7 @@ def fuzz(
         result.cases += 1
         result.families[family] += 1
         try:
-            run_case(case, make)
+            run_case(case, make, joins)
         except BaseException:
             last[:] = [case]  # the last failing case Hypothesis runs is its minimal one
             raise
@@ -123,7 +127,7 @@ def fuzz(
         target = (out or Path.cwd()) / f"test_fuzz_{seed_}.py"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(
-            REGRESSION.format(engine=engine, seed=seed_, what=result.failure, case=repr(last[0]))
+            REGRESSION.format(engine=engine, seed=seed_, joins=joins, what=result.failure, case=repr(last[0]))
         )
         result.regression = target
     return result
@@ -141,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--families", default="", help=f"comma-separated, of {', '.join(FAMILIES)}, mix (default: every one)"
     )
+    ap.add_argument("--joins", choices=JOIN_PLANS, default="auto", help="the plan of cyclic inner joins")
     a = ap.parse_args(argv)
     families = tuple(f for f in a.families.split(",") if f) or (*FAMILIES, "mix")
     unknown = [f for f in families if f not in (*FAMILIES, "mix")]
@@ -148,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown families {unknown}; choose from {', '.join(FAMILIES)}, mix")
     logging.getLogger("sqlglot").setLevel(logging.ERROR)  # (its dialect warnings, once per case)
     s = a.seed if a.seed is not None else random.SystemRandom().randrange(10**9)
-    print(f"fuzz: engine {a.engine}, {a.cases} cases, seed {s}", flush=True)
+    print(f"fuzz: engine {a.engine}, {a.cases} cases, seed {s}, joins {a.joins}", flush=True)
     began = time.perf_counter()
-    result = fuzz(a.cases, a.engine, s, a.out, minutes=a.minutes, families=families)
+    result = fuzz(a.cases, a.engine, s, a.out, minutes=a.minutes, families=families, joins=a.joins)
     print(f"{result} ({time.perf_counter() - began:.0f} s)")
     print("families: " + ", ".join(f"{f} {k}" for f, k in sorted(result.families.items())))
     return 0 if result.failure is None else 1

@@ -179,15 +179,16 @@ def record_step(present: dict[str, Counter], step: Step, dels: dict[str, list[tu
         present[t].update(rows)
 
 
-def run_case(case: Case, make: Callable[[], dbspark.Pipeline] = local) -> None:
-    """Step a pipeline of the case's views through its changes; after each step the views equal DuckDB."""
+def run_case(case: Case, make: Callable[[], dbspark.Pipeline] = local, joins: str = "auto") -> None:
+    """Step a pipeline of the case's views through its changes; after each step the views equal DuckDB.
+    `joins`: the plan of cyclic inner joins (`Pipeline.sql`)."""
     case = supported_views(case, make)
     if not case.views:
         return
     _note(case.ddl())
     p = make()
     try:
-        p.sql(case.ddl())
+        p.sql(case.ddl(), joins=joins)
         o = SqlOracle(case.ddl(oracle=True))
         present: dict[str, Counter] = {t.name: Counter() for t in case.schema.tables}
         for i, step in enumerate(case.steps):
