@@ -242,37 +242,51 @@ class IndexedDeltaJoin:
             d.values, d.sorted, d.sorted_codes = dicts[key]
         self.last = {}
 
+    def _coded_alike(self, i: int, j: int) -> bool:
+        """Whether inputs i and j code their columns, position by position, by the same dictionaries."""
+        a, b = self.atoms[i], self.atoms[j]
+        return len(a) == len(b) and all(self.dicts[u] is self.dicts[v] for u, v in zip(a, b, strict=True))
+
     def _codes(
         self, deltas: Sequence[pl.DataFrame | None]
     ) -> tuple[list[tuple[np.ndarray, np.ndarray]], bool]:
         """Each change as (codes (rows, columns) in the input's column order, weights), consolidated,
         rows with a NULL join column dropped; and whether a column outgrew its bits."""
         frames: list[pl.DataFrame | None] = []
+        twin: dict[int, int] = {}  # an input whose change is an earlier one's, by position: coded once
         for j, d in enumerate(deltas):
             if d is None or d.height == 0:
                 frames.append(None)
                 continue
             joined = [v for v in self.atoms[j] if v in self.joins]
-            frames.append(matchable(d.select([*self.atoms[j], WEIGHT]), joined))
+            f = matchable(d.select([*self.atoms[j], WEIGHT]), joined)
+            frames.append(f)
+            for i, g in enumerate(frames[:j]):
+                if g is not None and self._coded_alike(i, j) and g.height == f.height:
+                    if g.rename(dict(zip(g.columns, f.columns, strict=True))).equals(f):
+                        twin[j] = i
+                        break
         codes: list[dict[str, np.ndarray]] = [{} for _ in frames]
         for key, coder in self.coding.items():
             cols = [
                 (j, v)
                 for j, f in enumerate(frames)
-                if f is not None
+                if f is not None and j not in twin
                 for v in self.atoms[j]
                 if id(self.dicts[v]) == key
             ]
             got = coder.encode([frames[j][v] for j, v in cols])  # type: ignore[index]
             for (j, v), c in zip(cols, got, strict=True):
                 codes[j][v] = c
-        out = []
-        for j, f in enumerate(frames):
-            if f is None or f.height == 0:
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        for j, got_f in enumerate(frames):
+            if j in twin:
+                out.append(out[twin[j]])
+            elif got_f is None or got_f.height == 0:
                 out.append((np.zeros((0, len(self.atoms[j])), np.int64), np.zeros(0, np.int64)))
-                continue
-            m = np.stack([codes[j][v] for v in self.atoms[j]], axis=1)
-            out.append(consolidate_rows(m, f[WEIGHT].to_numpy().astype(np.int64)))
+            else:
+                m = np.stack([codes[j][v] for v in self.atoms[j]], axis=1)
+                out.append(consolidate_rows(m, got_f[WEIGHT].to_numpy().astype(np.int64)))
         return out, any(len(self.dicts[v]) >= (1 << self.bits[v]) - 1 for v in self.columns)
 
     def _term(
