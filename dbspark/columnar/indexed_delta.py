@@ -25,8 +25,8 @@ versions. Values are coded by `Dictionary`s; a column that outgrows its bits rep
 A self-join (a triangle over one edge table: R, S and T are `e` renamed) gets the same change on each of
 its inputs at every step. Inputs of one row type code their columns, position by position, by one
 dictionary, and inputs whose changes have been equal at every step form a class that holds one set of
-tries (a triangle over `e`: two tries, not six, and a third of the updates); a step whose changes differ
-splits the class, each part keeping the tries it had (versions are immutable, so the split copies
+tries (a triangle over `e`: two tries, not six, and a third of the updates), and a change an earlier
+input got too is coded once; a step whose changes differ splits the class, each part keeping the tries it had (versions are immutable, so the split copies
 nothing).
 """
 
