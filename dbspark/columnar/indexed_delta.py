@@ -26,8 +26,8 @@ A self-join (a triangle over one edge table: R, S and T are `e` renamed) gets th
 its inputs at every step. Inputs of one row type code their columns, position by position, by one
 dictionary, and inputs whose changes have been equal at every step form a class that holds one set of
 tries (a triangle over `e`: two tries, not six, and a third of the updates), and a change an earlier
-input got too is coded once; a step whose changes differ splits the class, each part keeping the tries it had (versions are immutable, so the split copies
-nothing).
+input got too is coded once; a step whose changes differ splits the class, each part keeping the tries
+it had (versions are immutable, so the split copies nothing).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class IndexedDeltaJoin:
         for j, a in enumerate(self.atoms):
             seen = [tuple(range(len(a)))]
             for k, order in enumerate(self.orders):
-                lv = tuple(sorted(range(len(a)), key=lambda p, order=order, a=a: order.index(a[p])))  # type: ignore[misc]
+                lv = _layout(a, order)
                 if k != j and lv not in seen:
                     seen.append(lv)
             self.layouts.append(seen)
@@ -300,8 +300,7 @@ class IndexedDeltaJoin:
         others = [j for j in range(n) if j != k]
         tries = {}
         for j in others:
-            a = self.atoms[j]
-            lv = tuple(sorted(range(len(a)), key=lambda p, a=a: order.index(a[p])))  # type: ignore[misc]
+            lv = _layout(self.atoms[j], order)
             tries[j] = (self.tries if j < k else old)[self._class_of(j)][lv]
         bound = len(self.atoms[k])
         prefix = m  # the change's columns are the order's first
@@ -354,6 +353,11 @@ class IndexedDeltaJoin:
         for i, c in enumerate(self.columns):
             cols.append(self.dicts[c].decode(rows[:, i]).rename(c).cast(self.out_schema[c]))
         return pl.DataFrame([*cols, pl.Series(WEIGHT, rows[:, -1], dtype=pl.Int64)], schema=self.out_schema)
+
+
+def _layout(atom: Sequence[str], order: Sequence[str]) -> tuple[int, ...]:
+    """The positions of the atom's columns in the order `order` reads them."""
+    return tuple(sorted(range(len(atom)), key=lambda p: order.index(atom[p])))
 
 
 def _applied(t: PackedTrie, lv: tuple[int, ...], m: np.ndarray, w: np.ndarray) -> PackedTrie:

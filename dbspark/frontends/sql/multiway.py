@@ -8,10 +8,11 @@ lineitem-supplier cycle through the nation key), the relations are joined at onc
 (`Stream.stream_multijoin`), and every field of a class reads the class's column after it. The other
 conditions stay for the filter after the join. `JOIN_PLANS` chooses: "auto" (cyclic pools), "leapfrog"
 (any connected pool of two or more relations), "binary" (never), "sensitivity" (as "auto", the join
-maintained by sensitivity indices: `operators/maintained_join.py`), "indexed" (as "auto", the delta join
-over the inputs kept as tries, a variable order per change: `columnar/indexed_delta.py`). Not inside a recursive CTE's body
-(its doubly-incremental scope is written for binary joins), nor where a class's columns have different
-types or a relation has two columns of one class (the binary joins cast and compare those).
+maintained by sensitivity indices: `operators/maintained_join.py`), "indexed" (as "auto", the delta
+join over the inputs kept as tries, a variable order per change: `columnar/indexed_delta.py`). Not
+inside a recursive CTE's body (its doubly-incremental scope is written for binary joins), nor where a
+class's columns have different types or a relation has two columns of one class (the binary joins cast
+and compare those).
 """
 
 from __future__ import annotations
