@@ -5,15 +5,13 @@
   the other terms read it in.
 - Maintained joins (triangle, 4-cycle, 4-clique, payload columns, unary atoms, strings, NULLs, duplicates,
   negative and large weights, values growing past the codes' bits) against evaluating the join again
-  after every step; a step undone; a durable pipeline reopened; columns too wide to pack; weight
-  overflow. The views over SQL, Datalog and circuits on both engines are in `test_leapfrog.py`.
+  after every step; a step undone. A durable pipeline reopened, columns too wide to pack and weight
+  overflow are `test_sensitivity.py`'s, for both maintained joins; the views over SQL, Datalog and
+  circuits on both engines are in `test_leapfrog.py`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,9 +21,8 @@ import dbspark
 from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar.indexed_delta import IndexedDeltaJoin, term_orders
 from dbspark.columnar.leapfrog import leapfrog_join
-from dbspark.errors import SchemaError, WeightError
+from dbspark.errors import SchemaError
 from dbspark.testing.join_streams import QUERIES, change_streams, consolidated
-from dbspark.testing.sql_oracle import view_frame
 
 CFG = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -118,76 +115,6 @@ def test_a_step_undone_leaves_the_state_as_before(data: st.DataObject) -> None:
                 u()
         assert consolidated(j.step(step)) == consolidated(ref.step(step))
     assert [consolidated(f) for f in j.rows()] == [consolidated(f) for f in ref.rows()]
-
-
-TRIANGLES = """
-.decl e(x: number, y: number)
-.input e
-.decl tri(a: number, b: number, c: number)
-.output tri
-tri(a, b, c) :- e(a, b), e(b, c), e(a, c).
-"""
-
-
-def test_a_durable_pipeline_resumes_the_indexed_join(tmp_path: Any) -> None:
-    """Datalog with joins="indexed": a pipeline reopened on its directory rebuilds the join's tries from
-    the checkpointed inputs and goes on maintaining it (against the naive evaluator)."""
-    from dbspark.testing.datalog import evaluate
-
-    edges = {(1, 2), (2, 3), (1, 3), (3, 4), (2, 4)}
-    p = dbspark.Pipeline(tmp_path / "state", engine="local")
-    p.datalog(TRIANGLES, joins="indexed")
-    assert "indexed_multijoin" in p.start().circuit.explain()
-    p.insert("e", sorted(edges))
-    p.step()
-    p.close()
-    q = dbspark.Pipeline(tmp_path / "state", engine="local")
-    q.datalog(TRIANGLES, joins="indexed")
-    q.delete("e", [(1, 3)])
-    q.insert("e", [(1, 4), (4, 5), (3, 5)])
-    q.step()
-    edges = (edges - {(1, 3)}) | {(1, 4), (4, 5), (3, 5)}
-    got = {tuple(r[:3]) for r in view_frame(q.view("tri")).iter_rows()}
-    assert got == evaluate(TRIANGLES, {"e": edges})["tri"] and got
-    q.close()
-
-
-def test_columns_too_wide_to_pack_are_refused_by_name_and_the_step_rolled_back() -> None:
-    """Four columns of 2^15 distinct values each need more than 62 bits: the step is refused naming
-    the input's columns and the maintenance to use, and the state is as before it."""
-    schema = pl.Schema({"a": pl.Int64, "b": pl.Int64, "c": pl.Int64, "d": pl.Int64, WEIGHT: pl.Int64})
-    small = pl.DataFrame({"a": [1], "b": [2], "c": [3], "d": [4], WEIGHT: [1]}, schema=schema)
-    j = IndexedDeltaJoin([schema, pl.Schema({"a": pl.Int64, WEIGHT: pl.Int64})])
-    j.step([small, pl.DataFrame({"a": [1], WEIGHT: [1]})])
-    n = 1 << 15
-    wide = pl.DataFrame(
-        {c: np.arange(n) for c in "abcd"} | {WEIGHT: np.ones(n, dtype=np.int64)}, schema=schema
-    )
-    undo: list = []
-    with pytest.raises(SchemaError, match=r"input 0's columns \(a, b, c, d\).*maintenance='delta'"):
-        j.step([wide, None], undo)
-    for u in reversed(undo):
-        u()
-    assert [consolidated(f) for f in j.rows()] == [{(1, 2, 3, 4): 1}, {(1,): 1}]
-    assert consolidated(j.step([None, pl.DataFrame({"a": [1], WEIGHT: [2]})])) == {(1, 2, 3, 4): 2}
-
-
-def test_weight_overflow_is_an_error_not_a_wrap() -> None:
-    """A product of weights past 64 bits (a term) and a sum past it (an input's row) raise."""
-    schemas = schemas_of("triangle")
-    big = 1 << 40
-    value = {"a": 1, "b": 2, "c": 3}
-    rows = [
-        pl.DataFrame({**{c: [value[c]] for c in a}, WEIGHT: [big]}, schema=s)
-        for a, s in zip(QUERIES["triangle"], schemas, strict=True)
-    ]
-    with pytest.raises(WeightError, match="overflow"):
-        IndexedDeltaJoin(schemas).step(rows)
-    j = IndexedDeltaJoin(schemas)
-    huge = pl.DataFrame({"a": [1], "b": [2], WEIGHT: [1 << 62]}, schema=schemas[0])
-    j.step([huge, None, None])
-    with pytest.raises(WeightError, match="overflow"):
-        j.step([huge, None, None])
 
 
 def test_an_unknown_maintenance_is_refused_by_name() -> None:

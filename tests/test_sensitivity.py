@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import dbspark
 from dbspark.algebra.zset import WEIGHT
 from dbspark.columnar import intervals, packed_trie
+from dbspark.columnar.indexed_delta import IndexedDeltaJoin
 from dbspark.columnar.intervals import IntervalIndex, ScanTree
 from dbspark.columnar.leapfrog import leapfrog_join
 from dbspark.columnar.packed_trie import PackedTrie, pack, unpack
@@ -302,20 +303,29 @@ tri(a, b, c) :- e(a, b), e(b, c), e(a, c).
 """
 
 
-def test_a_durable_pipeline_resumes_the_maintained_join(tmp_path: Any) -> None:
-    """Datalog with joins="sensitivity": a pipeline reopened on its directory rebuilds the join's tries
-    and indices from the checkpointed inputs and goes on maintaining it (against the naive evaluator)."""
+# the two maintained joins held in this process: the operator's name in a plan, and the state's class
+HELD = {
+    "sensitivity": ("maintained_multijoin", MaintainedJoin),
+    "indexed": ("indexed_multijoin", IndexedDeltaJoin),
+}
+
+
+@pytest.mark.parametrize("joins", sorted(HELD))
+def test_a_durable_pipeline_resumes_the_maintained_join(tmp_path: Any, joins: str) -> None:
+    """Datalog with joins="sensitivity" or "indexed": a pipeline reopened on its directory rebuilds the
+    join's tries (and indices) from the checkpointed inputs and goes on maintaining it (against the
+    naive evaluator)."""
     from dbspark.testing.datalog import evaluate
 
     edges = {(1, 2), (2, 3), (1, 3), (3, 4), (2, 4)}
     p = dbspark.Pipeline(tmp_path / "state", engine="local")
-    p.datalog(TRIANGLES, joins="sensitivity")
-    assert "maintained_multijoin" in p.start().circuit.explain()
+    p.datalog(TRIANGLES, joins=joins)
+    assert HELD[joins][0] in p.start().circuit.explain()
     p.insert("e", sorted(edges))
     p.step()
     p.close()
     q = dbspark.Pipeline(tmp_path / "state", engine="local")
-    q.datalog(TRIANGLES, joins="sensitivity")
+    q.datalog(TRIANGLES, joins=joins)
     q.delete("e", [(1, 3)])
     q.insert("e", [(1, 4), (4, 5), (3, 5)])
     q.step()
@@ -325,43 +335,45 @@ def test_a_durable_pipeline_resumes_the_maintained_join(tmp_path: Any) -> None:
     q.close()
 
 
-def test_columns_too_wide_to_pack_are_refused_by_name_and_the_step_rolled_back() -> None:
+@pytest.mark.parametrize("joins", sorted(HELD))
+def test_columns_too_wide_to_pack_are_refused_by_name_and_the_step_rolled_back(joins: str) -> None:
     """Four columns of 2^15 distinct values each need more than 62 bits: the step is refused naming
     the input's columns and the maintenance to use, and the state is as before it."""
-    import pytest as _pytest
-
     from dbspark.errors import SchemaError
 
     schema = pl.Schema({"a": pl.Int64, "b": pl.Int64, "c": pl.Int64, "d": pl.Int64, WEIGHT: pl.Int64})
     small = pl.DataFrame({"a": [1], "b": [2], "c": [3], "d": [4], WEIGHT: [1]}, schema=schema)
-    j = MaintainedJoin([schema, pl.Schema({"a": pl.Int64, WEIGHT: pl.Int64})])
+    j = HELD[joins][1]([schema, pl.Schema({"a": pl.Int64, WEIGHT: pl.Int64})])
     j.step([small, pl.DataFrame({"a": [1], WEIGHT: [1]})])
     n = 1 << 15
     wide = pl.DataFrame(
         {c: np.arange(n) for c in "abcd"} | {WEIGHT: np.ones(n, dtype=np.int64)}, schema=schema
     )
     undo: list = []
-    with _pytest.raises(SchemaError, match=r"input 0's columns \(a, b, c, d\).*maintenance='delta'"):
+    with pytest.raises(SchemaError, match=r"input 0's columns \(a, b, c, d\).*maintenance='delta'"):
         j.step([wide, None], undo)
     for u in reversed(undo):
         u()
     assert [consolidated(f) for f in j.rows()] == [{(1, 2, 3, 4): 1}, {(1,): 1}]
+    assert consolidated(j.step([None, pl.DataFrame({"a": [1], WEIGHT: [2]})])) == {(1, 2, 3, 4): 2}
 
 
-def test_weight_overflow_is_an_error_not_a_wrap() -> None:
+@pytest.mark.parametrize("joins", sorted(HELD))
+def test_weight_overflow_is_an_error_not_a_wrap(joins: str) -> None:
     """A product of weights past 64 bits (the join) and a sum past it (an input's row) raise."""
     from dbspark.errors import WeightError
 
+    held = HELD[joins][1]
     schemas = [pl.Schema({**dict.fromkeys(a, pl.Int64), WEIGHT: pl.Int64}) for a in QUERIES["triangle"]]
     big = 1 << 40
-    VALUE = {"a": 1, "b": 2, "c": 3}  # noqa: N806
+    value = {"a": 1, "b": 2, "c": 3}
     rows = [
-        pl.DataFrame({**{c: [VALUE[c]] for c in a}, WEIGHT: [big]}, schema=s)
+        pl.DataFrame({**{c: [value[c]] for c in a}, WEIGHT: [big]}, schema=s)
         for a, s in zip(QUERIES["triangle"], schemas, strict=True)
     ]
     with pytest.raises(WeightError, match="overflow"):
-        MaintainedJoin(schemas).step(rows)
-    j = MaintainedJoin(schemas)
+        held(schemas).step(rows)
+    j = held(schemas)
     huge = pl.DataFrame({"a": [1], "b": [2], WEIGHT: [1 << 62]}, schema=schemas[0])
     j.step([huge, None, None])
     with pytest.raises(WeightError, match="overflow"):

@@ -370,4 +370,6 @@ def _applied(t: PackedTrie, lv: tuple[int, ...], m: np.ndarray, w: np.ndarray) -
 
 def _equal(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
     """Whether two consolidated changes (codes, weights) are the same rows with the same weights."""
+    if a is b:  # (a change coded once for its twins: `_codes`)
+        return True
     return a[0].shape == b[0].shape and bool(np.array_equal(a[1], b[1])) and bool(np.array_equal(a[0], b[0]))

@@ -33,19 +33,46 @@ if TYPE_CHECKING:
     from dbspark.engines.base import Kernel
 
 
+def _with_weights(in_shapes: list[Shape]) -> list[pl.Schema]:
+    return [pl.Schema([*s.schema.items(), (WEIGHT, pl.Int64())]) for s in in_shapes]
+
+
 @dataclass(frozen=True)
-class MaintainedMultiJoin(Operator):
-    """(↑⋈ of `inputs` Z-sets)^Δ: the change of their natural join for their changes."""
+class _HeldJoin(Operator):
+    """A multiway join's change kept by a state held in this process (`MaintainedJoin` or
+    `IndexedDeltaJoin`: `step(changes, undo)`, `rows()`, `out_schema`): each step's changes brought
+    here, the inputs' rows checkpointed and stepped in again on a restore."""
 
     inputs: int
-    project: tuple[str, ...] | None = None  # short-circuit evaluation: see `StreamExistsJoin`
-    name = "maintained_multijoin"
     kind = NONLINEAR
     stateful = True
+    consolidates = False  # whether the state's changes come consolidated
 
     @property
     def arity(self) -> int:  # type: ignore[override]
         return self.inputs
+
+    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
+        changes = [None if kernel.known_empty(v) else kernel.to_local(v).df for v in inputs]
+        if all(c is None or c.height == 0 for c in changes):
+            return kernel.empty(pl.Schema([(c, t) for c, t in state.out_schema.items() if c != WEIGHT]))
+        return kernel.from_local(ZSet(state.step(changes, undo), self.consolidates))
+
+    def checkpoint(self, kernel: Kernel, state: Any) -> Any:
+        return state.rows()
+
+    def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
+        state.step(saved)
+        return state
+
+
+@dataclass(frozen=True)
+class MaintainedMultiJoin(_HeldJoin):
+    """(↑⋈ of `inputs` Z-sets)^Δ: the change of their natural join for their changes."""
+
+    project: tuple[str, ...] | None = None  # short-circuit evaluation: see `StreamExistsJoin`
+    name = "maintained_multijoin"
+    consolidates = True
 
     def shape(self, ins: list[Shape]) -> Shape:
         schema = check_inputs([Shape(s.schema) for s in ins])
@@ -56,52 +83,17 @@ class MaintainedMultiJoin(Operator):
         return f"{self.name}[{self.inputs}{extra}]"
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> MaintainedJoin:
-        return MaintainedJoin(
-            [pl.Schema([*s.schema.items(), (WEIGHT, pl.Int64())]) for s in in_shapes], project=self.project
-        )
-
-    def eval(self, kernel: Kernel, state: MaintainedJoin, inputs: list[Any], undo: list) -> Any:
-        changes = [None if kernel.known_empty(v) else kernel.to_local(v).df for v in inputs]
-        if all(c is None or c.height == 0 for c in changes):
-            return kernel.empty(pl.Schema([(c, t) for c, t in state.out_schema.items() if c != WEIGHT]))
-        return kernel.from_local(ZSet(state.step(changes, undo), True))
-
-    def checkpoint(self, kernel: Kernel, state: MaintainedJoin) -> Any:
-        return state.rows()
-
-    def restore(self, kernel: Kernel, state: MaintainedJoin, saved: Any) -> Any:
-        state.step(saved)
-        return state
+        return MaintainedJoin(_with_weights(in_shapes), project=self.project)
 
 
 @dataclass(frozen=True)
-class IndexedMultiJoin(Operator):
+class IndexedMultiJoin(_HeldJoin):
     """(↑⋈ of `inputs` Z-sets)^Δ by the delta join over indexed tries, a variable order per change."""
 
-    inputs: int
     name = "indexed_multijoin"
-    kind = NONLINEAR
-    stateful = True
-
-    @property
-    def arity(self) -> int:  # type: ignore[override]
-        return self.inputs
 
     def shape(self, ins: list[Shape]) -> Shape:
         return Shape(check_inputs([Shape(s.schema) for s in ins]))
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> IndexedDeltaJoin:
-        return IndexedDeltaJoin([pl.Schema([*s.schema.items(), (WEIGHT, pl.Int64())]) for s in in_shapes])
-
-    def eval(self, kernel: Kernel, state: IndexedDeltaJoin, inputs: list[Any], undo: list) -> Any:
-        changes = [None if kernel.known_empty(v) else kernel.to_local(v).df for v in inputs]
-        if all(c is None or c.height == 0 for c in changes):
-            return kernel.empty(pl.Schema([(c, t) for c, t in state.out_schema.items() if c != WEIGHT]))
-        return kernel.from_local(ZSet(state.step(changes, undo)))
-
-    def checkpoint(self, kernel: Kernel, state: IndexedDeltaJoin) -> Any:
-        return state.rows()
-
-    def restore(self, kernel: Kernel, state: IndexedDeltaJoin, saved: Any) -> Any:
-        state.step(saved)
-        return state
+        return IndexedDeltaJoin(_with_weights(in_shapes))
