@@ -17,7 +17,9 @@ matched and those the regions' evaluation recorded), the delta join over indexed
 order per change (`maintenance="indexed"`), and against recomputing the listing (the leapfrog join and
 DuckDB from scratch), with the batch's output change (rows of the view that changed: the edit distance
 of the result) beside the time. Wall and process CPU, median over the batches; the views are checked
-equal after the last batch.
+equal after the last batch. `--payload` adds a label to every edge (40 bits, distinct per edge) and the
+view carries each atom's: the indexed join (the labels one level under the join key) against the
+multiway delta join of that view.
 """
 
 from __future__ import annotations
@@ -71,12 +73,18 @@ def binary(e: pl.DataFrame) -> pl.DataFrame:
     return j.drop(f"{WEIGHT}_t")
 
 
-def circuit(multiway: bool, stream: bool, maintenance: str = "delta") -> Any:
+def labelled(rows: pl.DataFrame) -> pl.DataFrame:
+    """Edges with their label (`--payload`): 40 bits, a function of the edge, distinct per edge."""
+    return rows.select("x", "y", ((pl.col("x") * 1_000_003 + pl.col("y")) % (1 << 40)).alias("w"))
+
+
+def circuit(multiway: bool, stream: bool, maintenance: str = "delta", payload: bool = False) -> Any:
     import dbspark
 
     c = dbspark.Circuit()
-    e = c.input("e", {"x": pl.Int64, "y": pl.Int64}, kind="set")
-    r, s, t = (e.map(**{u: "x", v: "y"}) for u, v in ATOMS)
+    cols = {"x": pl.Int64, "y": pl.Int64} | ({"w": pl.Int64} if payload else {})
+    e = c.input("e", cols, kind="set")
+    r, s, t = (e.map(**{u: "x", v: "y"} | ({f"w{u}{v}": "w"} if payload else {})) for u, v in ATOMS)
     if multiway:
         c.output(
             "v",
@@ -124,16 +132,21 @@ def scratch(e: pl.DataFrame, duck: Any) -> dict[str, Any]:
     return out
 
 
-def incremental(e: pl.DataFrame, duck: Any, batches: int, seed: int, run_binary: bool) -> dict[str, Any]:
+def incremental(
+    e: pl.DataFrame, duck: Any, batches: int, seed: int, run_binary: bool, payload: bool = False
+) -> dict[str, Any]:
     rng = np.random.default_rng(seed + 1)
     plans = {"multijoin": circuit(True, stream=False).run()}
     plans["sensitivity"] = circuit(True, stream=False, maintenance="sensitivity").run()
     plans["indexed"] = circuit(True, stream=False, maintenance="indexed").run()
     if run_binary:
         plans["delta_join"] = circuit(False, stream=False).run()
+    if payload:
+        plans["multijoin_payload"] = circuit(True, stream=False, payload=True).run()
+        plans["indexed_payload"] = circuit(True, stream=False, maintenance="indexed", payload=True).run()
     loads = {}
     for name, rt in plans.items():
-        rt.push("e", e.select("x", "y"), e[WEIGHT])
+        rt.push("e", labelled(e) if name.endswith("payload") else e.select("x", "y"), e[WEIGHT])
         loads[name], _ = timed(rt.step)
     maintained = next(st for st in plans["sensitivity"].states.values() if isinstance(st, MaintainedJoin))
     index_rows = sum(len(ix) for ix in maintained.index.values())
@@ -160,7 +173,7 @@ def incremental(e: pl.DataFrame, duck: Any, batches: int, seed: int, run_binary:
         w = pl.Series(WEIGHT, [-1] * dele.height + [1] * ins.height, dtype=pl.Int64)
         outs = {}
         for name, rt in plans.items():
-            rt.push("e", rows, w)
+            rt.push("e", labelled(rows) if name.endswith("payload") else rows, w)
             t, outs[name] = timed(rt.step)
             times[name].append(t)
         changed.append(len(outs["multijoin"]["v"]))
@@ -176,6 +189,9 @@ def incremental(e: pl.DataFrame, duck: Any, batches: int, seed: int, run_binary:
         assert outs["indexed"]["v"].to_dict() == outs["multijoin"]["v"].to_dict()
         if "delta_join" in outs:
             assert outs["delta_join"]["v"].to_dict() == outs["multijoin"]["v"].to_dict()
+        if payload:
+            assert outs["indexed_payload"]["v"].to_dict() == outs["multijoin_payload"]["v"].to_dict()
+            assert len(outs["indexed_payload"]["v"]) == len(outs["multijoin"]["v"])
         cur = pl.concat([cur.join(dele, on=["x", "y"], how="anti"), ins])
         full = cur.with_columns(pl.lit(1, pl.Int64).alias(WEIGHT))
         t, _ = timed(lambda full=full: leapfrog_join(atoms(full)))  # type: ignore[misc]
@@ -197,7 +213,7 @@ def incremental(e: pl.DataFrame, duck: Any, batches: int, seed: int, run_binary:
     }
 
 
-def run(edges: int, batches: int, seed: int) -> dict[str, Any]:
+def run(edges: int, batches: int, seed: int, payload: bool = False) -> dict[str, Any]:
     e = power_law(edges, seed)
     duck = duckdb.connect()
     duck.register("e_frame", e.select("x", "y").to_arrow())
@@ -205,7 +221,9 @@ def run(edges: int, batches: int, seed: int) -> dict[str, Any]:
     degree = pl.concat([e["x"], e["y"]]).value_counts()
     out: dict[str, Any] = {"edges": e.height, "max_degree": int(degree["count"].max())}  # type: ignore[arg-type]
     out["scratch"] = scratch(e, duck)
-    out["incremental"] = incremental(e, duck, batches, seed, out["scratch"]["wedges"] <= BINARY_LIMIT)
+    out["incremental"] = incremental(
+        e, duck, batches, seed, out["scratch"]["wedges"] <= BINARY_LIMIT, payload
+    )
     return out
 
 
@@ -249,6 +267,13 @@ def report(results: list[dict[str, Any]]) -> str:
             f"{inc['recompute_duckdb']['wall'] / inc['indexed']['wall']:.0f}x DuckDB's "
             f"({inc['recompute_duckdb']['cpu'] / inc['indexed']['cpu']:.0f}x CPU)"
         )
+        if "indexed_payload" in inc:
+            ip, mp = inc["indexed_payload"], inc["multijoin_payload"]
+            lines.append(
+                f"  with a label per edge: indexed {ip['wall'] * 1000:.2f} ms a batch ({ip['wall'] / inc['indexed']['wall']:.2f}x "
+                f"its time without), {mp['wall'] / ip['wall']:.2f}x the multiway delta join of that view "
+                f"({mp['cpu'] / ip['cpu']:.2f}x CPU)"
+            )
         work = r["incremental"]["indexed_work"]
         lines.append(
             f"  indexed: per batch median {statistics.median(x['sought'] for x in work):,.0f} candidates sought by "
@@ -268,8 +293,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--payload", action="store_true", help="also a view carrying a label per edge")
     a = ap.parse_args(argv)
-    results = [run(n, a.batches, a.seed) for n in a.edges]
+    results = [run(n, a.batches, a.seed, a.payload) for n in a.edges]
     print(report(results))
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1))

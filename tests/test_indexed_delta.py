@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -99,14 +100,17 @@ def test_maintenance_equals_evaluating_again(query: str, strings: bool, data: st
         assert consolidated(kept) == want
 
 
+@pytest.mark.parametrize("query", ["triangle", "payload"])
 @settings(CFG)
-@given(st.data())
-def test_a_step_undone_leaves_the_state_as_before(data: st.DataObject) -> None:
+@given(st.booleans(), st.data())
+def test_a_step_undone_leaves_the_state_as_before(query: str, strings: bool, data: st.DataObject) -> None:
     """A step rolled back (its undo run) and taken again gives the same change, and what follows is
-    still the join's change: the tries, the bits and the dictionaries were put back."""
-    steps = data.draw(change_streams("triangle", False))
+    still the join's change: the tries, the bits, the dictionaries and the own columns' codes were put
+    back."""
+    steps = data.draw(change_streams(query, strings))
     k = data.draw(st.integers(0, len(steps) - 1))
-    j, ref = IndexedDeltaJoin(schemas_of("triangle")), IndexedDeltaJoin(schemas_of("triangle"))
+    schemas = schemas_of(query, pl.Utf8() if strings else pl.Int64())
+    j, ref = IndexedDeltaJoin(schemas), IndexedDeltaJoin(schemas)
     for t, step in enumerate(steps):
         if t == k:
             undo: list = []
@@ -115,6 +119,68 @@ def test_a_step_undone_leaves_the_state_as_before(data: st.DataObject) -> None:
                 u()
         assert consolidated(j.step(step)) == consolidated(ref.step(step))
     assert [consolidated(f) for f in j.rows()] == [consolidated(f) for f in ref.rows()]
+
+
+def test_own_columns_are_one_level_under_the_join_key() -> None:
+    """Columns no other input reads are not levels of the tries: their tuples under one join key are
+    numbered, so four columns of 2^15 distinct values each (68 bits as levels) take the join column's
+    bits and two; several tuples under one key, deletes, NULLs and strings among them, against the
+    leapfrog join evaluated again."""
+    n = 1 << 15
+    wide = pl.Schema({"a": pl.Int64, "b": pl.Int64, "c": pl.Utf8, "d": pl.Float64, WEIGHT: pl.Int64})
+    unary = pl.Schema({"a": pl.Int64, WEIGHT: pl.Int64})
+    rows = pl.DataFrame(
+        {"a": np.arange(n), "b": np.arange(n) * 7, "c": [f"s{i}" for i in range(n)], "d": np.arange(n) / 3}
+        | {WEIGHT: np.ones(n, dtype=np.int64)},
+        schema=wide,
+    )
+    keys = pl.DataFrame({"a": np.arange(0, n, 2), WEIGHT: 2}, schema=unary)
+    j = IndexedDeltaJoin([wide, unary])
+    current = [rows, keys]
+    total = consolidated(j.step(current))
+    assert total == consolidated(leapfrog_join(current).select(list(j.out_schema)))
+    assert j.vatoms == [["a", "__own0"], ["a"]] and j.bits["__own0"] == 2
+    more = pl.DataFrame(  # a second and third tuple under keys 0 and 2, a NULL, one row deleted
+        {"a": [0, 0, 2, 4], "b": [1, None, 5, 28], "c": ["x", "y", None, "s4"], "d": [0.5, None, 1.0, 4 / 3]}
+        | {WEIGHT: [1, 3, 1, -1]},
+        schema=wide,
+    )
+    fewer = pl.DataFrame({"a": [0, 6], WEIGHT: [-1, 1]}, schema=unary)
+    for step in ([more, None], [None, fewer], [more.with_columns(pl.col(WEIGHT) * -1), fewer]):
+        for k, w in consolidated(j.step(step)).items():
+            total[k] = total.get(k, 0) + w
+        total = {k: w for k, w in total.items() if w}
+        current = [c if d is None else pl.concat([c, d]) for c, d in zip(current, step, strict=True)]
+        assert total == consolidated(leapfrog_join(current).select(list(j.out_schema)))
+        assert [consolidated(f) for f in j.rows()] == [consolidated(f) for f in current]
+    assert len(j.coders["__own0"]) == 3  # three tuples were numbered under key 0
+
+
+@settings(CFG)
+@given(st.booleans(), st.data())
+def test_own_columns_are_coded_exactly_when_their_hashes_collide(strings: bool, data: st.DataObject) -> None:
+    """The own columns' codes are found by hashes checked against the entries: with a hash of two bits
+    (every lookup meets colliding entries, a change's new rows collide among themselves) the payload
+    join is still maintained exactly."""
+    from dbspark.columnar import payloads
+
+    real = payloads.stable_hash
+    steps = data.draw(change_streams("payload", strings))
+    schemas = schemas_of("payload", pl.Utf8() if strings else pl.Int64())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(payloads, "stable_hash", lambda df, cols: real(df, cols) & np.uint64(3))
+        j = IndexedDeltaJoin(schemas)
+        current = [pl.DataFrame(schema=s) for s in schemas]
+        total: dict[tuple, int] = {}
+        for step in steps:
+            for k, w in consolidated(j.step(step)).items():
+                total[k] = total.get(k, 0) + w
+            total = {k: w for k, w in total.items() if w}
+            current = [c if d is None else pl.concat([c, d]) for c, d in zip(current, step, strict=True)]
+            assert total == consolidated(leapfrog_join(current).select(list(j.out_schema)))
+        for coder in j.coders.values():  # each tuple under a key coded once
+            entries = pl.DataFrame(coder.codes[: coder.n, :-1]).hstack(coder.values)
+            assert entries.unique().height == coder.n == len(coder.values)
 
 
 def test_an_unknown_maintenance_is_refused_by_name() -> None:

@@ -337,25 +337,34 @@ def test_a_durable_pipeline_resumes_the_maintained_join(tmp_path: Any, joins: st
 
 @pytest.mark.parametrize("joins", sorted(HELD))
 def test_columns_too_wide_to_pack_are_refused_by_name_and_the_step_rolled_back(joins: str) -> None:
-    """Four columns of 2^15 distinct values each need more than 62 bits: the step is refused naming
-    the input's columns and the maintenance to use, and the state is as before it."""
+    """Four join columns of 2^15 distinct values each need more than 62 bits: the step is refused
+    naming the input's columns and the maintenance to use, and the state is as before it."""
     from dbspark.errors import SchemaError
 
     schema = pl.Schema({"a": pl.Int64, "b": pl.Int64, "c": pl.Int64, "d": pl.Int64, WEIGHT: pl.Int64})
+    ab = pl.Schema({"a": pl.Int64, "b": pl.Int64, WEIGHT: pl.Int64})
+    cd = pl.Schema({"c": pl.Int64, "d": pl.Int64, WEIGHT: pl.Int64})
     small = pl.DataFrame({"a": [1], "b": [2], "c": [3], "d": [4], WEIGHT: [1]}, schema=schema)
-    j = HELD[joins][1]([schema, pl.Schema({"a": pl.Int64, WEIGHT: pl.Int64})])
-    j.step([small, pl.DataFrame({"a": [1], WEIGHT: [1]})])
+    j = HELD[joins][1]([schema, ab, cd])
+    j.step(
+        [
+            small,
+            pl.DataFrame({"a": [1], "b": [2], WEIGHT: [1]}),
+            pl.DataFrame({"c": [3], "d": [4], WEIGHT: [1]}),
+        ]
+    )
     n = 1 << 15
     wide = pl.DataFrame(
         {c: np.arange(n) for c in "abcd"} | {WEIGHT: np.ones(n, dtype=np.int64)}, schema=schema
     )
     undo: list = []
     with pytest.raises(SchemaError, match=r"input 0's columns \(a, b, c, d\).*maintenance='delta'"):
-        j.step([wide, None], undo)
+        j.step([wide, None, None], undo)
     for u in reversed(undo):
         u()
-    assert [consolidated(f) for f in j.rows()] == [{(1, 2, 3, 4): 1}, {(1,): 1}]
-    assert consolidated(j.step([None, pl.DataFrame({"a": [1], WEIGHT: [2]})])) == {(1, 2, 3, 4): 2}
+    assert [consolidated(f) for f in j.rows()] == [{(1, 2, 3, 4): 1}, {(1, 2): 1}, {(3, 4): 1}]
+    more = pl.DataFrame({"a": [1], "b": [2], WEIGHT: [2]}, schema=ab)
+    assert consolidated(j.step([None, more, None])) == {(1, 2, 3, 4): 2}
 
 
 @pytest.mark.parametrize("joins", sorted(HELD))

@@ -16,8 +16,10 @@ the variable order per change that a trace recorded in one order cannot have (th
 in one global order); what it gives up is the trace: a term's work follows the change's neighbourhoods'
 intersections, not the edit distance between evaluations.
 
-Each input keeps one trie per distinct order of its columns among the terms that read it (for a
-triangle, two per input: (a, b) and (b, a)). A step first applies every input's change to its tries,
+Each input keeps one trie per distinct order of its levels among the terms that read it (for a
+triangle, two per input: (a, b) and (b, a)). Its levels are its join columns and, if it has others, one
+more: their tuples' local code under the join key (`columnar/payloads.py`), so that columns no other
+input reads cost the bits of the most tuples under one key, not of their distinct values. A step first applies every input's change to its tries,
 each `apply` making a new version and leaving the old one valid, then runs the terms, term k reading the
 inputs j < k in their new versions and j > k in their old ones; a step's undo is keeping the old
 versions. Values are coded by `Dictionary`s; a column that outgrows its bits repacks every trie.
@@ -52,7 +54,10 @@ from dbspark.columnar.packed_trie import (
     pack,
     unpack,
 )
+from dbspark.columnar.payloads import Payloads
 from dbspark.errors import SchemaError
+
+OWN = "__own"  # an input's own level (its own columns' local code): OWN + the input's number
 
 
 def term_orders(atoms: Sequence[Sequence[str]]) -> list[list[str]]:
@@ -81,12 +86,26 @@ class IndexedDeltaJoin:
         self.schemas = [pl.Schema({c: s[c] for c in a}) for s, a in zip(schemas, self.atoms, strict=True)]
         self.out_schema = output_schema(schemas)
         self.joins = join_variables(self.atoms)
-        self.orders = term_orders(self.atoms)
         self.columns = list(self.out_schema)[:-1]
-        # inputs of one row type may be one relation (a self-join): their columns, position by position,
-        # share a dictionary, so that equal rows have equal codes and equal changes can share tries
-        kinds = [tuple(s.values()) for s in self.schemas]
-        group = {v: v for v in self.columns}
+        # an input's own columns (no other input reads them) are one level of its tries: their local code
+        # under its join key (`columnar/payloads.py`); `vatoms` are the inputs' levels, in their order
+        self.own = [[c for c in a if c not in self.joins] for a in self.atoms]
+        self.vatoms = [
+            [c for c in a if c in self.joins] + ([f"{OWN}{j}"] if self.own[j] else [])
+            for j, a in enumerate(self.atoms)
+        ]
+        self.vcolumns = [c for c in self.columns if c in self.joins] + [
+            a[-1] for j, a in enumerate(self.vatoms) if self.own[j]
+        ]
+        self.orders = term_orders(self.vatoms)
+        # inputs of one row type with their own columns at the same positions may be one relation (a
+        # self-join): their join columns, position by position, share a dictionary, and their own columns
+        # a coder, so that equal rows have equal codes and equal changes can share tries
+        kinds = [
+            (tuple(s.values()), tuple(p for p, c in enumerate(a) if c not in self.joins))
+            for s, a in zip(self.schemas, self.atoms, strict=True)
+        ]
+        group = {v: v for v in self.joins}
 
         def root(v: str) -> str:
             while group[v] != v:
@@ -96,15 +115,24 @@ class IndexedDeltaJoin:
         for i, j in itertools.combinations(range(len(self.atoms)), 2):
             if kinds[i] == kinds[j]:
                 for u, v in zip(self.atoms[i], self.atoms[j], strict=True):
-                    group[root(u)] = root(v)
+                    if u in group:
+                        group[root(u)] = root(v)
         types = {c: t for s in self.schemas for c, t in s.items()}
-        shared = {r: Dictionary(types[r]) for r in {root(v) for v in self.columns}}
-        self.dicts = {v: shared[root(v)] for v in self.columns}
+        shared = {r: Dictionary(types[r]) for r in {root(v) for v in self.joins}}
+        self.dicts = {v: shared[root(v)] for v in self.joins}
         self.coding = {id(d): d for d in shared.values()}  # each dictionary once
-        # input j's layouts: the positions of its columns in the order each other term reads them (the
+        coders: dict[tuple, Payloads] = {}
+        self.coders: dict[str, Payloads] = {}  # an own level's coder
+        for j, a in enumerate(self.atoms):
+            if self.own[j]:
+                if kinds[j] not in coders:
+                    own = pl.Schema({f"__o{p}": self.schemas[j][a[p]] for p in kinds[j][1]})
+                    coders[kinds[j]] = Payloads(len(self.vatoms[j]) - 1, own)
+                self.coders[self.vatoms[j][-1]] = coders[kinds[j]]
+        # input j's layouts: the positions of its levels in the order each other term reads them (the
         # first: its own order)
         self.layouts: list[list[tuple[int, ...]]] = []
-        for j, a in enumerate(self.atoms):
+        for j, a in enumerate(self.vatoms):
             seen = [tuple(range(len(a)))]
             for k, order in enumerate(self.orders):
                 lv = _layout(a, order)
@@ -125,20 +153,27 @@ class IndexedDeltaJoin:
 
     def _bits(self, j: int, lv: tuple[int, ...], bits: dict[str, int] | None = None) -> list[int]:
         bits = self.bits if bits is None else bits
-        return [bits[self.atoms[j][p]] for p in lv]
+        return [bits[self.vatoms[j][p]] for p in lv]
+
+    def _sizes(self) -> dict[str, int]:
+        """Each level's number of codes: a join column's dictionary, an own level's largest local code."""
+        return {v: len(self.dicts[v]) for v in self.joins} | {o: len(c) for o, c in self.coders.items()}
 
     def _setup(self, rows: list[tuple[np.ndarray, np.ndarray]] | None) -> None:
         """Bits from the dictionaries' sizes, and each class's tries of `rows` (each input's codes in its
-        own column order, and weights; None: empty). Nothing changes if an input's columns cannot be
+        own level order, and weights; None: empty). Nothing changes if an input's levels cannot be
         packed."""
-        bits = {v: bits_for(len(self.dicts[v])) for v in self.columns}
-        for j, a in enumerate(self.atoms):
+        bits = {v: bits_for(n) for v, n in self._sizes().items()}
+        for j, a in enumerate(self.vatoms):
             need = sum(bits[v] for v in a)
             if need > MAX_BITS:
+                joined = [v for v in self.atoms[j] if v in self.joins]
                 raise SchemaError(
-                    f"the multiway join over indexed tries packs each input's columns in {MAX_BITS} bits; "
-                    f"input {j}'s columns ({', '.join(a)}) now need {need} bits for their distinct "
-                    "values: use maintenance='delta' for this join"
+                    f"the multiway join over indexed tries packs each input's join columns in {MAX_BITS} "
+                    f"bits; input {j}'s columns ({', '.join(joined)}) now need {need} bits for their "
+                    "distinct values"
+                    + (" and its other columns' codes under them" if self.own[j] else "")
+                    + ": use maintenance='delta' for this join"
                 )
         tries: list[dict[tuple[int, ...], PackedTrie]] = []
         for js in self.classes:
@@ -156,16 +191,32 @@ class IndexedDeltaJoin:
         """Each input's current rows (consolidated, with their weights)."""
         out = []
         for j, (m, w) in enumerate(self._rows()):
-            cols = [
-                self.dicts[v].decode(m[:, k]).rename(v).cast(self.schemas[j][v])
-                for k, v in enumerate(self.atoms[j])
-            ]
-            out.append(pl.DataFrame([*cols, pl.Series(WEIGHT, w, dtype=pl.Int64)]))
+            cols = {
+                v: self.dicts[v].decode(m[:, k]).rename(v)
+                for k, v in enumerate(self.vatoms[j])
+                if v in self.dicts
+            }
+            if self.own[j]:
+                cols |= self._own(j, m[:, :-1], m[:, -1])
+            out.append(
+                pl.DataFrame(
+                    [
+                        *(cols[v].cast(self.schemas[j][v]) for v in self.atoms[j]),
+                        pl.Series(WEIGHT, w, dtype=pl.Int64),
+                    ]
+                )
+            )
         return out
+
+    def _own(self, j: int, keys: np.ndarray, loc: np.ndarray) -> dict[str, pl.Series]:
+        """Input j's own columns, by name, of rows of its join columns' codes and its local codes."""
+        bits = self._bits(j, tuple(range(len(self.vatoms[j]))))
+        got = self.coders[self.vatoms[j][-1]].decode(keys, loc, bits)
+        return {c: got.to_series(i).rename(c) for i, c in enumerate(self.own[j])}
 
     def _rows(self) -> list[tuple[np.ndarray, np.ndarray]]:
         out = []
-        for j, a in enumerate(self.atoms):
+        for j, a in enumerate(self.vatoms):
             t = self.tries[self._class_of(j)][tuple(range(len(a)))]
             k, w = t.rows()
             m = np.stack(unpack(k, t.bits), axis=1) if len(k) else np.zeros((0, t.depth), np.int64)
@@ -183,6 +234,7 @@ class IndexedDeltaJoin:
                 self.classes,
                 self.bits,
                 {id(d): (d.values, d.sorted, d.sorted_codes) for d in self.coding.values()},
+                {id(c): c.state() for c in self.coders.values()},
             )
             undo.append(lambda: self._undo(saved))
         changes, overflow = self._codes(deltas)
@@ -237,15 +289,21 @@ class IndexedDeltaJoin:
         self.classes, self.tries = classes, tries
 
     def _undo(self, saved: tuple) -> None:
-        self.tries, self.classes, self.bits, dicts = saved
+        self.tries, self.classes, self.bits, dicts, coders = saved
         for key, d in self.coding.items():
             d.values, d.sorted, d.sorted_codes = dicts[key]
+        for c in self.coders.values():
+            c.set_state(coders[id(c)])
         self.last = {}
 
     def _coded_alike(self, i: int, j: int) -> bool:
-        """Whether inputs i and j code their columns, position by position, by the same dictionaries."""
+        """Whether inputs i and j code their columns, position by position, by the same dictionaries (and
+        their own columns, at the same positions, by the same coder)."""
         a, b = self.atoms[i], self.atoms[j]
-        return len(a) == len(b) and all(self.dicts[u] is self.dicts[v] for u, v in zip(a, b, strict=True))
+        if len(a) != len(b) or any((u in self.joins) != (v in self.joins) for u, v in zip(a, b, strict=True)):
+            return False
+        coder = {**self.dicts, **self.coders}
+        return all(coder[u] is coder[v] for u, v in zip(self.vatoms[i], self.vatoms[j], strict=True))
 
     def _codes(
         self, deltas: Sequence[pl.DataFrame | None]
@@ -272,8 +330,8 @@ class IndexedDeltaJoin:
                 (j, v)
                 for j, f in enumerate(frames)
                 if f is not None and j not in twin
-                for v in self.atoms[j]
-                if id(self.dicts[v]) == key
+                for v in self.vatoms[j]
+                if v in self.dicts and id(self.dicts[v]) == key
             ]
             got = coder.encode([frames[j][v] for j, v in cols])  # type: ignore[index]
             for (j, v), c in zip(cols, got, strict=True):
@@ -283,34 +341,39 @@ class IndexedDeltaJoin:
             if j in twin:
                 out.append(out[twin[j]])
             elif got_f is None or got_f.height == 0:
-                out.append((np.zeros((0, len(self.atoms[j])), np.int64), np.zeros(0, np.int64)))
+                out.append((np.zeros((0, len(self.vatoms[j])), np.int64), np.zeros(0, np.int64)))
             else:
-                m = np.stack([codes[j][v] for v in self.atoms[j]], axis=1)
+                joined = [v for v in self.vatoms[j] if v in self.dicts]
+                m = np.zeros((got_f.height, len(self.vatoms[j])), np.int64)
+                for i, v in enumerate(joined):
+                    m[:, i] = codes[j][v]
+                if self.own[j]:
+                    m[:, -1] = self.coders[self.vatoms[j][-1]].encode(m[:, :-1], got_f.select(self.own[j]))
                 out.append(consolidate_rows(m, got_f[WEIGHT].to_numpy().astype(np.int64)))
-        return out, any(len(self.dicts[v]) >= (1 << self.bits[v]) - 1 for v in self.columns)
+        return out, any(n >= (1 << self.bits[v]) - 1 for v, n in self._sizes().items())
 
     def _term(
         self, k: int, m: np.ndarray, w: np.ndarray, old: list[dict[tuple[int, ...], PackedTrie]]
     ) -> np.ndarray:
         """Input k's change (codes `m`, weights `w`) joined with the inputs before k as they are after
         this step (`self.tries`) and those after k as they were before it (`old`): rows of every
-        column's code (in `self.columns`' order) and a last column of weights."""
+        level's code (in `self.vcolumns`' order) and a last column of weights."""
         order = self.orders[k]
-        n = len(self.atoms)
+        n = len(self.vatoms)
         others = [j for j in range(n) if j != k]
         tries = {}
         for j in others:
-            lv = _layout(self.atoms[j], order)
+            lv = _layout(self.vatoms[j], order)
             tries[j] = (self.tries if j < k else old)[self._class_of(j)][lv]
-        bound = len(self.atoms[k])
+        bound = len(self.vatoms[k])
         prefix = m  # the change's columns are the order's first
-        depth = {j: sum(1 for v in self.atoms[k] if v in self.atoms[j]) for j in others}
+        depth = {j: sum(1 for v in self.vatoms[k] if v in self.vatoms[j]) for j in others}
         keys: dict[int, np.ndarray] = {}
         alive = np.ones(len(w), dtype=bool)
         for j in others:
             if depth[j]:
                 t = tries[j]
-                keys[j] = pack([m[:, order.index(v)] for v in order[:bound] if v in self.atoms[j]], t.bits)
+                keys[j] = pack([m[:, order.index(v)] for v in order[:bound] if v in self.vatoms[j]], t.bits)
                 alive &= find_sorted(t.keys[depth[j] - 1], keys[j])[1]
             else:
                 keys[j] = np.zeros(len(w), np.int64)
@@ -318,7 +381,7 @@ class IndexedDeltaJoin:
         keys = {j: kk[alive] for j, kk in keys.items()}
         for level in range(bound, len(order)):
             v = order[level]
-            hs = [j for j in others if v in self.atoms[j]]
+            hs = [j for j in others if v in self.vatoms[j]]
             end = np.int64((1 << self.bits[v]) - 1)
             parent, code, _, _, _, led = first_keys(
                 [tries[j] for j in hs],
@@ -341,18 +404,26 @@ class IndexedDeltaJoin:
             if not len(prefix):
                 break
         if not len(prefix):
-            return np.zeros((0, len(self.columns) + 1), dtype=np.int64)
+            return np.zeros((0, len(self.vcolumns) + 1), dtype=np.int64)
         for j in others:
             lk, lw = tries[j].rows()
             weight = checked_mul(weight, lw[np.searchsorted(lk, keys[j])])
-        cols = [prefix[:, order.index(c)] for c in self.columns]
+        cols = [prefix[:, order.index(c)] for c in self.vcolumns]
         return np.stack([*cols, weight], axis=1)
 
     def _decode(self, rows: np.ndarray) -> pl.DataFrame:
-        cols = []
-        for i, c in enumerate(self.columns):
-            cols.append(self.dicts[c].decode(rows[:, i]).rename(c).cast(self.out_schema[c]))
-        return pl.DataFrame([*cols, pl.Series(WEIGHT, rows[:, -1], dtype=pl.Int64)], schema=self.out_schema)
+        at = {c: i for i, c in enumerate(self.vcolumns)}
+        cols = {c: self.dicts[c].decode(rows[:, at[c]]).rename(c) for c in self.columns if c in self.dicts}
+        for j, a in enumerate(self.vatoms):
+            if self.own[j]:
+                cols |= self._own(j, rows[:, [at[v] for v in a[:-1]]], rows[:, at[a[-1]]])
+        return pl.DataFrame(
+            [
+                *(cols[c].cast(self.out_schema[c]) for c in self.columns),
+                pl.Series(WEIGHT, rows[:, -1], dtype=pl.Int64),
+            ],
+            schema=self.out_schema,
+        )
 
 
 def _layout(atom: Sequence[str], order: Sequence[str]) -> tuple[int, ...]:
