@@ -36,9 +36,8 @@ import polars as pl
 
 from bench.tc import Clock
 from dbspark.algebra.zset import WEIGHT
-from dbspark.columnar.indexed_delta import IndexedDeltaJoin
 from dbspark.columnar.leapfrog import leapfrog_join
-from dbspark.columnar.sensitivity import MaintainedJoin
+from dbspark.operators.maintained_join import Held
 
 ATOMS = [("a", "b"), ("b", "c"), ("a", "c")]
 SQL = "SELECT r.x AS a, r.y AS b, s.y AS c FROM e r JOIN e s ON r.y = s.x JOIN e t ON t.x = r.x AND t.y = s.y"
@@ -148,9 +147,9 @@ def incremental(
     for name, rt in plans.items():
         rt.push("e", labelled(e) if name.endswith("payload") else e.select("x", "y"), e[WEIGHT])
         loads[name], _ = timed(rt.step)
-    maintained = next(st for st in plans["sensitivity"].states.values() if isinstance(st, MaintainedJoin))
+    maintained = next(st.join for st in plans["sensitivity"].states.values() if isinstance(st, Held))
     index_rows = sum(len(ix) for ix in maintained.index.values())
-    indexed = next(st for st in plans["indexed"].states.values() if isinstance(st, IndexedDeltaJoin))
+    indexed = next(st.join for st in plans["indexed"].states.values() if isinstance(st, Held))
     sought: list[dict[str, int]] = []
     edits: list[dict[str, int]] = []
     cur = e.select("x", "y")

@@ -336,6 +336,72 @@ def test_a_durable_pipeline_resumes_the_maintained_join(tmp_path: Any, joins: st
 
 
 @pytest.mark.parametrize("joins", sorted(HELD))
+def test_checkpoints_write_the_steps_changes_and_resume_from_them(
+    tmp_path: Any, joins: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A durable pipeline's held join checkpoints a base of its inputs' rows and the steps' changes
+    since, in segments each more than twice the next; the base is written again only once the log holds
+    more rows than it (here at least 6). Reopened every few steps, the view equals the naive
+    evaluator's; a step undone puts the log back."""
+    from dbspark.operators import maintained_join
+    from dbspark.operators.maintained_join import Held
+    from dbspark.testing.datalog import evaluate
+
+    monkeypatch.setattr(maintained_join, "MIN_BASE", 6)
+    rng = np.random.default_rng(3)
+    edges = {(int(a), int(b)) for a, b in rng.integers(0, 8, size=(14, 2)) if a != b}
+
+    def opened() -> dbspark.Pipeline:
+        p = dbspark.Pipeline(tmp_path / "state", engine="local")
+        p.datalog(TRIANGLES, joins=joins)
+        p.start()
+        return p
+
+    def held(p: dbspark.Pipeline) -> Held:
+        (h,) = [s for s in p.runtime.states.values() if isinstance(s, Held)]
+        return h
+
+    p = opened()
+    p.insert("e", sorted(edges))
+    p.step()
+    bases = 1
+    for t in range(1, 25):
+        base = held(p).base
+        gone = sorted(edges)[: int(rng.integers(0, 2))]
+        new = {(int(a), int(b)) for a, b in rng.integers(0, 8, size=(2, 2)) if a != b} - edges
+        if gone:
+            p.delete("e", gone)
+        if new:
+            p.insert("e", sorted(new))
+        p.step()
+        edges = (edges - set(gone)) | new
+        h = held(p)
+        sizes = [sum(f.height for f in seg if f is not None) for seg in h.log]
+        assert all(2 * b < a for a, b in zip(sizes, sizes[1:], strict=False)), sizes
+        assert h.base is not None and sum(sizes) <= max(sum(f.height for f in h.base), 6)
+        bases += h.base is not base
+        if t % 5 == 0:
+            p.close()
+            p = opened()
+        got = {tuple(r[:3]) for r in view_frame(p.view("tri")).iter_rows()}
+        assert got == evaluate(TRIANGLES, {"e": edges})["tri"]
+    assert 1 < bases < 12  # written again now and then, not at every step
+    h = held(p)
+    log = h.log
+    undo: list = []
+    op = next(n.op for n in p.runtime.circuit.nodes.values() if n.op.name == HELD[joins][0])
+    k = p.runtime.kernel
+    gone_rows = [f.head(1).with_columns(-pl.col(WEIGHT)) for f in h.join.rows()]
+    ins = [k.from_local(dbspark.ZSet(f)) for f in gone_rows]
+    op.eval(k, h, ins, undo)
+    assert h.log is not log
+    for u in reversed(undo):
+        u()
+    assert h.log is log
+    p.close()
+
+
+@pytest.mark.parametrize("joins", sorted(HELD))
 def test_columns_too_wide_to_pack_are_refused_by_name_and_the_step_rolled_back(joins: str) -> None:
     """Four join columns of 2^15 distinct values each need more than 62 bits: the step is refused
     naming the input's columns and the maintenance to use, and the state is as before it."""

@@ -8,7 +8,8 @@ regions of the tuple space that the change oracle names: its cost follows the ed
 the two evaluations' traces. Chosen by `maintenance="sensitivity"` on `stream_multijoin` / `multijoin`
 (or the front ends' `joins="sensitivity"`). Its state (the tries and the indices) is held in this
 process on both engines: on Spark each step's changes are brought to the driver (a first step over
-large tables is one collect). A checkpoint keeps the inputs' rows; a restore rebuilds the rest.
+large tables is one collect). A checkpoint keeps the inputs' rows, as a base and the steps' changes
+since (`Held`); a restore rebuilds the rest.
 
 `IndexedMultiJoin` (`maintenance="indexed"`) is the delta join itself, each change's term a leapfrog join
 in its own variable order over the inputs kept as tries (`columnar/indexed_delta.py`): no trace of the
@@ -18,7 +19,7 @@ is held as the sensitivity operator's is, and checkpointed the same way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -37,11 +38,70 @@ def _with_weights(in_shapes: list[Shape]) -> list[pl.Schema]:
     return [pl.Schema([*s.schema.items(), (WEIGHT, pl.Int64())]) for s in in_shapes]
 
 
+MIN_BASE = 10_000  # rows: a log shorter than this is never folded into a new base
+
+
+@dataclass
+class Held:
+    """A join held in this process (`MaintainedJoin` or `IndexedDeltaJoin`: `step(changes, undo)`,
+    `rows()`, `out_schema`) and what its checkpoints keep: the inputs' rows at some step (`base`) and the
+    changes of the steps since (`log`). A checkpoint names the frames of the last one again, which are
+    not written again (`circuit/checkpoint.FrameFiles`), so a step writes its changes, not the inputs:
+
+    - the log is segments of consecutive steps' changes, each at least twice the next (a step's change
+      is a segment; two are merged into one new frame per input while the later is at least half the
+      earlier), so that a row is written O(log n) times and a checkpoint names O(log n) segments (small
+      frames are inline in its manifest, which is written whole);
+    - once the log holds as many rows as the base (and at least `MIN_BASE`), the next checkpoint writes
+      the inputs' rows as a new base and empties the log."""
+
+    join: Any
+    base: list[pl.DataFrame] | None = None
+    log: list[list[pl.DataFrame | None]] = field(default_factory=list)
+
+    def logged(self) -> int:
+        return sum(_rows(seg) for seg in self.log)
+
+    def add(self, changes: list[pl.DataFrame | None]) -> None:
+        """A step's changes logged (a new list: the old one is the step's undo)."""
+        log = [*self.log, changes]
+        while len(log) > 1 and 2 * _rows(log[-1]) >= _rows(log[-2]):
+            later = log.pop()
+            log[-1] = [_concat(a, b) for a, b in zip(log[-1], later, strict=True)]
+        self.log = log
+
+    def saved(self) -> dict[str, Any]:
+        based = sum(f.height for f in self.base) if self.base is not None else 0
+        if self.base is None or self.logged() > max(based, MIN_BASE):
+            self.base, self.log = self.join.rows(), []
+        return {"base": self.base, "log": self.log}
+
+    def restore(self, saved: Any) -> None:
+        if isinstance(saved, list):  # a checkpoint before 2026-12-05: the inputs' rows
+            saved = {"base": saved, "log": []}
+        base, log = saved["base"], saved["log"]
+        rows = [b for b in base]
+        for seg in log:
+            rows = [
+                b if c is None else pl.concat([b, c], how="vertical") for b, c in zip(rows, seg, strict=True)
+            ]
+        self.join.step(rows)
+        self.base, self.log = base, log
+
+
+def _rows(seg: list[pl.DataFrame | None]) -> int:
+    return sum(f.height for f in seg if f is not None)
+
+
+def _concat(a: pl.DataFrame | None, b: pl.DataFrame | None) -> pl.DataFrame | None:
+    return b if a is None else a if b is None else pl.concat([a, b], how="vertical")
+
+
 @dataclass(frozen=True)
 class _HeldJoin(Operator):
-    """A multiway join's change kept by a state held in this process (`MaintainedJoin` or
-    `IndexedDeltaJoin`: `step(changes, undo)`, `rows()`, `out_schema`): each step's changes brought
-    here, the inputs' rows checkpointed and stepped in again on a restore."""
+    """A multiway join's change kept by a state held in this process (`Held`): each step's changes
+    brought here, the inputs' rows checkpointed (a base and the changes since) and stepped in again on a
+    restore."""
 
     inputs: int
     kind = NONLINEAR
@@ -52,17 +112,21 @@ class _HeldJoin(Operator):
     def arity(self) -> int:  # type: ignore[override]
         return self.inputs
 
-    def eval(self, kernel: Kernel, state: Any, inputs: list[Any], undo: list) -> Any:
+    def eval(self, kernel: Kernel, state: Held, inputs: list[Any], undo: list) -> Any:
         changes = [None if kernel.known_empty(v) else kernel.to_local(v).df for v in inputs]
         if all(c is None or c.height == 0 for c in changes):
-            return kernel.empty(pl.Schema([(c, t) for c, t in state.out_schema.items() if c != WEIGHT]))
-        return kernel.from_local(ZSet(state.step(changes, undo), self.consolidates))
+            return kernel.empty(pl.Schema([(c, t) for c, t in state.join.out_schema.items() if c != WEIGHT]))
+        out = state.join.step(changes, undo)
+        before = state.log
+        state.add([None if c is None or c.height == 0 else c for c in changes])
+        undo.append(lambda: setattr(state, "log", before))
+        return kernel.from_local(ZSet(out, self.consolidates))
 
-    def checkpoint(self, kernel: Kernel, state: Any) -> Any:
-        return state.rows()
+    def checkpoint(self, kernel: Kernel, state: Held) -> Any:
+        return state.saved()
 
-    def restore(self, kernel: Kernel, state: Any, saved: Any) -> Any:
-        state.step(saved)
+    def restore(self, kernel: Kernel, state: Held, saved: Any) -> Any:
+        state.restore(saved)
         return state
 
 
@@ -82,8 +146,8 @@ class MaintainedMultiJoin(_HeldJoin):
         extra = "" if self.project is None else f", exists over all but {', '.join(self.project)}"
         return f"{self.name}[{self.inputs}{extra}]"
 
-    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> MaintainedJoin:
-        return MaintainedJoin(_with_weights(in_shapes), project=self.project)
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Held:
+        return Held(MaintainedJoin(_with_weights(in_shapes), project=self.project))
 
 
 @dataclass(frozen=True)
@@ -95,5 +159,5 @@ class IndexedMultiJoin(_HeldJoin):
     def shape(self, ins: list[Shape]) -> Shape:
         return Shape(check_inputs([Shape(s.schema) for s in ins]))
 
-    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> IndexedDeltaJoin:
-        return IndexedDeltaJoin(_with_weights(in_shapes))
+    def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Held:
+        return Held(IndexedDeltaJoin(_with_weights(in_shapes)))
