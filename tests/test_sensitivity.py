@@ -402,6 +402,24 @@ def test_checkpoints_write_the_steps_changes_and_resume_from_them(
 
 
 @pytest.mark.parametrize("joins", sorted(HELD))
+def test_a_checkpoint_of_the_inputs_rows_alone_still_restores(joins: str) -> None:
+    """Checkpoints before the log (2026-12-05) held the inputs' rows only: a restore from one steps
+    them in, and its next checkpoint is a base of them with an empty log."""
+    from dbspark.operators.maintained_join import Held
+
+    schemas = [pl.Schema({**dict.fromkeys(a, pl.Int64), WEIGHT: pl.Int64}) for a in QUERIES["triangle"]]
+    rows = [
+        pl.DataFrame({a[0]: [1, 2], a[1]: [2, 3], WEIGHT: [1, 2]}, schema=sch)
+        for a, sch in zip(QUERIES["triangle"], schemas, strict=True)
+    ]
+    h = Held(HELD[joins][1](schemas))
+    h.restore(rows)
+    assert [consolidated(f) for f in h.join.rows()] == [consolidated(f) for f in rows]
+    saved = h.saved()
+    assert saved["log"] == [] and [consolidated(f) for f in saved["base"]] == [consolidated(f) for f in rows]
+
+
+@pytest.mark.parametrize("joins", sorted(HELD))
 def test_columns_too_wide_to_pack_are_refused_by_name_and_the_step_rolled_back(joins: str) -> None:
     """Four join columns of 2^15 distinct values each need more than 62 bits: the step is refused
     naming the input's columns and the maintenance to use, and the state is as before it."""
