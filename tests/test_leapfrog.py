@@ -420,6 +420,32 @@ def test_sql_payload_columns_wider_than_a_packed_key(pipeline: Any) -> None:
     assert view_frame(pipeline.view("tri")).height > 100
 
 
+def test_sql_columns_too_wide_are_refused_in_the_querys_names(pipeline: Any) -> None:
+    """joins="sensitivity" packs every column of an input: past 62 bits the step is refused naming the
+    columns as the query does (a join variable by its equality), not by the names the plan gave them."""
+    n = 1 << 16
+    pipeline.sql(
+        "CREATE TABLE e (x BIGINT, y BIGINT, price DOUBLE, note VARCHAR); CREATE VIEW tri AS SELECT r.x, r.y, "
+        "s.y AS z, r.price, r.note FROM e r JOIN e s ON r.y = s.x JOIN e t ON t.x = r.x AND t.y = s.y;",
+        joins="sensitivity",
+    )
+    pipeline.insert(
+        "e",
+        pl.DataFrame(
+            {
+                "x": np.arange(n),
+                "y": np.arange(n) * 7 % n,
+                "price": np.arange(n) / 3,
+                "note": [f"n{i}" for i in range(n)],
+            }
+        ),
+    )
+    with pytest.raises(
+        SchemaError, match=r"input 0's columns \(r\.x = t\.x, r\.y = s\.x, r\.price, r\.note\)"
+    ):
+        pipeline.step()
+
+
 def test_sql_unknown_join_plan() -> None:
     p = dbspark.Pipeline(engine="local")
     with pytest.raises(UnknownNameError, match="joins='wco'"):

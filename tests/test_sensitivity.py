@@ -422,14 +422,15 @@ def test_a_checkpoint_of_the_inputs_rows_alone_still_restores(joins: str) -> Non
 @pytest.mark.parametrize("joins", sorted(HELD))
 def test_columns_too_wide_to_pack_are_refused_by_name_and_the_step_rolled_back(joins: str) -> None:
     """Four join columns of 2^15 distinct values each need more than 62 bits: the step is refused
-    naming the input's columns and the maintenance to use, and the state is as before it."""
+    naming the input's columns (as a front end calls them, where it gave names) and the maintenance to
+    use, and the state is as before it."""
     from dbspark.errors import SchemaError
 
     schema = pl.Schema({"a": pl.Int64, "b": pl.Int64, "c": pl.Int64, "d": pl.Int64, WEIGHT: pl.Int64})
     ab = pl.Schema({"a": pl.Int64, "b": pl.Int64, WEIGHT: pl.Int64})
     cd = pl.Schema({"c": pl.Int64, "d": pl.Int64, WEIGHT: pl.Int64})
     small = pl.DataFrame({"a": [1], "b": [2], "c": [3], "d": [4], WEIGHT: [1]}, schema=schema)
-    j = HELD[joins][1]([schema, ab, cd])
+    j = HELD[joins][1]([schema, ab, cd], names={"a": "t.a = u.a"})
     j.step(
         [
             small,
@@ -442,7 +443,7 @@ def test_columns_too_wide_to_pack_are_refused_by_name_and_the_step_rolled_back(j
         {c: np.arange(n) for c in "abcd"} | {WEIGHT: np.ones(n, dtype=np.int64)}, schema=schema
     )
     undo: list = []
-    with pytest.raises(SchemaError, match=r"input 0's columns \(a, b, c, d\).*maintenance='delta'"):
+    with pytest.raises(SchemaError, match=r"input 0's columns \(t\.a = u\.a, b, c, d\).*maintenance='delta'"):
         j.step([wide, None, None], undo)
     for u in reversed(undo):
         u()

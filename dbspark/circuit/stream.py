@@ -189,7 +189,11 @@ class Stream:
         return self.circuit.add(StreamProduct(right_columns(self.schema, other.schema)), self, other)
 
     def stream_multijoin(
-        self, *others: Stream, maintenance: str = "delta", project: Sequence[str] | None = None
+        self,
+        *others: Stream,
+        maintenance: str = "delta",
+        project: Sequence[str] | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> Stream:
         """↑⋈ of this stream and `others` at once, natural: columns of one name are equal (a NULL matches
         nothing), each once in the output, in order of first appearance; weights multiply. Evaluated by
@@ -200,8 +204,11 @@ class Stream:
         order: `columnar/indexed_delta.py`).
         `project` (with "sensitivity"): the set of the bindings of these columns that some binding of the
         others completes, `distinct(π(⋈))` over inputs of positive weights, by short-circuit evaluation
-        (`StreamExistsJoin`)."""
-        op = StreamMultiJoin(1 + len(others), maintenance)  # checks the maintenance's name
+        (`StreamExistsJoin`). `names`: what the errors of the joins held in this process call columns (a
+        front end's own, as SQL's "r.y = s.x" for the variable it made of that equality)."""
+        op = StreamMultiJoin(
+            1 + len(others), maintenance, tuple((names or {}).items())
+        )  # checks the maintenance
         if project is None:
             return self.circuit.add(op, self, *others)
         return self.circuit.add(_exists_join(op, project), self, *others)
@@ -262,7 +269,7 @@ class Stream:
         op = StreamMultiJoin(1 + len(others), maintenance)  # checks the maintenance's name
         if op.maintenance == "sensitivity" or project is not None:
             keep = None if project is None else _exists_join(op, project).project
-            maintained = MaintainedMultiJoin(op.inputs, keep)
+            maintained = MaintainedMultiJoin(op.inputs, project=keep)
             maintained.shape([s.shape for s in (self, *others)])  # the inputs' columns checked
             return self.circuit.add(maintained, self, *others)
         if op.maintenance == "indexed":

@@ -35,7 +35,7 @@ it had (versions are immutable, so the split copies nothing).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -81,7 +81,8 @@ class IndexedDeltaJoin:
     `step` returns for the inputs' changes by the delta join over indexed tries (module docstring);
     columns as `leapfrog.output_schema`."""
 
-    def __init__(self, schemas: Sequence[pl.Schema]) -> None:
+    def __init__(self, schemas: Sequence[pl.Schema], names: Mapping[str, str] | None = None) -> None:
+        self.names = dict(names or {})  # what the errors call a column (a front end's own name for it)
         self.atoms = [[c for c in s if c != WEIGHT] for s in schemas]
         self.schemas = [pl.Schema({c: s[c] for c in a}) for s, a in zip(schemas, self.atoms, strict=True)]
         self.out_schema = output_schema(schemas)
@@ -168,9 +169,10 @@ class IndexedDeltaJoin:
             need = sum(bits[v] for v in a)
             if need > MAX_BITS:
                 joined = [v for v in self.atoms[j] if v in self.joins]
+                shown = ", ".join(self.names.get(v, v) for v in joined)
                 raise SchemaError(
                     f"the multiway join over indexed tries packs each input's join columns in {MAX_BITS} "
-                    f"bits; input {j}'s columns ({', '.join(joined)}) now need {need} bits for their "
+                    f"bits; input {j}'s columns ({shown}) now need {need} bits for their "
                     "distinct values"
                     + (" and its other columns' codes under them" if self.own[j] else "")
                     + ": use maintenance='delta' for this join"

@@ -32,7 +32,7 @@ behind, harmless but useless) it is rebuilt by one full evaluation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,7 +89,9 @@ class MaintainedJoin:
         regions: str = "points",
         discipline: str = "smallest",
         project: Sequence[str] | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> None:
+        self.names = dict(names or {})  # what the errors call a column (a front end's own name for it)
         if regions not in ("points", "intervals"):
             raise ValueError(f"regions={regions!r}: 'points' or 'intervals'")
         if discipline not in ("smallest", "leapfrog"):
@@ -144,7 +146,8 @@ class MaintainedJoin:
             if need > MAX_BITS:
                 raise SchemaError(
                     f"the multiway join maintained by sensitivity indices packs each input's columns in "
-                    f"{MAX_BITS} bits; input {i}'s columns ({', '.join(lv)}) now need {need} bits for their "
+                    f"{MAX_BITS} bits; input {i}'s columns ({', '.join(self.names.get(v, v) for v in lv)}) now "
+                    f"need {need} bits for their "
                     "distinct values: use maintenance='delta' (joins='auto' in SQL and Datalog) for this join"
                 )
             t = PackedTrie.empty([self.bits[v] for v in lv])

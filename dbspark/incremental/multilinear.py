@@ -17,10 +17,10 @@ def applies(n: Node) -> bool:
 
 def rewrite(dst: Circuit, n: Node, ins: list[Stream]) -> Stream:
     if isinstance(n.op, StreamExistsJoin):  # short-circuit evaluation: kept by sensitivity indices only
-        return dst.add(MaintainedMultiJoin(len(ins), n.op.project), *ins)
+        return dst.add(MaintainedMultiJoin(len(ins), project=n.op.project), *ins)
     assert isinstance(n.op, StreamMultiJoin)
     if n.op.maintenance == "sensitivity":
-        return dst.add(MaintainedMultiJoin(len(ins)), *ins)
+        return dst.add(MaintainedMultiJoin(len(ins), names=n.op.names), *ins)
     if n.op.maintenance == "indexed":
-        return dst.add(IndexedMultiJoin(len(ins)), *ins)
+        return dst.add(IndexedMultiJoin(len(ins), names=n.op.names), *ins)
     return multilinear_delta(ins)

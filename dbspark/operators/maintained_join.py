@@ -104,6 +104,7 @@ class _HeldJoin(Operator):
     restore."""
 
     inputs: int
+    names: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # `StreamMultiJoin.names`
     kind = NONLINEAR
     stateful = True
     consolidates = False  # whether the state's changes come consolidated
@@ -147,7 +148,7 @@ class MaintainedMultiJoin(_HeldJoin):
         return f"{self.name}[{self.inputs}{extra}]"
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Held:
-        return Held(MaintainedJoin(_with_weights(in_shapes), project=self.project))
+        return Held(MaintainedJoin(_with_weights(in_shapes), project=self.project, names=dict(self.names)))
 
 
 @dataclass(frozen=True)
@@ -160,4 +161,4 @@ class IndexedMultiJoin(_HeldJoin):
         return Shape(check_inputs([Shape(s.schema) for s in ins]))
 
     def init(self, kernel: Kernel, shape: Shape, in_shapes: list[Shape]) -> Held:
-        return Held(IndexedDeltaJoin(_with_weights(in_shapes)))
+        return Held(IndexedDeltaJoin(_with_weights(in_shapes), names=dict(self.names)))

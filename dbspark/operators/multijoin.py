@@ -19,7 +19,7 @@ cyclic bodies).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -131,6 +131,9 @@ class StreamMultiJoin(Operator):
 
     inputs: int
     maintenance: str = "delta"  # its incremental form: "delta" (the delta join), "sensitivity" or "indexed"
+    # what a front end calls columns it named itself (SQL's join variables: "r.y = s.x"), for the errors
+    # of the joins held in this process; not part of what the node computes
+    names: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     name = "stream_multijoin"
     kind = MULTILINEAR
 

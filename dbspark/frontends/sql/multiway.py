@@ -98,9 +98,23 @@ def multiway(
         items = [(members.get((i, col), col), ir.Col(col)) for col in r.stream.schema]
         streams.append(r.stream.map(*items))
     joined = streams[0].stream_multijoin(
-        *streams[1:], maintenance=c.joins if c.joins in MAINTAINED else "delta"
+        *streams[1:], maintenance=c.joins if c.joins in MAINTAINED else "delta", names=_shown(rels, members)
     )
     # each field of a class reads the class's column (no copies: column pruning narrows the inputs to
     # what is read after the join)
     fields = [replace(f, col=members.get((i, f.col), f.col)) for i, r in enumerate(rels) for f in r.fields]
     return Rel(joined, fields), [x for x in pending if not any(x is u for u in used)]
+
+
+def _shown(rels: list[Rel], members: dict[tuple[int, str], str]) -> dict[str, str]:
+    """What an error calls each column of the joined relations: a variable made of an equality by its
+    columns as the query names them ("r.y = s.x"), another column by its name."""
+    out: dict[str, list[str]] = {}
+    for i, r in enumerate(rels):
+        for f in r.fields:
+            if f.col in r.stream.schema:
+                shown = f"{f.qualifier}.{f.name}" if f.qualifier else f.name
+                names = out.setdefault(members.get((i, f.col), f.col), [])
+                if shown not in names:
+                    names.append(shown)
+    return {v: " = ".join(ns) for v, ns in out.items()}
