@@ -42,6 +42,12 @@ CREATE VIEW winq AS SELECT a, MAX(x) AS m FROM t GROUP BY CUBE (a, b)
     QUALIFY DENSE_RANK() OVER (PARTITION BY GROUPING(a, b) ORDER BY m DESC NULLS LAST) = 1;
 CREATE VIEW inside AS SELECT a + 1 AS g1, a AS g2, COUNT(*) AS n, MAX(x) AS m FROM t GROUP BY ROLLUP (a + 1, a);
 CREATE VIEW pos AS SELECT a, b, MAX(x) AS m, SUM(x) FILTER (WHERE x > 0) AS sp FROM t GROUP BY ROLLUP (1, 2);
+CREATE VIEW al AS SELECT a AS k, b AS kb, SUM(x) AS s, GROUPING(k) AS gk, GROUPING(k, kb) AS g FROM t
+    GROUP BY ROLLUP (k, kb) ORDER BY SUM(x) DESC NULLS LAST, g, k NULLS FIRST, kb NULLS FIRST LIMIT 3;
+CREATE VIEW alx AS SELECT a + 1 AS k, x % 2 AS x, COUNT(*) AS n, MIN(b) AS lo FROM t GROUP BY CUBE (k, x);
+CREATE VIEW aly AS SELECT a AS k, MAX(b) AS x, COUNT(*) AS n FROM t GROUP BY ROLLUP (k, x);
+CREATE VIEW ordagg AS SELECT b, COUNT(*) AS n, MAX(x) AS m FROM t GROUP BY GROUPING SETS ((b), ())
+    ORDER BY MAX(x) DESC NULLS FIRST, COUNT(*), b NULLS FIRST LIMIT 2;
 """
 
 ROW = st.tuples(
@@ -118,6 +124,12 @@ def test_grouping_sets_by_hand():
             "SELECT a, COUNT(*) FROM t GROUP BY ROLLUP (a, 2)",
             SchemaError,
             r"aggregate COUNT\(\*\) is not allowed",
+        ),
+        ("SELECT b AS a, COUNT(*) FROM t GROUP BY ROLLUP (a)", SchemaError, "column b must appear"),
+        (
+            "SELECT a, COUNT(*) FROM t GROUP BY ROLLUP (a) ORDER BY SUM(x) LIMIT 2",
+            SchemaError,
+            r"ORDER BY SUM\(x\) is not a column of the result",
         ),
         (
             "SELECT COUNT(*) FROM t GROUP BY CUBE (a, b, x, a + 1, a + 2, a + 3, a + 4, a + 5, a + 6)",

@@ -189,6 +189,13 @@ class Compiler:
             if level[0].source is None:
                 level[0].source = self.source(node, outer)
             rel = level[0].source
+        if any(e.name == grouping_sets.ALIAS_KEY for e in node.find_all(exp.Anonymous)):
+            # a grouping set's item aliased as a key the set leaves out, decided on the FROM clause (in
+            # place: the union's branch, whose bare NULL items a set operation reads, `null_items`)
+            found = Scope(rel.fields, self.src)
+            node.set(
+                "expressions", grouping_sets.alias_keys(node.expressions, lambda c: found.find(c) is not None)
+            )
         sub = SubqueryLowering(self, outer)
         scope = Scope(rel.fields, self.src, outer=outer)
         items = self.select_items(node, rel)

@@ -12,8 +12,11 @@ use it outside an aggregate's argument, and GROUPING(k1, ..., kn) is the bitmask
 Spark's dialect, as Spark evaluates it, none). The
 sets of a GROUP BY are the product of its elements' (`a, ROLLUP (b, c)` is (a, b, c), (a, b), (a)); a
 CUBE of n keys has 2^n sets. ORDER BY, LIMIT, OFFSET, DISTINCT and WITH apply to the whole union. A key
-written as a position (`ROLLUP (1, 2)`) is the SELECT item it names; an expression that is a kept key is
-that key whole (`a + 1` kept while `a` is left out). Window functions and QUALIFY run after the grouping,
+written as a position (`ROLLUP (1, 2)`) is the SELECT item it names, and a bare name that is not a
+column of the FROM clause the SELECT item it aliases (`SELECT a AS k ... ROLLUP (k)`: DuckDB's binding,
+decided where the FROM clause is known, `alias_keys`); an expression that is a kept key is that key whole
+(`a + 1` kept while `a` is left out). An ORDER BY expression that is a SELECT item's (`ORDER BY SUM(x)`)
+orders by that item's column of the union. Window functions and QUALIFY run after the grouping,
 over every set's rows together (`over_windows`), as in DuckDB. The branches read the FROM clause once,
 and where the aggregates allow, a coarse set aggregates a finer set's groups (`grouping_levels.py`).
 """
@@ -30,6 +33,7 @@ from dbspark.frontends.sql.parse import Source, name_of
 from dbspark.frontends.sql.scope import canonical
 
 MAX_CUBE = 8  # keys in one CUBE: 2^8 = 256 branches
+ALIAS_KEY = "__dbspark_alias_key"  # an item aliased as a key a set leaves out: `alias_keys` decides
 
 
 HIVE = ("rollup", "cube", "grouping_sets")  # `GROUP BY a, b WITH ROLLUP | WITH CUBE | GROUPING SETS (...)`
@@ -76,6 +80,21 @@ def expand(node: exp.Select, src: Source) -> tuple[exp.Expression, list[exp.Sele
     for key in ("order", "limit", "offset", "with_"):
         if node.args.get(key) is not None:
             out.set(key, node.args[key].copy())
+    order = out.args.get("order")
+    if order is not None:  # an item's expression: that item's column of the union
+        for o in order.expressions:
+            e = o.this if isinstance(o, exp.Ordered) else o
+            hit = next(
+                (
+                    n
+                    for item, n in zip(node.expressions, names, strict=True)
+                    if not isinstance(e, exp.Column)
+                    and (item.this if isinstance(item, exp.Alias) else item) == e
+                ),
+                None,
+            )
+            if hit is not None:
+                e.replace(exp.column(exp.to_identifier(hit, quoted=True)))
     return out, branches, positions
 
 
@@ -242,6 +261,24 @@ def _product(parts: list[list[list[exp.Expression]]]) -> list[list[exp.Expressio
     return [[k for s in combo for k in s] for combo in itertools.product(*parts)]
 
 
+def _bare(k: exp.Expression) -> bool:
+    return isinstance(k, exp.Column) and not k.args.get("table") and isinstance(k.this, exp.Identifier)
+
+
+def alias_keys(items: list[exp.Expression], in_from: Callable[[exp.Column], bool]) -> list[exp.Expression]:
+    """A branch's SELECT items with each item aliased as a key its set leaves out decided, now that the
+    FROM clause is known: NULL where the key is the alias (no column of the FROM clause has its name,
+    DuckDB's binding of a GROUP BY name), else the item as written (the key is that column)."""
+
+    def decide(e: exp.Expression) -> exp.Expression:
+        if isinstance(e, exp.Anonymous) and e.name == ALIAS_KEY:
+            key, item = e.expressions
+            return item if in_from(key) else exp.Null()
+        return e
+
+    return [i.transform(decide) for i in items]
+
+
 def _same(a: exp.Expression, b: exp.Expression) -> bool:
     """One grouping key written twice (`a` and `t.a` when either is unqualified)."""
     if isinstance(a, exp.Column) and isinstance(b, exp.Column):
@@ -277,7 +314,12 @@ def _branch(
     for item, name in zip(out.expressions, names, strict=True):
         if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
             src.unsupported("* in a query with grouping sets", item)
-        new = _rewrite(item.this if isinstance(item, exp.Alias) else item, keys, every, left_out, src)
+        plain = item.this if isinstance(item, exp.Alias) else item
+        new = _rewrite(plain, keys, every, left_out, src)
+        if isinstance(item, exp.Alias) and not any(_same(plain, k) for k in every):
+            named = next((k for k in left_out if _bare(k) and name_of(k.this) == name), None)
+            if named is not None:  # NULL if the key is this alias (no FROM column of its name)
+                new = exp.Anonymous(this=ALIAS_KEY, expressions=[named.copy(), new])
         items.append(exp.alias_(new, exp.to_identifier(name, quoted=True)))
     out.set("expressions", items)
     having = out.args.get("having")
