@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.keyhash import stable_hash
+from dbspark.algebra.keyhash import column_hash, stable_hash
 from dbspark.columnar.packed_trie import pack
 
 CHUNKS = 32  # the own values' frame is made one chunk past this many (a gather across chunks is slow)
@@ -84,6 +84,15 @@ class Runs:
         return out
 
 
+def _hashed(s: pl.Series) -> pl.Series:
+    """A column by its values' 64-bit hashes (`algebra.keyhash.column_hash`; where it has none, a list or
+    a struct, Polars' hash with fixed seeds: a hash lives only in this process, never in a checkpoint)."""
+    try:
+        return pl.Series(s.name, column_hash(s), dtype=pl.UInt64)
+    except TypeError:
+        return s.hash(seed=0).rename(s.name)
+
+
 class Payloads:
     """The local codes of one kind of input's own columns (`schema`, positional names) under its
     `keys` join columns' codes (module docstring). Inputs of one row type with their own columns at the
@@ -121,7 +130,7 @@ class Payloads:
         columns (in this coder's order); tuples not seen under their key before get new codes."""
         own = own.rename(dict(zip(own.columns, self.own, strict=True)))
         f = self._keyed(keys).hstack(own)
-        h = stable_hash(f, f.columns)
+        h = stable_hash(self._keyed(keys).hstack([_hashed(own[c]) for c in self.own]), f.columns)
 
         def same(q: np.ndarray, e: np.ndarray) -> np.ndarray:
             ok = (self.codes[e, :-1] == keys[q]).all(axis=1)
