@@ -386,6 +386,14 @@ def test_checkpoints_write_the_steps_changes_and_resume_from_them(
         got = {tuple(r[:3]) for r in view_frame(p.view("tri")).iter_rows()}
         assert got == evaluate(TRIANGLES, {"e": edges})["tri"]
     assert 1 < bases < 12  # written again now and then, not at every step
+    q = dbspark.Pipeline(engine="local")  # without a directory: no checkpoint, so nothing logged
+    q.datalog(TRIANGLES, joins=joins)
+    q.insert("e", sorted(edges))
+    q.step()
+    q.delete("e", sorted(edges)[:2])
+    q.step()
+    assert held(q).base is None and held(q).log == []
+    q.close()
     h = held(p)
     log = h.log
     undo: list = []

@@ -53,7 +53,8 @@ class Held:
       earlier), so that a row is written O(log n) times and a checkpoint names O(log n) segments (small
       frames are inline in its manifest, which is written whole);
     - once the log holds as many rows as the base (and at least `MIN_BASE`), the next checkpoint writes
-      the inputs' rows as a new base and empties the log."""
+      the inputs' rows as a new base and empties the log;
+    - nothing is logged before the first checkpoint (a pipeline without a directory takes none)."""
 
     join: Any
     base: list[pl.DataFrame] | None = None
@@ -63,7 +64,9 @@ class Held:
         return sum(_rows(seg) for seg in self.log)
 
     def add(self, changes: list[pl.DataFrame | None]) -> None:
-        """A step's changes logged (a new list: the old one is the step's undo)."""
+        """A step's changes logged (a new list: the old one is the step's undo), once checkpointed."""
+        if self.base is None:
+            return
         log = [*self.log, changes]
         while len(log) > 1 and 2 * _rows(log[-1]) >= _rows(log[-2]):
             later = log.pop()
