@@ -19,10 +19,11 @@ intersections, not the edit distance between evaluations.
 Each input keeps one trie per distinct order of its levels among the terms that read it (for a
 triangle, two per input: (a, b) and (b, a)). Its levels are its join columns and, if it has others, one
 more: their tuples' local code under the join key (`columnar/payloads.py`), so that columns no other
-input reads cost the bits of the most tuples under one key, not of their distinct values. A step first applies every input's change to its tries,
-each `apply` making a new version and leaving the old one valid, then runs the terms, term k reading the
-inputs j < k in their new versions and j > k in their old ones; a step's undo is keeping the old
-versions. Values are coded by `Dictionary`s; a column that outgrows its bits repacks every trie.
+input reads cost the bits of the most tuples under one key, not of their distinct values. A step first
+applies every input's change to its tries, each `apply` making a new version and leaving the old one
+valid, then runs the terms, term k reading the inputs j < k in their new versions and j > k in their
+old ones; a step's undo is keeping the old versions. Values are coded by `Dictionary`s; a column that
+outgrows its bits repacks every trie.
 
 A self-join (a triangle over one edge table: R, S and T are `e` renamed) gets the same change on each of
 its inputs at every step. Inputs of one row type code their columns, position by position, by one
