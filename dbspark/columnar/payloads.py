@@ -93,6 +93,15 @@ def _hashed(s: pl.Series) -> pl.Series:
         return s.hash(seed=0).rename(s.name)
 
 
+def _equal_rows(ka: np.ndarray, oa: pl.DataFrame, kb: np.ndarray, ob: pl.DataFrame) -> np.ndarray:
+    """Whether each row (join codes `ka`, own values `oa`) equals its partner in `kb`, `ob` (values equal
+    as a join's: NULLs equal, -0.0 and 0.0 equal, NaNs equal)."""
+    ok = (ka == kb).all(axis=1)
+    for c in oa.columns:
+        ok &= oa[c].eq_missing(ob[c]).to_numpy()
+    return ok
+
+
 class Payloads:
     """The local codes of one kind of input's own columns (`schema`, positional names) under its
     `keys` join columns' codes (module docstring). Inputs of one row type with their own columns at the
@@ -129,15 +138,13 @@ class Payloads:
         """The local code of each row: `keys` its join columns' codes (rows x keys), `own` its own
         columns (in this coder's order); tuples not seen under their key before get new codes."""
         own = own.rename(dict(zip(own.columns, self.own, strict=True)))
-        f = self._keyed(keys).hstack(own)
-        h = stable_hash(self._keyed(keys).hstack([_hashed(own[c]) for c in self.own]), f.columns)
+        kh = stable_hash(self._keyed(keys), self.keys)  # the join key's hash: a row's hash goes on from it
+        h = stable_hash(
+            pl.DataFrame([pl.Series("__k", kh), *(_hashed(own[c]) for c in self.own)]), ["__k", *self.own]
+        )
 
         def same(q: np.ndarray, e: np.ndarray) -> np.ndarray:
-            ok = (self.codes[e, :-1] == keys[q]).all(axis=1)
-            got, want = self.values[e], own[q]
-            for c in self.own:
-                ok &= got[c].eq_missing(want[c]).to_numpy()
-            return ok
+            return _equal_rows(self.codes[e, :-1], self.values[e], keys[q], own[q])
 
         entry = self.by_row.find(h, same)
         new = np.nonzero(entry < 0)[0]
@@ -146,22 +153,19 @@ class Payloads:
         # the distinct new tuples (by hash), each given a code in its first row's order
         _, first, inv = np.unique(h[new], return_index=True, return_inverse=True)
         reps = new[first]
-        alike = (keys[new] == keys[reps[inv]]).all(axis=1)
-        for c in self.own:
-            alike &= own[c][new].eq_missing(own[c][reps[inv]]).to_numpy()
+        alike = _equal_rows(keys[new], own[new], keys[reps[inv]], own[reps[inv]])
         order = np.argsort(reps, kind="stable")
         ids = np.empty(len(reps), dtype=np.int64)
         ids[order] = np.arange(self.n, self.n + len(reps), dtype=np.int64)
         reps = reps[order]
-        kh = stable_hash(self._keyed(keys[reps]), self.keys)
-        u, at, cnt = np.unique(kh, return_inverse=True, return_counts=True)
-        rank = np.empty(len(kh), dtype=np.int64)
-        rank[np.argsort(at, kind="stable")] = np.arange(len(kh)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        u, at, cnt = np.unique(kh[reps], return_inverse=True, return_counts=True)
+        rank = np.empty(len(reps), dtype=np.int64)
+        rank[np.argsort(at, kind="stable")] = np.arange(len(reps)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
         given = self.by_key.count(u)
         loc = given[at] + rank  # after the codes given under the key's hash, in order of the rows
         self._append(np.column_stack([keys[reps], loc]), own[reps])
         self.by_row = self.by_row.add(h[reps], ids[order])
-        self.by_key = self.by_key.add(kh, ids[order])
+        self.by_key = self.by_key.add(kh[reps], ids[order])
         self.most = max(self.most, int((given + cnt).max()))
         entry[new[alike]] = ids[inv[alike]]
         out = self.codes[np.maximum(entry, 0), -1]

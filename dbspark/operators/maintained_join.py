@@ -83,12 +83,9 @@ class Held:
         if isinstance(saved, list):  # a checkpoint before 2026-12-05: the inputs' rows
             saved = {"base": saved, "log": []}
         base, log = saved["base"], saved["log"]
-        rows = [b for b in base]
-        for seg in log:
-            rows = [
-                b if c is None else pl.concat([b, c], how="vertical") for b, c in zip(rows, seg, strict=True)
-            ]
-        self.join.step(rows)
+        self.join.step(
+            [pl.concat([b, *(seg[j] for seg in log if seg[j] is not None)]) for j, b in enumerate(base)]
+        )
         self.base, self.log = base, log
 
 
