@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dbspark.algebra.consolidate import WEIGHT
@@ -113,15 +113,24 @@ def test_a_key_past_62_bits_keeps_the_rows_as_a_frame():
     ),
     st.booleans(),
 )
+@example(
+    [([(1, 0)], True), ([(1, 3)], True), ([(1, 2)], True)], False
+)  # (t: the largest above, not the last)
+@example(
+    [([(1, 2)], True), ([(1, 0), (2, 0)], True), ([(3, 0), (3, 1)], False)], False
+)  # (rounds, then tally)
 def test_a_fresh_ranked_distinct_gives_each_new_fact_one_more_than_its_least_rank(batches, wide) -> None:
     """A fresh run's ranked distinct (`operators/fresh._Ranked`): each call's new facts (not given
     before), once each, at 1 + the least rank among that call's derivations of them, whether the
     call's ranks are one value (the set's new rows as they are) or several (grouped by fact); a set past
-    62 bits (`wide`: a column far apart) answers as a frame. Checked against Python."""
+    62 bits (`wide`: a column far apart) answers as a frame; and at the end, each fact's counts of its
+    derivations below its rank and the others (the supports `finish` writes), whether the calls were
+    kept as rounds throughout or tallied by fact and rank from a call of several ranks or the frame on.
+    Checked against Python."""
     from types import SimpleNamespace
 
     from dbspark.algebra.zset import ZSet
-    from dbspark.columnar.rank_fold import RANK
+    from dbspark.columnar.rank_fold import COUNTS, RANK
     from dbspark.operators.fresh import _Ranked
 
     schema = pl.Schema({"x": pl.Int64, "y": pl.Int64, RANK: pl.Int64})
@@ -129,12 +138,14 @@ def test_a_fresh_ranked_distinct_gives_each_new_fact_one_more_than_its_least_ran
     ranked = _Ranked(state)
     seen: set = set()
     derivations: Counter = Counter()
+    rank: dict = {}  # each fact's, at its first call
     for rows, same in batches:
         if same and rows:
             rows = [(x, rows[0][1]) for x, _ in rows]
         far = 2**56 if wide else 7
         data = [(x, x * far, r) for x, r in rows]
-        z = ZSet(pl.DataFrame(data, schema=schema, orient="row").with_columns(pl.lit(1).alias(WEIGHT)))
+        weights = pl.Series(WEIGHT, [1 + x % 3 for x, _ in rows], dtype=pl.Int64)  # (some above 1)
+        z = ZSet(pl.DataFrame(data, schema=schema, orient="row").with_columns(weights))
         got = ranked.new(z).df
         want: dict = {}
         for x, y, r in data:
@@ -145,8 +156,22 @@ def test_a_fresh_ranked_distinct_gives_each_new_fact_one_more_than_its_least_ran
             (x, y, r + 1) for (x, y), r in want.items()
         )
         assert got[WEIGHT].to_list() == [1] * got.height
-        # the derivations tallied by fact and rank (a call of one rank none before had: apart)
-        derivations.update(data)
-        counts = ranked.tally.counts()
-        assert counts.height == len(derivations), "a derivation's fact and rank twice"
-        assert {r[:-1]: r[-1] for r in counts.iter_rows()} == dict(derivations)
+        for d, w in zip(data, weights, strict=True):
+            derivations[d] += w
+        for f, r in zip(got.select("x", "y").rows(), got[RANK], strict=True):
+            rank[f] = r
+    # the facts' counts from their derivations (kept as rounds while the calls' ranks were one value,
+    # then tallied by fact and rank): b those below the fact's rank, a the others, t the largest of theirs
+    inserted: list = []
+    k = SimpleNamespace(from_local=lambda z: z, trace_insert=lambda _, z, __: inserted.append(z.df))
+    ranked.finish(k, [])
+    by: dict = {}
+    for (x, y, s), w in derivations.items():
+        by.setdefault((x, y), []).append((s, w))
+    want = set()
+    for f, ds in by.items():
+        r = rank[f]
+        b, a = sum(w for s, w in ds if s < r), sum(w for s, w in ds if s >= r)
+        want.add((*f, r, b, a, max([r - 1] + [s for s, _ in ds if s >= r]), 1))
+    rows = inserted[0].select("x", "y", RANK, *COUNTS, WEIGHT).rows() if inserted else []
+    assert len(rows) == len(want) and set(rows) == want

@@ -18,6 +18,7 @@ import polars as pl
 from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT, index
 from dbspark.algebra.weights import magnitude
 from dbspark.columnar.packed_trie import pack
+from dbspark.errors import WeightError
 
 RANK = "__rank"
 BELOW, ABOVE, TOP = "__below", "__above", "__top"
@@ -362,6 +363,55 @@ def _supports_of(
         pl.Series(BELOW, _sums(fact[below], w[below], n)),
         pl.Series(ABOVE, _sums(fact[~below], w[~below], n)),
         pl.Series(TOP, t),
+        pl.Series(WEIGHT, np.ones(n, dtype=np.int64)),
+    ]
+    return pl.DataFrame(rows)
+
+
+def round_supports(
+    facts: pl.DataFrame,
+    cols: list[str],
+    rounds: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    ranks: list[int],
+) -> pl.DataFrame:
+    """`rank_fold.supports` from a fresh run's rounds (`RowSet.fresh_round`): round i's derivations all of
+    rank `ranks[i]`, summed by fact (`keys`, sorted, once each; `w`), `new` the facts first derived there.
+    `facts` holds the rounds' new facts in that order (each once, at its rank), so a new fact's place is
+    its count so far and only the derivations of earlier facts are looked up (`_places`, once for all
+    rounds). Per fact: b the weights of its derivations below its rank, a the others, t the largest rank
+    of those (at least the rank - 1); each round adds to a fact once (its keys are distinct)."""
+    n = facts.height
+    fact_keys = np.concatenate([k[new] for k, _, new in rounds]) if rounds else np.zeros(0, np.int64)
+    if len(fact_keys) != n:
+        raise AssertionError("a fresh run's facts are not its rounds' new ones")
+    total = sum(magnitude(w) * len(w) for _, w, _ in rounds if len(w))
+    if total >= 2**63 - 1:
+        raise WeightError("weight overflow while counting a recursive distinct's derivations")
+    old = [k[~new] for k, _, new in rounds]
+    places, found = _places(fact_keys, np.concatenate(old) if old else fact_keys[:0])
+    if not bool(found.all()):
+        raise AssertionError("a fresh run's derivation of a fact it did not derive")
+    r = _ints(facts[RANK])
+    below, above, top = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), r - 1
+    at_new = at_old = 0
+    for (_, w, new), s, o in zip(rounds, ranks, old, strict=True):
+        k = len(w) - len(o)
+        below[at_new : at_new + k] = w[new]  # (its first round: the derivations' rank is its rank - 1)
+        at_new += k
+        p, wo = places[at_old : at_old + len(o)], w[~new]
+        at_old += len(o)
+        b = s < r[p]
+        if b.any():
+            below[p[b]] += wo[b]
+            p, wo = p[~b], wo[~b]
+        above[p] += wo
+        top[p] = np.maximum(top[p], s)
+    rows = [facts.get_column(c) for c in cols]
+    rows += [
+        facts.get_column(RANK),
+        pl.Series(BELOW, below),
+        pl.Series(ABOVE, above),
+        pl.Series(TOP, top),
         pl.Series(WEIGHT, np.ones(n, dtype=np.int64)),
     ]
     return pl.DataFrame(rows)

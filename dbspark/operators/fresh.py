@@ -32,6 +32,8 @@ import polars as pl
 
 from dbspark.algebra.consolidate import WEIGHT
 from dbspark.algebra.zset import ZSet
+from dbspark.columnar.packed_rank_fold import round_supports
+from dbspark.columnar.plans import pick
 from dbspark.columnar.rank_fold import RANK, tallied_supports
 from dbspark.columnar.row_set import RowSet
 from dbspark.errors import RecursionLimitError
@@ -250,12 +252,19 @@ def _derived(k: Any, d: Any) -> ZSet:
 
 class _Ranked:
     """A ranked distinct's fresh run: the facts derived so far (a set of the facts' columns), the
-    derivations tallied by fact and rank, and the facts' changes for its trace of facts."""
+    derivations by fact and rank, and the facts' changes for its trace of facts.
+
+    While every call's derivations share one rank, the set keeps each call's derivations as a round
+    (`RowSet.fresh_round`: summed by fact, which facts were new) and the supports are read from the
+    rounds (`round_supports`); from the first call of several ranks, or once the set is a frame, the
+    rounds so far and every later call's derivations are tallied by fact and rank in a second set
+    (`tallied_supports`)."""
 
     def __init__(self, state: Any) -> None:
         self.state = state
         self.cols = list(state.cols)
         self.facts = RowSet(pl.Schema([(c, state.schema[c]) for c in self.cols]))
+        self.ranks: list[int] | None = []  # each round's rank; None once the derivations are tallied
         self.tally = RowSet(pl.Schema(state.out))  # (the derivations: the fact and their rank)
         self.tallied: set[int] = set()  # the ranks of the derivations tallied so far
         self.out: list[pl.DataFrame] = []
@@ -271,6 +280,12 @@ class _Ranked:
         data = z.data()
         ranks = data[RANK].to_numpy()
         one = int(ranks[0]) if len(ranks) and ranks.min() == ranks.max() else None
+        if self.ranks is not None and (one is not None or not len(ranks)):
+            facts = self.facts.fresh_round(pick(data, self.cols), z.weights())
+            if facts is not None:
+                self.ranks.append(0 if one is None else one)
+                return self._least(facts, 0 if one is None else one + 1)
+        self._tally_rounds()
         # derivations of one rank that none tallied before had: rows of their own in the tally
         self.tally.count(data, z.weights(), apart=one is not None and one not in self.tallied)
         self.tallied.update(np.unique(ranks).tolist() if one is None else [one])
@@ -282,16 +297,7 @@ class _Ranked:
             mask, facts = got
             new_ranks = ranks[mask]
             if len(new_ranks) == 0 or new_ranks.min() == new_ranks.max():
-                n, rank = facts.height, int(new_ranks[0]) + 1 if len(new_ranks) else 0
-                least = pl.DataFrame(  # (of its columns: `with_columns` is a query, ~66 against ~10 µs)
-                    [
-                        *facts.get_columns(),
-                        pl.Series(RANK, np.full(n, rank, dtype=np.int64)),
-                        pl.Series(WEIGHT, np.ones(n, dtype=np.int64)),
-                    ]
-                )
-                self.out.append(least)
-                return ZSet(least, consolidated=True)
+                return self._least(facts, int(new_ranks[0]) + 1 if len(new_ranks) else 0)
             derived = data.filter(pl.Series(mask))
         least = (
             derived.group_by(self.cols)
@@ -301,9 +307,36 @@ class _Ranked:
         self.out.append(least)
         return ZSet(least, consolidated=True)
 
+    def _least(self, facts: pl.DataFrame, rank: int) -> ZSet:
+        """New facts, all at `rank`, as the distinct's output (kept for its trace of facts)."""
+        n = facts.height
+        least = pl.DataFrame(  # (of its columns: `with_columns` is a query, ~66 against ~10 µs)
+            [
+                *facts.get_columns(),
+                pl.Series(RANK, np.full(n, rank, dtype=np.int64)),
+                pl.Series(WEIGHT, np.ones(n, dtype=np.int64)),
+            ]
+        )
+        self.out.append(least)
+        return ZSet(least, consolidated=True)
+
+    def _tally_rounds(self) -> None:
+        """The rounds kept so far into the tally by fact and rank, and no rounds after."""
+        if self.ranks is None:
+            return
+        for rows, rank in zip(self.facts.take_rounds(), self.ranks, strict=True):
+            r = rows.with_columns(pl.lit(rank, dtype=pl.Int64).alias(RANK))
+            self.tally.count(pick(r, list(self.tally.cols)), rows[WEIGHT].to_numpy())
+        self.tallied.update(self.ranks)
+        self.ranks = None
+
     def finish(self, k: Any, undo: list) -> None:
         """The facts derived, with their ranks and their derivations counted (`columnar/rank_fold.py`),
         into the distinct's trace of facts."""
         if self.out:
-            rows = tallied_supports(pl.concat(self.out), self.tally, self.cols)  # (each fact is new once)
+            facts = pl.concat(self.out)  # (each fact is new once)
+            if self.ranks is not None:
+                rows = round_supports(facts, self.cols, self.facts.rounds, self.ranks)
+            else:
+                rows = tallied_supports(facts, self.tally, self.cols)
             k.trace_insert(self.state.facts, k.from_local(ZSet(rows, consolidated=True)), undo)
