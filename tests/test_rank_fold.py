@@ -245,3 +245,40 @@ def _fresh_counts(
         with off if way == "plans" else nullcontext():
             got = supports(given, counts, ["x"])
     return got, also
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(
+        st.integers(0, 40), st.lists(st.tuples(RANKS, st.integers(1, 3)), min_size=1, max_size=4), max_size=8
+    ),
+    st.booleans(),
+)
+def test_a_fresh_runs_rounds_give_the_folds_counts(derived, table):
+    """From empty state, a round per rank in rising order (`RowSet.fresh_round`: the round's facts
+    sorted and once each, their weights summed, which are new), the facts in the order the rounds made
+    them new: `round_supports` gives each fact's counts as the fold would keep them (`_coming`), a
+    derivation of an earlier fact found by a table of the packed facts and by binary search."""
+    import numpy as np
+
+    from dbspark.columnar.packed_rank_fold import round_supports
+
+    ranks = sorted({s for ds in derived.values() for s, _ in ds})
+    first = {x: min(s for s, _ in ds) for x, ds in derived.items()}
+    rounds, order = [], []
+    for r in ranks:
+        sums: dict[int, int] = {}
+        for x, ds in derived.items():
+            for s, w in ds:
+                if s == r:
+                    sums[x] = sums.get(x, 0) + w
+        keys = np.array(sorted(sums), dtype=np.int64)
+        new = np.array([first[x] == r for x in keys.tolist()], dtype=bool)
+        rounds.append((keys, np.array([sums[x] for x in keys.tolist()], dtype=np.int64), new))
+        order += keys[new].tolist()
+    given = _change([(x, first[x] + 1, 1) for x in order])
+    with patch.object(packed_rank_fold, "_DENSE", packed_rank_fold._DENSE if table else 0):
+        got = round_supports(given, ["x"], rounds, ranks)
+    want = {(x, *_coming(ds), 1) for x, ds in derived.items()}  # type: ignore[misc]
+    rows = got.select("x", RANK, *COUNTS, WEIGHT).rows()
+    assert len(rows) == len(want) and set(rows) == want
