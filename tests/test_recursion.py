@@ -1017,12 +1017,20 @@ def checkpoint_and_restore(engine: Any, tmp_path: Any, mode: str, strategy: str,
         (scope,) = [s for s in rt.states.values() if hasattr(s, "recomputed")]
         assert scope.recomputed == [1], scope.recomputed
     rt.checkpoint(tmp_path / "ck")
+    rule = [
+        (s.cost, s.skip, s.backoff, s._size) for s in rt.states.values() if hasattr(s, "recomputed")
+    ]  # (auto's: the last recompute's cost, the backoff, the fixpoint's size)
+    assert strategy != "auto" or (len(rule) == 1 and rule[0][0] is not None and rule[0][3] == 28)
     rt.insert("e", [(3, 4), (6, 1)])
     rt.delete("e", [(0, 1)])
     rt.step()
     edges = set(RING) - {(3, 4)}
     for r in (rt, q.run(engine)):
         r.restore(tmp_path / "ck")
+        # the rule restored with the rest: a restored scope keeps its budget
+        assert [
+            (s.cost, s.skip, s.backoff, s._size) for s in r.states.values() if hasattr(s, "recomputed")
+        ] == rule
         if early:  # (the second step was recomputed into the second state, which the checkpoint holds)
             (scope,) = [s for s in r.states.values() if hasattr(s, "recomputed")]
             assert scope.active == 1 and not scope.stale

@@ -304,6 +304,14 @@ class AutoScopeState:
             "dred": self.dred.to_state(),
             "active": self.active,
             "inputs": {n: t.to_state() for n, t in self.inputs.items()},
+            # the rule's memory: without it a restored scope has no budget until it next recomputes,
+            # which a workload whose over-delete never runs away (same generation) never does
+            "rule": {
+                "cost": None if self.cost is None else [self.cost[0], self.cost[1]],
+                "skip": self.skip,
+                "backoff": self.backoff,
+                "size": self._size,
+            },
         }
 
     def restore(self, saved: Any) -> None:
@@ -322,3 +330,8 @@ class AutoScopeState:
             for n, st in saved["inputs"].items():
                 self.inputs[n].restore(st)
             self.switched_at, self.released = None, False
+        rule = saved.get("rule") or {}  # (a checkpoint of before it kept none: no budget, as then)
+        cost = rule.get("cost")
+        self.cost = None if cost is None else (float(cost[0]), int(cost[1]))
+        self.skip, self.backoff = int(rule.get("skip", 0)), int(rule.get("backoff", 1))
+        self._size = rule.get("size")
