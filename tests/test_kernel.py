@@ -218,3 +218,32 @@ def test_ordinal_numbers_rows_in_their_order_or_deletes_first(engine: Any, a: li
         held = (v.local if k.name == "spark" else k.to_local(v)).df.rows()
         assert Counter(held) == Counter((*r, w) for r, w in a)
         assert Counter(got.rows()) == Counter((*r[:-1], i, r[-1]) for i, r in enumerate(held))
+
+
+@engine_given(rows, where, local=40, spark=3)
+def test_a_renaming_keeps_a_consolidated_value_consolidated_and_a_projection_does_not(
+    engine: Any, a: list, at: str
+) -> None:
+    """`map` of plain columns: every column kept (renamed, reordered, one twice) leaves distinct rows
+    distinct, so a consolidated value's result is marked consolidated; a projection that drops a column
+    may make rows equal, so its result is not, and consolidating it sums them (checked against Python)."""
+    from dbspark.ir.expr import col
+
+    k = kernel_of(engine)
+    z = k.consolidate(value(k, a, at))
+    swapped = k.map(
+        z,
+        [("v2", col("v")), ("k2", col("k")), ("k3", col("k"))],
+        pl.Schema({"v2": pl.Int64(), "k2": pl.Int64(), "k3": pl.Int64()}),
+    )
+    dropped = k.map(z, [("k2", col("k"))], pl.Schema({"k2": pl.Int64()}))
+    want: Counter = Counter()
+    for (key, _), w in a:
+        want[(key,)] += w
+    if not is_spark(engine):  # (an empty value is consolidated whatever is dropped)
+        assert swapped.consolidated and (len(z) == 0 or not dropped.consolidated)
+    got = k.to_local(k.consolidate(dropped)).to_dict()
+    assert got == {r: w for r, w in want.items() if w}
+    assert k.to_local(k.consolidate(swapped)).to_dict() == {
+        (v, key, key): w for (key, v), w in k.to_local(z).to_dict().items()
+    }
