@@ -357,15 +357,23 @@ def _supports_of(
     below = s < r[fact]
     t = r - 1
     np.maximum.at(t, fact[~below], s[~below])
-    rows = [facts.get_column(c) for c in cols]
-    rows += [
-        facts.get_column(RANK),
-        pl.Series(BELOW, _sums(fact[below], w[below], n)),
-        pl.Series(ABOVE, _sums(fact[~below], w[~below], n)),
-        pl.Series(TOP, t),
-        pl.Series(WEIGHT, np.ones(n, dtype=np.int64)),
-    ]
-    return pl.DataFrame(rows)
+    return _counted(facts, cols, _sums(fact[below], w[below], n), _sums(fact[~below], w[~below], n), t)
+
+
+def _counted(
+    facts: pl.DataFrame, cols: tuple[str, ...] | list[str], b: np.ndarray, a: np.ndarray, t: np.ndarray
+) -> pl.DataFrame:
+    """The rows of `facts` (each once, at its rank) with their counts b, a, t, weight 1."""
+    return pl.DataFrame(
+        [
+            *(facts.get_column(c) for c in cols),
+            facts.get_column(RANK),
+            pl.Series(BELOW, b),
+            pl.Series(ABOVE, a),
+            pl.Series(TOP, t),
+            pl.Series(WEIGHT, np.ones(facts.height, dtype=np.int64)),
+        ]
+    )
 
 
 def round_supports(
@@ -387,31 +395,24 @@ def round_supports(
     total = sum(magnitude(w) * len(w) for _, w, _ in rounds if len(w))
     if total >= 2**63 - 1:
         raise WeightError("weight overflow while counting a recursive distinct's derivations")
-    old = [k[~new] for k, _, new in rounds]
+    olds = [~new for _, _, new in rounds]  # (each round's derivations of earlier facts)
+    old = [k[o] for (k, _, _), o in zip(rounds, olds, strict=True)]
     places, found = _places(fact_keys, np.concatenate(old) if old else fact_keys[:0])
     if not bool(found.all()):
         raise AssertionError("a fresh run's derivation of a fact it did not derive")
     r = _ints(facts[RANK])
     below, above, top = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), r - 1
     at_new = at_old = 0
-    for (_, w, new), s, o in zip(rounds, ranks, old, strict=True):
-        k = len(w) - len(o)
+    for (_, w, new), s, o, ok in zip(rounds, ranks, olds, old, strict=True):
+        k = len(w) - len(ok)
         below[at_new : at_new + k] = w[new]  # (its first round: the derivations' rank is its rank - 1)
         at_new += k
-        p, wo = places[at_old : at_old + len(o)], w[~new]
-        at_old += len(o)
+        p, wo = places[at_old : at_old + len(ok)], w[o]
+        at_old += len(ok)
         b = s < r[p]
         if b.any():
             below[p[b]] += wo[b]
             p, wo = p[~b], wo[~b]
         above[p] += wo
         top[p] = np.maximum(top[p], s)
-    rows = [facts.get_column(c) for c in cols]
-    rows += [
-        facts.get_column(RANK),
-        pl.Series(BELOW, below),
-        pl.Series(ABOVE, above),
-        pl.Series(TOP, top),
-        pl.Series(WEIGHT, np.ones(n, dtype=np.int64)),
-    ]
-    return pl.DataFrame(rows)
+    return _counted(facts, cols, below, above, top)

@@ -193,9 +193,7 @@ class RowSet:
     def take_rounds(self) -> list[pl.DataFrame]:
         """The rounds' distinct rows with their summed weights (the set's columns, then WEIGHT), in
         order; the set keeps them no longer."""
-        out = self.round_frames + [
-            self._decode(k).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)) for k, w, _ in self.rounds
-        ]
+        out = self.round_frames + [self._weighed(k, w) for k, w, _ in self.rounds]
         self.rounds, self.round_frames = [], []
         return out
 
@@ -241,7 +239,7 @@ class RowSet:
         parts = list(self.tally_frames)
         if self.tally or self.apart:
             u, w = self._counted()
-            parts.insert(0, self._decode(u).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)))
+            parts.insert(0, self._weighed(u, w))
         if not parts:
             return pl.DataFrame(schema={**self.schema, WEIGHT: pl.Int64})
         if len(parts) == 1 and not self.tally_frames:
@@ -379,14 +377,16 @@ class RowSet:
             ]
         )
 
+    def _weighed(
+        self, keys: np.ndarray, w: np.ndarray, layout: list[tuple[int, int]] | None = None
+    ) -> pl.DataFrame:
+        """Keys decoded into the set's columns (in `layout`, else the current one), with the weights `w`."""
+        return self._decode(keys, layout).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64))
+
     def _to_frame(self, old: list[tuple[int, int]] | None = None) -> None:
-        for k, w in [*self.tally, *self.apart]:
-            self.tally_frames.append(self._decode(k, old).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)))
-        self.tally, self.apart = [], []
-        self.round_frames += [
-            self._decode(k, old).with_columns(pl.Series(WEIGHT, w, dtype=pl.Int64)) for k, w, _ in self.rounds
-        ]
-        self.rounds = []
+        self.tally_frames += [self._weighed(k, w, old) for k, w in [*self.tally, *self.apart]]
+        self.round_frames += [self._weighed(k, w, old) for k, w, _ in self.rounds]
+        self.tally, self.apart, self.rounds = [], [], []
         keys = self._keys()
         self.frame = self._decode(keys, old) if len(keys) else pl.DataFrame(schema=self.schema)
         self.runs, self.dense = [], None

@@ -280,11 +280,13 @@ class _Ranked:
         data = z.data()
         ranks = data[RANK].to_numpy()
         one = int(ranks[0]) if len(ranks) and ranks.min() == ranks.max() else None
-        if self.ranks is not None and (one is not None or not len(ranks)):
+        if not len(ranks):  # (no derivation: no new fact, nothing to count)
+            return self._least(pick(data, self.cols), 0)
+        if self.ranks is not None and one is not None:
             facts = self.facts.fresh_round(pick(data, self.cols), z.weights())
             if facts is not None:
-                self.ranks.append(0 if one is None else one)
-                return self._least(facts, 0 if one is None else one + 1)
+                self.ranks.append(one)
+                return self._least(facts, one + 1)
         self._tally_rounds()
         # derivations of one rank that none tallied before had: rows of their own in the tally
         self.tally.count(data, z.weights(), apart=one is not None and one not in self.tallied)
