@@ -108,6 +108,10 @@ def test_a_recursive_scope_says_how_its_step_ran(engine, recursion: str) -> None
         assert [w.split(",")[0] for w in ways.sort("step")["how"]] == want
         assert all(re.fullmatch(r"[a-z -]+, \d+ iterations", w) for w in ways["how"])
         assert p.view("path").to_dict() == {(x, y): 1 for x in range(8) for y in range(x + 1, 8)}
+        # its state: the traces of its body (each of the 28 facts held at least once), not only the
+        # imports' (the 7 edges)
+        held = ways.sort("step")["state_rows"][-1]
+        assert 28 + 7 <= held <= p.state_rows()
     finally:
         p.close()
 

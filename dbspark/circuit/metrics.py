@@ -95,8 +95,10 @@ class Metrics:
 
 
 def _traces(state: Any, traces: dict[int, Any], depth: int = 0) -> list[Any]:
-    """The kernel's traces an operator's state holds (its attributes, lists and dicts, two levels)."""
-    if state is None or depth > 2 or hasattr(state, "new_trace"):  # (not through a kernel)
+    """The kernel's traces an operator's state holds (its attributes, lists and dicts, six levels: a
+    recursive scope's state holds its body's states, whose traces are its integrals and facts; with two
+    levels its metrics counted its imports' traces alone)."""
+    if state is None or depth > 6 or hasattr(state, "new_trace"):  # (not through a kernel)
         return []
     if id(state) in traces:
         return [state]
