@@ -264,13 +264,19 @@ def test_dred_over_many_batches_of_a_random_graph(engine, program, seed):
 
 def integrals(p: dbspark.Pipeline) -> list[dict]:
     """The Z-set of every integral of every scope maintained by delete-and-rederive, in order, and each
-    ranked distinct's facts with their ranks."""
+    ranked distinct's facts with their ranks; each batch of the local engine's traces checked
+    consolidated (a row once: a fresh run marks the sums of new facts so, and indexes them unsummed)."""
     k, out = p.runtime.kernel, []
     for s in p.runtime.states.values():
         if hasattr(s, "fresh_runs"):
-            out += [k.to_local(k.as_zset(s.it.states[n].snapshot())).to_dict() for n in s.integrals]
-            facts = [d.facts for d in s.distincts if hasattr(d, "facts")]
-            out += [k.to_local(k.as_zset(f.snapshot())).to_dict() for f in facts]
+            traces = [s.it.states[n] for n in s.integrals] + [
+                d.facts for d in s.distincts if hasattr(d, "facts")
+            ]
+            out += [k.to_local(k.as_zset(t.snapshot())).to_dict() for t in traces]
+            for t in traces:
+                for b in getattr(t, "batches", []):
+                    data = [c for c in b.df.columns if c not in t.weight_cols]
+                    assert not b.df.select(data).is_duplicated().any(), f"a batch of {data} not consolidated"
     return out
 
 
