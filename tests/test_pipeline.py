@@ -74,6 +74,57 @@ def test_pipeline_steps_views_and_atomic_rejection(engine_session, tmp_path):
             p.insert("nope", [(1, 1)])
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_change_larger_than_a_small_trace_is_the_views_new_batch_and_steps_stay_right(engine_session, seed):
+    """A view's change of more rows than a trace keeps as one small batch (the local kernel's
+    `commit_output`): the step's output is its rows sorted by their hashes, and the view's trace keeps
+    that frame as its new batch (their columns shared). The changes of later steps (deletes, inserts,
+    duplicates, a row whose weight goes from 2 to 1, everything deleted) and the view's contents are
+    Python's."""
+    from dbspark.trace.spine import SMALL
+
+    engine, spark = engine_session
+    rng = random.Random(seed)
+    p = (
+        dbspark.Pipeline(engine="spark", spark=spark)
+        if engine == "spark"
+        else dbspark.Pipeline(engine="local")
+    )
+    with p:
+        t = p.table("t", {"k": "int64", "v": "int64"})
+        p.create_view("bag", t.filter((col("v") % 3).ne(0)))
+        p.create_view("keys", t.map("k").stream_distinct())
+        rows = [(rng.randrange(3 * SMALL), rng.randrange(10)) for _ in range(3 * SMALL)]
+        rows += rows[: SMALL // 2]  # (duplicates: weight 2)
+        have: Counter = Counter()
+        steps = [(rows, []), (rows[-SMALL:][:100] + [(-1, 1)] * 3, rows[: 2 * SMALL]), ([], None)]
+        for ins, dels in steps:
+            dels = list((have + Counter(ins)).elements()) if dels is None else dels
+            before = have.copy()
+            p.insert("t", ins)
+            p.delete("t", dels)
+            have = have + Counter(ins)
+            have.subtract(Counter(dels))
+            have = +have
+            out = p.step()
+            if engine == "local" and not before:  # (into an empty trace: the same frame, not a copy)
+                (batch,) = p.runtime._views["bag"].batches
+                assert batch.df is out["bag"].df
+            bag = Counter({r: n for r, n in have.items() if r[1] % 3 != 0})
+            keys = {(k,) for k, _ in have}
+            was_bag = Counter({r: n for r, n in before.items() if r[1] % 3 != 0})
+            change = {r: bag[r] - was_bag[r] for r in set(bag) | set(was_bag) if bag[r] != was_bag[r]}
+            assert out["bag"].to_dict() == change
+            was_keys = {(k,) for k, _ in before}
+            assert out["keys"].to_dict() == {
+                **{r: 1 for r in keys - was_keys},
+                **{r: -1 for r in was_keys - keys},
+            }
+            assert p.view("bag").to_dict() == dict(bag)
+            assert p.view("keys").to_dict() == dict.fromkeys(keys, 1)
+        assert not have
+
+
 def test_a_view_whose_constant_fails_is_empty_over_empty_tables(engine_session):
     """A constant that cannot be computed (a cast out of range) fails per row, as in DuckDB: the step
     that inserts rows is rejected, and the view read before any step committed is the view over the

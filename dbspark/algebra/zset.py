@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import WEIGHT, consolidate_sorted
+from dbspark.algebra.consolidate import WEIGHT, consolidate_sorted, key_hash, sorted_by_hash
 from dbspark.errors import WeightError
 
 
@@ -133,6 +133,18 @@ class ZSet:
         self._cons = self.with_df(df, True)
         self._cons.hashes = h
         return self._cons
+
+    def by_row_hash(self) -> ZSet:
+        """This Z-set consolidated, its rows in the order of their hash over every data column, with
+        the hashes (`hashes`): as a trace indexed by every column keeps it in a batch, which can then
+        be this frame itself (a view's trace and the step's output of it sharing their columns)."""
+        z = self.consolidate(by_rows=True)
+        if z.hashes is not None or len(z) == 0:
+            return z
+        df, h = sorted_by_hash(z._df, key_hash(z._df, z.columns))
+        out = self.with_df(df, True)
+        out.hashes = h
+        return out
 
     def __add__(self, other: ZSet) -> ZSet:
         if self._df.height == 0:

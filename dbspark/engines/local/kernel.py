@@ -30,7 +30,7 @@ from dbspark.engines.local.sqlfuncs import raising
 from dbspark.errors import SchemaError, WeightError
 from dbspark.ir import functions as fn
 from dbspark.ir.expr import Binary, Case, Col, Expr, Func, Lit
-from dbspark.trace.spine import Spine, TraceSnapshot
+from dbspark.trace.spine import SMALL, Spine, TraceSnapshot
 
 Value = ZSet | TraceSnapshot
 _WR = "__w_r"
@@ -481,6 +481,8 @@ class LocalKernel:
 
     def commit_output(self, trace: Spine, delta: Value, name: str, undo: list) -> ZSet:
         z = self.consolidate(delta)
+        if isinstance(z, ZSet) and len(z) > SMALL and trace.by_rows(z.df.columns):
+            z = z.by_row_hash()  # (the view's new batch is the step's output: their columns shared)
         self.trace_insert(trace, z, undo)
         return z
 
