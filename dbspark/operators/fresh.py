@@ -10,9 +10,10 @@ fact's derivations) to find which facts are new: the integrals' sorts and merges
 
 - **the integrals kept as lists of their changes** while only joins read them (a join is bilinear, so a
   sum of changes serves as well as their consolidated form), and indexed once at the end: what the
-  later steps need, built once. A sum of a recursive distinct's changes (renamed, indexed) holds each
-  fact once, as does the scope's output where it is such a sum: both are consolidated as they are, not
-  hashed and sorted to find that (transitive closure of 5,000 nodes: 4.2 of the first step's 23 s);
+  later steps need, built once. A sum of changes that hold each row once over the run (a recursive
+  distinct's new facts, renamed or indexed; an import's; an incremental join of two such: `new_once`)
+  is consolidated as it is, and so is the scope's output where it is one: neither is hashed and sorted
+  to find that (transitive closure of 5,000 nodes: 4.2 of the first step's 23 s);
 - **each recursive distinct answering from a set of the facts derived so far** (`columnar/row_set.py`:
   rows packed into int64 keys, a bitmap or sorted runs): from empty state every derivation has a
   positive weight (the body is monotone and no import removes anything), so a fact is new exactly when
@@ -27,12 +28,13 @@ way. The state left is the one the usual way leaves: every integral holds the sa
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import WEIGHT
+from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT
 from dbspark.algebra.zset import ZSet
 from dbspark.columnar.packed_rank_fold import round_supports
 from dbspark.columnar.plans import pick
@@ -41,7 +43,7 @@ from dbspark.columnar.row_set import RowSet
 from dbspark.errors import RecursionLimitError
 from dbspark.ir.expr import Col
 from dbspark.operators.join import StreamJoin, StreamProduct
-from dbspark.operators.linear import Index, Map
+from dbspark.operators.linear import Filter, Index, Map, Plus
 from dbspark.operators.source import Input
 from dbspark.operators.time import Delay, Integrate
 
@@ -79,6 +81,68 @@ class _Sum:
         """The integral's Z-set: its changes' frames one after another (the trace consolidates them
         once, unless they are `consolidated`: each row in one change once, as a distinct's new facts)."""
         return ZSet(_frames(self.parts), consolidated)
+
+
+def new_once(inner: Any, order: list[int], distincts: Collection[int], ranked: Collection[int]) -> set[int]:
+    """The nodes of a scope's body whose changes over a fresh run hold each row once (no row in two
+    iterations' changes, none twice in one): a sum of their changes is consolidated as it is.
+
+    - a recursive distinct's output: each fact is new once; an import's: it enters at the first
+      iteration, consolidated;
+    - through feedback delays, indexes, filters, and maps of plain columns that keep every column (or,
+      of a ranked distinct's facts, every column but the rank: a fact is new at one rank);
+    - an incremental join, Δa ⋈ I(b) + z⁻¹(I(a)) ⋈ Δb, of two such changes, that keeps every column of
+      both sides on keys whose equality is identity (integers, strings): over the run it joins each row
+      of a with each row of b once, at the iteration of the later one (from empty integrals, its two
+      halves give the pairs whose a-row came at or after, and strictly before, the b-row), and
+      the output row names its pair."""
+
+    def halves(n: Any) -> tuple[int, int] | None:  # (Δa, Δb) of an incremental join
+        if not isinstance(n.op, Plus):
+            return None
+        for x, y in (n.inputs, n.inputs[::-1]):
+            j1, j2 = inner.nodes[x], inner.nodes[y]
+            if not isinstance(j1.op, StreamJoin) or j1.op != j2.op:
+                continue
+            (da, ib), (dia, db) = j1.inputs, j2.inputs
+            ia = inner.nodes[dia].inputs[0] if isinstance(inner.nodes[dia].op, Delay) else None
+            if not (
+                isinstance(inner.nodes[ib].op, Integrate)
+                and inner.nodes[ib].inputs == (db,)
+                and inner.nodes[dia].shape.trace
+                and ia is not None
+                and isinstance(inner.nodes[ia].op, Integrate)
+                and inner.nodes[ia].inputs == (da,)
+            ):
+                continue
+            left, right = inner.nodes[da].shape.schema, inner.nodes[db].shape.schema
+            op = j1.op
+            if {src for src, _ in op.right_out} >= set(right) - set(op.right_keys) and all(
+                isinstance(left[c], INTEGER_LIKE) or left[c] == pl.String for c in op.left_keys
+            ):
+                return da, db
+        return None
+
+    def once(nid: int, rank_dropped: bool = False) -> bool:
+        n = inner.nodes[nid]
+        if nid in distincts:
+            return not rank_dropped or nid in ranked
+        if isinstance(n.op, Input):
+            return True
+        if isinstance(n.op, (Index, Filter)) or (isinstance(n.op, Delay) and not n.shape.trace):
+            return once(n.inputs[0], rank_dropped)
+        if isinstance(n.op, Map):
+            cols = [e for _, e in n.op.exprs if isinstance(e, Col)]
+            have, kept = set(inner.nodes[n.inputs[0]].shape.schema), {e.name for e in cols}
+            return (
+                len(cols) == len(n.op.exprs)
+                and kept >= have - {RANK}
+                and once(n.inputs[0], rank_dropped or (RANK in have and RANK not in kept))
+            )
+        pair = None if rank_dropped else halves(n)
+        return pair is not None and once(pair[0]) and once(pair[1])
+
+    return {nid for nid in order if once(nid)}
 
 
 def _frames(parts: tuple[ZSet, ...]) -> pl.DataFrame:
@@ -122,22 +186,7 @@ class FreshRun:
 
         self.ranked = {nid for nid in distincts if hasattr(scope.it.states[nid], "facts")}
 
-        def once(nid: int, rank_dropped: bool = False) -> bool:
-            # its changes over a fresh run hold each row once: a recursive distinct's new facts (each
-            # new once), through feedback delays, indexes and maps that keep every column (or, of a
-            # ranked distinct's, all but the rank: a fact is new at one rank)
-            n = inner.nodes[nid]
-            if nid in distincts:
-                return not rank_dropped or nid in self.ranked
-            if isinstance(n.op, Index) or (isinstance(n.op, Delay) and not n.shape.trace):
-                return once(n.inputs[0], rank_dropped)
-            cols = [e for _, e in n.op.exprs if isinstance(e, Col)] if isinstance(n.op, Map) else []
-            if not isinstance(n.op, Map) or len(cols) < len(n.op.exprs):
-                return False
-            have, kept = set(inner.nodes[n.inputs[0]].shape.schema), {e.name for e in cols}
-            return kept >= have - {RANK} and once(n.inputs[0], rank_dropped or RANK not in kept)
-
-        self.once = {nid for nid in self.order if once(nid)}
+        self.once = new_once(inner, self.order, distincts, self.ranked)
         # the feedback delays `once` passes through: their value before the run must be empty
         self.once_delays = [
             nid for nid in self.once if isinstance(inner.nodes[nid].op, Delay) and nid not in distincts
@@ -178,6 +227,7 @@ class FreshRun:
         empty = {name: k.empty(v.schema) for name, v in imports.items()}
         sub: list = []  # this run's own undo: the inserts into integrals maintained as usual
         before = [len(p) for p in parts]
+        imports = {name: k.consolidate(v) for name, v in imports.items()}  # (rows once: `new_once`)
         once = self.once if all(k.known_empty(delayed[nid]) for nid in self.once_delays) else set()
         try:
             runs = 0
