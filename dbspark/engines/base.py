@@ -212,6 +212,12 @@ class TraceKernel(Protocol):
         """(rows, bytes) a trace holds (metrics; bytes None where unknown)."""
         raise NotImplementedError
 
+    def trace_keys(self, trace: Any, names: Sequence[str]) -> Value | None:
+        """The rows of a trace that holds one row per key, as a consolidated value of its key columns
+        (renamed `names`) and weights that shares the trace's memory, where the engine has it at hand
+        (the local engine: a trace of one batch, its columns and hashes); else None."""
+        ...
+
     def state_rows(self) -> int:
         """The entries (rows) held in all of this engine's traces: the size of the state."""
         ...

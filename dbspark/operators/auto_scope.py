@@ -113,6 +113,7 @@ class AutoScopeState:
         # then kept up by each step's change
         self._size: int | None = None
         self._estimate: int | None = None  # this step's estimate of the fixpoint's rows (if it weighed one)
+        self.plain = False  # the last step's output is the active state's step's (`settled`)
 
     @property
     def dred(self) -> DRedScopeState:
@@ -152,6 +153,7 @@ class AutoScopeState:
 
     def step(self, imports: dict[str, Any], undo: list) -> tuple:
         k = self.kernel
+        self.plain = False  # (until the active state's own step returns)
         if self.switched_at is not None:
             if not self.released:  # the switch is committed: free the other states' memory
                 for d in self.dreds:
@@ -213,6 +215,7 @@ class AutoScopeState:
             self._size = self._fixpoint_rows()  # (exact, once: later steps keep it up)
         if over and back >= SWITCH_RATIO * held_rows(k, out) and back >= SWITCH_SHARE * (self._size or 0):
             self._set(undo, skip=1)  # (the step's change is dred's; the next one recomputes)
+        self.plain = True
         return out
 
     def _recompute(self, undo: list) -> tuple:
@@ -257,6 +260,11 @@ class AutoScopeState:
     def reread(self) -> None:
         if self.switched_at is None:
             self.dred.reread()
+
+    def settled(self, out: tuple) -> tuple:
+        """`DRedScopeState.settled`, after a step its active state ran (not a recompute: its output
+        is the new fixpoint less the old)."""
+        return self.dred.settled(out) if self.plain else out
 
     def _traces(self) -> list[tuple[Any, list[str]]]:
         """Each result's trace in the active state, whose rows of positive count are the result's facts

@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dbspark.errors import RecursionLimitError
-from dbspark.ir.expr import Case, Expr, col, lit
+from dbspark.ir.expr import Case, Col, Expr, col, lit
 from dbspark.operators.base import NONLINEAR, Operator, Shape
 from dbspark.operators.distinct import H_WEIGHT, positive
 from dbspark.operators.fixpoint import Iteration
 from dbspark.operators.fresh import FreshRun, NotFresh
+from dbspark.operators.linear import Map
 from dbspark.operators.nested_trace import total
 from dbspark.operators.source import Constant
 from dbspark.operators.time import Delay, DelayState, Differentiate, Integrate
@@ -275,6 +276,28 @@ class DRedScopeState:
         deferred frames, a second copy of what the traces then hold (same generation: 65 of 290 MB)."""
         for nid, src in self.trace_delays:
             self.it.states[nid].value = self.it.states[src].snapshot()
+
+    def settled(self, out: tuple) -> tuple:
+        """The step's output once its traces are indexed (after `Kernel.deferring`): after a fresh run, a
+        result that is a ranked distinct's facts less their rank is read from its trace of facts (the
+        same rows: the step's new facts, into a trace empty before it), sharing that trace's columns
+        and key hashes, so that the view's trace keeps them without sorting them again (transitive
+        closure of 5,000 nodes: 24M facts, 1.2-1.7 s)."""
+        if not self.ran_fresh:
+            return out
+        k, inner, res = self.kernel, self.op.inner, list(out)
+        for i, r in enumerate(self.op.results):
+            node = inner.nodes[inner.outputs[r]]
+            st = self.it.states.get(node.inputs[0]) if node.inputs else None
+            if not isinstance(node.op, Map) or st is None or not hasattr(st, "facts"):
+                continue
+            exprs = node.op.exprs
+            if [e.name if isinstance(e, Col) else None for _, e in exprs] != list(st.cols):
+                continue
+            got = k.trace_keys(st.facts, [n for n, _ in exprs])
+            if got is not None and held_rows(k, [got]) == held_rows(k, [out[i]]):
+                res[i] = got
+        return tuple(res)
 
     def _run(self, imports: dict[str, Any], parts: list[list[Any]], undo: list, watch: Any = None) -> int:
         """Iterations from `imports` until the feedback is empty; returns how many ran. `watch`: called

@@ -105,6 +105,7 @@ class Fixpoint(Operator):
                         out = ScopeState(self, kernel).step(values, [])
         if self.mode in ("dred", "auto"):
             state.reread()
+            out = state.settled(out)
         return out
 
     def _naive(self, kernel: Kernel, values: dict[str, Any]) -> tuple:

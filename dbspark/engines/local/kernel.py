@@ -479,6 +479,20 @@ class LocalKernel:
     def flush_step(self, undo: list) -> None:
         """Nothing to write: the local engine's traces are updated as the step goes."""
 
+    def trace_keys(self, trace: Spine, names: Sequence[str]) -> ZSet | None:
+        if (
+            trace.pending
+            or len(trace.batches) != 1
+            or trace.order is not None
+            or trace.weight_cols != (WEIGHT,)
+        ):
+            return None
+        (b,) = trace.batches
+        cols = [b.df.get_column(c).alias(n) for c, n in zip(trace.keys, names, strict=True)]
+        z = ZSet(pl.DataFrame([*cols, b.df.get_column(WEIGHT)]), consolidated=True)
+        z.hashes = b.hashes  # (of the key columns, in their order: the value's data columns)
+        return z
+
     def commit_output(self, trace: Spine, delta: Value, name: str, undo: list) -> ZSet:
         z = self.consolidate(delta)
         if isinstance(z, ZSet) and len(z) > SMALL and trace.by_rows(z.df.columns):

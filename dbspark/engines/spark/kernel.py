@@ -1009,6 +1009,9 @@ class SparkKernel:
     def trace_stats(self, trace: SparkBucketTrace) -> tuple[int, int | None]:
         return trace.rows(), trace.nbytes()
 
+    def trace_keys(self, trace: SparkBucketTrace, names: Sequence[str]) -> None:
+        return None  # (its rows are in files: a view's trace writes its own)
+
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> BucketSnap:
         data = pl.Schema([(c, t) for c, t in schema.items() if c != WEIGHT])
         return BucketSnap(None, {}, (), data, tuple(keys))
