@@ -62,11 +62,9 @@ class _Offsets:
     def bits(self) -> int:
         return bits_for(self.hi - self.lo + 1) if self.hi >= self.lo else 1
 
-    def encode(self, s: pl.Series) -> np.ndarray:
-        return self._ints(s) - np.int64(self.lo)
-
     def raw(self, s: pl.Series) -> tuple[np.ndarray, int]:
-        """The values as int64 (an Int64 column's own buffer) and the offset that makes them codes."""
+        """The values as int64 (an Int64 column's own buffer) and the offset that makes them codes
+        (`pack_offsets` subtracts it in the key)."""
         return self._ints(s), self.lo
 
     def decode(self, codes: np.ndarray, name: str, lo: int | None = None) -> pl.Series:
@@ -88,19 +86,17 @@ class _Codes:
         return True
 
     def grow(self, s: pl.Series) -> None:
-        """Take in the values of `s` (new ones get codes), keeping their codes for `encode`."""
+        """Take in the values of `s` (new ones get codes), keeping their codes for `raw`."""
         (self.pending,) = self.dictionary.encode([s])
 
     @property
     def bits(self) -> int:
         return bits_for(len(self.dictionary))
 
-    def encode(self, s: pl.Series) -> np.ndarray:
-        codes, self.pending = self.pending, None  # (the batch just taken in by `grow`)
-        return codes if codes is not None else self.dictionary.encode([s])[0]
-
     def raw(self, s: pl.Series) -> tuple[np.ndarray, int]:
-        return self.encode(s), 0
+        """The values' codes, and 0 (no offset)."""
+        codes, self.pending = self.pending, None  # (the batch just taken in by `grow`)
+        return codes if codes is not None else self.dictionary.encode([s])[0], 0
 
     def decode(self, codes: np.ndarray, name: str, lo: int | None = None) -> pl.Series:
         return self.dictionary.decode(codes).rename(name)
