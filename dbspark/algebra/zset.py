@@ -32,7 +32,7 @@ HTML_ROWS = 20  # rows a notebook shows of a Z-set
 class ZSet:
     """A Z-set over rows of a fixed schema, stored columnar; the values of a DBSP stream."""
 
-    __slots__ = ("_cons", "_df", "_src", "at", "consolidated", "hashes")
+    __slots__ = ("_cons", "_df", "_src", "at", "consolidated", "hashes", "probes")
 
     def __init__(self, df: pl.DataFrame, consolidated: bool = False) -> None:
         if df.columns[-1:] != [WEIGHT]:
@@ -47,6 +47,9 @@ class ZSet:
         # of rows sought in a trace at a consolidated probe's rows (`TraceSnapshot.seek_rows`): the
         # probe and, per row, the probe row it equals (`combine` then sums by position, not by a join)
         self.at: tuple[ZSet, np.ndarray] | None = None
+        # how joins read this value by key columns: a count of the joins so far, then the index they
+        # probe (`columnar/key_index.py`)
+        self.probes: dict[tuple[str, ...], Any] | None = None
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod

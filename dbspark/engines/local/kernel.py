@@ -20,6 +20,7 @@ from dbspark.algebra.consolidate import max_abs, nonzero
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
 from dbspark.columnar.aggfold import Accumulators
+from dbspark.columnar.key_index import indexed_join
 from dbspark.columnar.plans import collect, drop_null_rows, pick
 from dbspark.columnar.ranges import range_counts
 from dbspark.columnar.rows import input_frame
@@ -327,6 +328,9 @@ class LocalKernel:
             right = drop_null_rows(b.df, rk)
             left = a.seek_frame(pick(right, rk, lk), exact=False)
         else:
+            joined = indexed_join(a, b, lk, rk, right_out)  # (a side read by joins before, indexed)
+            if joined is not None:
+                return joined
             left, right = a.df, b.df
         if left.height == 0 or right.height == 0:
             return self._empty_join(left.schema, right.schema, right_out)
