@@ -232,7 +232,9 @@ class FreshRun:
         try:
             runs = 0
             while True:
-                values = self._iteration(imports if runs == 0 else empty, sums, seen, ranked, delayed, sub)
+                values = self._iteration(
+                    imports if runs == 0 else empty, sums, seen, ranked, delayed, once, sub
+                )
                 for i, r in enumerate(st.op.results):
                     parts[i].append(values[inner.outputs[r]])
                 runs += 1
@@ -282,6 +284,7 @@ class FreshRun:
         seen: dict[int, RowSet],
         ranked: dict[int, _Ranked],
         delayed: dict[int, Any],
+        once: Collection[int],
         undo: list,
     ) -> dict[int, Any]:
         k, inner, st = self.kernel, self.inner, self.scope
@@ -309,7 +312,12 @@ class FreshRun:
                         values[nid] = k.empty(n.shape.schema)
                         continue
                     ins = [k.from_local(v.value()) if isinstance(v, _Sum) else v for v in ins]
-                values[nid] = op.eval(k, st.it.states[nid], ins, undo)
+                out = op.eval(k, st.it.states[nid], ins, undo)
+                if nid in once and isinstance(out, ZSet) and not out.consolidated:
+                    # each row once in the run, so once in this change (a product of non-zero weights):
+                    # a join reading it does not hash and sort it to find that (`new_once`)
+                    out = out.with_df(out.df, consolidated=True)
+                values[nid] = out
         return values
 
     def _distinct(self, facts: RowSet, d: Any) -> Any:
