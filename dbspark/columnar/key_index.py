@@ -123,12 +123,13 @@ class KeyIndex:
         low = np.array(lows, dtype=np.int64)
         packed = _pack([c.to_numpy() for c in cols], low, shifts)
         n = len(packed)
-        order = np.argsort(packed, kind="stable")
+        span = int(packed.max()) + 1
+        if span <= _DENSE_SLACK * n + _DENSE_MIN:  # each key's count, then the rows by key: O(n + span)
+            starts = np.zeros(span + 1, dtype=np.int64)
+            np.cumsum(np.bincount(packed, minlength=span), out=starts[1:])
+            return cls(low, shifts, widths, _order(packed), starts, None)
+        order = _order(packed)
         sorted_keys = packed[order]
-        span = int(sorted_keys[-1]) + 1
-        if span <= _DENSE_SLACK * n + _DENSE_MIN:
-            starts = np.searchsorted(sorted_keys, np.arange(span + 1, dtype=np.int64))
-            return cls(low, shifts, widths, order, starts, None)
         first = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
         return cls(low, shifts, widths, order, np.append(first, n), sorted_keys[first])
 
@@ -170,6 +171,19 @@ class KeyIndex:
         if rows is not None:
             left = rows[left]
         return left, right
+
+
+def _order(packed: np.ndarray) -> np.ndarray:
+    """The positions that sort the packed keys (non-negative): each key shifted up with its position in
+    the low bits, where they fit in 63, and sorted by NumPy's sort of numbers (vectorized: ~10x its
+    stable argsort); else that argsort."""
+    n = len(packed)
+    bits = (n - 1).bit_length()
+    if int(packed.max()).bit_length() + bits > 63:
+        return np.argsort(packed, kind="stable")
+    v = (packed << bits) | np.arange(n, dtype=np.int64)
+    v.sort()
+    return v & np.int64((1 << bits) - 1)
 
 
 def _pack(vals: list[np.ndarray], lows: np.ndarray, shifts: list[int]) -> np.ndarray:
