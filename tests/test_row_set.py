@@ -56,7 +56,7 @@ def test_new_rows_and_sums_against_python(name, bitmap, data):
     the batches' weights is their sum by row, zeros dropped."""
     with pytest.MonkeyPatch.context() as mp:
         if bitmap != "default":  # sorted runs only, the tally summed every few rows; or a bitmap when it can
-            mp.setattr(row_set, "DENSE_BITS", 0 if bitmap == "never" else 25)
+            mp.setattr(row_set, "DENSE_BITS", 0 if bitmap == "never" else 28)
             mp.setattr(row_set, "COUNT_BITS", 0 if bitmap == "never" else 25)
             mp.setattr(row_set, "COMPACT", 4 if bitmap == "never" else 10**6)
         check_against_python(SCHEMAS[name], data)
@@ -175,3 +175,20 @@ def test_a_fresh_ranked_distinct_gives_each_new_fact_one_more_than_its_least_ran
         want.add((*f, r, b, a, max([r - 1] + [s for s, _ in ds if s >= r]), 1))
     rows = inserted[0].select("x", "y", RANK, *COUNTS, WEIGHT).rows() if inserted else []
     assert len(rows) == len(want) and set(rows) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 20), st.lists(st.lists(st.integers(0, 2**20 - 1), max_size=40), max_size=6), st.data())
+def test_a_bitmap_against_python(bits, batches, data):
+    """`Bits`: keys added in sorted batches (repeats, neighbours in one byte) are in it, no other is, and
+    its keys are the set's, sorted."""
+    b, want = row_set.Bits(bits), set()
+    for keys in batches:
+        keys = [k % (1 << bits) for k in keys]
+        probe = np.array(
+            keys + data.draw(st.lists(st.integers(0, (1 << bits) - 1), max_size=10)), dtype=np.int64
+        )
+        assert b.has(probe).tolist() == [k in want for k in probe.tolist()]
+        b.add(np.unique(np.array(keys, dtype=np.int64)))
+        want |= set(keys)
+        assert b.keys().tolist() == sorted(want)
