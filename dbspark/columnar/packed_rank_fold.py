@@ -64,20 +64,23 @@ def _packed(cols: list[np.ndarray]) -> np.ndarray | None:
     return out
 
 
-_DENSE = 1 << 26  # packed facts below this (and below 16 per fact given) are placed by a table
+_DENSE = 1 << 28  # packed facts below this (and below 16 per fact given) are placed by a table
 
 
 def _table(keys: np.ndarray) -> np.ndarray | None:
     """The position of each of `keys` by key (-1 elsewhere), when they are dense enough (non-negative,
-    below `_DENSE` and 16 per key) and distinct; else None."""
+    below `_DENSE` and 16 per key) and distinct; else None. Positions as int32 where they fit (4 bytes a
+    slot: transitive closure of 5,000 nodes, 24M facts packed below 2^27, a 328 MB table; placing its
+    36M later derivations by it took 1.8-1.9 s against 3.2-3.5 s by a sort and binary searches)."""
     n = len(keys)
     if n == 0:
         return None
     lo, hi = int(keys.min()), int(keys.max())
     if lo < 0 or hi >= _DENSE or hi >= 16 * n:
         return None
-    table = np.full(hi + 1, -1, dtype=np.intp)
-    at = np.arange(n)
+    kind = np.int32 if n < 2**31 else np.intp
+    table = np.full(hi + 1, -1, dtype=kind)
+    at = np.arange(n, dtype=kind)
     table[keys] = at
     return table if bool((table[keys] == at).all()) else None
 
@@ -86,7 +89,7 @@ def _look_up(table: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """For each of `at`: its position by `table` (0 where none), and whether it has one."""
     inside = (at >= 0) & (at < len(table))
     pos = table[np.where(inside, at, 0)]
-    return np.maximum(pos, 0), inside & (pos >= 0)
+    return np.maximum(pos, 0).astype(np.intp, copy=False), inside & (pos >= 0)
 
 
 class FactCounts:
