@@ -112,13 +112,15 @@ def _packed_order(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(h)
     k = (n - 1).bit_length()
     low = np.uint64((1 << k) - 1)
-    v = (h & ~low) | np.arange(n, dtype=np.uint64)
+    v = np.arange(n, dtype=np.uint64)  # (in place from here: each array of n fresh costs its pages)
+    v |= h & ~low
     v.sort()
-    idx = (v & low).astype(np.int64)
+    v &= low
+    idx = v.view(np.int64)
     hs = h[idx]
     bad = np.flatnonzero(hs[1:] < hs[:-1])
     if len(bad):
-        high = v & ~low
+        high = hs & ~low
         run = np.cumsum(np.concatenate(([0], high[1:] != high[:-1])))
         pos = np.flatnonzero(np.isin(run, run[bad]))
         o = pos[np.argsort(hs[pos], kind="stable")]
