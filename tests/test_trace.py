@@ -58,6 +58,41 @@ def test_spine_matches_a_dict_oracle(batches: list[list[tuple]], probe: list[int
     assert len(sp.batches) <= 2 + 2 * max(1, int(np.log2(max(2, len(sp)))))
 
 
+NUMBERS = pl.Schema({"k": pl.Int64, "v": pl.Int32, "f": pl.Float64, WEIGHT: pl.Int64})
+number_rows = st.tuples(
+    st.integers(0, 9), st.integers(-2, 2), st.sampled_from([0.5, -1.0]), st.integers(-2, 3)
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(number_rows, min_size=1, max_size=12), min_size=1, max_size=10),
+    st.lists(st.integers(0, 10), max_size=6),
+    st.sampled_from([0, 2, 1024]),
+)
+def test_a_few_keys_sought_in_batches_of_numbers(
+    batches: list[list[tuple]], probe: list[int], few: int
+) -> None:
+    """Seeks of a few keys gather their rows of every batch by NumPy (`Batch.arrays`, `SEEK_FEW`):
+    the same rows as the oracle's, in traces of several batches (no trace kept as one small batch)."""
+    with patch.object(spine, "SMALL", 0), patch.object(spine, "SEEK_FEW", few):
+        sp = Spine(("k",), NUMBERS)
+        oracle: Counter = Counter()
+        for b in reversed(sorted(batches, key=len)):  # (shrinking batches: several stay apart)
+            sp.insert(pl.DataFrame(b, schema=NUMBERS, orient="row"))
+            for k, v, f, w in b:
+                oracle[(k, v, f)] += w
+            snap = sp.snapshot()
+            found = snap.seek_frame(pl.DataFrame({"k": probe}, schema={"k": pl.Int64}))
+            assert found.schema == NUMBERS
+            got: Counter = Counter()
+            for k, v, f, w in found.rows():
+                got[(k, v, f)] += w
+            assert {r: w for r, w in got.items() if w} == {
+                r: w for r, w in oracle.items() if w and r[0] in set(probe)
+            }
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     st.lists(

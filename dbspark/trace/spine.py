@@ -48,6 +48,8 @@ HASH = "__h"
 
 
 _SCAN = 16  # a probe whose directory bucket holds more rows is found by binary search instead
+SEEK_FEW = 1024  # a seek of at most this many keys and rows gathers them by NumPy (`Batch.arrays`)
+_NUMPY_TYPES = (pl.Int64, pl.Int32, pl.Int16, pl.Int8, pl.UInt32, pl.UInt16, pl.UInt8, pl.Float64, pl.Float32)
 
 
 class Batch:
@@ -58,7 +60,7 @@ class Batch:
     A seek finds a key's rows through a directory of the hashes' top bits (`starts`, built on the first
     seek: about one row per bucket), so a probe costs two lookups instead of a binary search."""
 
-    __slots__ = ("_dir", "clash", "df", "hashes", "keys", "level", "order")
+    __slots__ = ("_arrays", "_dir", "clash", "df", "hashes", "keys", "level", "order")
 
     def __init__(
         self,
@@ -68,6 +70,7 @@ class Batch:
         order: str | None = None,
     ) -> None:
         self._dir: tuple[np.ndarray, np.uint64] | None = None
+        self._arrays: list[np.ndarray] | bool | None = None  # (`arrays`: False when they are not)
         self.level = 0  # held batches (`Spine.hold`) merged into it, as tiers: 0 for an insert
         self.keys = tuple(keys)
         self.order = order
@@ -118,6 +121,15 @@ class Batch:
             return self.df.clear()
         pos = self.positions(probe)
         return take(self.df, pos) if len(pos) else self.df.clear()
+
+    def arrays(self) -> list[np.ndarray] | None:
+        """The frame's columns as NumPy arrays sharing its memory, when every one is a number column of
+        one chunk without NULLs (else None): a seek of a few rows gathers them by NumPy (`seek_few`)."""
+        if self._arrays is None:
+            cols = self.df.get_columns()
+            ok = all(s.dtype in _NUMPY_TYPES and s.n_chunks() == 1 and not s.null_count() for s in cols)
+            self._arrays = [s.to_numpy() for s in cols] if ok else False
+        return self._arrays or None
 
     def positions(self, probe: np.ndarray) -> np.ndarray:
         """The row positions whose key hash is in `probe` (sorted, unique uint64)."""
@@ -286,6 +298,17 @@ def _merge_summed(
     return Batch(out, keys, mh[keep])
 
 
+def _gathered(schema: pl.Schema, arrays: list[list[np.ndarray]], positions: list[np.ndarray]) -> pl.DataFrame:
+    """The rows at `positions` of each batch's columns (`Batch.arrays`), one after another, as a frame of
+    `schema`: a NumPy gather per batch and column and one Series per column (a seek of a few rows into a
+    trace of five batches: ~5 Polars gathers of ~70 µs each and a concatenation otherwise)."""
+    cols = []
+    for i, (name, dtype) in enumerate(schema.items()):
+        parts = [a[i][pos] for a, pos in zip(arrays, positions, strict=True)]
+        cols.append(pl.Series(name, parts[0] if len(parts) == 1 else np.concatenate(parts), dtype=dtype))
+    return pl.DataFrame(cols)
+
+
 def _same(a: Sequence[object], b: Sequence[object]) -> bool:
     """The same objects in the same order."""
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
@@ -421,8 +444,18 @@ class TraceSnapshot:
 
     def seek_hashes(self, probe: np.ndarray) -> pl.DataFrame:
         """Every stored entry whose key hash is in `probe` (sorted, unique): may include collisions."""
-        parts = [b.seek(probe) for b in self.batches]
-        parts = [p for p in parts if p.height]
+        if len(probe) <= SEEK_FEW:  # (a few keys: their rows of every batch gathered at once, by NumPy)
+            found = [(b, b.positions(probe)) for b in self.batches if len(b)]
+            found = [(b, pos) for b, pos in found if len(pos)]
+            if not found:
+                return self.empty_frame()
+            if sum(len(pos) for _, pos in found) <= SEEK_FEW:
+                arrays = [b.arrays() for b, _ in found]
+                if all(a is not None for a in arrays):
+                    return _gathered(found[0][0].df.schema, arrays, [pos for _, pos in found])  # type: ignore[arg-type]
+            parts = [take(b.df, pos) for b, pos in found]
+        else:
+            parts = [p for p in (b.seek(probe) for b in self.batches) if p.height]
         if not parts:
             return self.empty_frame()
         return pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
