@@ -70,7 +70,7 @@ class Batch:
         order: str | None = None,
     ) -> None:
         self._dir: tuple[np.ndarray, np.uint64] | None = None
-        self._arrays: list[np.ndarray] | bool | None = None  # (`arrays`: False when they are not)
+        self._arrays: list[np.ndarray] | bool | None = None  # (`arrays`: False where there are none)
         self.level = 0  # held batches (`Spine.hold`) merged into it, as tiers: 0 for an insert
         self.keys = tuple(keys)
         self.order = order
@@ -129,7 +129,7 @@ class Batch:
             cols = self.df.get_columns()
             ok = all(s.dtype in _NUMPY_TYPES and s.n_chunks() == 1 and not s.null_count() for s in cols)
             self._arrays = [s.to_numpy() for s in cols] if ok else False
-        return self._arrays or None
+        return self._arrays if isinstance(self._arrays, list) else None
 
     def positions(self, probe: np.ndarray) -> np.ndarray:
         """The row positions whose key hash is in `probe` (sorted, unique uint64)."""
