@@ -253,32 +253,38 @@ def _fresh_counts(
         st.integers(0, 40), st.lists(st.tuples(RANKS, st.integers(1, 3)), min_size=1, max_size=4), max_size=8
     ),
     st.booleans(),
+    st.booleans(),
 )
-def test_a_fresh_runs_rounds_give_the_folds_counts(derived, table):
+def test_a_fresh_runs_rounds_give_the_folds_counts(derived, table, split):
     """From empty state, a round per rank in rising order (`RowSet.fresh_round`: the round's facts
     sorted and once each, their weights summed, which are new), the facts in the order the rounds made
     them new: `round_supports` gives each fact's counts as the fold would keep them (`_coming`), a
-    derivation of an earlier fact found by a table of the packed facts and by binary search."""
+    derivation of an earlier fact found by a table of the packed facts and by binary search. `split`:
+    each rank's derivations in two rounds (even facts, then odd), so that ranks do not rise from every
+    round to the next and a later round's derivations may rank below its fact."""
     import numpy as np
 
     from dbspark.columnar.packed_rank_fold import round_supports
 
     ranks = sorted({s for ds in derived.values() for s, _ in ds})
     first = {x: min(s for s, _ in ds) for x, ds in derived.items()}
-    rounds, order = [], []
+    rounds, order, round_ranks, seen = [], [], [], set()
     for r in ranks:
-        sums: dict[int, int] = {}
-        for x, ds in derived.items():
-            for s, w in ds:
-                if s == r:
-                    sums[x] = sums.get(x, 0) + w
-        keys = np.array(sorted(sums), dtype=np.int64)
-        new = np.array([first[x] == r for x in keys.tolist()], dtype=bool)
-        rounds.append((keys, np.array([sums[x] for x in keys.tolist()], dtype=np.int64), new))
-        order += keys[new].tolist()
+        for part in (0, 1) if split else (None,):
+            sums: dict[int, int] = {}
+            for x, ds in derived.items():
+                for i, (s, w) in enumerate(ds):
+                    if s == r and (part is None or i % 2 == part):
+                        sums[x] = sums.get(x, 0) + w
+            keys = np.array(sorted(sums), dtype=np.int64)
+            new = np.array([x not in seen for x in keys.tolist()], dtype=bool)
+            seen |= set(keys.tolist())
+            rounds.append((keys, np.array([sums[x] for x in keys.tolist()], dtype=np.int64), new))
+            round_ranks.append(r)
+            order += keys[new].tolist()
     given = _change([(x, first[x] + 1, 1) for x in order])
     with patch.object(packed_rank_fold, "_DENSE", packed_rank_fold._DENSE if table else 0):
-        got = round_supports(given, ["x"], rounds, ranks)
+        got = round_supports(given, ["x"], rounds, round_ranks)
     want = {(x, *_coming(ds), 1) for x, ds in derived.items()}  # type: ignore[misc]
     rows = got.select("x", RANK, *COUNTS, WEIGHT).rows()
     assert len(rows) == len(want) and set(rows) == want

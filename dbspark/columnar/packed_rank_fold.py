@@ -405,6 +405,11 @@ def round_supports(
         raise AssertionError("a fresh run's derivation of a fact it did not derive")
     r = _ints(facts[RANK])
     below, above, top = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), r - 1
+    # rounds of rising ranks (a fresh run's iterations): a later round's derivations rank at or above
+    # the fact's rank (1 + its first round's), so they are counted above it, and the last one raises top
+    # to its rank: no fact's rank or top is read (three reads at random of 36M derivations' facts at
+    # transitive closure of 5,000 nodes)
+    rising = all(a < b for a, b in zip(ranks, ranks[1:]))
     at_new = at_old = 0
     for (_, w, new), s, o, ok in zip(rounds, ranks, olds, old, strict=True):
         k = len(w) - len(ok)
@@ -412,6 +417,10 @@ def round_supports(
         at_new += k
         p, wo = places[at_old : at_old + len(ok)], w[o]
         at_old += len(ok)
+        if rising:
+            above[p] += wo
+            top[p] = s
+            continue
         b = s < r[p]
         if b.any():
             below[p[b]] += wo[b]
