@@ -409,7 +409,7 @@ def round_supports(
     # the fact's rank (1 + its first round's), so they are counted above it, and the last one raises top
     # to its rank: no fact's rank or top is read (three reads at random of 36M derivations' facts at
     # transitive closure of 5,000 nodes)
-    rising = all(a < b for a, b in zip(ranks, ranks[1:]))
+    rising = all(a < b for a, b in zip(ranks, ranks[1:], strict=False))
     at_new = at_old = 0
     for (_, w, new), s, o, ok in zip(rounds, ranks, olds, old, strict=True):
         k = len(w) - len(ok)
