@@ -58,11 +58,16 @@ def indexed_join(
             continue
         pp, sp = got
         left, lpos, right, rpos = (static.df, sp, pdf, pp) if on_left else (pdf, pp, static.df, sp)
-        data = take(pick(left, [c for c in left.columns if c != WEIGHT]), lpos)
-        rdata = take(pick(right, [src for src, _ in right_out], [dst for _, dst in right_out]), rpos)
+        lcols = [c for c in left.columns if c != WEIGHT]
+        data = take(pick(left, lcols), lpos).get_columns() if lcols else []
+        rdata = (
+            take(pick(right, [s for s, _ in right_out], [d for _, d in right_out]), rpos).get_columns()
+            if right_out
+            else []  # (no column of the right side kept: a frame of none has no rows to take)
+        )
         pw = pdf.get_column(WEIGHT).to_numpy()[pp]
         w = pw if ones else checked_mul(pw, static.df.get_column(WEIGHT).to_numpy()[sp])
-        return ZSet(pl.DataFrame([*data.get_columns(), *rdata.get_columns(), pl.Series(WEIGHT, w)]))
+        return ZSet(pl.DataFrame([*data, *rdata, pl.Series(WEIGHT, w)]))
     return None
 
 
