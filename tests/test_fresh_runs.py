@@ -213,3 +213,46 @@ def _arity(text: str, name: str) -> int:
     """The number of columns `name` is declared with in the program `text`."""
     decl = next(line for line in text.splitlines() if line.startswith(f".decl {name}("))
     return decl.count(":")
+
+
+@pytest.mark.parametrize("recursion", ["dred", "auto"])
+def test_traces_released_two_at_a_time_hold_what_one_at_a_time_do(recursion: str) -> None:
+    """A step's traces released in threads (`engines/local/kernel._release`, here from any size): the
+    same views and the same traces' rows as released one after another, over a load and later steps."""
+    import random
+
+    import dbspark
+    from dbspark.engines.local import kernel as local
+
+    rng = random.Random(3)
+    edges = sorted({(rng.randrange(40), rng.randrange(40)) for _ in range(90)})
+    runs = []
+    for threshold in (local._RELEASE_PARALLEL, 0):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(local, "_RELEASE_PARALLEL", threshold)
+            released: list[int] = []
+            mp.setattr(local, "_release", _counting(local._release, released))
+            p = dbspark.Pipeline(engine="local", recursion=recursion)
+            with p:
+                p.datalog(TC, closure_operator=False)
+                p.insert("edge", edges)
+                seen = [p.step()["path"].to_dict()]
+                p.delete("edge", edges[::5])
+                p.insert("edge", [(41, 0), (7, 41)])
+                seen.append(p.step()["path"].to_dict())
+                assert not any(t.holding or t.pending for t in p.runtime.kernel.traces)  # (all released)
+                traces = sorted(str(sorted(t.snapshot().to_frame().rows())) for t in p.runtime.kernel.traces)
+                runs.append((seen, traces))
+            assert any(n > 1 for n in released)  # (several traces released at once)
+    assert runs[0] == runs[1]
+    assert runs[0][0][0] == dict.fromkeys(closure(set(edges)), 1)
+
+
+def _counting(release: Any, counts: list[int]) -> Any:
+    """`release`, noting how many traces each call releases."""
+
+    def counted(traces: list[Any]) -> None:
+        counts.append(len(traces))
+        release(traces)
+
+    return counted

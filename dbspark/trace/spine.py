@@ -608,6 +608,10 @@ class Spine:
         self.floor, self.holding = 0, False
         self._merge()
 
+    def held_rows(self) -> int:
+        """The rows a `hold` keeps apart: its deferred inserts and the batches made since."""
+        return sum(p.df.height for p in self.pending) + sum(len(b) for b in self.batches[self.floor :])
+
     def batched(self, batches: tuple[Batch, ...], pending: tuple[Deferred, ...]) -> tuple[Batch, ...] | None:
         """The batches of a snapshot taken with `batches` and deferred inserts `pending`, made by
         batching here those of them this spine still holds (the last ones, its first), or by the last

@@ -7,6 +7,7 @@ aggregates) and in the ordered per-group state of MIN/MAX/MEDIAN/MODE (O(log n) 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import weakref
@@ -49,6 +50,24 @@ def _all_ones(w: pl.Series) -> bool:
 def _frame_schema(v: Value) -> pl.Schema:
     """The schema of `v`'s frame (data columns, then the weight), without reading a trace."""
     return v.schema if isinstance(v, TraceSnapshot) else v.df.schema
+
+
+_RELEASE_PARALLEL = 1 << 20  # the rows a step's traces hold pending, together, from which they are
+# released two at a time
+
+
+def _release(traces: list[Spine]) -> None:
+    """End a step's hold of `traces` (`Spine.release`: each sorts and merges what the step wrote). Where
+    they hold many rows, two at a time in threads: their sorts (NumPy) and gathers (Polars) leave the
+    interpreter, so two traces' work shares the machine's cores (same generation at 100,000 nodes: three
+    traces of 10M rows each, sorted one after another in 2.8 s of a 5 s first step)."""
+    if len(traces) < 2 or sum(t.held_rows() for t in traces) < _RELEASE_PARALLEL:
+        for t in traces:
+            t.release()
+        return
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for f in [pool.submit(t.release) for t in traces]:
+            f.result()
 
 
 class LocalKernel:
@@ -452,8 +471,7 @@ class LocalKernel:
             self._deferring -= 1
             if not self._deferring:
                 traces, self._deferred = self._deferred, {}
-                for t in traces.values():
-                    t.release()
+                _release(list(traces.values()))
 
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
         return TraceSnapshot((), keys, with_weight(schema))
