@@ -48,7 +48,7 @@ def frame(schema: pl.Schema, rows: list[tuple]) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
-@pytest.mark.parametrize("bitmap", ["default", "never", "always"])
+@pytest.mark.parametrize("bitmap", ["default", "never", "always", "bits"])
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_new_rows_and_sums_against_python(name, bitmap, data):
@@ -59,6 +59,7 @@ def test_new_rows_and_sums_against_python(name, bitmap, data):
             mp.setattr(row_set, "DENSE_BITS", 0 if bitmap == "never" else 28)
             mp.setattr(row_set, "COUNT_BITS", 0 if bitmap == "never" else 25)
             mp.setattr(row_set, "COMPACT", 4 if bitmap == "never" else 10**6)
+            mp.setattr(row_set, "BOOL_BITS", 0 if bitmap == "bits" else row_set.BOOL_BITS)  # (a bit a key)
         check_against_python(SCHEMAS[name], data)
 
 

@@ -89,7 +89,7 @@ def _look_up(table: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """For each of `at`: its position by `table` (0 where none), and whether it has one."""
     inside = (at >= 0) & (at < len(table))
     pos = table[np.where(inside, at, 0)]
-    return np.maximum(pos, 0), inside & (pos >= 0)
+    return np.maximum(pos, 0).astype(np.intp, copy=False), inside & (pos >= 0)
 
 
 class FactCounts:

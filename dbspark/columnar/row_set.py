@@ -5,7 +5,8 @@ up.
 Each row is packed into one int64 key, exactly (no hashing, so no collisions to check): an integer-like
 column (integers, booleans, dates, times) by its offset from the smallest value seen, any other column
 by a stable code (`packed_trie.Dictionary`), the columns' codes side by side in `bits` each. Keys of at
-most DENSE_BITS are held as a bitmap, a bit a key (a test is one read); longer ones in sorted runs of geometrically
+most DENSE_BITS are held as a bitmap, a bool a key up to BOOL_BITS and a bit a key past them (a test is
+one read); longer ones in sorted runs of geometrically
 decreasing length (a log-structured set: a batch's new keys are a run, merged into the one before while
 that is less than twice as long), so that a batch costs a few binary searches per run and each key is
 merged O(log n) times. A value outside a column's current range (or a dictionary past its bits)
@@ -29,7 +30,8 @@ from dbspark.algebra.weights import magnitude
 from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, bits_for, pack, pack_offsets, unpack
 from dbspark.errors import WeightError
 
-DENSE_BITS = 28  # keys of at most this many bits are held as a bitmap, a bit each (at most 32 MB)
+DENSE_BITS = 28  # keys of at most this many bits are held as a bitmap (at most 32 MB)
+BOOL_BITS = 25  # and of at most this many, a bool each (a test one gather, no shifts: 32 MB at most)
 COUNT_BITS = 24  # and tallied by a count per key (at most 128 MB, for the moment of a sum)
 COMPACT = 4_000_000  # tallied rows kept before they are summed (then twice what that left)
 
@@ -102,6 +104,26 @@ class _Codes:
         return self.dictionary.decode(codes).rename(name)
 
 
+class Bools:
+    """A set of integer keys in [0, 2**bits) as a bool per key: a test is one gather (`Bits` does
+    five passes more; for small layouts the bools' memory is the smaller cost)."""
+
+    def __init__(self, bits: int) -> None:
+        self.bools = np.zeros(1 << bits, dtype=bool)
+
+    def has(self, keys: np.ndarray) -> np.ndarray:
+        """Which of `keys` are in the set."""
+        return self.bools[keys]
+
+    def add(self, keys: np.ndarray) -> None:
+        """Add `keys` (any order)."""
+        self.bools[keys] = True
+
+    def keys(self) -> np.ndarray:
+        """The keys in the set, sorted."""
+        return np.flatnonzero(self.bools).astype(np.int64)
+
+
 class Bits:
     """A set of integer keys in [0, 2**bits) as a bitmap, a bit a key: a test is one read of a byte, and
     the map an eighth of a bool's (26-bit keys, transitive closure of 5,000 nodes: 8 MB, read at random
@@ -131,6 +153,11 @@ class Bits:
         return nz[byte].astype(np.int64) * 8 + bit
 
 
+def _unique(keys: np.ndarray, dense: Bits | Bools) -> np.ndarray:
+    """`keys` once each: sorted for a `Bits` (its `add` reads them so), else by a hash set (no sort)."""
+    return np.unique(keys) if isinstance(dense, Bits) else pl.Series(keys).unique().to_numpy()
+
+
 class RowSet:
     """The rows of `schema` seen so far; `new(batch)` returns the batch's distinct rows not seen yet, and
     adds them."""
@@ -140,7 +167,7 @@ class RowSet:
         self.cols = list(schema)
         self.columns = [_Offsets(t) if isinstance(t, INTEGER_LIKE) else _Codes(t) for t in schema.values()]
         self.runs: list[np.ndarray] = []  # sorted keys, each run at least twice the next one's length
-        self.dense: Bits | None = None  # instead of runs, keys of at most DENSE_BITS: a bitmap
+        self.dense: Bits | Bools | None = None  # instead of runs, keys of at most DENSE_BITS: a bitmap
         self.frame: pl.DataFrame | None = (
             None  # instead of keys: past MAX_BITS, or a NULL in an offset column
         )
@@ -177,8 +204,7 @@ class RowSet:
         if weights is not None:
             self._count(keys, weights)
         if self.dense is not None:
-            keys = keys[~self.dense.has(keys)]
-            keys = np.unique(keys)
+            keys = _unique(keys[~self.dense.has(keys)], self.dense)
             self.dense.add(keys)
         else:
             keys = np.unique(keys)  # (sorted: the searches run in order)
@@ -236,7 +262,7 @@ class RowSet:
             return None
         if self.dense is not None:
             mask = ~self.dense.has(keys)
-            fresh = np.unique(keys[mask])
+            fresh = _unique(keys[mask], self.dense)
             self.dense.add(fresh)
         else:  # (NumPy's unique, sorted, with each row's place among them: 1M keys in 98 ms, against 450
             # for Polars' unique and NumPy's `isin`)
@@ -388,7 +414,7 @@ class RowSet:
     def _place(self, keys: np.ndarray) -> None:
         """Hold `keys` (sorted, unique) as a bitmap when the layout is small enough, else as one run."""
         if sum(self.bits) <= DENSE_BITS:
-            self.dense = Bits(sum(self.bits))
+            self.dense = Bools(sum(self.bits)) if sum(self.bits) <= BOOL_BITS else Bits(sum(self.bits))
             self.dense.add(keys)
             self.runs = []
         else:
