@@ -215,6 +215,24 @@ def _arity(text: str, name: str) -> int:
     return decl.count(":")
 
 
+def test_under_a_memory_limit_traces_are_released_one_at_a_time() -> None:
+    """Two traces' sorts at once hold twice the scratch memory: a pipeline with a memory limit releases
+    its traces one after another, whatever their size."""
+    import dbspark
+    from dbspark.engines.local import kernel as local
+
+    for limit, parallel in ((None, True), ("8GiB", False)):
+        calls: list[int] = []
+        flags: list[bool] = []
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(local, "_release", _counting(local._release, calls, flags))
+            with dbspark.Pipeline(engine="local", recursion="dred", memory_limit=limit) as p:
+                p.datalog(TC, closure_operator=False)
+                p.insert("edge", [(1, 2), (2, 3)])
+                assert p.step()["path"].to_dict() == {(1, 2): 1, (2, 3): 1, (1, 3): 1}
+        assert flags and all(f == parallel for f in flags)
+
+
 @pytest.mark.parametrize("recursion", ["dred", "auto"])
 def test_traces_released_two_at_a_time_hold_what_one_at_a_time_do(recursion: str) -> None:
     """A step's traces released in threads (`engines/local/kernel._release`, here from any size): the
@@ -248,11 +266,13 @@ def test_traces_released_two_at_a_time_hold_what_one_at_a_time_do(recursion: str
     assert runs[0][0][0] == dict.fromkeys(closure(set(edges)), 1)
 
 
-def _counting(release: Any, counts: list[int]) -> Any:
-    """`release`, noting how many traces each call releases."""
+def _counting(release: Any, counts: list[int], flags: list[bool] | None = None) -> Any:
+    """`release`, noting how many traces each call releases (and whether two at a time, in `flags`)."""
 
-    def counted(traces: list[Any]) -> None:
+    def counted(traces: list[Any], parallel: bool = True) -> None:
         counts.append(len(traces))
-        release(traces)
+        if flags is not None:
+            flags.append(parallel)
+        release(traces, parallel)
 
     return counted

@@ -56,12 +56,14 @@ _RELEASE_PARALLEL = 1 << 20  # the rows a step's traces hold pending, together, 
 # released two at a time
 
 
-def _release(traces: list[Spine]) -> None:
+def _release(traces: list[Spine], parallel: bool = True) -> None:
     """End a step's hold of `traces` (`Spine.release`: each sorts and merges what the step wrote). Where
-    they hold many rows, two at a time in threads: their sorts (NumPy) and gathers (Polars) leave the
-    interpreter, so two traces' work shares the machine's cores (same generation at 100,000 nodes: three
-    traces of 10M rows each, sorted one after another in 2.8 s of a 5 s first step)."""
-    if len(traces) < 2 or sum(t.held_rows() for t in traces) < _RELEASE_PARALLEL:
+    they hold many rows, two at a time in threads (`parallel`: not under a memory limit): their sorts
+    (NumPy) and gathers (Polars) leave the interpreter, so two traces' work shares the machine's cores
+    (same generation at 100,000 nodes: three traces of 10M rows each, sorted one after another in 2.8 s
+    of a 5 s first step), for two sorts' scratch memory at once (its RSS growth over a load and three
+    batches 4.9 -> 5.3-5.7 GiB)."""
+    if not parallel or len(traces) < 2 or sum(t.held_rows() for t in traces) < _RELEASE_PARALLEL:
         for t in traces:
             t.release()
         return
@@ -471,7 +473,7 @@ class LocalKernel:
             self._deferring -= 1
             if not self._deferring:
                 traces, self._deferred = self._deferred, {}
-                _release(list(traces.values()))
+                _release(list(traces.values()), parallel=self.memory.limit is None)
 
     def empty_snapshot(self, schema: pl.Schema, keys: Sequence[str]) -> TraceSnapshot:
         return TraceSnapshot((), keys, with_weight(schema))
