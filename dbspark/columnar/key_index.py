@@ -25,7 +25,7 @@ import polars as pl
 from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT, take
 from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import ZSet
-from dbspark.columnar.plans import drop_null_rows, pick
+from dbspark.columnar.plans import all_ones, drop_null_rows, pick
 
 _BITS = 62  # the packed key's width
 _DENSE_SLACK = 4  # where the keys span at most this many times the rows (+ `_DENSE_MIN`), each key
@@ -83,8 +83,7 @@ def _index(z: ZSet, keys: list[str]) -> tuple[KeyIndex, bool] | None:
             memo[tuple(keys)] = got + 1
             return None
         index = KeyIndex.build(z.df, keys)
-        w = z.df.get_column(WEIGHT)
-        got = memo[tuple(keys)] = None if index is None else (index, bool(w.min() == 1 and w.max() == 1))
+        got = memo[tuple(keys)] = None if index is None else (index, all_ones(z.df.get_column(WEIGHT)))
     return got
 
 

@@ -40,6 +40,12 @@ def drop_null_rows(df: pl.DataFrame, cols: list[str] | None = None) -> pl.DataFr
     return df.drop_nulls(cols)
 
 
+def all_ones(w: pl.Series) -> bool:
+    """Whether every weight is 1 (two reductions of the column): a join with such a side keeps the other
+    side's weights as they are."""
+    return bool(w.min() == 1 and w.max() == 1)
+
+
 def pick(df: pl.DataFrame, cols: list[str], names: list[str] | None = None) -> pl.DataFrame:
     """The columns `cols` of `df` in that order, renamed to `names`: `df` itself when it is already
     that (a frame built of its columns, not a query: ~5 µs against ~20 µs for `df[cols]` and ~33-90 µs

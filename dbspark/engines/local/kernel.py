@@ -22,7 +22,7 @@ from dbspark.algebra.weights import checked_mul
 from dbspark.algebra.zset import WEIGHT, IndexedZSet, ZSet, with_weight
 from dbspark.columnar.aggfold import Accumulators
 from dbspark.columnar.key_index import indexed_join
-from dbspark.columnar.plans import collect, drop_null_rows, pick
+from dbspark.columnar.plans import all_ones, collect, drop_null_rows, pick
 from dbspark.columnar.ranges import range_counts
 from dbspark.columnar.rows import input_frame
 from dbspark.engines.base import GroupFn
@@ -40,11 +40,6 @@ _WR = "__w_r"
 
 def _frame(v: Value) -> pl.DataFrame:
     return v.to_frame() if isinstance(v, TraceSnapshot) else v.df
-
-
-def _all_ones(w: pl.Series) -> bool:
-    """Whether every weight is 1 (two reductions of the column)."""
-    return bool(w.min() == 1 and w.max() == 1)
 
 
 def _frame_schema(v: Value) -> pl.Schema:
@@ -358,7 +353,7 @@ class LocalKernel:
         # every right weight 1 (a set's rows: a recursive distinct's facts, a table's): the product is
         # the left weight, joined as it is, not multiplied (at 5,000-node transitive closure's first
         # step, 96M derivations' right weights gathered and their products: 16 bytes a row)
-        ones = _all_ones(right[WEIGHT])
+        ones = all_ones(right[WEIGHT])
         r = pick(  # (a column taken twice, a key also in the output, makes `pick` a query)
             right,
             [*rk, *(src for src, _ in right_out), *(() if ones else (WEIGHT,))],
