@@ -140,7 +140,13 @@ def to_spark(spark: Any, df: pl.DataFrame) -> Any:
     schema = spark_schema(data, weight=WEIGHT in df.columns)
     if df.height == 0:
         return spark.createDataFrame([], schema)
-    return spark.createDataFrame(to_arrow(df), schema=schema)
+    t = to_arrow(df)
+    if any(b.num_rows == 0 for b in t.to_batches()):
+        # PySpark 4's createDataFrame of an Arrow table drops every record batch after an empty one
+        # (measured: chunks [1], [], [2], [3] give the row 1 only); a Polars frame's chunks may be empty
+        # (a consolidation's concatenated parts), so the empty ones are left out
+        t = pa.Table.from_batches([b for b in t.to_batches() if b.num_rows], schema=t.schema)
+    return spark.createDataFrame(t, schema=schema)
 
 
 def from_spark(sdf: Any, schema: pl.Schema) -> ZSet:
