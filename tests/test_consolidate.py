@@ -165,19 +165,24 @@ def test_a_long_integer_column_hashes_as_its_values_alone() -> None:
 @settings(max_examples=40, deadline=None)
 @given(
     st.integers(1, 3 * cons._PACKED),
-    st.sampled_from(["mixed", "repeated", "high bits shared", "descending"]),
+    st.sampled_from(["mixed", "repeated", "high bits shared", "a few sharing high bits", "descending"]),
     st.integers(0, 2**32),
 )
 def test_hashes_are_ordered_as_a_stable_sort_orders_them(n: int, kind: str, seed: int) -> None:
     """`hash_order` and `sorted_by_hash` (positions packed into the hashes' low bits past `_PACKED`):
     the order of NumPy's stable argsort, for well-mixed hashes, many repeated ones, hashes equal in
     their high bits and different below (the packed sort leaves those in the order of their
-    positions, to be sorted again), and hashes in descending order."""
+    positions, to be sorted again: many, or a few among well-mixed ones), and hashes in descending
+    order."""
     rng = np.random.default_rng(seed)
     if kind == "mixed":
         h = rng.integers(0, 2**64 - 1, n, dtype=np.uint64)
     elif kind == "repeated":
         h = rng.integers(0, 7, n).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    elif kind == "a few sharing high bits":  # well-mixed, a few hashes given another's high bits
+        h = rng.integers(0, 2**64 - 1, n, dtype=np.uint64)
+        src, dst = rng.integers(0, n, max(1, n // 50)), rng.integers(0, n, max(1, n // 50))
+        h[dst] = (h[src] & ~np.uint64(0xFFFFFF)) | rng.integers(0, 1 << 24, len(dst)).astype(np.uint64)
     elif kind == "high bits shared":
         h = (rng.integers(0, 5, n).astype(np.uint64) << np.uint64(50)) | rng.integers(0, 1 << 16, n).astype(
             np.uint64

@@ -120,9 +120,14 @@ def _packed_order(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hs = h[idx]
     bad = np.flatnonzero(hs[1:] < hs[:-1])
     if len(bad):
-        high = hs & ~low
-        run = np.cumsum(np.concatenate(([0], high[1:] != high[:-1])))
-        pos = np.flatnonzero(np.isin(run, run[bad]))
+        # the runs of equal high bits holding them, found by binary search: the hashes are in the
+        # order of their high bits, so those below a run's are less than its least possible hash and
+        # those above greater than its greatest (10M distinct hashes hold a few dozen such pairs: a
+        # pass over all of them to number the runs took 0.5 s)
+        high = hs[bad] & ~low
+        lo = np.unique(np.searchsorted(hs, high, "left"))  # (one start a run)
+        n_run = np.searchsorted(hs, hs[lo] | low, "right") - lo
+        pos = np.repeat(lo - np.cumsum(n_run) + n_run, n_run) + np.arange(n_run.sum())
         o = pos[np.argsort(hs[pos], kind="stable")]
         idx[pos], hs[pos] = idx[o], hs[o]
     return idx, hs
