@@ -217,3 +217,22 @@ def test_a_product_of_weights_is_exact_or_refused(pairs: list[tuple[int, int]]) 
         assert max(abs(p) for p in exact) > 9.2e18
     else:
         assert got.tolist() == exact
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["int64", "uint64", "int32", "bool", "float64"]),
+    st.lists(st.integers(-(2**63), 2**64 - 1), max_size=60),
+    st.integers(1, 5),
+)
+def test_sorted_unique_is_numpy_s_unique(dtype: str, values: list[int], spread: int) -> None:
+    """`sorted_unique` (a sort for integers, in place of NumPy 2.4's hashing unique): NumPy's unique,
+    for signed, unsigned, narrow and bool arrays with repeats, and floats with NaNs (once)."""
+    info = np.iinfo(dtype) if dtype not in ("bool", "float64") else None
+    vals = [v % spread if info is None else min(max(v // spread, info.min), info.max) for v in values]
+    a = np.array(vals, dtype=np.float64 if dtype == "float64" else dtype)
+    if dtype == "float64" and len(a):
+        a[:: max(1, len(a) // 3)] = np.nan
+    got, want = cons.sorted_unique(a), np.unique(a)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)  # (NaN equal to NaN)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dbspark.algebra.consolidate import sorted_unique
+
 DEAD = np.int64(-(2**62))  # the end of a removed interval: below every query
 SCAN = 48  # a key with at most this many intervals in a run is stabbed by reading them all
 
@@ -42,10 +44,10 @@ class ScanTree:
 
     def set(self, at: np.ndarray, values: np.ndarray) -> None:
         """Leaves `at` take `values`; their ancestors are recomputed, level by level."""
-        node = np.unique(at.astype(np.int64)) + self.size
+        node = sorted_unique(at.astype(np.int64)) + self.size
         self.tree[at.astype(np.int64) + self.size] = values
         while len(node) and node[0] > 1:
-            node = np.unique(node // 2)
+            node = sorted_unique(node // 2)
             self.tree[node] = np.maximum(self.tree[2 * node], self.tree[2 * node + 1])
 
     def reaching(self, starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from dbspark.algebra.consolidate import sorted_unique
 from dbspark.errors import WeightError
 
 MAX_BITS = 62  # a packed key stays below 2**62: room for the end marker of any level
@@ -60,7 +61,7 @@ class Dictionary:
     def _encode_integers(self, columns: Sequence[pl.Series]) -> list[np.ndarray]:
         """`encode` for integer columns without NULLs: binary searches in the sorted values."""
         arrays = [c.cast(pl.Int64).to_numpy() for c in columns]
-        u = np.unique(np.concatenate(arrays))
+        u = sorted_unique(np.concatenate(arrays))
         pos = np.searchsorted(self.sorted, u)
         known = pos < len(self.sorted)
         known[known] = self.sorted[pos[known]] == u[known]

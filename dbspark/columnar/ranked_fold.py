@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from dbspark.algebra.consolidate import sorted_unique
 from dbspark.algebra.zset import WEIGHT, ZSet
 from dbspark.columnar.aggfold import CNT, accumulator_exprs, guard, mode_of, results
 from dbspark.columnar.median import median_frame
@@ -184,7 +185,7 @@ class SortedRuns:
 
     def negative(self) -> tuple[int, int] | None:
         """A value whose multiplicity is negative, with it; None if there is none."""
-        cand = np.unique(np.concatenate(self.negs)) if self.negs else np.zeros(0, dtype=np.int64)
+        cand = sorted_unique(np.concatenate(self.negs)) if self.negs else np.zeros(0, dtype=np.int64)
         if not len(cand):
             return None
         m = self.multiplicity(cand)

@@ -25,13 +25,15 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from dbspark.algebra.consolidate import sorted_unique
+
 
 def encode(columns: Sequence[pl.Series]) -> tuple[list[np.ndarray], int]:
     """Codes for the values of one variable in several atoms (each a column without NULLs, of one
     type): equal values get equal codes, in every column; and the number of codes (the radix)."""
     if all(c.dtype.is_integer() or c.dtype.is_float() for c in columns):  # NumPy's: no frame per call
         arrays = [c.to_numpy() for c in columns]
-        distinct = np.unique(np.concatenate(arrays))
+        distinct = sorted_unique(np.concatenate(arrays))
         return [np.searchsorted(distinct, a).astype(np.int64) for a in arrays], max(len(distinct), 1)
     values = pl.concat([c.rename("v") for c in columns], how="vertical").unique().sort()
     codes = [values.search_sorted(c).cast(pl.Int64).to_numpy() for c in columns]

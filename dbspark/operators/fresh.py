@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT
+from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT, sorted_unique
 from dbspark.algebra.zset import ZSet
 from dbspark.columnar.packed_rank_fold import round_supports
 from dbspark.columnar.plans import pick
@@ -380,7 +380,7 @@ class _Ranked:
         self._tally_rounds()
         # derivations of one rank that none tallied before had: rows of their own in the tally
         self.tally.count(data, z.weights(), apart=one is not None and one not in self.tallied)
-        self.tallied.update(np.unique(ranks).tolist() if one is None else [one])
+        self.tallied.update(sorted_unique(ranks).tolist() if one is None else [one])
         got = self.facts.fresh_rows(data)
         if got is None:  # (the set is a frame: its new facts, and their derivations by a semi-join)
             new = self.facts.new(data.select(self.cols))

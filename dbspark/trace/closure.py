@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import weight_sum_checked
+from dbspark.algebra.consolidate import sorted_unique, weight_sum_checked
 from dbspark.algebra.zset import WEIGHT, ZSet
 
 NULL_OUT, NULL_IN = 0, 1  # node ids of a NULL source and a NULL destination
@@ -106,7 +106,7 @@ class ClosureState:
         n = self.values.len()
         lab, reach = _components(n, present["__a"].to_numpy(), present["__b"].to_numpy())
         self.graph = _Graph(edges, lab, reach)
-        changed_src = np.unique(flips["__a"].to_numpy())
+        changed_src = sorted_unique(flips["__a"].to_numpy())
         x, y, sign = _diff(old, self.graph, n, changed_src)
         return pl.DataFrame(
             {
@@ -177,7 +177,7 @@ class _Dense:
     def ancestors(self, comps: np.ndarray) -> np.ndarray:
         """bool per component (k + 1): it is one of `comps` or reaches one of them."""
         out = np.zeros(self.k + 1, bool)
-        comps = np.unique(comps[comps < self.k])
+        comps = sorted_unique(comps[comps < self.k])
         if comps.size:
             out[comps] = True
             out[: self.k] |= self.rows(np.arange(self.k), comps).any(axis=1)
@@ -216,7 +216,7 @@ class _Sparse:
         from scipy.sparse.csgraph import breadth_first_order
 
         out = np.zeros(self.k + 1, bool)
-        comps = np.unique(comps[comps < self.k])
+        comps = sorted_unique(comps[comps < self.k])
         if comps.size == 0:
             return out
         # one search of the reversed DAG from the sentinel node k, linked to every comp for this search

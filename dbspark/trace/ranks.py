@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from dbspark.algebra.consolidate import sorted_unique
 from dbspark.algebra.keyhash import bucket_of, stable_hash
 from dbspark.trace.bucket_files import HASH, open_run
 from dbspark.trace.bucketed import SHARED, BucketEntry, BucketLayout
@@ -48,7 +49,7 @@ def group_slices(
     shared = files.get(SHARED)
     for rel in shared.paths if shared is not None else ():
         search(layout.path(rel), everyone)
-    for b in np.unique(buckets):
+    for b in sorted_unique(buckets):
         entry = files.get(int(b))
         if entry is not None:
             for rel in entry.runs():

@@ -159,7 +159,7 @@ def _clashes(df: pl.DataFrame, keys: Sequence[str], h: np.ndarray) -> np.ndarray
     for k in keys:
         c = df[k]
         differ |= c.slice(1).ne_missing(c.slice(0, len(c) - 1)).to_numpy()
-    return np.unique(h[1:][same & differ])
+    return sorted_unique(h[1:][same & differ])
 
 
 def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
