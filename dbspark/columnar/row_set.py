@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT, weight_sum_checked
+from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT, sorted_unique, weight_sum_checked
 from dbspark.algebra.weights import magnitude
 from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, bits_for, pack, pack_offsets, unpack
 from dbspark.errors import WeightError
@@ -155,7 +155,7 @@ class Bits:
 
 def _unique(keys: np.ndarray, dense: Bits | Bools) -> np.ndarray:
     """`keys` once each: sorted for a `Bits` (its `add` reads them so), else by a hash set (no sort)."""
-    return np.unique(keys) if isinstance(dense, Bits) else pl.Series(keys).unique().to_numpy()
+    return sorted_unique(keys) if isinstance(dense, Bits) else pl.Series(keys).unique().to_numpy()
 
 
 class RowSet:
@@ -207,10 +207,20 @@ class RowSet:
             keys = _unique(keys[~self.dense.has(keys)], self.dense)
             self.dense.add(keys)
         else:
-            keys = np.unique(keys)  # (sorted: the searches run in order)
+            keys = sorted_unique(keys)  # (sorted: the searches run in order)
             keys = keys[~self._contains(keys)]
             self._add(keys)
         self.size += len(keys)
+        return self._decode(keys)
+
+    def packed(self, batch: pl.DataFrame) -> np.ndarray | None:
+        """The rows' keys in this set's layout, widened to take them in (the keys held are repacked);
+        None where they do not pack (a NULL in an integer column, more than 62 bits: the set is then a
+        frame)."""
+        return self._pack(batch.select(self.cols))
+
+    def unpacked(self, keys: np.ndarray) -> pl.DataFrame:
+        """Keys of the current layout (`packed`) as rows of the set's columns."""
         return self._decode(keys)
 
     def new_rows(self, batch: pl.DataFrame) -> np.ndarray | None:

@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dbspark.algebra.zset import ZSet
+from dbspark.columnar.set_change import set_change
 from dbspark.ir.expr import col
 from dbspark.operators.distinct import positive
 from dbspark.operators.dred import DRedScopeState, Runaway, held_rows, set_undoably
@@ -239,12 +241,22 @@ class AutoScopeState:
         self.recomputed.append(len(self.runs) - 1)
         if here:  # (on Spark: the old fixpoint read into the driver too)
             before = [(k.from_local(k.to_local(z)), cols) for z, cols in before]
-        # the new facts (weight 1) less the old (their rows of positive count), in one pass
-        out = tuple(
-            k.combine([a, z], cols, W0 - positive(W1)) for a, (z, cols) in zip(now, before, strict=True)
-        )
+        out = tuple(self._change(a, z, cols) for a, (z, cols) in zip(now, before, strict=True))
         self.cost = time.perf_counter() - began, rows  # (the whole step: what stopping a try leads to)
         return out
+
+    def _change(self, new: Any, old: Any, cols: list[str]) -> Any:
+        """The new facts (weight 1) less the old (their rows of positive count): by the facts' packed
+        keys where both are held in this process (`columnar/set_change.py`), else in one pass grouping
+        both by the facts' columns (`Kernel.combine`)."""
+        k = self.kernel
+        if k.is_local(new) and k.is_local(old):
+            n, o = k.to_local(new), k.to_local(old)
+            if bool((n.weights() == 1).all()) and bool((o.weights() > 0).all()):
+                got = set_change(n.df, o.df, cols)
+                if got is not None:
+                    return k.from_local(ZSet(got, consolidated=True))
+        return k.combine([new, old], cols, W0 - positive(W1))
 
     def how(self) -> str | None:
         """How the last step ran (`circuit/metrics.py`): nested, recomputed (after a stopped attempt or
