@@ -221,9 +221,15 @@ int_rows = st.tuples(st.integers(0, 4), st.integers(0, 1), st.integers(-2, 2))  
     st.lists(st.sampled_from(["hold", "release", "drop", "none", "none"]), min_size=12, max_size=12),
     st.sampled_from([None, 2**61, -(2**62), 2**62]),
     st.sampled_from([2, 3, 8]),
+    st.sampled_from([None, "r"]),
 )
 def test_merges_of_integer_rows_match_a_dict_oracle(
-    changes: list[tuple[list[tuple], int | None]], hashing: str, steps: list[str], big: int | None, tier: int
+    changes: list[tuple[list[tuple], int | None]],
+    hashing: str,
+    steps: list[str],
+    big: int | None,
+    tier: int,
+    order: str | None,
 ) -> None:
     """Batches of integer rows, several per key (a ranked trace's old and new rank), merged on every
     insert: by NumPy (`_merge_summed`), or by grouping when two rows' sort keys collide (`hashing`: the
@@ -233,7 +239,9 @@ def test_merges_of_integer_rows_match_a_dict_oracle(
     every batch is consolidated (no zero weight, no row twice) and sorted by key hash, and the trace
     equals a dict oracle. A change may also delete an earlier one (`undone`: rows that cancel across
     batches); the last may add a row of a large weight (`big`; from 2^62 on, the NumPy path leaves a
-    merge to grouping), which no later change negates: every sum stays inside int64."""
+    merge to grouping), which no later change negates: every sum stays inside int64. With an `order`
+    column (an ordered aggregate's trace) a key's rows are also sorted by it, and two batches merge by
+    consolidating the rows of the hashes both hold."""
     batches: list[list[tuple]] = []
     for rows, undone in changes:
         earlier = batches[undone % len(batches)] if batches and undone is not None else []
@@ -250,7 +258,7 @@ def test_merges_of_integer_rows_match_a_dict_oracle(
             return real(df, keys)
         return (df["k"].to_numpy() % 2).astype(np.uint64)
 
-    sp = Spine(("k",), INTS)
+    sp = Spine(("k",), INTS, order=order)
     oracle: Counter = Counter()
     with (
         patch.object(spine, "SMALL", 0),
@@ -273,6 +281,9 @@ def test_merges_of_integer_rows_match_a_dict_oracle(
                 assert (batch.hashes == key_hash(batch.df, ["k"])).all()
                 assert (batch.df[WEIGHT] != 0).all()
                 assert not batch.df.select("k", "r").is_duplicated().any()
+                if order is not None:  # (by hash, then by the order column)
+                    hr = list(zip(batch.hashes.tolist(), batch.df["r"].to_list(), strict=True))
+                    assert hr == sorted(hr)
             if sp.holding:  # tiers from the oldest held batch down, fewer than `tier` of each
                 levels = [b.level for b in sp.batches[sp.floor :]]
                 assert levels == sorted(levels, reverse=True)

@@ -197,8 +197,8 @@ def merge_batches(a: Batch, b: Batch, keys: Sequence[str], weight_cols: Sequence
         merged = _merge_summed((a, b), both, keys, data)
         if merged is not None:
             return merged
+    common = _common(ha, hb)
     if a.order is not None:  # the rows of a hash sorted by the order column: one sort of both
-        common = np.intersect1d(ha, hb)
         if len(common) == 0:
             return Batch(both, keys, np.concatenate([ha, hb]), a.order)
         cand = np.concatenate([_runs_in(ha, common), _runs_in(hb, common)])
@@ -206,14 +206,10 @@ def merge_batches(a: Batch, b: Batch, keys: Sequence[str], weight_cols: Sequence
         rest = np.flatnonzero(~cand)
         h = np.concatenate([np.concatenate([ha, hb])[rest], key_hash(cons, keys)])
         return Batch(pl.concat([take(both, rest), cons], how="vertical", rechunk=False), keys, h, a.order)
-    small, large = (ha, hb) if len(ha) <= len(hb) else (hb, ha)
-    i = np.minimum(np.searchsorted(large, small), len(large) - 1)
-    common = small[large[i] == small]
     if len(common) == 0:
         h = np.concatenate([ha, hb])
         order = np.argsort(h, kind="stable")
         return Batch(take(both, order), keys, h[order])
-    common = common[np.concatenate(([True], common[1:] != common[:-1]))] if len(common) > 1 else common
     cand = np.concatenate([_runs_in(ha, common), _runs_in(hb, common)])
     cons = consolidate_frame(take(both, np.flatnonzero(cand)), weight_cols)
     hc = key_hash(cons, keys)
@@ -222,6 +218,15 @@ def merge_batches(a: Batch, b: Batch, keys: Sequence[str], weight_cols: Sequence
     order = np.argsort(h, kind="stable")  # two sorted runs and the consolidated rows
     src = np.concatenate([rest, np.arange(len(both), len(both) + cons.height)])[order]
     return Batch(take(pl.concat([both, cons], how="vertical", rechunk=False), src), keys, h[order])
+
+
+def _common(ha: np.ndarray, hb: np.ndarray) -> np.ndarray:
+    """The hashes in both sorted arrays, once each: the smaller's searched in the larger (not
+    `np.intersect1d`, whose unique of each side hashes them in NumPy 2.4: 1.5 s for 2M and 1M)."""
+    small, large = (ha, hb) if len(ha) <= len(hb) else (hb, ha)
+    i = np.minimum(np.searchsorted(large, small), len(large) - 1)
+    common = small[large[i] == small]
+    return common[np.concatenate(([True], common[1:] != common[:-1]))] if len(common) > 1 else common
 
 
 def merge_many(batches: Sequence[Batch], keys: Sequence[str], weight_cols: Sequence[str]) -> Batch:
