@@ -503,6 +503,8 @@ class TraceSnapshot:
         """All rows, consolidated (O(size): for non-incremental use and checks)."""
         if not self.batches:
             return self.empty_frame()
+        if len(self.batches) == 1:  # (a batch is consolidated: a fresh run's trace, read by a recompute)
+            return self.batches[0].df
         df = pl.concat([b.df for b in self.batches], how="vertical")
         return consolidate_frame(df, self.weight_cols)
 
