@@ -127,7 +127,7 @@ def edges_at(init: list, batches: list, b: int) -> list[tuple[int, int]]:
 def digest(src: Any, dst: Any, n: int) -> dict[str, Any]:
     """Size and sha256 of the sorted keys src * n + dst of a closure (duplicates are counted: a set has none)."""
     keys = np.sort(np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64))
-    dups = int(keys.size - np.unique(keys).size) if keys.size else 0
+    dups = int((keys[1:] == keys[:-1]).sum()) if keys.size else 0  # (sorted: not np.unique, which hashes)
     return {
         "size": int(keys.size),
         "duplicates": dups,
