@@ -236,3 +236,11 @@ def test_sorted_unique_is_numpy_s_unique(dtype: str, values: list[int], spread: 
     got, want = cons.sorted_unique(a), np.unique(a)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)  # (NaN equal to NaN)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-5, 5), max_size=20), st.lists(st.integers(-5, 5), max_size=20))
+def test_sorted_member_is_set_membership(keys: list[int], among: list[int]) -> None:
+    """`sorted_member`: which keys (in any order, repeated) are in a sorted array (repeated, or empty)."""
+    got = cons.sorted_member(np.array(keys, dtype=np.int64), np.sort(np.array(among, dtype=np.int64)))
+    assert got.tolist() == [k in set(among) for k in keys]

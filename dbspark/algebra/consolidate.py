@@ -204,6 +204,27 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def sorted_member(keys: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """Which of `keys` are in the sorted array `among` (a binary search each; in order when `keys` are
+    sorted)."""
+    if not len(among):
+        return np.zeros(len(keys), dtype=bool)
+    at = np.minimum(np.searchsorted(among, keys), len(among) - 1)
+    return among[at] == keys
+
+
+def take_columns(schema: pl.Schema, parts: Sequence[tuple[Sequence[np.ndarray], np.ndarray]]) -> pl.DataFrame:
+    """A frame of `schema` from the rows at `positions` of several parts' columns (`parts`: each part's
+    NumPy arrays, in the schema's order, and its positions), one part after another: a NumPy gather per
+    part and column and one Series per column, where a few rows from several frames would cost a Polars
+    gather each and a concatenation (a seek of a few keys over many batches or runs)."""
+    cols = []
+    for i, (name, dtype) in enumerate(schema.items()):
+        got = [arrays[i][pos] for arrays, pos in parts]
+        cols.append(pl.Series(name, got[0] if len(got) == 1 else np.concatenate(got), dtype=dtype))
+    return pl.DataFrame(cols)
+
+
 def nonzero(weight_cols: Sequence[str]) -> pl.Expr:
     """A row is zero only when every weight column is (a group can lose rows yet keep a sum change)."""
     e = pl.col(weight_cols[0]) != 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT, sorted_unique, weight_sum_checked
+from dbspark.algebra.consolidate import INTEGER_LIKE, WEIGHT, sorted_member, sorted_unique, weight_sum_checked
 from dbspark.algebra.weights import magnitude
 from dbspark.columnar.packed_trie import MAX_BITS, Dictionary, bits_for, pack, pack_offsets, unpack
 from dbspark.errors import WeightError
@@ -433,9 +433,7 @@ class RowSet:
     def _contains(self, keys: np.ndarray) -> np.ndarray:
         found = np.zeros(len(keys), dtype=bool)
         for run in self.runs:
-            at = np.searchsorted(run, keys)
-            at[at == len(run)] = len(run) - 1
-            found |= run[at] == keys
+            found |= sorted_member(keys, run)
         return found
 
     def _add(self, keys: np.ndarray) -> None:

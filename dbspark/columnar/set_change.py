@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from dbspark.algebra.consolidate import WEIGHT, sorted_unique
-from dbspark.columnar.row_set import BOOL_BITS, RowSet
+from dbspark.algebra.consolidate import WEIGHT, sorted_member, sorted_unique
+from dbspark.columnar.row_set import BOOL_BITS, Bools, RowSet
 
 
 def set_change(new: pl.DataFrame, old: pl.DataFrame, cols: list[str]) -> pl.DataFrame | None:
@@ -31,20 +31,19 @@ def set_change(new: pl.DataFrame, old: pl.DataFrame, cols: list[str]) -> pl.Data
     kn, ko = keys[: new.height], keys[new.height :]
     bits = sum(rows.bits)
     if bits <= BOOL_BITS:
-        in_new = np.zeros(1 << bits, dtype=bool)
-        in_new[kn] = True
-        if int(np.count_nonzero(in_new)) != len(kn):
+        in_new, in_old = Bools(bits), Bools(bits)
+        in_new.add(kn)
+        if int(np.count_nonzero(in_new.bools)) != len(kn):
             return None
-        in_old = np.zeros(1 << bits, dtype=bool)
-        in_old[ko] = True
-        added = np.flatnonzero(in_new & ~in_old)
-        removed = np.flatnonzero(in_old & ~in_new)
+        in_old.add(ko)
+        added = np.flatnonzero(in_new.bools & ~in_old.bools)
+        removed = np.flatnonzero(in_old.bools & ~in_new.bools)
     else:
         sn = np.sort(kn)
         if len(sn) > 1 and bool((sn[1:] == sn[:-1]).any()):
             return None
         so = sorted_unique(ko)
-        added, removed = sn[~_member(sn, so)], so[~_member(so, sn)]
+        added, removed = sn[~sorted_member(sn, so)], so[~sorted_member(so, sn)]
     return pl.concat(
         [
             rows.unpacked(added.astype(np.int64)).with_columns(pl.lit(1, dtype=pl.Int64).alias(WEIGHT)),
@@ -52,11 +51,3 @@ def set_change(new: pl.DataFrame, old: pl.DataFrame, cols: list[str]) -> pl.Data
         ],
         how="vertical",
     )
-
-
-def _member(keys: np.ndarray, among: np.ndarray) -> np.ndarray:
-    """Which of the sorted `keys` are in the sorted `among` (one binary search each, in order)."""
-    if not len(among):
-        return np.zeros(len(keys), dtype=bool)
-    at = np.minimum(np.searchsorted(among, keys), len(among) - 1)
-    return among[at] == keys

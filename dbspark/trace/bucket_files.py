@@ -26,7 +26,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from dbspark.algebra.consolidate import consolidate_frame
+from dbspark.algebra.consolidate import consolidate_frame, take_columns
 
 HASH = "__h"
 CACHE_SIZE = 4096  # opened files per process (memory-mapped: pages, not copies)
@@ -143,12 +143,9 @@ def gather(found: Sequence[Found], names: Sequence[str]) -> pl.DataFrame:
     microseconds a run, where an Arrow take, concatenation and conversion per run cost tens."""
     arrays = [f.run.arrays for f in found]
     if all(a is not None and len(a) == len(names) and all(n in a for n in names) for a in arrays):
-        idx = [f.index() for f in found]
-        cols = []
-        for n in names:
-            parts = [a[n][ix] for a, ix in zip(arrays, idx, strict=True)]  # type: ignore[index]
-            cols.append(pl.Series(n, parts[0] if len(parts) == 1 else np.concatenate(parts)))
-        return pl.DataFrame(cols)
+        schema = pl.Schema([(n, pl.Series(arrays[0][n][:0]).dtype) for n in names])  # type: ignore[index]
+        parts = [([a[n] for n in names], f.index()) for a, f in zip(arrays, found, strict=True)]  # type: ignore[index]
+        return take_columns(schema, parts)
     # (one chunk before the conversion: Polars converts a table of many small chunks, one per run
     # and bucket, several times slower, about 1 ms for a 100-key probe over 17 runs)
     table = pa.concat_tables([f.table() for f in found]).drop_columns([HASH]).combine_chunks()

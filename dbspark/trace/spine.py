@@ -33,9 +33,11 @@ from dbspark.algebra.consolidate import (
     hash_order,
     key_hash,
     sorted_by_hash,
+    sorted_member,
     sorted_unique,
     summable,
     take,
+    take_columns,
 )
 from dbspark.algebra.weights import magnitude
 from dbspark.algebra.zset import IndexedZSet, ZSet
@@ -224,8 +226,7 @@ def _common(ha: np.ndarray, hb: np.ndarray) -> np.ndarray:
     """The hashes in both sorted arrays, once each: the smaller's searched in the larger (not
     `np.intersect1d`, whose unique of each side hashes them in NumPy 2.4: 1.5 s for 2M and 1M)."""
     small, large = (ha, hb) if len(ha) <= len(hb) else (hb, ha)
-    i = np.minimum(np.searchsorted(large, small), len(large) - 1)
-    common = small[large[i] == small]
+    common = small[sorted_member(small, large)]
     return common[np.concatenate(([True], common[1:] != common[:-1]))] if len(common) > 1 else common
 
 
@@ -301,17 +302,6 @@ def _merge_summed(
     wm[pos[first]] = sums
     out = take(both, merged[keep]).with_columns(pl.Series(WEIGHT, wm[keep], dtype=pl.Int64))
     return Batch(out, keys, mh[keep])
-
-
-def _gathered(schema: pl.Schema, arrays: list[list[np.ndarray]], positions: list[np.ndarray]) -> pl.DataFrame:
-    """The rows at `positions` of each batch's columns (`Batch.arrays`), one after another, as a frame of
-    `schema`: a NumPy gather per batch and column and one Series per column (a seek of a few rows into a
-    trace of five batches: ~5 Polars gathers of ~70 µs each and a concatenation otherwise)."""
-    cols = []
-    for i, (name, dtype) in enumerate(schema.items()):
-        parts = [a[i][pos] for a, pos in zip(arrays, positions, strict=True)]
-        cols.append(pl.Series(name, parts[0] if len(parts) == 1 else np.concatenate(parts), dtype=dtype))
-    return pl.DataFrame(cols)
 
 
 def _same(a: Sequence[object], b: Sequence[object]) -> bool:
@@ -457,7 +447,10 @@ class TraceSnapshot:
             if sum(len(pos) for _, pos in found) <= SEEK_FEW:
                 arrays = [b.arrays() for b, _ in found]
                 if all(a is not None for a in arrays):
-                    return _gathered(found[0][0].df.schema, arrays, [pos for _, pos in found])  # type: ignore[arg-type]
+                    # (a seek of a few rows into a trace of five batches: ~5 Polars gathers of ~70 µs
+                    # each and a concatenation otherwise)
+                    cols = [(a, pos) for a, (_, pos) in zip(arrays, found, strict=True)]
+                    return take_columns(found[0][0].df.schema, cols)  # type: ignore[arg-type]
             parts = [take(b.df, pos) for b, pos in found]
         else:
             parts = [p for p in (b.seek(probe) for b in self.batches) if p.height]

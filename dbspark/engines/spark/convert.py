@@ -141,11 +141,12 @@ def to_spark(spark: Any, df: pl.DataFrame) -> Any:
     if df.height == 0:
         return spark.createDataFrame([], schema)
     t = to_arrow(df)
-    if any(b.num_rows == 0 for b in t.to_batches()):
+    batches = t.to_batches()
+    if any(b.num_rows == 0 for b in batches):
         # PySpark 4's createDataFrame of an Arrow table drops every record batch after an empty one
         # (measured: chunks [1], [], [2], [3] give the row 1 only); a Polars frame's chunks may be empty
         # (a consolidation's concatenated parts), so the empty ones are left out
-        t = pa.Table.from_batches([b for b in t.to_batches() if b.num_rows], schema=t.schema)
+        t = pa.Table.from_batches([b for b in batches if b.num_rows], schema=t.schema)
     return spark.createDataFrame(t, schema=schema)
 
 
