@@ -16,8 +16,8 @@ from its imports. Two signs say it does, and either stops the step, which is und
 
 A recompute is a fresh run (`operators/fresh.py`) of the body from empty state over the imports'
 integrals, kept for it, into a second delete-and-rederive state kept empty for it; the step's change is
-the new fixpoint less the old, and the two states trade places (the old one is emptied at the next
-step, so a failed step still finds it). After a stopped step the next 1, 2, 4, ... (at most MAX_SKIP)
+the new fixpoint less the old, and the two states trade places, the old one emptied in the same step
+(its undo holds it until the step commits: between steps the scope holds one fixpoint, not two). After a stopped step the next 1, 2, 4, ... (at most MAX_SKIP)
 steps recompute without trying delete-and-rederive first; a step that delete-and-rederive finishes
 resets that. After a step whose over-delete put back more than SWITCH_RATIO times the facts that changed
 (and SWITCH_MIN, and SWITCH_SHARE of the fixpoint), the next step recomputes too.
@@ -99,7 +99,6 @@ class AutoScopeState:
         self.empty = [d.to_state() for d in self.dreds], {n: t.to_state() for n, t in self.inputs.items()}
         self.empty_nested = self.nested.to_state()
         self.active = 0
-        self.stale = False  # the other state holds the fixpoint before a recompute: emptied next step
         self.switched_at: int | None = None  # the outer step after which it went nested
         self.released = False  # the delete-and-rederive states emptied after the switch
         self.runs: list[int] = []  # iterations per step (for measurements)
@@ -164,9 +163,6 @@ class AutoScopeState:
                     k.trace_clear(t, undo)
                 self._set(undo, released=True)
             return self.nested.step(imports, undo)
-        if self.stale:  # the step that recomputed is committed: the state it replaced is free
-            self.dreds[1 - self.active].clear(undo)
-            self._set(undo, stale=False)
         if not all(k.is_local(v) for v in imports.values()):
             # a change too large for this process (on Spark: left on the cluster): nested from this
             # step on, built there, which loads faster than dred's iterations on the cluster (1M
@@ -236,12 +232,17 @@ class AutoScopeState:
         now = spare.step(full, undo)
         rows = sum(held_rows(k, [v]) for v in now)
         here = all(k.is_local(v) for v in now)  # (else not counted: on Spark, left on the cluster)
-        self._set(undo, active=1 - self.active, stale=True, _size=rows if here else None)
+        self._set(undo, active=1 - self.active, _size=rows if here else None)
         self.runs.append(spare.iterations[-1])
         self.recomputed.append(len(self.runs) - 1)
         if here:  # (on Spark: the old fixpoint read into the driver too)
             before = [(k.from_local(k.to_local(z)), cols) for z, cols in before]
         out = tuple(self._change(a, z, cols) for a, (z, cols) in zip(now, before, strict=True))
+        del before
+        # the replaced state emptied now: its undo keeps it until the step commits, so that a failed
+        # step finds it (before 2026-12-06 it stayed until the next step: twice the fixpoint's state
+        # between steps, tc of 2,000 nodes 0.92 GiB of traces against 0.49)
+        self.dreds[1 - self.active].clear(undo)
         self.cost = time.perf_counter() - began, rows  # (the whole step: what stopping a try leads to)
         return out
 
@@ -339,7 +340,6 @@ class AutoScopeState:
             d.restore(st)
         for n, st in self.empty[1].items():
             self.inputs[n].restore(st)
-        self.stale = False
         if "nested" in saved:
             self.nested.restore(saved["nested"])
             self.switched_at, self.released = saved["switched_at"], True
