@@ -12,6 +12,8 @@ Its names (the rows' columns and where each goes) are defined here and used by `
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 
@@ -345,6 +347,41 @@ def _places(keys: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order[pos], sk[pos] == at
 
 
+def _placer(keys: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """A lookup of keys each one of `keys` (distinct): their positions in `keys`. By a table indexed by
+    the key where they are dense enough (as `_table`), left unfilled where no key is (the keys looked up
+    are known to be there: no -1 to write first, no check); else by a sort and binary searches (a key
+    not there is an error). Transitive closure of 5,000 nodes: 36M derivations of 24M facts, whose
+    table of 2^26 slots, filled with -1 first and checked, took 2.2 s of the round supports' 4.2."""
+    n = len(keys)
+    lo, hi = (int(keys.min()), int(keys.max())) if n else (0, -1)
+    if n and lo >= 0 and hi < _DENSE and hi < 16 * n:
+        kind = np.int32 if n < 2**31 else np.intp
+        table = np.empty(hi + 1, dtype=kind)
+        table[keys] = np.arange(n, dtype=kind)
+
+        def by_table(at: np.ndarray) -> np.ndarray:
+            if len(at) and (int(at.min()) < 0 or int(at.max()) > hi):
+                raise AssertionError("a fresh run's derivation of a fact it did not derive")
+            return table[at]
+
+        return by_table
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+
+    def by_search(at: np.ndarray) -> np.ndarray:
+        if not n:
+            if len(at):
+                raise AssertionError("a fresh run's derivation of a fact it did not derive")
+            return np.zeros(0, dtype=np.intp)
+        pos = np.minimum(np.searchsorted(sk, at), n - 1)
+        if not bool((sk[pos] == at).all()):
+            raise AssertionError("a fresh run's derivation of a fact it did not derive")
+        return order[pos]
+
+    return by_search
+
+
 def _supports_of(
     facts: pl.DataFrame, cols: tuple[str, ...], keys: np.ndarray, at: np.ndarray, s: np.ndarray, w: np.ndarray
 ) -> pl.DataFrame:
@@ -388,8 +425,8 @@ def round_supports(
     """`rank_fold.supports` from a fresh run's rounds (`RowSet.fresh_round`): round i's derivations all of
     rank `ranks[i]`, summed by fact (`keys`, sorted, once each; `w`), `new` the facts first derived there.
     `facts` holds the rounds' new facts in that order (each once, at its rank), so a new fact's place is
-    its count so far and only the derivations of earlier facts are looked up (`_places`, once for all
-    rounds). Per fact: b the weights of its derivations below its rank, a the others, t the largest rank
+    its count so far and only the derivations of earlier facts are looked up (`_placer`: one table for
+    all rounds). Per fact: b the weights of its derivations below its rank, a the others, t the largest rank
     of those (at least the rank - 1); each round adds to a fact once (its keys are distinct)."""
     n = facts.height
     fact_keys = np.concatenate([k[new] for k, _, new in rounds]) if rounds else np.zeros(0, np.int64)
@@ -399,10 +436,8 @@ def round_supports(
     if total >= 2**63 - 1:
         raise WeightError("weight overflow while counting a recursive distinct's derivations")
     olds = [~new for _, _, new in rounds]  # (each round's derivations of earlier facts)
-    old = [k[o] for (k, _, _), o in zip(rounds, olds, strict=True)]
-    places, found = _places(fact_keys, np.concatenate(old) if old else fact_keys[:0])
-    if not bool(found.all()):
-        raise AssertionError("a fresh run's derivation of a fact it did not derive")
+    place = _placer(fact_keys)
+    places = [place(k[o]) for (k, _, _), o in zip(rounds, olds, strict=True)]
     r = _ints(facts[RANK])
     below, above, top = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), r - 1
     # rounds of rising ranks (a fresh run's iterations): a later round's derivations rank at or above
@@ -410,13 +445,12 @@ def round_supports(
     # to its rank: no fact's rank or top is read (three reads at random of 36M derivations' facts at
     # transitive closure of 5,000 nodes)
     rising = all(a < b for a, b in zip(ranks, ranks[1:], strict=False))
-    at_new = at_old = 0
-    for (_, w, new), s, o, ok in zip(rounds, ranks, olds, old, strict=True):
-        k = len(w) - len(ok)
+    at_new = 0
+    for (_, w, new), s, o, p in zip(rounds, ranks, olds, places, strict=True):
+        k = len(w) - len(p)
         below[at_new : at_new + k] = w[new]  # (its first round: the derivations' rank is its rank - 1)
         at_new += k
-        p, wo = places[at_old : at_old + len(ok)], w[o]
-        at_old += len(ok)
+        wo = w[o]
         if rising:
             above[p] += wo
             top[p] = s
