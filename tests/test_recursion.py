@@ -1591,3 +1591,29 @@ def test_auto_does_not_recompute_when_an_over_delete_keeps_nothing() -> None:
     finally:
         dred.SWITCH_MIN, dred.SWITCH_RATIO, dred.SWITCH_SHARE = saved
         p.close()
+
+
+def test_auto_stops_an_over_delete_that_will_pass_its_budget(monkeypatch: Any) -> None:
+    """The over-delete's watch under "auto" (`AutoScopeState._watch`): it stops the step once its time
+    so far, times 1 + the share of its removals still supported (what re-deriving them will cost),
+    passes the deadline; not before, not without removals or a count of them, and not where the budget
+    is 0 or none (the deadline alone then stops a step). The rule's own `runaway` still stops it."""
+    from dbspark.operators import auto_scope
+
+    q = make_circuit(TC, "naive").incrementalize(recursion="auto")
+    rt = q.run("local")
+    (scope,) = [s for s in rt.states.values() if hasattr(s, "recomputed")]
+    scope.runaway = lambda removed, kept: False
+    now = [104.0]
+    monkeypatch.setattr(auto_scope.time, "perf_counter", lambda: now[0])
+    watch = scope._watch(100.0, 110.0)  # (began at 100 s, to end by 110 s)
+    assert not watch(100, 50)  # 104 + 4 * 0.5 = 106
+    assert not watch(100, 100)  # 104 + 4 = 108
+    now[0] = 106.0
+    assert watch(100, 100) and not watch(100, 0) and not watch(100, 60)  # 112; 106; 109.6
+    assert not watch(0, 0) and not watch(None, None) and not watch(100, None)
+    assert not scope._watch(100.0, None)(100, 100)  # (no budget)
+    scope.budget = 0.0
+    assert not scope._watch(100.0, 110.0)(100, 100)
+    scope.runaway = lambda removed, kept: True
+    assert scope._watch(100.0, None)(0, 0)

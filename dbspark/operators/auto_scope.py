@@ -12,7 +12,12 @@ from its imports. Two signs say it does, and either stops the step, which is und
   reading the imports' integrals and the old fixpoint, the fresh run and the change; scaled by the
   fixpoint's growth since). Before the first recompute a step has no budget; the first step, when it
   runs from empty state, counts as one that took FRESH_TO_RECOMPUTE times its fresh run (which reads
-  no old fixpoint and makes no change against it).
+  no old fixpoint and makes no change against it);
+- *the step will pass its budget*: after an iteration of the over-delete, its time so far times
+  1 + the share of its removals still supported passes the budget: re-deriving those costs about what
+  removing them did (transitive closure of 2,000 nodes: 162k facts removed in 0.92 s, 90% of them
+  supported; the step passed its budget of 1.46 s in the re-derivation, at 1.65 s, and then
+  recomputed).
 
 A recompute is a fresh run (`operators/fresh.py`) of the body from empty state over the imports'
 integrals, kept for it, into a second delete-and-rederive state kept empty for it; the step's change is
@@ -142,6 +147,20 @@ class AutoScopeState:
         where the rule weighs its share and the size is not kept, since it reads every fact."""
         return sum(held_rows(self.kernel, [r]) for r in self._fixpoint())
 
+    def _watch(self, began: float, deadline: float | None) -> Callable[[int | None, int | None], bool]:
+        """The over-delete's watch of a step that began at `began`: `runaway`, or the step will pass
+        its `deadline` (a budget of 0 or none: by the deadline alone)."""
+
+        def watch(removed: int | None, kept: int | None) -> bool:
+            if self.runaway(removed, kept):
+                return True
+            if deadline is None or self.budget <= 0 or not removed or kept is None:
+                return False
+            now = time.perf_counter()
+            return now + (now - began) * kept / removed > deadline
+
+        return watch
+
     def _deadline(self) -> float | None:
         """When a delete-and-rederive step that begins now passes its budget (None: no budget, as before
         the first recompute)."""
@@ -182,8 +201,9 @@ class AutoScopeState:
         self._estimate = None
         sub: list = []  # the delete-and-rederive step's own undo: a stopped step is undone
         dred = self.dred
-        dred.watch, dred.deadline = self.runaway, self._deadline()
+        dred.deadline = self._deadline()
         began = time.perf_counter()
+        dred.watch = self._watch(began, dred.deadline)
         try:
             out = dred.step(imports, sub)
         except Runaway:
