@@ -1617,3 +1617,59 @@ def test_auto_stops_an_over_delete_that_will_pass_its_budget(monkeypatch: Any) -
     assert not scope._watch(100.0, 110.0)(100, 100)
     scope.runaway = lambda removed, kept: True
     assert scope._watch(100.0, None)(0, 0)
+
+
+def test_auto_recomputes_lean_when_the_next_step_recomputes_too(engine: Any, tmp_path: Any) -> None:
+    """Under "auto", a recompute whose next step recomputes directly too (a stopped step, or one of a
+    backoff's but the last) keeps the results alone, its state empty (`AutoScopeState.lean`), where the
+    engine keeps state in this process (local; on Spark the state stays in its files); the step before a
+    try of delete-and-rederive recomputes in full. A checkpoint taken between keeps the results, and the
+    restored scope goes on right. The closure is right after every step."""
+    q = make_circuit(TC, "naive").incrementalize(recursion="auto")
+    rt = q.run(engine)
+    (scope,) = [s for s in rt.states.values() if hasattr(s, "recomputed")]
+    local = not is_spark(engine)
+    chain = [(i, i + 1) for i in range(12)]
+    edges = set(chain)
+    rt.insert("e", chain)
+    rt.step()
+    scope.budget = 0.0  # (every try stopped: at 1, then 1 direct; at 3, then 2 direct (4, 5); at 6)
+
+    def held() -> bool:  # (the active state holds rows)
+        return any(scope.kernel.trace_stats(t)[0] for t in scope.dred.traces())
+
+    seen = []
+    for n in range(1, 7):
+        e = (n % 6 + 3, n % 6 + 4)
+        (rt.delete if e in edges else rt.insert)("e", [e])
+        edges ^= {e}
+        rt.step()
+        assert rt.view("tc").to_dict() == as_set(py_tc(edges)), f"step {n}"
+        seen.append((scope.lean is not None, held()))
+        if n == 4:
+            rt.checkpoint(tmp_path / "ck")
+            at4 = set(edges)
+    lean, full = (True, False), (False, True)
+    assert seen == ([lean, full, lean, lean, full, lean] if local else [full] * 6), seen
+    assert scope.recomputed == list(range(1, 7))
+    # a step that would try delete-and-rederive on a lean state (its backoff cut short) recomputes in
+    # full first (on Spark, never lean, it runs delete-and-rederive); the next one runs it
+    scope.skip, scope.budget = 0, math.inf
+    for n in (7, 8):
+        e = (n % 6 + 3, n % 6 + 4)
+        (rt.delete if e in edges else rt.insert)("e", [e])
+        edges ^= {e}
+        rt.step()
+        assert rt.view("tc").to_dict() == as_set(py_tc(edges)), f"step {n}"
+    assert scope.recomputed == list(range(1, 8 if local else 7)) and scope.lean is None and held()
+    r = q.run(engine)
+    r.restore(tmp_path / "ck")  # (lean at step 4: a restored scope recomputes, then goes on)
+    (again,) = [s for s in r.states.values() if hasattr(s, "recomputed")]
+    assert (again.lean is not None) == local
+    edges = at4
+    for n in range(5, 9):
+        e = (n % 6 + 3, n % 6 + 4)
+        (r.delete if e in edges else r.insert)("e", [e])
+        edges ^= {e}
+        r.step()
+        assert r.view("tc").to_dict() == as_set(py_tc(edges)), f"restored, step {n}"

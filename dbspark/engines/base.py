@@ -62,6 +62,9 @@ class ZSetKernel(Protocol):
     """Z-sets: the group, linear and bilinear operators, and the per-step non-linear ones."""
 
     name: str
+    # whether the engine keeps state in this process's memory (a value held across steps costs no more
+    # than a trace of it; on Spark state lives in files, and the driver's memory stays flat)
+    state_in_process: bool
 
     # the group and conversions
     def empty(self, schema: pl.Schema, keys: Sequence[str] | None = None) -> Value: ...

@@ -194,6 +194,9 @@ class DRedScopeState:
         self.watch: Callable[[int | None, int | None], bool] | None = None
         self.deadline: float | None = None
         self.ran_fresh = False  # whether the last step was a fresh run (`FreshRun`)
+        # a step from empty state computes its results alone and leaves the state empty (`FreshRun.run`'s
+        # `lean`: a recompute the next step replaces, `operators/auto_scope.py`)
+        self.lean = False
 
     def step(self, imports: dict[str, Any], undo: list) -> tuple:
         k, op = self.kernel, self.op
@@ -224,7 +227,7 @@ class DRedScopeState:
         if not over and self.fresh_runs and self._fresh(adding):
             self.fresh = self.fresh or FreshRun(self)  # (made at the first step from empty state)
             try:
-                runs += self.fresh.run(adding, parts, undo)
+                runs += self.fresh.run(adding, parts, undo, lean=self.lean)
                 self.ran_fresh = True
             except NotFresh:  # (nothing changed: the step runs the usual way)
                 parts = [[] for _ in op.results]
@@ -233,6 +236,8 @@ class DRedScopeState:
             runs += self._run(adding, parts, undo, watch=None)
         for s in self.distincts:
             s.set(undo, removed=None, resync=False, watch=False)
+        if self.lean:  # (the results alone: what the step kept, and the delays' values, emptied)
+            self.clear(undo)
         self.iterations.append(runs)
         self.overdeleted.append(over)
         if not parts[0]:

@@ -206,9 +206,12 @@ class FreshRun:
             if x in self.sums and src == change:
                 self.counted[x] = d
 
-    def run(self, imports: dict[str, Any], parts: list[list[Any]], undo: list) -> int:
+    def run(self, imports: dict[str, Any], parts: list[list[Any]], undo: list, lean: bool = False) -> int:
         """Iterations from `imports` until nothing is fed back, each result's changes appended to
-        `parts`; returns how many ran. Raises `NotFresh` having changed nothing."""
+        `parts`; returns how many ran. Raises `NotFresh` having changed nothing. `lean`: the results
+        alone, for a recompute the next step replaces (`operators/auto_scope.py`): the integrals kept as
+        sums are not indexed and the ranked distincts' facts not counted into their traces (the caller
+        empties the state after)."""
         k, st, inner = self.kernel, self.scope, self.inner
         sums = {nid: _Sum(inner.nodes[nid].shape.schema) for nid in self.sums}  # each one's value now
         seen = {
@@ -253,7 +256,7 @@ class FreshRun:
                         f"recursive scope {st.op.scope!r} did not reach a fixpoint within "
                         f"{st.op.max_iterations} iterations"
                     )
-            for nid, s in sums.items():  # the integrals kept as sums: indexed once
+            for nid, s in sums.items() if not lean else ():  # the integrals kept as sums: indexed once
                 if nid in self.counted:
                     counts = ZSet(seen[self.counted[nid]].counts(), consolidated=True)  # (rows once, none 0)
                     k.trace_insert(st.it.states[nid], k.from_local(counts), sub)
@@ -265,7 +268,7 @@ class FreshRun:
                 if inner.outputs[r] in once and len(parts[i]) - before[i] > 1:
                     got = tuple(k.to_local(v) for v in parts[i][before[i] :])
                     parts[i][before[i] :] = [k.from_local(ZSet(_frames(got), consolidated=True))]
-            for rd in ranked.values():
+            for rd in ranked.values() if not lean else ():
                 rd.finish(k, sub)
         except NotFresh:
             for f in reversed(sub):

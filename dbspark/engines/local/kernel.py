@@ -71,6 +71,7 @@ class LocalKernel:
     """Implements `engines.base.Kernel` in process."""
 
     name = "local"
+    state_in_process = True
 
     def __init__(self, memory_limit: int | str | None = None) -> None:
         self._deferring = 0  # > 0: trace inserts are deferred (`deferring`)

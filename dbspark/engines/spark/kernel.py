@@ -90,6 +90,7 @@ class SparkKernel:
     """Implements `engines.base.Kernel` on Spark DataFrames."""
 
     name = "spark"
+    state_in_process = False
 
     def __init__(
         self,
