@@ -68,10 +68,13 @@ MAX_SKIP = 8
 # a step is not stopped before this many seconds (a recompute's fixed costs, the clock's noise on small
 # scopes; on Spark a recompute reads every import's integral)
 MIN_BUDGET = 0.5
-# a recompute step's time over its fresh run's (measured 2026-12-06 at transitive closure of 1,000 nodes:
-# 0.45-0.81 s against 0.28-0.35 s; same generation on a tree of 20,000: 0.35-0.94 against 0.21-0.54 s):
-# the first step's fresh run, times this, is the first recompute's estimate
-FRESH_TO_RECOMPUTE = 1.5
+# a recompute step's time over the first step's (a fresh run from empty state, the process's first: its
+# memory touched the first time): the first step's time, times this, is the first recompute's estimate.
+# Measured 2026-12-06 (a full recompute step, warm, against the first step): transitive closure of
+# 1,000 nodes 0.66x, of 2,000 0.89x, points-to 0.87x, reachability 0.74x, same generation on a forest
+# 0.83x and on a tree of 20,000 0.25-0.55x (1.5 before, set when a recompute's change was a group-by of
+# both fixpoints: the first tries of a batch then ran half as long again as a recompute)
+FRESH_TO_RECOMPUTE = 1.0
 
 
 def _runaway(removed: int | None, kept: int | None) -> bool:
