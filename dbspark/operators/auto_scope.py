@@ -57,9 +57,14 @@ W0, W1 = col("__w0"), col("__w1")
 # estimate of the put-back: a fact removed at its last derivation often comes back through another path
 # (measured in `bench/recursion.py`: reachability 55% supported, 99.9% put back; transitive closure 86%
 # and 99%; points-to 64% and 86%; same generation, whose facts have one derivation each, 0% and 0%).
+# The share of the fixpoint (2026-12-06, 0.05 before): the supported removals of a batch of 100 + 100
+# reach 3.8% of the fixpoint in transitive closure of 2,000 nodes (146k of 3.8M, its try then ran
+# 0.9 s against a 1.0-1.4 s recompute) and 0.8% in points-to (2.6k of 334k, whose batches
+# delete-and-rederive does in 0.25 s against a 0.42 s recompute): at a twentieth, tc's tries of 1,000
+# nodes ran to the budget (0.37-0.42 s a try, 0.21-0.29 s now)
 SWITCH_MIN = 2_000
 SWITCH_RATIO = 4
-SWITCH_SHARE = 0.05
+SWITCH_SHARE = 0.02
 # A delete-and-rederive step may take BUDGET times the last recompute before it is stopped: a step then
 # costs at most about (1 + BUDGET) recomputes, and one that delete-and-rederive does faster is not
 # stopped (reachability at 100k edges: 49 ms a batch against a 71 ms recompute, `bench/README.md`)
