@@ -112,7 +112,9 @@ class Batch:
             bits = max(1, (len(self.hashes) - 1).bit_length())
             shift = np.uint64(64 - bits)
             counts = np.bincount((self.hashes >> shift).view(np.intp), minlength=1 << bits)
-            starts = np.zeros(len(counts) + 1, dtype=np.intp)
+            # (int32 where the rows fit: the directory is kept with the batch, up to two slots a row;
+            # transitive closure of 5,000 nodes, 24M facts: 134 MB against 268 MB a trace)
+            starts = np.zeros(len(counts) + 1, dtype=np.int32 if len(self.hashes) < 2**31 else np.intp)
             np.cumsum(counts, out=starts[1:])
             self._dir = (starts, shift)
         return self._dir
