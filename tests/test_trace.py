@@ -430,3 +430,34 @@ def test_a_large_batch_is_sorted_by_polars_with_its_rows() -> None:
     probe = pl.DataFrame({"k": [0, 5, n // 3 - 1]})
     got = spine.TraceSnapshot((b,), ("k",), SCHEMA).seek_frame(probe)
     assert sorted(got.rows()) == sorted(df.filter(pl.col("k").is_in([0, 5, n // 3 - 1])).rows())
+
+
+def test_a_released_spine_holds_none_of_the_steps_merged_batches() -> None:
+    """After `release` the spine refers to its batches and nothing it merged away: the step's held batches
+    and deferred inserts (the last batching's key once kept them, a second copy of the step's changes
+    between steps)."""
+    import gc
+
+    sp = Spine(("k",), SCHEMA)
+    n = 2 * spine.SMALL  # (a trace past SMALL keeps its batches apart)
+    sp.insert(frame([(k, "a", 1) for k in range(n)]))
+    sp.hold()
+    for i in range(3):  # (an iteration's insert, batched when a snapshot taken since is read)
+        sp.insert(frame([(k, "b", 1) for k in range(n + 50 * i, n + 50 * i + 40)]), defer=True)
+        assert sp.snapshot().batches
+    step = {id(b) for b in sp.batches[sp.floor :]} | {id(p) for p in sp.pending}
+    assert step
+    sp.release()
+    reachable, todo = set(), [sp]
+    while todo:
+        o = todo.pop()
+        if id(o) in reachable or isinstance(o, type):
+            continue
+        reachable.add(id(o))
+        todo.extend(gc.get_referents(o))
+    live = {id(b) for b in sp.batches}
+    assert not (step - live) & reachable
+    assert {(k, v): w for k, v, w in sp.snapshot().to_frame().rows()} == {
+        **{(k, "a"): 1 for k in range(n)},
+        **{(k, "b"): 1 for i in range(3) for k in range(n + 50 * i, n + 50 * i + 40)},
+    }

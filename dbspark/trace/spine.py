@@ -609,6 +609,10 @@ class Spine:
             self.batches.pop()
         self.floor, self.holding = 0, False
         self._merge()
+        # the last batching's key holds the step's batches and deferred inserts, merged away now: kept,
+        # they outlived the step (transitive closure of 2,000 nodes under dred: 450 MB of old batches
+        # held between steps, against 0.57 GiB of traces); a snapshot taken before batches itself
+        self._last = None
 
     def held_rows(self) -> int:
         """The rows a `hold` keeps apart: its deferred inserts and the batches made since."""
