@@ -22,11 +22,11 @@ from its imports. Two signs say it does, and either stops the step, which is und
 A recompute is a fresh run (`operators/fresh.py`) of the body from empty state over the imports'
 integrals, kept for it, into a second delete-and-rederive state kept empty for it; the step's change is
 the new fixpoint less the old, and the two states trade places, the old one emptied in the same step
-(its undo holds it until the step commits: between steps the scope holds one fixpoint, not two). A recompute whose
-next step recomputes too is lean where the engine keeps state in this process: its results alone,
-kept as the next change's old fixpoint, the state left empty (`_recompute`). After a stopped step the next 1, 2, 4, ... (at most MAX_SKIP)
-steps recompute without trying delete-and-rederive first; a step that delete-and-rederive finishes
-resets that. After a step whose over-delete put back more than SWITCH_RATIO times the facts that changed
+(its undo holds it until the step commits: between steps the scope holds one fixpoint, not two). A
+recompute whose next step recomputes too is lean where the engine keeps state in this process: its
+results alone, kept as the next change's old fixpoint, the state left empty (`_recompute`). After a
+stopped step the next 1, 2, 4, ... (at most MAX_SKIP) steps recompute without trying
+delete-and-rederive first; a step that delete-and-rederive finishes resets that. After a step whose over-delete put back more than SWITCH_RATIO times the facts that changed
 (and SWITCH_MIN, and SWITCH_SHARE of the fixpoint), the next step recomputes too.
 
 A change too large for this process (on Spark: left on the cluster by the placement), or a recompute
