@@ -26,8 +26,9 @@ the new fixpoint less the old, and the two states trade places, the old one empt
 recompute whose next step recomputes too is lean where the engine keeps state in this process: its
 results alone, kept as the next change's old fixpoint, the state left empty (`_recompute`). After a
 stopped step the next 1, 2, 4, ... (at most MAX_SKIP) steps recompute without trying
-delete-and-rederive first; a step that delete-and-rederive finishes resets that. After a step whose over-delete put back more than SWITCH_RATIO times the facts that changed
-(and SWITCH_MIN, and SWITCH_SHARE of the fixpoint), the next step recomputes too.
+delete-and-rederive first; a step that delete-and-rederive finishes resets that. After a step whose
+over-delete put back more than SWITCH_RATIO times the facts that changed (and SWITCH_MIN, and
+SWITCH_SHARE of the fixpoint), the next step recomputes too.
 
 A change too large for this process (on Spark: left on the cluster by the placement), or a recompute
 whose imports' integrals are, makes the scope nested (`operators/nested.py`) from that step on, built
