@@ -1638,13 +1638,17 @@ def test_auto_recomputes_lean_when_the_next_step_recomputes_too(engine: Any, tmp
     def held() -> bool:  # (the active state holds rows)
         return any(scope.kernel.trace_stats(t)[0] for t in scope.dred.traces())
 
+    def flip(r: Any, edges: set, n: int) -> set:  # (link n cut or put back, a step, the closure right)
+        e = (n % 6 + 3, n % 6 + 4)
+        (r.delete if e in edges else r.insert)("e", [e])
+        edges = edges ^ {e}
+        r.step()
+        assert r.view("tc").to_dict() == as_set(py_tc(edges)), f"step {n}"
+        return edges
+
     seen = []
     for n in range(1, 7):
-        e = (n % 6 + 3, n % 6 + 4)
-        (rt.delete if e in edges else rt.insert)("e", [e])
-        edges ^= {e}
-        rt.step()
-        assert rt.view("tc").to_dict() == as_set(py_tc(edges)), f"step {n}"
+        edges = flip(rt, edges, n)
         seen.append((scope.lean is not None, held()))
         if n == 4:
             rt.checkpoint(tmp_path / "ck")
@@ -1656,20 +1660,12 @@ def test_auto_recomputes_lean_when_the_next_step_recomputes_too(engine: Any, tmp
     # full first (on Spark, never lean, it runs delete-and-rederive); the next one runs it
     scope.skip, scope.budget = 0, math.inf
     for n in (7, 8):
-        e = (n % 6 + 3, n % 6 + 4)
-        (rt.delete if e in edges else rt.insert)("e", [e])
-        edges ^= {e}
-        rt.step()
-        assert rt.view("tc").to_dict() == as_set(py_tc(edges)), f"step {n}"
+        edges = flip(rt, edges, n)
     assert scope.recomputed == list(range(1, 8 if local else 7)) and scope.lean is None and held()
     r = q.run(engine)
     r.restore(tmp_path / "ck")  # (lean at step 4: a restored scope recomputes, then goes on)
     (again,) = [s for s in r.states.values() if hasattr(s, "recomputed")]
     assert (again.lean is not None) == local
     edges = at4
-    for n in range(5, 9):
-        e = (n % 6 + 3, n % 6 + 4)
-        (r.delete if e in edges else r.insert)("e", [e])
-        edges ^= {e}
-        r.step()
-        assert r.view("tc").to_dict() == as_set(py_tc(edges)), f"restored, step {n}"
+    for n in range(5, 9):  # (restored)
+        edges = flip(r, edges, n)

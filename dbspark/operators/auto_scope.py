@@ -264,6 +264,7 @@ class AutoScopeState:
         no integrals indexed (transitive closure of 1,000 nodes: ~35% of a recompute). A step that
         would try delete-and-rederive after one recomputes in full first."""
         k = self.kernel
+        lean = lean and k.state_in_process
         began = time.perf_counter()
         placed = k.place([k.as_zset(t.snapshot()) for t in self.inputs.values()])
         full = dict(zip(self.inputs, placed, strict=True))
@@ -271,14 +272,14 @@ class AutoScopeState:
             return self._switch(undo, self._fixpoint(), full)
         before = self._traces()
         spare = self.dreds[1 - self.active]
-        spare.lean = lean and k.state_in_process
+        spare.lean = lean
         try:
             now = spare.step(full, undo)
         finally:
             spare.lean = False
         rows = sum(held_rows(k, [v]) for v in now)
         here = all(k.is_local(v) for v in now)  # (else not counted: on Spark, left on the cluster)
-        kept = tuple(now) if lean and k.state_in_process and here else None
+        kept = tuple(now) if lean and here else None
         self._set(undo, active=1 - self.active, _size=rows if here else None, lean=kept)
         self.runs.append(spare.iterations[-1])
         self.recomputed.append(len(self.runs) - 1)
