@@ -42,7 +42,7 @@ def _ints(s: pl.Series) -> np.ndarray:
 def _sums(at: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
     """The sums of `w` by position `at` (0 <= at < n), exact in int64."""
     if len(w) == 0 or bool((w == 1).all()):  # (no float weights: a count)
-        return np.bincount(at, minlength=n).astype(np.int64)
+        return np.bincount(at, minlength=n).astype(np.int64, copy=False)
     if magnitude(w) * len(w) < 2**53:  # (every float sum exact)
         return np.bincount(at, weights=w, minlength=n).astype(np.int64)
     out = np.zeros(n, dtype=np.int64)
