@@ -284,7 +284,7 @@ def consolidate_sorted(
         return df, None
     data_cols = [c for c in df.columns if c not in weight_cols]
     schema = df.schema  # (a property that builds the schema on each read: ~6 us)
-    can_sum = summable(df, data_cols, weight_cols, schema)
+    can_sum = summable(df, data_cols, weight_cols)
     if (
         (few_repeats or can_sum)
         and df.height > 1
@@ -297,7 +297,7 @@ def consolidate_sorted(
         dup = s[1:] == s[:-1]
         if not dup.any():  # distinct rows: put in hash order (one gather), their hashes kept
             if not ordered or len(weight_cols) != 1:
-                return _drop_zero(df, weight_cols, schema), None
+                return _drop_zero(df, weight_cols), None
             keep = df[weight_cols[0]].to_numpy()[order] != 0
             if not keep.all():
                 order, s = order[keep], s[keep]
@@ -340,15 +340,12 @@ def _summed_runs(
     return out.with_columns(pl.Series(WEIGHT, sums[keep], dtype=pl.Int64)), first[keep]
 
 
-def summable(
-    df: pl.DataFrame, data_cols: list[str], weight_cols: Sequence[str], schema: pl.Schema | None = None
-) -> bool:
+def summable(df: pl.DataFrame, data_cols: list[str], weight_cols: Sequence[str]) -> bool:
     """Whether `_summed_runs` applies: an int64 weight alone, integer-like data columns without NULLs
-    (`schema`: the frame's, if the caller has it)."""
-    schema = df.schema if schema is None else schema
-    if list(weight_cols) != [WEIGHT] or schema[WEIGHT] != pl.Int64:
+    (each column's type read from the column: `df.schema` is built anew at each read, ~6 us)."""
+    if list(weight_cols) != [WEIGHT] or df[WEIGHT].dtype != pl.Int64:
         return False
-    return all(isinstance(schema[c], PHYSICAL_INT) and df[c].null_count() == 0 for c in data_cols)
+    return all(isinstance((s := df[c]).dtype, PHYSICAL_INT) and s.null_count() == 0 for c in data_cols)
 
 
 def _grouped(df: pl.DataFrame, data_cols: list[str], weight_cols: Sequence[str]) -> pl.DataFrame:
@@ -362,9 +359,9 @@ def _grouped(df: pl.DataFrame, data_cols: list[str], weight_cols: Sequence[str])
     return out if out.columns == df.columns else out[df.columns]
 
 
-def _drop_zero(df: pl.DataFrame, weight_cols: Sequence[str], schema: pl.Schema | None = None) -> pl.DataFrame:
+def _drop_zero(df: pl.DataFrame, weight_cols: Sequence[str]) -> pl.DataFrame:
     """`df` without the rows whose weight columns are all zero (by NumPy for an int64 weight)."""
-    if list(weight_cols) == [WEIGHT] and (df.schema if schema is None else schema)[WEIGHT] == pl.Int64:
+    if list(weight_cols) == [WEIGHT] and df[WEIGHT].dtype == pl.Int64:
         w = df[WEIGHT].to_numpy()
         keep = w != 0
         return df if keep.all() else df.filter(pl.Series(keep))
